@@ -1,0 +1,3 @@
+module github.com/dubflow/dubflow/migrations
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/dubflow/dubflow/proto
+
+go 1.26.0
