@@ -1,0 +1,6 @@
+// Package testenv gives tests isolated pieces of the real services the local
+// stack provides: a fresh, migrated Postgres database, a fresh RabbitMQ
+// virtual host, a fresh S3 bucket. Each is removed by t.Cleanup. The
+// services are found through the same variables the workers read
+// (DATABASE_URL, AMQP_URL, S3_*), with the local defaults.
+package testenv
