@@ -26,7 +26,10 @@ CREATE TABLE task_steps (
     step         text NOT NULL,
     part         text NOT NULL DEFAULT '',
     attempt      integer NOT NULL CHECK (attempt >= 1),
-    status       text NOT NULL CHECK (status IN ('running', 'succeeded', 'failed')),
+    -- running: claimed under a lease; succeeded; failed: this attempt failed
+    -- (its retry or dead letter left through the outbox); parked: stopped
+    -- without retry, waiting for an operator (TTS compensation).
+    status       text NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'parked')),
     worker       text NOT NULL DEFAULT '',
     lease_until  timestamptz,
     started_at   timestamptz NOT NULL DEFAULT now(),
@@ -45,6 +48,18 @@ CREATE TABLE step_parts (
     part        text NOT NULL DEFAULT '',
     created_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (task_id, step, part)
+);
+
+-- step_replays: a replay (from the DLQ, from tts_requeue) starts a fresh retry
+-- budget at base_attempt; earlier attempts stay in task_steps as history.
+CREATE TABLE step_replays (
+    task_id       uuid NOT NULL,
+    step          text NOT NULL,
+    part          text NOT NULL DEFAULT '',
+    base_attempt  integer NOT NULL,
+    reason        text NOT NULL DEFAULT '',
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (task_id, step, part, base_attempt)
 );
 
 -- segments: the speech segments of a task.
@@ -99,10 +114,122 @@ CREATE UNIQUE INDEX dead_letters_message_id ON dead_letters (message_id) WHERE m
 CREATE INDEX dead_letters_task_idx ON dead_letters (task_id);
 CREATE INDEX dead_letters_step_failed_idx ON dead_letters (step, failed_at);
 
+-- step_succeeded: a step has succeeded when it has a succeeded row and every
+-- part it was fanned out into has one.
+-- +goose StatementBegin
+CREATE FUNCTION step_succeeded(p_task uuid, p_step text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM task_steps s
+                   WHERE s.task_id = p_task AND s.step = p_step AND s.status = 'succeeded')
+       AND NOT EXISTS (SELECT 1 FROM step_parts p
+                       WHERE p.task_id = p_task AND p.step = p_step
+                         AND NOT EXISTS (SELECT 1 FROM task_steps s
+                                         WHERE s.task_id = p.task_id AND s.step = p.step
+                                           AND s.part = p.part AND s.status = 'succeeded'))
+$$;
+-- +goose StatementEnd
+
+-- claim_step: the runtime's compare-and-swap claim of one attempt of one
+-- part of a step. Outcomes: claimed (the caller holds the lease), done (the
+-- part already succeeded), waiting (the predecessor step has not succeeded),
+-- held (another live worker holds this attempt; held_until says how long),
+-- finished (this attempt already failed or was parked: a duplicate).
+-- +goose StatementBegin
+CREATE FUNCTION claim_step(p_task uuid, p_step text, p_part text, p_attempt integer,
+                           p_worker text, p_lease interval, p_after text)
+RETURNS TABLE (outcome text, step_id bigint, base_attempt integer, held_until timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id     bigint;
+    v_status text;
+    v_lease  timestamptz;
+    v_base   integer;
+BEGIN
+    IF EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p_task AND s.step = p_step
+               AND s.part = p_part AND s.status = 'succeeded') THEN
+        RETURN QUERY SELECT 'done'::text, NULL::bigint, NULL::integer, NULL::timestamptz;
+        RETURN;
+    END IF;
+    IF p_after <> '' AND NOT step_succeeded(p_task, p_after) THEN
+        RETURN QUERY SELECT 'waiting'::text, NULL::bigint, NULL::integer, NULL::timestamptz;
+        RETURN;
+    END IF;
+    SELECT coalesce(max(r.base_attempt), 1) INTO v_base FROM step_replays r
+     WHERE r.task_id = p_task AND r.step = p_step AND r.part = p_part AND r.base_attempt <= p_attempt;
+    INSERT INTO task_steps AS s (task_id, step, part, attempt, status, worker, lease_until, started_at)
+    VALUES (p_task, p_step, p_part, p_attempt, 'running', p_worker, now() + p_lease, now())
+    ON CONFLICT (task_id, step, part, attempt) DO UPDATE
+       SET worker = EXCLUDED.worker, lease_until = EXCLUDED.lease_until, started_at = now()
+     WHERE s.status = 'running' AND s.lease_until < now()
+    RETURNING s.id INTO v_id;
+    IF v_id IS NOT NULL THEN
+        RETURN QUERY SELECT 'claimed'::text, v_id, v_base, NULL::timestamptz;
+        RETURN;
+    END IF;
+    SELECT s.status, s.lease_until INTO v_status, v_lease FROM task_steps s
+     WHERE s.task_id = p_task AND s.step = p_step AND s.part = p_part AND s.attempt = p_attempt;
+    IF v_status = 'running' THEN
+        RETURN QUERY SELECT 'held'::text, NULL::bigint, v_base, v_lease;
+    ELSE
+        RETURN QUERY SELECT 'finished'::text, NULL::bigint, v_base, NULL::timestamptz;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- finish_step: ends a claimed attempt; raises DF001 when the caller no
+-- longer holds it (its lease ran out and another worker took over), which
+-- rolls back everything committed with it.
+-- +goose StatementBegin
+CREATE FUNCTION finish_step(p_id bigint, p_worker text, p_status text, p_error text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE task_steps SET status = p_status, error = p_error, finished_at = now(), lease_until = NULL
+     WHERE id = p_id AND worker = p_worker AND status = 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'step attempt % is no longer held by %', p_id, p_worker USING ERRCODE = 'DF001';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- emit_when_done: fan-in. Serialized per task and step by an advisory lock,
+-- it adds the next step's message to the outbox only when every part of
+-- p_step has succeeded and the next part was not emitted before — so the
+-- next step is triggered exactly once however many parts finish at once.
+-- +goose StatementBegin
+CREATE FUNCTION emit_when_done(p_task uuid, p_step text, p_next text, p_next_part text,
+                               p_message_id uuid, p_exchange text, p_key text, p_body bytea)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_task::text || '/' || p_step, 0));
+    IF NOT step_succeeded(p_task, p_step) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO step_parts (task_id, step, part) VALUES (p_task, p_next, p_next_part)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO outbox (message_id, exchange, routing_key, body)
+    VALUES (p_message_id, p_exchange, p_key, p_body) RETURNING id INTO v_id;
+    RETURN v_id;
+END
+$$;
+-- +goose StatementEnd
+
 -- +goose Down
+DROP FUNCTION emit_when_done(uuid, text, text, text, uuid, text, text, bytea);
+DROP FUNCTION finish_step(bigint, text, text, text);
+DROP FUNCTION claim_step(uuid, text, text, integer, text, interval, text);
+DROP FUNCTION step_succeeded(uuid, text);
 DROP TABLE dead_letters;
 DROP TABLE outbox;
 DROP TABLE segments;
+DROP TABLE step_replays;
 DROP TABLE step_parts;
 DROP TABLE task_steps;
 DROP TABLE tasks;
