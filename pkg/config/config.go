@@ -1,0 +1,127 @@
+// Package config describes the configuration every dubflow service shares
+// and reads it from an environment given by the caller (main passes the
+// process environment; nothing under pkg/ reads it by itself).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// S3 locates the object store.
+type S3 struct {
+	Endpoint  string `env:"S3_ENDPOINT" envDefault:"localhost:9000"`
+	AccessKey string `env:"S3_ACCESS_KEY" envDefault:"minioadmin"`
+	SecretKey string `env:"S3_SECRET_KEY" envDefault:"minioadmin"`
+	Bucket    string `env:"S3_BUCKET" envDefault:"dubflow"`
+	UseSSL    bool   `env:"S3_USE_SSL" envDefault:"false"`
+}
+
+// Common is the configuration of every service.
+type Common struct {
+	AMQPURL     string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/"`
+	DatabaseURL string `env:"DATABASE_URL" envDefault:"postgres://postgres@localhost:5432/dubflow?sslmode=disable"`
+	S3          S3
+	// OpsAddr serves /healthz, /readyz and /metrics.
+	OpsAddr   string `env:"OPS_ADDR" envDefault:":8081"`
+	LogLevel  string `env:"LOG_LEVEL" envDefault:"info"`
+	LogFormat string `env:"LOG_FORMAT" envDefault:"json"`
+
+	DefaultSourceLanguage string `env:"DEFAULT_SOURCE_LANGUAGE" envDefault:"en"`
+	DefaultTargetLanguage string `env:"DEFAULT_TARGET_LANGUAGE" envDefault:"es"`
+
+	// Concurrency is how many messages a worker handles at once (and its
+	// prefetch).
+	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"1"`
+	// MaxAttempts is the retry budget of a step (1s, 2s, 4s between).
+	MaxAttempts int `env:"STEP_MAX_ATTEMPTS" envDefault:"3"`
+	// LeaseSeconds is how long a step's claim lives without a heartbeat.
+	LeaseSeconds int `env:"STEP_LEASE_SECONDS" envDefault:"30"`
+	// ShutdownGraceSeconds is how long in-flight steps may finish on SIGTERM.
+	ShutdownGraceSeconds int `env:"SHUTDOWN_GRACE_SECONDS" envDefault:"30"`
+	// DeliveryLimit is the work queues' x-delivery-limit.
+	DeliveryLimit int `env:"QUEUE_DELIVERY_LIMIT" envDefault:"20"`
+}
+
+// Validate checks values that parsing cannot.
+func (c *Common) Validate() error {
+	var errs []error
+	if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+		errs = append(errs, fmt.Errorf("AMQP_URL %q: want amqp:// or amqps://", Redact(c.AMQPURL)))
+	}
+	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		errs = append(errs, fmt.Errorf("DATABASE_URL: want postgres://"))
+	}
+	if c.S3.Endpoint == "" || c.S3.Bucket == "" {
+		errs = append(errs, errors.New("S3_ENDPOINT and S3_BUCKET are required"))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 256 {
+		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY %d: want 1..256", c.Concurrency))
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
+		errs = append(errs, fmt.Errorf("STEP_MAX_ATTEMPTS %d: want 1..20", c.MaxAttempts))
+	}
+	if c.LeaseSeconds < 3 {
+		errs = append(errs, fmt.Errorf("STEP_LEASE_SECONDS %d: want at least 3", c.LeaseSeconds))
+	}
+	if c.ShutdownGraceSeconds < 0 {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_GRACE_SECONDS %d: want 0 or more", c.ShutdownGraceSeconds))
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: want json or console", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// Lease is LeaseSeconds as a duration.
+func (c *Common) Lease() time.Duration { return time.Duration(c.LeaseSeconds) * time.Second }
+
+// ShutdownGrace is ShutdownGraceSeconds as a duration.
+func (c *Common) ShutdownGrace() time.Duration {
+	return time.Duration(c.ShutdownGraceSeconds) * time.Second
+}
+
+// Environ returns the process environment as a map, for Load.
+func Environ() map[string]string {
+	m := make(map[string]string)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// Validator is a configuration struct that checks itself.
+type Validator interface{ Validate() error }
+
+// Load fills cfg (a pointer to a struct with env tags) from environ and
+// validates it when it implements Validator.
+func Load(environ map[string]string, cfg any) error {
+	if err := env.ParseWithOptions(cfg, env.Options{Environment: environ}); err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	if v, ok := cfg.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("invalid configuration: %w", err)
+		}
+	}
+	return nil
+}
+
+// Redact hides the password of a URL for logs.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}

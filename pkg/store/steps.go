@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Claim outcomes returned by ClaimStep.
+const (
+	Claimed  = "claimed"  // the caller holds the attempt's lease
+	Done     = "done"     // the part already succeeded
+	Waiting  = "waiting"  // the predecessor step has not succeeded yet
+	Held     = "held"     // another live worker holds this attempt
+	Finished = "finished" // this attempt already failed or was parked
+)
+
+// Step attempt statuses.
+const (
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusParked    = "parked"
+)
+
+// ErrLeaseLost is returned when a worker tries to finish an attempt it no
+// longer holds (its lease ran out and another worker took the attempt over).
+var ErrLeaseLost = errors.New("step lease lost")
+
+// Claim is the result of ClaimStep.
+type Claim struct {
+	Outcome     string
+	StepID      int64
+	BaseAttempt int
+	HeldUntil   time.Time
+}
+
+// StepKey names one attempt of one part of one step of a task.
+type StepKey struct {
+	TaskID  uuid.UUID
+	Step    string
+	Part    string
+	Attempt int
+}
+
+// Querier is what the store's statements run on: a pool, a connection or a
+// transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ClaimStep claims the attempt k for worker with a lease, in one
+// compare-and-swap statement (see claim_step in the migrations). after names
+// the step that must have succeeded first ("" for none).
+func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease time.Duration, after string) (Claim, error) {
+	var c Claim
+	var id *int64
+	var base *int32
+	var held *time.Time
+	err := q.QueryRow(ctx, `SELECT outcome, step_id, base_attempt, held_until
+		FROM claim_step($1, $2, $3, $4, $5, $6, $7)`,
+		k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after).Scan(&c.Outcome, &id, &base, &held)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
+	}
+	if id != nil {
+		c.StepID = *id
+	}
+	if base != nil {
+		c.BaseAttempt = int(*base)
+	}
+	if held != nil {
+		c.HeldUntil = *held
+	}
+	return c, nil
+}
+
+// ExtendLease pushes the lease of a claimed attempt forward; it returns
+// ErrLeaseLost when the worker no longer holds it.
+func ExtendLease(ctx context.Context, q Querier, stepID int64, worker string, lease time.Duration) error {
+	tag, err := q.Exec(ctx, `UPDATE task_steps SET lease_until = now() + $3
+		WHERE id = $1 AND worker = $2 AND status = 'running'`, stepID, worker, lease)
+	if err != nil {
+		return fmt.Errorf("extend lease of step %d: %w", stepID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// ReleaseLease ends the lease of a claimed attempt at once, so that the
+// next delivery of the message takes it over without waiting (used when a
+// worker hands work back on shutdown).
+func ReleaseLease(ctx context.Context, q Querier, stepID int64, worker string) error {
+	_, err := q.Exec(ctx, `UPDATE task_steps SET lease_until = now() - interval '1 millisecond'
+		WHERE id = $1 AND worker = $2 AND status = 'running'`, stepID, worker)
+	if err != nil {
+		return fmt.Errorf("release lease of step %d: %w", stepID, err)
+	}
+	return nil
+}
+
+// FinishStepSQL ends a claimed attempt (arguments: step id, worker, status,
+// error); it raises DF001 — ErrLeaseLost through MapError — when the worker no
+// longer holds the attempt.
+const FinishStepSQL = `SELECT finish_step($1, $2, $3, $4)`
+
+// TouchTaskSQL records progress on a task (argument: task id): a queued task
+// becomes running and its updated_at moves.
+const TouchTaskSQL = `UPDATE tasks SET updated_at = now(),
+	status = CASE WHEN status = 'queued' THEN 'running' ELSE status END
+	WHERE id = $1 AND status IN ('queued', 'running')`
+
+// FailTaskSQL marks a task failed with an error (arguments: task id, error).
+const FailTaskSQL = `UPDATE tasks SET status = 'failed', error = $2, updated_at = now()
+	WHERE id = $1 AND status <> 'done'`
+
+// AddPartSQL records that a step has a part (arguments: task id, step, part).
+const AddPartSQL = `INSERT INTO step_parts (task_id, step, part) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+
+// AddOutboxSQL adds a message to the outbox (arguments: message id, exchange,
+// routing key, body) and returns its id.
+const AddOutboxSQL = `INSERT INTO outbox (message_id, exchange, routing_key, body) VALUES ($1, $2, $3, $4) RETURNING id`
+
+// EmitWhenDoneSQL is the fan-in (arguments: task id, step, next step, next
+// part, message id, exchange, routing key, body): it returns the outbox id,
+// or NULL when the step is not complete yet or the next part was already
+// emitted.
+const EmitWhenDoneSQL = `SELECT emit_when_done($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// AddOutbox adds one message to the outbox inside the caller's transaction;
+// the step runtime's relay publishes it after the commit (or its sweep does,
+// after a crash).
+func AddOutbox(ctx context.Context, tx pgx.Tx, exchange, routingKey string, body []byte) (int64, error) {
+	var id int64
+	if err := tx.QueryRow(ctx, AddOutboxSQL, uuid.New(), exchange, routingKey, body).Scan(&id); err != nil {
+		return 0, fmt.Errorf("add %s message to outbox: %w", routingKey, err)
+	}
+	return id, nil
+}
+
+// MapError turns the store's own Postgres errors into sentinel errors:
+// DF001 into ErrLeaseLost, a second success of one part into ErrDuplicate.
+func MapError(err error) error {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch {
+		case pg.Code == "DF001":
+			return fmt.Errorf("%w: %s", ErrLeaseLost, pg.Message)
+		case pg.Code == "23505" && pg.ConstraintName == "task_steps_one_success":
+			return fmt.Errorf("%w: %s", ErrDuplicate, pg.Message)
+		}
+	}
+	return err
+}
+
+// ErrDuplicate is returned when a part that already succeeded would
+// succeed a second time; the second run's effects are rolled back.
+var ErrDuplicate = errors.New("step part already succeeded")

@@ -1,0 +1,79 @@
+// Command migrate prepares dubflow's backing services: it applies the
+// Postgres migrations, creates the S3 bucket and declares the RabbitMQ
+// topology. Every part is idempotent; the Kubernetes Job and `make up` run
+// it before the workers start.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/rs/zerolog"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], config.Environ()); err != nil {
+		fmt.Fprintln(os.Stderr, "migrate:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, environ map[string]string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	skipDB := fs.Bool("skip-db", false, "do not apply the Postgres migrations")
+	skipS3 := fs.Bool("skip-s3", false, "do not create the bucket")
+	skipAMQP := fs.Bool("skip-amqp", false, "do not declare the RabbitMQ topology")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg config.Common
+	if err := config.Load(environ, &cfg); err != nil {
+		return err
+	}
+	log := zerolog.New(os.Stderr).With().Timestamp().Str("service", "migrate").Logger()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if !*skipDB {
+		pool, err := store.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if err := store.Migrate(ctx, pool); err != nil {
+			return err
+		}
+		log.Info().Msg("database migrated")
+	}
+	if !*skipS3 {
+		bs, err := blob.New(cfg.S3)
+		if err != nil {
+			return err
+		}
+		if err := bs.EnsureBucket(ctx); err != nil {
+			return err
+		}
+		log.Info().Str("bucket", bs.Bucket()).Msg("bucket ready")
+	}
+	if !*skipAMQP {
+		topo := broker.Topology{DeliveryLimit: cfg.DeliveryLimit}
+		conn, err := broker.Dial(ctx, cfg.AMQPURL, "migrate", log, broker.WithTopology(topo))
+		if err != nil {
+			return fmt.Errorf("declare topology: %w", err)
+		}
+		defer conn.Close()
+		log.Info().Msg("broker topology declared")
+	}
+	return nil
+}
