@@ -1,0 +1,83 @@
+package speech
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dubflow/dubflow/pkg/step"
+)
+
+// Apertium is the embedded translator: it runs `apertium -u <mode>`
+// (Debian packages apertium and apertium-eng-spa, which install the modes
+// eng-spa and spa-eng). Languages are given as ISO 639-1 codes ("en", "es")
+// and mapped to Apertium's three-letter mode names. One call translates a
+// whole batch: the texts go in as paragraphs separated by blank lines,
+// which Apertium's text deformatter treats as block boundaries (no rule
+// reaches across them, no word is moved over them) and copies through.
+type Apertium struct {
+	// Command is the program to run; "apertium" when empty.
+	Command string
+}
+
+// NewApertium returns an Apertium with the defaults.
+func NewApertium() *Apertium { return &Apertium{} }
+
+// blankLines matches the separator between paragraphs in Apertium's output.
+var blankLines = regexp.MustCompile(`\n[ \t\r]*\n\s*`)
+
+// Translate implements Translator. A pair without an installed mode is a
+// permanent error naming TRANSLATE_ENGINE; a different number of
+// paragraphs back is an error wrapping ErrCountMismatch.
+func (a *Apertium) Translate(ctx context.Context, texts []string, from, to string) ([]string, error) {
+	mode := iso3(from) + "-" + iso3(to)
+	if !validMode(mode) {
+		return nil, a.unsupported(from, to)
+	}
+	out := make([]string, len(texts))
+	var idx []int
+	var paras []string
+	for i, t := range texts {
+		if t = oneLine(t); t != "" {
+			idx = append(idx, i)
+			paras = append(paras, t)
+		}
+	}
+	if len(paras) == 0 {
+		return out, nil
+	}
+	cmdName := a.Command
+	if cmdName == "" {
+		cmdName = "apertium"
+	}
+	res, err := run(ctx, []byte(strings.Join(paras, "\n\n")+"\n"), cmdName, "-u", mode)
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			return nil, a.unsupported(from, to)
+		}
+		return nil, fmt.Errorf("apertium %s: %w", mode, err)
+	}
+	got := blankLines.Split(strings.TrimSpace(string(res)), -1)
+	if len(got) != len(paras) {
+		return nil, fmt.Errorf("apertium %s: %d texts in, %d out: %w", mode, len(paras), len(got), ErrCountMismatch)
+	}
+	for j, i := range idx {
+		out[i] = strings.TrimSpace(got[j])
+	}
+	return out, nil
+}
+
+func (a *Apertium) unsupported(from, to string) error {
+	return step.Permanent(fmt.Errorf("apertium: pair %s→%s: %w (installed modes: `apertium -l`; install the apertium-<pair> package or set TRANSLATE_ENGINE=openai or apy)", from, to, ErrUnsupportedLanguage))
+}
+
+// validMode keeps anything that could be read as an option or a path out
+// of the apertium command line.
+var validMode = regexp.MustCompile(`^[a-z]{2,3}-[a-z]{2,3}$`).MatchString
+
+// oneLine folds a text onto one line with single spaces, so that it stays
+// one paragraph.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

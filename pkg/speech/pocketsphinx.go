@@ -1,0 +1,207 @@
+package speech
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/step"
+)
+
+// DefaultMaxSegment is the longest segment Pocketsphinx emits before it
+// splits an utterance at its longest pause.
+const DefaultMaxSegment = 9 * time.Second
+
+// Pocketsphinx is the embedded English recogniser: it runs
+// pocketsphinx_continuous (Debian packages pocketsphinx and
+// pocketsphinx-en-us) on a 16 kHz mono 16-bit WAV file.
+type Pocketsphinx struct {
+	// Command is the program to run; "pocketsphinx_continuous" when empty.
+	Command string
+	// ExtraArgs are appended to the command line (e.g. -hmm, -dict).
+	ExtraArgs []string
+	// MaxSegment bounds a segment's length; DefaultMaxSegment when zero.
+	MaxSegment time.Duration
+}
+
+// NewPocketsphinx returns a Pocketsphinx with the defaults.
+func NewPocketsphinx() *Pocketsphinx { return &Pocketsphinx{} }
+
+// Transcribe implements Transcriber. Only English is supported; other
+// languages are a permanent error naming ASR_ENGINE.
+func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string) ([]Segment, error) {
+	if lang := baseLanguage(language); lang != "en" {
+		return nil, step.Permanent(fmt.Errorf("pocketsphinx: language %q: %w (the embedded recogniser knows English only; set ASR_ENGINE=openai for other languages)", language, ErrUnsupportedLanguage))
+	}
+	if err := checkASRInput(wavPath); err != nil {
+		return nil, fmt.Errorf("pocketsphinx: %w", err)
+	}
+	cmdName := p.Command
+	if cmdName == "" {
+		cmdName = "pocketsphinx_continuous"
+	}
+	args := append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.ExtraArgs...)
+	out, err := run(ctx, nil, cmdName, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pocketsphinx: %w", err)
+	}
+	maxSeg := p.MaxSegment
+	if maxSeg <= 0 {
+		maxSeg = DefaultMaxSegment
+	}
+	return parsePocketsphinx(string(out), int(maxSeg/time.Millisecond)), nil
+}
+
+// checkASRInput makes sure path is a 16 kHz mono 16-bit PCM WAV file; any
+// other file is a permanent error (resampling is extract_audio's job).
+func checkASRInput(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	h, err := readWAVHeader(f)
+	if err != nil {
+		return step.Permanent(fmt.Errorf("read %s: %w", path, err))
+	}
+	if h.SampleRate != 16000 || h.Channels != 1 || h.BitsPerSample != 16 {
+		return step.Permanent(fmt.Errorf("%s is %d Hz, %d channels, %d bit: want 16000 Hz mono 16 bit: %w", path, h.SampleRate, h.Channels, h.BitsPerSample, ErrNotWAV))
+	}
+	return nil
+}
+
+// run executes a tool without a shell, feeding stdin, and returns its
+// standard output. A missing tool is permanent (the image lacks a
+// package); a tool that exits non-zero is transient, with the end of its
+// standard error in the message.
+func run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("run %s: %w", name, ctxErr)
+		}
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, step.Permanent(fmt.Errorf("run %s: %w (install the Debian package that provides it)", name, err))
+		}
+		return nil, fmt.Errorf("run %s: %w: %s", name, err, snippet(tail(stderr.Bytes(), 600)))
+	}
+	return stdout.Bytes(), nil
+}
+
+// tail returns at most the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// parsePocketsphinx turns pocketsphinx_continuous -time yes output into
+// segments: one per utterance (between <s> and </s>), split at the longest
+// pause while longer than maxMS. Fillers (<sil>, [NOISE], ++GARBAGE++) are
+// dropped and alternate pronunciations ("our(3)") lose their suffix. Lines
+// that are not "word start end confidence" (the utterance text lines) are
+// ignored, as the word lines carry everything.
+func parsePocketsphinx(out string, maxMS int) []Segment {
+	var segs []Segment
+	var words []Word
+	flush := func() {
+		segs = append(segs, splitUtterance(words, maxMS)...)
+		words = nil
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		start, err1 := strconv.ParseFloat(f[1], 64)
+		end, err2 := strconv.ParseFloat(f[2], 64)
+		conf, err3 := strconv.ParseFloat(f[3], 64)
+		if err1 != nil || err2 != nil || err3 != nil || !finite(start, end, conf) || start < 0 || end < start || end > 1e7 {
+			continue
+		}
+		switch f[0] {
+		case "<s>":
+			flush()
+			continue
+		case "</s>":
+			flush()
+			continue
+		}
+		text := cleanWord(f[0])
+		if text == "" {
+			continue
+		}
+		words = append(words, Word{
+			StartMS:    int(math.Round(start * 1000)),
+			EndMS:      int(math.Round(end * 1000)),
+			Text:       text,
+			Confidence: math.Max(0, math.Min(1, conf)),
+		})
+	}
+	flush()
+	return segs
+}
+
+// finite reports whether every value is a finite number.
+func finite(vs ...float64) bool {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanWord strips an alternate-pronunciation suffix and returns "" for
+// fillers and silence.
+func cleanWord(w string) string {
+	if strings.HasPrefix(w, "<") || strings.HasPrefix(w, "[") || strings.HasPrefix(w, "++") {
+		return ""
+	}
+	if i := strings.LastIndexByte(w, '('); i > 0 && strings.HasSuffix(w, ")") {
+		if _, err := strconv.Atoi(w[i+1 : len(w)-1]); err == nil {
+			w = w[:i]
+		}
+	}
+	return w
+}
+
+// splitUtterance makes segments of an utterance's words, splitting at the
+// widest gap between words while a segment is longer than maxMS.
+func splitUtterance(words []Word, maxMS int) []Segment {
+	if len(words) == 0 {
+		return nil
+	}
+	start, end := words[0].StartMS, words[len(words)-1].EndMS
+	if end-start <= maxMS || len(words) == 1 {
+		texts := make([]string, len(words))
+		for i, w := range words {
+			texts[i] = w.Text
+			end = max(end, w.EndMS)
+		}
+		return []Segment{{StartMS: start, EndMS: end, Text: strings.Join(texts, " "), Words: words}}
+	}
+	cut, widest := len(words)/2, -1
+	for i := 1; i < len(words); i++ {
+		if gap := words[i].StartMS - words[i-1].EndMS; gap > widest {
+			cut, widest = i, gap
+		}
+	}
+	head := splitUtterance(words[:cut:cut], maxMS)
+	return append(head, splitUtterance(words[cut:], maxMS)...)
+}

@@ -1,0 +1,171 @@
+package speech
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/dubflow/dubflow/pkg/step"
+)
+
+// TTSService speaks the seed's tts_service protocol:
+//
+//	POST {BaseURL}/synthesize
+//	Content-Type: application/json
+//	{"text": "...", "speaker_id": "default", "language": "es"}
+//
+// answered with 200 and the WAV bytes (Content-Type audio/wav). The
+// speaker_id is the request's Voice, else Speaker, else "default". A 2xx
+// body that is not a WAV file is permanent.
+type TTSService struct {
+	// BaseURL is the service root, e.g. http://tts:8000.
+	BaseURL string
+	// APIKey is sent as a bearer token when not empty.
+	APIKey string
+	// Speaker is the speaker_id used when a request names no voice.
+	Speaker string
+	// Client sends the requests; one with DefaultHTTPTimeout when nil.
+	Client *http.Client
+}
+
+// NewTTSService returns a synthesizer for the tts_service at baseURL.
+func NewTTSService(baseURL, apiKey, speaker string) *TTSService {
+	return &TTSService{BaseURL: baseURL, APIKey: apiKey, Speaker: speaker}
+}
+
+type ttsServiceRequest struct {
+	Text      string `json:"text"`
+	SpeakerID string `json:"speaker_id"`
+	Language  string `json:"language"`
+}
+
+// Synthesize implements Synthesizer.
+func (t *TTSService) Synthesize(ctx context.Context, req SynthesisRequest) (*Audio, error) {
+	const op = "tts_service synthesize"
+	if a := silentFor(req, "tts_service"); a != nil {
+		return a, nil
+	}
+	speaker := firstNonEmpty(req.Voice, t.Speaker, "default")
+	body, err := json.Marshal(ttsServiceRequest{Text: req.Text, SpeakerID: speaker, Language: baseLanguage(req.Language)})
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
+	}
+	wav, err := postForWAV(ctx, t.Client, joinURL(t.BaseURL, "/synthesize"), t.APIKey, body, op, "TTS_BASE_URL")
+	if err != nil {
+		return nil, err
+	}
+	d, _ := WAVDuration(wav)
+	return &Audio{WAV: wav, Params: map[string]any{
+		"engine": "tts_service", "speaker_id": speaker, "duration_ms": d.Milliseconds(),
+		"target_duration_ms": req.TargetDuration.Milliseconds(),
+	}}, nil
+}
+
+// OpenAISynthesizer speaks the OpenAI-compatible speech API:
+// POST {BaseURL}/v1/audio/speech with {model, input, voice,
+// response_format: "wav", speed}. When the line at speed 1 is longer than
+// TargetDuration it asks once more, faster (speed = ratio, at most
+// MaxSpeed).
+type OpenAISynthesizer struct {
+	// BaseURL is the server without the /v1 path.
+	BaseURL string
+	// APIKey is sent as a bearer token when not empty.
+	APIKey string
+	// Model is the model field, e.g. "tts-1" or "kokoro".
+	Model string
+	// Voice is used when a request names none ("default" counts as none).
+	Voice string
+	// MaxSpeed bounds the speed of the second take; 1.5 when zero.
+	MaxSpeed float64
+	// Client sends the requests; one with DefaultHTTPTimeout when nil.
+	Client *http.Client
+}
+
+// NewOpenAISynthesizer returns a synthesizer for the server at baseURL.
+func NewOpenAISynthesizer(baseURL, apiKey, model, voice string) *OpenAISynthesizer {
+	return &OpenAISynthesizer{BaseURL: baseURL, APIKey: apiKey, Model: model, Voice: voice}
+}
+
+type speechRequest struct {
+	Model          string  `json:"model"`
+	Input          string  `json:"input"`
+	Voice          string  `json:"voice"`
+	ResponseFormat string  `json:"response_format"`
+	Speed          float64 `json:"speed"`
+}
+
+// Synthesize implements Synthesizer.
+func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest) (*Audio, error) {
+	const op = "openai speech"
+	if a := silentFor(req, "openai"); a != nil {
+		return a, nil
+	}
+	voice := req.Voice
+	if voice == "" || voice == "default" {
+		voice = firstNonEmpty(o.Voice, "alloy")
+	}
+	maxSpeed := o.MaxSpeed
+	if maxSpeed <= 0 {
+		maxSpeed = 1.5
+	}
+	take := func(speed float64) ([]byte, int64, error) {
+		body, err := json.Marshal(speechRequest{Model: o.Model, Input: req.Text, Voice: voice, ResponseFormat: "wav", Speed: speed})
+		if err != nil {
+			return nil, 0, step.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
+		}
+		wav, err := postForWAV(ctx, o.Client, joinURL(o.BaseURL, "/v1/audio/speech"), o.APIKey, body, op, "TTS_BASE_URL")
+		if err != nil {
+			return nil, 0, err
+		}
+		d, _ := WAVDuration(wav)
+		return wav, d.Milliseconds(), nil
+	}
+	speed, takes := 1.0, 1
+	wav, d0, err := take(speed)
+	if err != nil {
+		return nil, err
+	}
+	d := d0
+	if target := req.TargetDuration.Milliseconds(); target > 0 && d0 > target && maxSpeed > 1 {
+		speed = min(float64(d0)/float64(target), maxSpeed)
+		if wav, d, err = take(speed); err != nil {
+			return nil, err
+		}
+		takes++
+	}
+	return &Audio{WAV: wav, Params: map[string]any{
+		"engine": "openai", "model": o.Model, "voice": voice, "speed": speed, "takes": takes,
+		"default_duration_ms": d0, "duration_ms": d, "target_duration_ms": req.TargetDuration.Milliseconds(),
+	}}, nil
+}
+
+// postForWAV posts a JSON body and returns the WAV answer.
+func postForWAV(ctx context.Context, client *http.Client, url, key string, body []byte, op, setting string) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("%s: %w (check %s)", op, err, setting))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "audio/wav")
+	bearer(req, key)
+	wav, _, err := do(ctx, client, req, op)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := WAVDuration(wav); err != nil {
+		return nil, malformed(op, err)
+	}
+	return wav, nil
+}
+
+// firstNonEmpty returns the first argument that is not "".
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
