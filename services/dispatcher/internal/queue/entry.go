@@ -1,0 +1,167 @@
+// Package queue is the waiting-queue dispatcher's domain: visitors waiting
+// for a human support agent (the seed's VisitorWaitingQueue), the agents
+// (staff) with their capacity, and the matching between them. All state
+// lives in Postgres; every guarantee holds with any number of dispatcher
+// replicas because claims use FOR UPDATE SKIP LOCKED and an agent's capacity
+// is reserved by a conditional update in the same statement that assigns the
+// entry.
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Source is where a waiting entry came from (the seed's QueueSource).
+type Source string
+
+// The seed's queue sources.
+const (
+	SourceAIRequest Source = "ai_request"
+	SourceVisitor   Source = "visitor"
+	SourceTransfer  Source = "transfer"
+	SourceSystem    Source = "system"
+	SourceNoStaff   Source = "no_staff"
+)
+
+// Valid reports whether s is one of the seed's sources.
+func (s Source) Valid() bool {
+	switch s {
+	case SourceAIRequest, SourceVisitor, SourceTransfer, SourceSystem, SourceNoStaff:
+		return true
+	}
+	return false
+}
+
+// Urgency is how urgent a request is (the seed's QueueUrgency).
+type Urgency string
+
+// The seed's urgencies, lowest first.
+const (
+	UrgencyLow    Urgency = "low"
+	UrgencyNormal Urgency = "normal"
+	UrgencyHigh   Urgency = "high"
+	UrgencyUrgent Urgency = "urgent"
+)
+
+// Priority maps an urgency to the seed's priority (low 0 … urgent 3); ok is
+// false for an unknown urgency.
+func (u Urgency) Priority() (p int, ok bool) {
+	switch u {
+	case UrgencyLow:
+		return 0, true
+	case UrgencyNormal:
+		return 1, true
+	case UrgencyHigh:
+		return 2, true
+	case UrgencyUrgent:
+		return 3, true
+	}
+	return 0, false
+}
+
+// Status is an entry's state (the seed's WaitingStatus).
+type Status string
+
+// The seed's statuses. Only waiting is active; the others are final.
+const (
+	StatusWaiting   Status = "waiting"
+	StatusAssigned  Status = "assigned"
+	StatusCancelled Status = "cancelled"
+	StatusExpired   Status = "expired"
+)
+
+// Entry is one visitor waiting for (or already given) a human agent. JSON
+// carries the seed's field names; Position is the live rank among the
+// project's waiting entries (1 = next to be served) and 0 once the entry has
+// left the queue.
+type Entry struct {
+	ID              uuid.UUID       `json:"id"`
+	EntryID         uuid.UUID       `json:"entry_id"`
+	ProjectID       uuid.UUID       `json:"project_id"`
+	VisitorID       uuid.UUID       `json:"visitor_id"`
+	SessionID       string          `json:"session_id"`
+	AssignedStaffID *uuid.UUID      `json:"assigned_staff_id"`
+	Source          Source          `json:"source"`
+	Urgency         Urgency         `json:"urgency"`
+	Position        int             `json:"position"`
+	Priority        int             `json:"priority"`
+	Status          Status          `json:"status"`
+	VisitorMessage  string          `json:"visitor_message"`
+	Reason          string          `json:"reason"`
+	ChannelID       string          `json:"channel_id"`
+	ChannelType     *int            `json:"channel_type"`
+	ExtraMetadata   json.RawMessage `json:"extra_metadata"`
+	RetryCount      int             `json:"retry_count"`
+	LastAttemptAt   *time.Time      `json:"last_attempt_at"`
+	EnteredAt       time.Time       `json:"entered_at"`
+	AssignedAt      *time.Time      `json:"assigned_at"`
+	ExitedAt        *time.Time      `json:"exited_at"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+
+	// ArrivalSeq orders entries of equal priority by arrival.
+	ArrivalSeq int64 `json:"-"`
+}
+
+// entryColumns lists the columns scanEntry reads, in order.
+const entryColumns = `id, project_id, visitor_id, session_id, assigned_staff_id, source, urgency,
+	arrival_seq, priority, status, visitor_message, reason, channel_id, channel_type,
+	extra_metadata, retry_count, last_attempt_at, entered_at, assigned_at, exited_at,
+	created_at, updated_at`
+
+// positionExpr computes the live position of the row aliased e.
+const positionExpr = `CASE WHEN e.status = 'waiting' THEN 1 + (
+	SELECT count(*) FROM visitor_waiting_queue o
+	WHERE o.project_id = e.project_id AND o.status = 'waiting'
+	  AND (o.priority > e.priority OR (o.priority = e.priority AND o.arrival_seq < e.arrival_seq))
+) ELSE 0 END`
+
+// scanEntry reads entryColumns and, when withPosition, a trailing position.
+func scanEntry(row pgx.Row, withPosition bool) (Entry, error) {
+	var e Entry
+	var meta []byte
+	dest := []any{&e.ID, &e.ProjectID, &e.VisitorID, &e.SessionID, &e.AssignedStaffID,
+		&e.Source, &e.Urgency, &e.ArrivalSeq, &e.Priority, &e.Status, &e.VisitorMessage,
+		&e.Reason, &e.ChannelID, &e.ChannelType, &meta, &e.RetryCount, &e.LastAttemptAt,
+		&e.EnteredAt, &e.AssignedAt, &e.ExitedAt, &e.CreatedAt, &e.UpdatedAt}
+	var pos int64
+	if withPosition {
+		dest = append(dest, &pos)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return Entry{}, err
+	}
+	e.EntryID = e.ID
+	e.Position = int(pos)
+	e.ExtraMetadata = json.RawMessage(meta)
+	return e, nil
+}
+
+// Sentinel errors callers branch on (the HTTP layer maps them to 404/409).
+var (
+	// ErrNotFound: no such entry or agent.
+	ErrNotFound = errors.New("not found")
+	// ErrNotWaiting: the entry has left the queue (assigned or expired) and
+	// cannot be cancelled.
+	ErrNotWaiting = errors.New("entry is not waiting")
+	// ErrNothingToRelease: the agent holds no conversation.
+	ErrNothingToRelease = errors.New("agent has no conversation to release")
+)
+
+// DuplicateError is returned by Enqueue when the visitor already has an
+// active entry in the project.
+type DuplicateError struct {
+	// Existing is the visitor's active entry.
+	Existing Entry
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("visitor %s already waiting in project %s as entry %s",
+		e.Existing.VisitorID, e.Existing.ProjectID, e.Existing.ID)
+}

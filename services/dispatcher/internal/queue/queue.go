@@ -1,0 +1,255 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config holds the seed's processing settings.
+type Config struct {
+	// MaxRetries is the number of unsuccessful attempts after which a
+	// waiting entry expires (QUEUE_PROCESS_MAX_RETRIES).
+	MaxRetries int
+	// RetryDelay is the least time between two attempts on one entry
+	// (QUEUE_PROCESS_RETRY_DELAY_SECONDS).
+	RetryDelay time.Duration
+	// BatchSize caps the entries one scan attempts (QUEUE_PROCESS_BATCH_SIZE).
+	BatchSize int
+	// MaxWorkers caps the entries a scan attempts at once
+	// (QUEUE_PROCESS_MAX_WORKERS).
+	MaxWorkers int
+}
+
+// Queue is the waiting queue on Postgres. It is safe for concurrent use and
+// for any number of replicas sharing one database.
+type Queue struct {
+	pool *pgxpool.Pool
+	cfg  Config
+}
+
+// New returns a Queue on pool.
+func New(pool *pgxpool.Pool, cfg Config) *Queue {
+	if cfg.MaxRetries < 1 {
+		cfg.MaxRetries = 1
+	}
+	if cfg.BatchSize < 1 {
+		cfg.BatchSize = 1
+	}
+	if cfg.MaxWorkers < 1 {
+		cfg.MaxWorkers = 1
+	}
+	return &Queue{pool: pool, cfg: cfg}
+}
+
+// EnqueueRequest is a request for a human agent.
+type EnqueueRequest struct {
+	// ID is the new entry's id; a zero ID gets a fresh one. Enqueueing the
+	// same ID twice returns the first entry (messages are replayed safely).
+	ID             uuid.UUID
+	ProjectID      uuid.UUID
+	VisitorID      uuid.UUID
+	SessionID      string
+	Source         Source
+	Urgency        Urgency
+	VisitorMessage string
+	Reason         string
+	ChannelID      string
+	ChannelType    *int
+	Metadata       json.RawMessage
+}
+
+// Validate checks the request's fields.
+func (r EnqueueRequest) Validate() error {
+	if r.ProjectID == uuid.Nil {
+		return errors.New("project_id is required")
+	}
+	if r.VisitorID == uuid.Nil {
+		return errors.New("visitor_id is required")
+	}
+	if !r.Source.Valid() {
+		return fmt.Errorf("unknown source %q", r.Source)
+	}
+	if _, ok := r.Urgency.Priority(); !ok {
+		return fmt.Errorf("unknown urgency %q", r.Urgency)
+	}
+	if len(r.Reason) > 255 || len(r.ChannelID) > 255 {
+		return errors.New("reason and channel_id are limited to 255 characters")
+	}
+	if len(r.Metadata) > 0 {
+		var obj map[string]any
+		if err := json.Unmarshal(r.Metadata, &obj); err != nil {
+			return fmt.Errorf("metadata must be a JSON object: %w", err)
+		}
+	}
+	return nil
+}
+
+// Enqueue adds a waiting entry. A visitor with an active entry in the
+// project gets a *DuplicateError naming it (the unique partial index on
+// waiting entries decides, not a prior check). Enqueue does not match;
+// callers follow it with Process.
+func (q *Queue) Enqueue(ctx context.Context, r EnqueueRequest) (Entry, error) {
+	if err := r.Validate(); err != nil {
+		return Entry{}, err
+	}
+	if r.ID == uuid.Nil {
+		r.ID = uuid.New()
+	}
+	priority, _ := r.Urgency.Priority()
+	meta := r.Metadata
+	if len(meta) == 0 || string(meta) == "null" {
+		meta = json.RawMessage(`{}`)
+	}
+	const insert = `INSERT INTO visitor_waiting_queue
+		(id, project_id, visitor_id, session_id, source, urgency, priority,
+		 visitor_message, reason, channel_id, channel_type, extra_metadata)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (id) DO NOTHING`
+	_, err := q.pool.Exec(ctx, insert, r.ID, r.ProjectID, r.VisitorID, r.SessionID, r.Source,
+		r.Urgency, priority, r.VisitorMessage, r.Reason, r.ChannelID, r.ChannelType, []byte(meta))
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == "visitor_waiting_queue_active_visitor" {
+		existing, ferr := q.activeEntry(ctx, r.ProjectID, r.VisitorID)
+		if ferr != nil {
+			return Entry{}, fmt.Errorf("enqueue visitor %s: %w", r.VisitorID, ferr)
+		}
+		return Entry{}, &DuplicateError{Existing: existing}
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("enqueue visitor %s: %w", r.VisitorID, err)
+	}
+	return q.Entry(ctx, r.ID)
+}
+
+// activeEntry returns the visitor's waiting entry in the project.
+func (q *Queue) activeEntry(ctx context.Context, project, visitor uuid.UUID) (Entry, error) {
+	row := q.pool.QueryRow(ctx, `SELECT `+entryColumns+`, `+positionExpr+`
+		FROM visitor_waiting_queue e
+		WHERE project_id = $1 AND visitor_id = $2 AND status = 'waiting'`, project, visitor)
+	e, err := scanEntry(row, true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The active entry left the queue between the insert and this read.
+		return Entry{}, fmt.Errorf("find active entry: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("find active entry: %w", err)
+	}
+	return e, nil
+}
+
+// Entry returns the entry with its live position.
+func (q *Queue) Entry(ctx context.Context, id uuid.UUID) (Entry, error) {
+	row := q.pool.QueryRow(ctx, `SELECT `+entryColumns+`, `+positionExpr+`
+		FROM visitor_waiting_queue e WHERE id = $1`, id)
+	e, err := scanEntry(row, true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, fmt.Errorf("entry %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("read entry %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// Cancel takes a waiting entry out of the queue. Cancelling a cancelled
+// entry returns it unchanged; an assigned or expired entry gives
+// ErrNotWaiting.
+func (q *Queue) Cancel(ctx context.Context, id uuid.UUID) (Entry, error) {
+	tag, err := q.pool.Exec(ctx, `UPDATE visitor_waiting_queue
+		SET status = 'cancelled', exited_at = now(), updated_at = now()
+		WHERE id = $1 AND status = 'waiting'`, id)
+	if err != nil {
+		return Entry{}, fmt.Errorf("cancel entry %s: %w", id, err)
+	}
+	e, err := q.Entry(ctx, id)
+	if err != nil {
+		return Entry{}, err
+	}
+	if tag.RowsAffected() == 0 && e.Status != StatusCancelled {
+		return e, fmt.Errorf("cancel entry %s (%s): %w", id, e.Status, ErrNotWaiting)
+	}
+	return e, nil
+}
+
+// Outcome is the result of one Process call.
+type Outcome struct {
+	// Entry is the entry afterwards.
+	Entry Entry
+	// Assigned lists the assignments the call made in the entry's project
+	// (the entry itself among them if it was served).
+	Assigned []Entry
+	// Expired is set when this call's attempt expired the entry.
+	Expired bool
+}
+
+// Process is one attempt on an entry, the seed's per-entry processing: it
+// matches the entry's project (so the head of the queue is served first),
+// and if the entry is still waiting it records the attempt; the attempt
+// that reaches MaxRetries expires the entry. When onlyDue is set the attempt
+// is recorded only if RetryDelay has passed since the last one (the
+// periodic scan); otherwise it is always recorded (the trigger on enqueue).
+func (q *Queue) Process(ctx context.Context, id uuid.UUID, onlyDue bool) (Outcome, error) {
+	e, err := q.Entry(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Entry: e}
+	if e.Status != StatusWaiting {
+		return out, nil
+	}
+	out.Assigned, err = q.Match(ctx, e.ProjectID)
+	if err != nil {
+		return out, err
+	}
+	for _, a := range out.Assigned {
+		if a.ID == id {
+			out.Entry = a
+			return out, nil
+		}
+	}
+	if out.Expired, err = q.recordAttempt(ctx, id, onlyDue); err != nil {
+		return out, err
+	}
+	out.Entry, err = q.Entry(ctx, id)
+	return out, err
+}
+
+// recordAttempt counts an unsuccessful attempt and expires the entry when
+// it was the last one, publishing event.waiting.expired in the same
+// transaction. It reports whether it expired the entry.
+func (q *Queue) recordAttempt(ctx context.Context, id uuid.UUID, onlyDue bool) (bool, error) {
+	expired := false
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `UPDATE visitor_waiting_queue e
+			SET retry_count = retry_count + 1, last_attempt_at = now(), updated_at = now(),
+			    status = CASE WHEN retry_count + 1 >= $2 THEN 'expired' ELSE status END,
+			    exited_at = CASE WHEN retry_count + 1 >= $2 THEN now() ELSE exited_at END
+			WHERE id = $1 AND status = 'waiting'
+			  AND (NOT $3 OR last_attempt_at IS NULL OR last_attempt_at <= now() - make_interval(secs => $4))
+			RETURNING `+entryColumns, id, q.cfg.MaxRetries, onlyDue, q.cfg.RetryDelay.Seconds())
+		e, err := scanEntry(row, false)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // assigned, cancelled or attempted by another replica meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("record attempt on entry %s: %w", id, err)
+		}
+		if e.Status == StatusExpired {
+			expired = true
+			return addEvent(ctx, tx, EventExpired, e)
+		}
+		return nil
+	})
+	if err != nil {
+		expired = false
+	}
+	return expired, err
+}

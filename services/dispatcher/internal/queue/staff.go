@@ -1,0 +1,139 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Availability is an agent's presence.
+type Availability string
+
+// Agent presences; only online agents are assigned visitors.
+const (
+	Online  Availability = "online"
+	Away    Availability = "away"
+	Offline Availability = "offline"
+)
+
+// Valid reports whether a is a known presence.
+func (a Availability) Valid() bool {
+	return a == Online || a == Away || a == Offline
+}
+
+// Staff is a human support agent and its current load.
+type Staff struct {
+	ID            uuid.UUID    `json:"id"`
+	StaffID       uuid.UUID    `json:"staff_id"`
+	ProjectID     uuid.UUID    `json:"project_id"`
+	Availability  Availability `json:"availability"`
+	MaxConcurrent int          `json:"max_concurrent"`
+	CurrentLoad   int          `json:"current_load"`
+	FreeCapacity  int          `json:"free_capacity"`
+	IdleSince     time.Time    `json:"idle_since"`
+	CreatedAt     time.Time    `json:"created_at"`
+	UpdatedAt     time.Time    `json:"updated_at"`
+}
+
+const staffColumns = `id, project_id, availability, max_concurrent, current_load, idle_since, created_at, updated_at`
+
+func scanStaff(row pgx.Row) (Staff, error) {
+	var s Staff
+	if err := row.Scan(&s.ID, &s.ProjectID, &s.Availability, &s.MaxConcurrent, &s.CurrentLoad,
+		&s.IdleSince, &s.CreatedAt, &s.UpdatedAt); err != nil {
+		return Staff{}, err
+	}
+	s.StaffID = s.ID
+	if s.Availability == Online && s.MaxConcurrent > s.CurrentLoad {
+		s.FreeCapacity = s.MaxConcurrent - s.CurrentLoad
+	}
+	return s, nil
+}
+
+// StaffUpdate sets an agent's project, presence and capacity.
+type StaffUpdate struct {
+	ID            uuid.UUID
+	ProjectID     uuid.UUID
+	Availability  Availability
+	MaxConcurrent int
+}
+
+// Validate checks the update's fields.
+func (u StaffUpdate) Validate() error {
+	if u.ID == uuid.Nil {
+		return errors.New("staff id is required")
+	}
+	if u.ProjectID == uuid.Nil {
+		return errors.New("project_id is required")
+	}
+	if !u.Availability.Valid() {
+		return fmt.Errorf("availability must be online, away or offline, not %q", u.Availability)
+	}
+	if u.MaxConcurrent < 0 || u.MaxConcurrent > 1000 {
+		return fmt.Errorf("max_concurrent must be between 0 and 1000, not %d", u.MaxConcurrent)
+	}
+	return nil
+}
+
+// PutStaff creates or updates an agent. Lowering max_concurrent below the
+// current load takes no conversation away; the agent just gets no new one
+// until its load is under the new maximum. Callers follow it with Match on
+// the agent's project, since an agent coming online or gaining capacity
+// frees capacity.
+func (q *Queue) PutStaff(ctx context.Context, u StaffUpdate) (Staff, error) {
+	if err := u.Validate(); err != nil {
+		return Staff{}, err
+	}
+	row := q.pool.QueryRow(ctx, `INSERT INTO staff (id, project_id, availability, max_concurrent)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET
+			project_id = EXCLUDED.project_id,
+			availability = EXCLUDED.availability,
+			max_concurrent = EXCLUDED.max_concurrent,
+			idle_since = CASE WHEN staff.availability <> 'online' AND EXCLUDED.availability = 'online'
+			                  THEN now() ELSE staff.idle_since END,
+			updated_at = now()
+		RETURNING `+staffColumns, u.ID, u.ProjectID, u.Availability, u.MaxConcurrent)
+	s, err := scanStaff(row)
+	if err != nil {
+		return Staff{}, fmt.Errorf("put staff %s: %w", u.ID, err)
+	}
+	return s, nil
+}
+
+// Staff returns an agent.
+func (q *Queue) Staff(ctx context.Context, id uuid.UUID) (Staff, error) {
+	s, err := scanStaff(q.pool.QueryRow(ctx, `SELECT `+staffColumns+` FROM staff WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Staff{}, fmt.Errorf("staff %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Staff{}, fmt.Errorf("read staff %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// Release frees one unit of an agent's capacity (a conversation ended). An
+// agent with no load gives ErrNothingToRelease. Callers follow it with
+// Match on the agent's project.
+func (q *Queue) Release(ctx context.Context, id uuid.UUID) (Staff, error) {
+	row := q.pool.QueryRow(ctx, `UPDATE staff
+		SET current_load = current_load - 1, updated_at = now()
+		WHERE id = $1 AND current_load > 0
+		RETURNING `+staffColumns, id)
+	s, err := scanStaff(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.Staff(ctx, id); err != nil {
+			return Staff{}, err
+		}
+		return Staff{}, fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
+	}
+	if err != nil {
+		return Staff{}, fmt.Errorf("release staff %s: %w", id, err)
+	}
+	return s, nil
+}
