@@ -1,0 +1,349 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
+)
+
+// ErrClosed is returned by a Conn, and by the publishers and consumers on
+// it, after Close.
+var ErrClosed = errors.New("broker: connection closed")
+
+// Default connection settings.
+const (
+	DefaultMinBackoff  = 100 * time.Millisecond
+	DefaultMaxBackoff  = 10 * time.Second
+	DefaultHeartbeat   = 10 * time.Second
+	defaultDialTimeout = 10 * time.Second
+)
+
+// Option configures Dial.
+type Option func(*options)
+
+type options struct {
+	topology   *Topology
+	metrics    *Metrics
+	minBackoff time.Duration
+	maxBackoff time.Duration
+	heartbeat  time.Duration
+}
+
+// WithTopology declares t instead of the default topology after every
+// (re)connect.
+func WithTopology(t Topology) Option {
+	return func(o *options) { o.topology = &t }
+}
+
+// WithoutTopology declares nothing after a (re)connect.
+func WithoutTopology() Option {
+	return func(o *options) { o.topology = nil }
+}
+
+// WithMetrics records reconnects, publish outcomes and subscriptions in m.
+func WithMetrics(m *Metrics) Option {
+	return func(o *options) { o.metrics = m }
+}
+
+// WithBackoff sets the redial backoff: the first retry waits about min, each
+// further retry twice as long, never more than max.
+func WithBackoff(min, max time.Duration) Option {
+	return func(o *options) { o.minBackoff, o.maxBackoff = min, max }
+}
+
+// WithHeartbeat sets the AMQP heartbeat, which bounds how long a silently
+// cut network goes unnoticed.
+func WithHeartbeat(d time.Duration) Option {
+	return func(o *options) { o.heartbeat = d }
+}
+
+// Conn is a self-healing AMQP connection. When the connection is lost (a
+// broker restart, a forced close, a network cut noticed by the heartbeat) it
+// redials with capped exponential backoff and re-declares the topology;
+// publishers and consumers built on it wait for the new connection and
+// carry on. A Conn is safe for concurrent use. Use one Conn for publishing
+// and another for consuming.
+type Conn struct {
+	url  string
+	name string
+	log  zerolog.Logger
+	opts options
+
+	mu  sync.Mutex
+	cur *session      // nil while disconnected
+	up  chan struct{} // closed once cur is set; replaced when cur is lost
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+
+	running    atomic.Int32 // Consume loops running
+	subscribed atomic.Int32 // of which currently have a live consumer
+}
+
+// session is one underlying connection; lost is closed when the supervisor
+// has noticed that it died.
+type session struct {
+	conn *amqp.Connection
+	lost chan struct{}
+}
+
+// Dial connects to url and returns a Conn that keeps itself connected until
+// Close. name is shown in the broker's connection list and labels logs and
+// metrics. Dial retries with backoff until the first connection succeeds or
+// ctx is done. By default the topology of Topology{} is declared after every
+// connect.
+func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Option) (*Conn, error) {
+	o := options{
+		topology:   &Topology{},
+		minBackoff: DefaultMinBackoff,
+		maxBackoff: DefaultMaxBackoff,
+		heartbeat:  DefaultHeartbeat,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", name, err)
+	}
+	if o.topology != nil {
+		if err := o.topology.Validate(); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", name, err)
+		}
+	}
+	c := &Conn{
+		url:     url,
+		name:    name,
+		log:     log.With().Str("conn", name).Str("broker", fmt.Sprintf("%s:%d%s", uri.Host, uri.Port, uri.Vhost)).Logger(),
+		opts:    o,
+		up:      make(chan struct{}),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	var conn *amqp.Connection
+	for attempt := 1; ; attempt++ {
+		conn, err = c.connect()
+		if err == nil {
+			break
+		}
+		c.log.Warn().Err(err).Int("attempt", attempt).Msg("broker connect failed")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial %s: %w", name, errors.Join(ctx.Err(), err))
+		case <-time.After(c.backoff(attempt)):
+		}
+	}
+	c.log.Info().Msg("broker connected")
+	go c.supervise(conn)
+	return c, nil
+}
+
+// Name returns the connection name given to Dial.
+func (c *Conn) Name() string { return c.name }
+
+// Close closes the connection and stops redialing. Publishers and
+// consumers on c fail with ErrClosed afterwards. Close is idempotent.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
+	<-c.done
+	return nil
+}
+
+// Consuming reports whether at least one Consume loop runs on c and every
+// one of them currently has a live consumer. It is meant for /readyz.
+func (c *Conn) Consuming() bool {
+	running := c.running.Load()
+	return running > 0 && c.subscribed.Load() == running
+}
+
+// Connected reports whether c currently has a live connection.
+func (c *Conn) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur != nil && !c.cur.conn.IsClosed()
+}
+
+// Channel opens a channel on the current connection, waiting for a
+// reconnect if c is down. The caller owns the channel: it must drain every
+// notification channel it registers and close it when done. The channel
+// does not survive a reconnect.
+func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
+	ch, _, err := c.channel(ctx)
+	return ch, err
+}
+
+func (c *Conn) channel(ctx context.Context) (*amqp.Channel, *session, error) {
+	for {
+		s, err := c.session(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		ch, err := s.conn.Channel()
+		if err == nil {
+			return ch, s, nil
+		}
+		if !s.conn.IsClosed() {
+			return nil, nil, fmt.Errorf("open channel: %w", err)
+		}
+		// The connection died under us: wait for the supervisor to notice.
+		select {
+		case <-s.lost:
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("open channel: %w", errors.Join(ctx.Err(), err))
+		case <-c.closing:
+			return nil, nil, ErrClosed
+		}
+	}
+}
+
+// session returns the live session, waiting while c is reconnecting.
+func (c *Conn) session(ctx context.Context) (*session, error) {
+	for {
+		select {
+		case <-c.closing:
+			return nil, ErrClosed
+		default:
+		}
+		c.mu.Lock()
+		s, up := c.cur, c.up
+		c.mu.Unlock()
+		if s != nil && !s.conn.IsClosed() {
+			return s, nil
+		}
+		wait := up
+		if s != nil {
+			wait = s.lost
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for broker connection %s: %w", c.name, ctx.Err())
+		case <-c.closing:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// connect dials once and declares the topology.
+func (c *Conn) connect() (*amqp.Connection, error) {
+	props := amqp.NewConnectionProperties()
+	props["connection_name"] = c.name
+	conn, err := amqp.DialConfig(c.url, amqp.Config{
+		Heartbeat:  c.opts.heartbeat,
+		Locale:     "en_US",
+		Properties: props,
+		Dial:       amqp.DefaultDial(defaultDialTimeout),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	if c.opts.topology == nil {
+		return conn, nil
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = c.opts.topology.Declare(ch)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("declare topology: %w", err)
+	}
+	if err := ch.Close(); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("close declaring channel: %w", err)
+	}
+	return conn, nil
+}
+
+// supervise owns the connection: it publishes it to waiters, drains its
+// close and blocked notifications, and redials when it is lost.
+func (c *Conn) supervise(conn *amqp.Connection) {
+	defer close(c.done)
+	for {
+		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+		blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
+		s := &session{conn: conn, lost: make(chan struct{})}
+		c.mu.Lock()
+		c.cur = s
+		close(c.up)
+		c.mu.Unlock()
+
+		var reason *amqp.Error
+	watch:
+		for {
+			select {
+			case b, ok := <-blocked:
+				if !ok {
+					blocked = nil
+					continue
+				}
+				if b.Active {
+					c.log.Warn().Str("reason", b.Reason).Msg("broker blocked the connection")
+				} else {
+					c.log.Info().Msg("broker unblocked the connection")
+				}
+			case reason = <-closed:
+				break watch
+			case <-c.closing:
+				c.mu.Lock()
+				c.cur = nil
+				c.mu.Unlock()
+				if err := conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+					c.log.Warn().Err(err).Msg("broker close")
+				}
+				close(s.lost)
+				c.log.Info().Msg("broker connection closed")
+				return
+			}
+		}
+
+		c.mu.Lock()
+		c.cur = nil
+		c.up = make(chan struct{})
+		c.mu.Unlock()
+		close(s.lost)
+		ev := c.log.Warn()
+		if reason != nil {
+			ev = ev.Int("code", reason.Code).Str("reason", reason.Reason)
+		}
+		ev.Msg("broker connection lost")
+
+		var err error
+		for attempt := 1; ; attempt++ {
+			select {
+			case <-c.closing:
+				return
+			case <-time.After(c.backoff(attempt)):
+			}
+			conn, err = c.connect()
+			if err == nil {
+				c.log.Info().Int("attempts", attempt).Msg("broker connection restored")
+				c.opts.metrics.reconnected(c.name)
+				break
+			}
+			c.log.Warn().Err(err).Int("attempt", attempt).Msg("broker reconnect failed")
+		}
+	}
+}
+
+// backoff is the wait before redial attempt n (from 1): exponential from
+// minBackoff, capped at maxBackoff, with jitter in [d/2, d].
+func (c *Conn) backoff(attempt int) time.Duration {
+	d := c.opts.minBackoff
+	for i := 1; i < attempt && d < c.opts.maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, c.opts.maxBackoff)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,26 @@
+// Package broker is dubflow's RabbitMQ layer, built on amqp091-go.
+//
+// It declares the wire topology of DESIGN.md section 2 (Topology.Declare),
+// keeps a self-healing connection (Dial returns a *Conn that redials with
+// capped exponential backoff and re-declares the topology after a broker
+// restart or a cut connection), publishes with publisher confirms
+// (Publisher.Publish returns only once the broker has taken responsibility
+// for the message) and consumes with manual acknowledgements, a per-consumer
+// prefetch and bounded concurrency (Conn.Consume).
+//
+// Publishing and consuming use separate connections, so that TCP
+// back-pressure on a publishing connection never delays acknowledgements:
+//
+//	pubConn, err := broker.Dial(ctx, url, "asr-publish", log)
+//	subConn, err := broker.Dial(ctx, url, "asr-consume", log)
+//	pub := broker.NewPublisher(pubConn)
+//	err = subConn.Consume(ctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 4, Concurrency: 2},
+//		func(ctx context.Context, d *broker.Delivery) { ...; _ = d.Ack() })
+//
+// Dead-lettering: every work queue and the waiting queue dead-letter through
+// the default exchange ("") with routing key task.dlq, so task.dlq receives
+// rejected, expired, overflowing and over-delivered messages without a
+// dedicated dead-letter exchange. Delay tiers are fanout exchanges, each
+// feeding a quorum queue whose queue-level TTL dead-letters back into
+// task_exchange under the message's original routing key.
+package broker

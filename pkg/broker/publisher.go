@@ -1,0 +1,260 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Publish outcomes callers can branch on with errors.Is.
+var (
+	// ErrUnroutable means the broker returned a mandatory message because
+	// no queue is bound for its routing key.
+	ErrUnroutable = errors.New("broker: message unroutable")
+	// ErrNacked means the broker refused responsibility for the message (for
+	// example a queue at its length limit with reject-publish overflow).
+	ErrNacked = errors.New("broker: message nacked")
+)
+
+// PublishIDHeader is the header Publisher adds to every message to match a
+// basic.return to its publish. Consumers may ignore it.
+const PublishIDHeader = "dubflow-publish-id"
+
+// ContentTypeJSON is the default content type of published messages.
+const ContentTypeJSON = "application/json"
+
+// Publisher publishes with publisher confirms over one channel of a Conn,
+// reopened after a loss. Many publishes may be in flight at once; each
+// waits for its own confirm. A Publisher is safe for concurrent use.
+type Publisher struct {
+	conn   *Conn
+	seq    atomic.Uint64
+	cur    atomic.Pointer[pubChannel]
+	lock   chan struct{} // one slot: serializes opening a channel
+	closed atomic.Bool
+}
+
+// NewPublisher returns a Publisher on conn. The channel is opened by the
+// first Publish.
+func NewPublisher(conn *Conn) *Publisher {
+	return &Publisher{conn: conn, lock: make(chan struct{}, 1)}
+}
+
+// Publish sends msg to exchange with routing key key, mandatory, and waits
+// for the broker's confirm. Unless set, DeliveryMode is persistent and
+// ContentType application/json. It returns nil only once the broker has
+// confirmed the message; an unroutable message is ErrUnroutable, a nack is
+// ErrNacked. If the connection or channel is lost before the confirm,
+// Publish publishes again on the recovered connection until ctx is done, so
+// a message may arrive more than once (at-least-once).
+func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	if msg.DeliveryMode == 0 {
+		msg.DeliveryMode = amqp.Persistent
+	}
+	if msg.ContentType == "" {
+		msg.ContentType = ContentTypeJSON
+	}
+	if err := msg.Headers.Validate(); err != nil {
+		return fmt.Errorf("publish to %s with key %s: %w", exchange, key, err)
+	}
+	id := strconv.FormatUint(p.seq.Add(1), 36)
+	headers := make(amqp.Table, len(msg.Headers)+1)
+	for k, v := range msg.Headers {
+		headers[k] = v
+	}
+	headers[PublishIDHeader] = id
+	msg.Headers = headers
+
+	for attempt := 1; ; attempt++ {
+		err := p.publishOnce(ctx, exchange, key, id, msg)
+		var lost *lostError
+		if !errors.As(err, &lost) {
+			if err != nil {
+				return fmt.Errorf("publish to %s with key %s: %w", exchange, key, err)
+			}
+			return nil
+		}
+		p.conn.opts.metrics.published(p.conn.name, "lost")
+		p.conn.log.Debug().Err(lost.cause).Int("attempt", attempt).Str("exchange", exchange).Str("key", key).
+			Msg("publish lost with its channel, retrying")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publish to %s with key %s: %w", exchange, key, errors.Join(ctx.Err(), lost.cause))
+		case <-time.After(min(time.Duration(attempt-1)*50*time.Millisecond, time.Second)):
+		}
+	}
+}
+
+// Close closes the publisher's channel. Publishes after Close fail with
+// ErrClosed; call it once in-flight publishes have returned.
+func (p *Publisher) Close() error {
+	p.closed.Store(true)
+	p.lock <- struct{}{}
+	defer func() { <-p.lock }()
+	if pc := p.cur.Swap(nil); pc != nil {
+		if err := pc.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+			return fmt.Errorf("close publisher channel: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, msg amqp.Publishing) error {
+	pc, err := p.channel(ctx)
+	if err != nil {
+		return err
+	}
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, msg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return pc.lost(err)
+	}
+	select {
+	case <-dc.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("wait for confirm: %w", ctx.Err())
+	}
+	if !dc.Acked() {
+		if pc.ch.IsClosed() {
+			// Closing a channel nacks every outstanding confirm.
+			return pc.lost(amqp.ErrClosed)
+		}
+		p.conn.opts.metrics.published(p.conn.name, "nack")
+		return ErrNacked
+	}
+	// A basic.return precedes the basic.ack of the same message, and the
+	// library hands it to pc's drainer before it processes the ack; once the
+	// drainer has answered a sync request it has recorded that return.
+	select {
+	case pc.sync <- struct{}{}:
+	case <-pc.drained:
+	}
+	pc.mu.Lock()
+	ret, returned := pc.returned[id]
+	delete(pc.returned, id)
+	pc.mu.Unlock()
+	if returned {
+		p.conn.opts.metrics.published(p.conn.name, "returned")
+		return fmt.Errorf("%w: %d %s", ErrUnroutable, ret.ReplyCode, ret.ReplyText)
+	}
+	p.conn.opts.metrics.published(p.conn.name, "ack")
+	return nil
+}
+
+// channel returns the open confirm-mode channel, opening one if needed.
+func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
+	if pc := p.cur.Load(); pc != nil && !pc.ch.IsClosed() {
+		return pc, nil
+	}
+	select {
+	case p.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.lock }()
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if pc := p.cur.Load(); pc != nil && !pc.ch.IsClosed() {
+		return pc, nil
+	}
+	ch, _, err := p.conn.channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, &lostError{cause: fmt.Errorf("enable confirms: %w", err)}
+	}
+	pc := newPubChannel(ch)
+	p.cur.Store(pc)
+	return pc, nil
+}
+
+// lostError marks a publish whose channel died before the confirm; Publish
+// retries it.
+type lostError struct{ cause error }
+
+func (e *lostError) Error() string { return "channel lost: " + e.cause.Error() }
+func (e *lostError) Unwrap() error { return e.cause }
+
+// pubChannel is one confirm-mode channel and the goroutines draining its
+// return and close notifications.
+type pubChannel struct {
+	ch      *amqp.Channel
+	sync    chan struct{} // unbuffered: a receive means earlier returns are recorded
+	drained chan struct{} // closed when the return drainer has exited
+	dead    chan struct{} // closed when the channel has closed and closeErr is final
+
+	mu       sync.Mutex
+	returned map[string]amqp.Return
+	closeErr *amqp.Error
+}
+
+func newPubChannel(ch *amqp.Channel) *pubChannel {
+	pc := &pubChannel{
+		ch:       ch,
+		sync:     make(chan struct{}),
+		drained:  make(chan struct{}),
+		dead:     make(chan struct{}),
+		returned: make(map[string]amqp.Return),
+	}
+	// Unbuffered, so the library's send completes only when the drainer has
+	// taken the return, before the reader goes on to the ack.
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	go func() {
+		defer close(pc.drained)
+		for {
+			select {
+			case r, ok := <-returns:
+				if !ok {
+					return
+				}
+				if id, ok := r.Headers[PublishIDHeader].(string); ok {
+					pc.mu.Lock()
+					pc.returned[id] = r
+					pc.mu.Unlock()
+				}
+			case <-pc.sync:
+			}
+		}
+	}()
+	go func() {
+		defer close(pc.dead)
+		for e := range closes {
+			pc.mu.Lock()
+			pc.closeErr = e
+			pc.mu.Unlock()
+		}
+	}()
+	return pc
+}
+
+// lost closes the channel (a no-op if the broker already did), waits until
+// it is gone and classifies the loss: a channel closed by the broker for a
+// reason that would repeat (no such exchange, access refused, precondition
+// failed) is final; anything else is a lostError to retry.
+func (pc *pubChannel) lost(cause error) error {
+	_ = pc.ch.Close()
+	<-pc.dead
+	pc.mu.Lock()
+	e := pc.closeErr
+	pc.mu.Unlock()
+	if e != nil {
+		switch e.Code {
+		case amqp.NotFound, amqp.AccessRefused, amqp.PreconditionFailed:
+			return fmt.Errorf("channel closed by broker: %w", e)
+		}
+		return &lostError{cause: e}
+	}
+	return &lostError{cause: cause}
+}
