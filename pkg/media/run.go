@@ -1,0 +1,185 @@
+package media
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/step"
+)
+
+const (
+	// probeTimeout bounds one ffprobe run when the caller's context allows longer.
+	probeTimeout = 60 * time.Second
+	// ffmpegTimeout bounds one ffmpeg run when the caller's context allows longer.
+	ffmpegTimeout = 30 * time.Minute
+	// stderrLimit is how many trailing bytes of a tool's stderr are kept.
+	stderrLimit = 4 << 10
+	// threads is the codec thread count: the workers run on small machines
+	// next to other workers, so one ffmpeg never takes more than two cores.
+	threads = "2"
+)
+
+// inputFormats is the demuxer whitelist for untrusted inputs: common
+// containers only. Playlist and indirection demuxers (hls, dash, concat,
+// image2 patterns, ffconcat, tee, ...) are absent, so no input can make
+// ffmpeg open another file or a network address.
+const inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,mpegts,mpeg,wav,mp3,aac,ogg,flac,asf"
+
+// ErrUnsafePath is returned for a path that ffmpeg could read as something
+// other than a local regular file: a URL or protocol prefix, an option, a
+// device, a directory.
+var ErrUnsafePath = errors.New("unsafe media path")
+
+// urlLike matches a scheme or ffmpeg protocol prefix such as "http:",
+// "concat:" or "file:".
+var urlLike = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.\-]*:`)
+
+// localInput checks that path names an existing regular local file and
+// returns the form to hand to ffmpeg: "file:" and an absolute path, which
+// ffmpeg can read neither as an option nor as another protocol.
+func localInput(path string) (string, error) {
+	if err := checkPathSyntax(path); err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("stat %q: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", step.Permanent(fmt.Errorf("%w: %q is not a regular file", ErrUnsafePath, path))
+	}
+	return fileURL(path)
+}
+
+// localOutput checks an output path like localInput, except that the file
+// need not exist yet.
+func localOutput(path string) (string, error) {
+	if err := checkPathSyntax(path); err != nil {
+		return "", err
+	}
+	return fileURL(path)
+}
+
+func checkPathSyntax(path string) error {
+	switch {
+	case path == "":
+		return step.Permanent(fmt.Errorf("%w: empty path", ErrUnsafePath))
+	case strings.HasPrefix(path, "-"):
+		return step.Permanent(fmt.Errorf("%w: %q looks like an option", ErrUnsafePath, path))
+	case urlLike.MatchString(path):
+		return step.Permanent(fmt.Errorf("%w: %q looks like a URL, only local files are accepted", ErrUnsafePath, path))
+	case strings.ContainsAny(path, "\x00\n\r"):
+		return step.Permanent(fmt.Errorf("%w: %q contains control characters", ErrUnsafePath, path))
+	}
+	return nil
+}
+
+func fileURL(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve %q: %w", path, err)
+	}
+	return "file:" + abs, nil
+}
+
+// inputArgs returns the options and -i for one untrusted local input.
+// format forces the demuxer when the caller knows it ("wav", "srt");
+// empty lets ffmpeg probe among the whitelisted containers.
+func inputArgs(path, format string) ([]string, error) {
+	in, err := localInput(path)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-protocol_whitelist", "file", "-format_whitelist", inputFormats}
+	if format != "" {
+		args = []string{"-protocol_whitelist", "file", "-f", format}
+	}
+	return append(args, "-i", in), nil
+}
+
+// runFFmpeg runs ffmpeg with args after the fixed safety options and
+// returns its (bounded) stderr. Non-zero exits become errors quoting stderr.
+func runFFmpeg(ctx context.Context, args ...string) (string, error) {
+	return runFFmpegLog(ctx, "error", args...)
+}
+
+// runFFmpegLog is runFFmpeg with another log level, for filters that report
+// their results in the log (volumedetect).
+func runFFmpegLog(ctx context.Context, level string, args ...string) (string, error) {
+	base := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", level, "-threads", threads, "-filter_threads", "1"}
+	_, stderr, err := run(ctx, ffmpegTimeout, nil, "ffmpeg", append(base, args...)...)
+	return stderr, err
+}
+
+// runFFprobe runs ffprobe on one untrusted input and returns its stdout.
+func runFFprobe(ctx context.Context, path string, args ...string) ([]byte, string, error) {
+	in, err := localInput(path)
+	if err != nil {
+		return nil, "", err
+	}
+	base := []string{"-hide_banner", "-loglevel", "error", "-protocol_whitelist", "file", "-format_whitelist", inputFormats}
+	args = append(append(base, args...), in)
+	return run(ctx, probeTimeout, nil, "ffprobe", args...)
+}
+
+// run executes name with args (never through a shell), bounded by limit or
+// the caller's earlier deadline. Stdout is returned whole (ffprobe's JSON is
+// small); stderr keeps only its last stderrLimit bytes.
+func run(ctx context.Context, limit time.Duration, stdin io.Reader, name string, args ...string) ([]byte, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{limit: stderrLimit}
+	cmd.Stdout = &stdout
+	cmd.Stderr = stderr
+	cmd.Stdin = stdin // nil reads from the null device
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	msg := stderr.String()
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, msg, fmt.Errorf("%s: %w", name, ctxErr)
+		}
+		if msg == "" {
+			return nil, msg, fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, msg, fmt.Errorf("%s: %w: %s", name, err, msg)
+	}
+	return stdout.Bytes(), msg, nil
+}
+
+// tailBuffer is an io.Writer that keeps the last limit bytes written.
+type tailBuffer struct {
+	limit int
+	buf   []byte
+	cut   bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.cut = true
+	}
+	return n, nil
+}
+
+// String returns the kept text, trimmed, marked with "..." when cut.
+func (t *tailBuffer) String() string {
+	s := strings.TrimSpace(string(t.buf))
+	if t.cut {
+		s = "..." + s
+	}
+	return s
+}

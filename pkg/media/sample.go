@@ -1,0 +1,142 @@
+package media
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SampleKind selects what MakeSampleVideo produces.
+type SampleKind int
+
+// Sample kinds: a good video and the bad inputs a dubbing pipeline must
+// reject clearly.
+const (
+	// SampleSpeech is an H.264 + AAC MP4 with the text spoken in English.
+	SampleSpeech SampleKind = iota
+	// SampleNoAudio has a video stream only.
+	SampleNoAudio
+	// SampleSilent has an audio stream that is digital silence.
+	SampleSilent
+	// SampleTruncatedIndex is SampleSpeech cut short with its index
+	// (the moov atom) at the end, so the index is missing.
+	SampleTruncatedIndex
+	// SampleTruncatedData is SampleSpeech with its index at the front and
+	// the media data cut short.
+	SampleTruncatedData
+)
+
+// SampleOptions tune MakeSampleVideo; zero values pick the defaults.
+type SampleOptions struct {
+	Kind SampleKind
+	// Voice is an espeak-ng voice; default "en-us".
+	Voice string
+	// Width and Height of the picture; default 320x240.
+	Width, Height int
+	// Lead is silence before the speech and after it; default 500 ms.
+	Lead time.Duration
+}
+
+// MakeSampleVideo writes a short MP4 to out: real speech of text from
+// espeak-ng over a generated test picture, lasting the speech plus a
+// lead-in and lead-out. Variants for bad-input tests follow opts.Kind. It
+// is for demos and tests; text is passed to espeak-ng on stdin.
+func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) error {
+	if opts.Voice == "" {
+		opts.Voice = "en-us"
+	}
+	if opts.Width == 0 || opts.Height == 0 {
+		opts.Width, opts.Height = 320, 240
+	}
+	if opts.Lead == 0 {
+		opts.Lead = 500 * time.Millisecond
+	}
+	outURL, err := localOutput(out)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "dubflow-sample-*")
+	if err != nil {
+		return fmt.Errorf("make sample video: %w", err)
+	}
+	defer os.RemoveAll(work)
+
+	speech := filepath.Join(work, "speech.wav")
+	if _, stderr, err := run(ctx, time.Minute, strings.NewReader(text), "espeak-ng", "-v", opts.Voice, "-w", speech, "--stdin"); err != nil {
+		return fmt.Errorf("make sample video: espeak-ng: %w (%s)", err, stderr)
+	}
+	f, err := os.Open(speech)
+	if err != nil {
+		return fmt.Errorf("make sample video: %w", err)
+	}
+	r, err := NewWAVReader(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("make sample video: espeak-ng output: %w", err)
+	}
+	speechDur := r.Duration()
+	if speechDur < 0 { // espeak-ng wrote to a pipe-like header; size from the file
+		fi, err := os.Stat(speech)
+		if err != nil {
+			return fmt.Errorf("make sample video: %w", err)
+		}
+		speechDur = framesToDuration((fi.Size()-wavHeaderSize)/int64(r.Format.frameBytes()), r.Format.SampleRate)
+	}
+	total := speechDur + 2*opts.Lead
+	secs := strconv.FormatFloat(total.Seconds(), 'f', 3, 64)
+	leadMS := strconv.FormatInt(opts.Lead.Milliseconds(), 10)
+
+	args := []string{"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", opts.Width, opts.Height)}
+	switch opts.Kind {
+	case SampleNoAudio:
+		args = append(args, "-map", "0:v")
+	case SampleSilent:
+		args = append(args, "-f", "lavfi", "-i", "anullsrc=r=22050:cl=mono", "-map", "0:v", "-map", "1:a")
+	default:
+		args = append(args, "-protocol_whitelist", "file", "-f", "wav", "-i", "file:"+speech,
+			"-filter_complex", "[1:a]adelay="+leadMS+":all=1,apad[a]", "-map", "0:v", "-map", "[a]")
+	}
+	args = append(args, "-t", secs,
+		"-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-g", "50")
+	if opts.Kind != SampleNoAudio {
+		args = append(args, "-c:a", "aac", "-b:a", "96k")
+	}
+	if opts.Kind != SampleTruncatedIndex {
+		args = append(args, "-movflags", "+faststart")
+	}
+	full := filepath.Join(work, "full.mp4")
+	args = append(args, "-f", "mp4", "-y", "file:"+full)
+	if stderr, err := runFFmpeg(ctx, args...); err != nil {
+		return fmt.Errorf("make sample video: %w (%s)", err, stderr)
+	}
+	if opts.Kind == SampleTruncatedIndex || opts.Kind == SampleTruncatedData {
+		if err := truncateFile(full, 0.6); err != nil {
+			return fmt.Errorf("make sample video: %w", err)
+		}
+	}
+	if err := copyFile(full, strings.TrimPrefix(outURL, "file:")); err != nil {
+		return fmt.Errorf("make sample video: %w", err)
+	}
+	return nil
+}
+
+// truncateFile cuts path to the given fraction of its size.
+func truncateFile(path string, fraction float64) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.Truncate(path, int64(float64(fi.Size())*fraction))
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from) // samples are a few hundred kilobytes
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
+}
