@@ -1,0 +1,202 @@
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ExtractAudio is the payload of task.extract_audio.
+type ExtractAudio struct {
+	SourceVideoKey string `json:"source_video_key"`
+	OutputAudioKey string `json:"output_audio_key"`
+	// SourceLanguage, TargetLanguage and SpeakerID are optional; the worker
+	// falls back to its configured defaults.
+	SourceLanguage string `json:"source_language,omitempty"`
+	TargetLanguage string `json:"target_language,omitempty"`
+	SpeakerID      string `json:"speaker_id,omitempty"`
+}
+
+// ASR is the payload of task.asr.
+type ASR struct {
+	AudioKey  string `json:"audio_key"`
+	Language  string `json:"language"`
+	OutputKey string `json:"output_key"`
+}
+
+// Translate is the payload of task.translate: one batch of segments.
+type Translate struct {
+	TaskID         uuid.UUID `json:"task_id"`
+	SegmentIDs     []string  `json:"segment_ids"`
+	SourceLanguage string    `json:"source_language"`
+	TargetLanguage string    `json:"target_language"`
+	// BatchSize is optional (0 when absent): TRANSLATE_BATCH_SIZE applies.
+	BatchSize int `json:"batch_size,omitempty"`
+}
+
+// TTS is the payload of task.tts: one message per task. Absent settings are
+// zero (nil for the two where zero is meaningful) and the worker's
+// configuration applies.
+type TTS struct {
+	TaskID         uuid.UUID `json:"task_id"`
+	BatchSize      int       `json:"batch_size,omitempty"`
+	MaxConcurrency int       `json:"max_concurrency,omitempty"`
+	MaxRetries     *int      `json:"max_retries,omitempty"`
+	RetryDelaySec  *float64  `json:"retry_delay_sec,omitempty"`
+	SpeakerID      string    `json:"speaker_id,omitempty"`
+}
+
+// MuxVideo is the payload of task.mux_video.
+type MuxVideo struct {
+	TaskID         uuid.UUID `json:"task_id"`
+	SourceVideoKey string    `json:"source_video_key"`
+	TTSAudioKey    string    `json:"tts_audio_key"`
+	OutputVideoKey string    `json:"output_video_key"`
+}
+
+// Error classes of a dead letter.
+const (
+	ClassPermanent = "permanent"
+	ClassTransient = "transient"
+	ClassTimeout   = "timeout"
+	ClassInvalid   = "invalid"
+	ClassBroker    = "broker"
+)
+
+// DeadLetter is the message published to task.dlq: the seed's
+// original_message, failed_at, failure_reason and attempt, plus the step and
+// the error class. Build one with NewDeadLetter.
+type DeadLetter struct {
+	// OriginalMessage is the failed message as JSON, or a JSON string of its
+	// base64 bytes when OriginalEncoding is "base64".
+	OriginalMessage  json.RawMessage `json:"original_message"`
+	OriginalEncoding string          `json:"original_encoding,omitempty"`
+	FailedAt         time.Time       `json:"failed_at"`
+	FailureReason    string          `json:"failure_reason"`
+	// Attempt is the attempt that failed last, 0 if the message was unreadable.
+	Attempt    int       `json:"attempt"`
+	Step       string    `json:"step,omitempty"`
+	ErrorClass string    `json:"error_class"`
+	TaskID     uuid.UUID `json:"task_id,omitzero"`
+	TraceID    string    `json:"trace_id,omitempty"`
+}
+
+// maxReasonBytes bounds failure_reason and error texts (errorText in
+// defs.schema.json counts characters; bytes are stricter).
+const maxReasonBytes = 4096
+
+// NewDeadLetter wraps the body of a failed message. A body that is JSON is
+// embedded as is; any other body is kept as base64. The envelope, if the
+// body decoded, supplies the step, attempt, task and trace.
+func NewDeadLetter(body []byte, env *Envelope, class, reason string, failedAt time.Time) *DeadLetter {
+	d := &DeadLetter{
+		FailedAt:      failedAt.UTC(),
+		FailureReason: truncate(reason, maxReasonBytes),
+		ErrorClass:    class,
+	}
+	if json.Valid(body) {
+		d.OriginalMessage = json.RawMessage(body)
+	} else {
+		d.OriginalEncoding = "base64"
+		d.OriginalMessage, _ = json.Marshal(base64.StdEncoding.EncodeToString(body))
+	}
+	if env != nil {
+		d.Attempt = env.Attempt
+		d.Step = env.Step
+		d.TaskID = env.TaskID
+		d.TraceID = env.TraceID
+	}
+	return d
+}
+
+// OriginalBody returns the bytes of the failed message, ready to publish
+// again.
+func (d *DeadLetter) OriginalBody() ([]byte, error) {
+	if d.OriginalEncoding != "base64" {
+		return d.OriginalMessage, nil
+	}
+	var s string
+	if err := json.Unmarshal(d.OriginalMessage, &s); err != nil {
+		return nil, fmt.Errorf("decode original_message: %w", err)
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("decode original_message: %w", err)
+	}
+	return b, nil
+}
+
+// Compensation is the message published to task.tts_compensation for a
+// segment whose synthesis still failed after all retries.
+type Compensation struct {
+	TaskID     uuid.UUID `json:"task_id"`
+	SegmentIdx int       `json:"segment_idx"`
+	Error      string    `json:"error"`
+	CreatedAt  time.Time `json:"created_at"`
+	// RoutingKey is where a re-drive publishes: always task.tts.
+	RoutingKey string `json:"routing_key"`
+	TraceID    string `json:"trace_id,omitempty"`
+}
+
+// NewCompensation returns the compensation message of one segment.
+func NewCompensation(taskID uuid.UUID, idx int, cause error, traceID string, now time.Time) *Compensation {
+	return &Compensation{
+		TaskID:     taskID,
+		SegmentIdx: idx,
+		Error:      truncate(cause.Error(), maxReasonBytes),
+		CreatedAt:  now.UTC(),
+		RoutingKey: RoutingKey(StepTTS),
+		TraceID:    traceID,
+	}
+}
+
+// Integrator events, published under EventPrefix + the event name.
+const (
+	EventTaskSucceeded   = "task.succeeded"
+	EventTaskFailed      = "task.failed"
+	EventWaitingAssigned = "waiting.assigned"
+)
+
+// Event is a notification for systems outside dubflow, published under
+// "event.<Event>". Task events carry TaskID and Status.
+type Event struct {
+	Event          string          `json:"event"`
+	TaskID         uuid.UUID       `json:"task_id,omitzero"`
+	Status         string          `json:"status,omitempty"`
+	Step           string          `json:"step,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	OutputVideoKey string          `json:"output_video_key,omitempty"`
+	OccurredAt     time.Time       `json:"occurred_at"`
+	TraceID        string          `json:"trace_id,omitempty"`
+	Data           json.RawMessage `json:"data,omitempty"`
+}
+
+// RoutingKey returns the routing key of the event, "event.<event>".
+func (e *Event) RoutingKey() string { return EventPrefix + e.Event }
+
+// SegmentID returns the wire name of segment idx, "seg-<idx>".
+func SegmentID(idx int) string { return "seg-" + strconv.Itoa(idx) }
+
+// SegmentIndex parses a segment's wire name, "seg-<idx>", into its index.
+func SegmentIndex(id string) (int, error) {
+	digits, ok := strings.CutPrefix(id, "seg-")
+	valid := ok && digits != "" && len(digits) <= 9 && (digits == "0" || digits[0] != '0') &&
+		strings.Trim(digits, "0123456789") == ""
+	if !valid {
+		return 0, invalid("segment_id", fmt.Sprintf("%q does not look like \"seg-0\"", id))
+	}
+	return strconv.Atoi(digits)
+}
+
+// truncate cuts s to at most n bytes without leaving a broken UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
