@@ -35,6 +35,9 @@ type Espeak struct {
 	// DefaultWPM, MaxWPM: the first-take and the fastest rate;
 	// EspeakDefaultWPM and EspeakMaxWPM when zero.
 	DefaultWPM, MaxWPM int
+	// Voice is used when a request names none ("default" counts as none);
+	// when empty too, the request's language picks the voice.
+	Voice string
 }
 
 // NewEspeak returns an Espeak with the defaults.
@@ -50,7 +53,11 @@ func (e *Espeak) Synthesize(ctx context.Context, req SynthesisRequest) (*Audio, 
 	if a := silentFor(req, "espeak-ng"); a != nil {
 		return a, nil
 	}
-	voice := espeakVoice(req.Voice, req.Language)
+	voice := req.Voice
+	if voice == "" || voice == "default" {
+		voice = e.Voice
+	}
+	voice = espeakVoice(voice, req.Language)
 	if !validVoice(voice) {
 		return nil, step.Permanent(fmt.Errorf("espeak-ng: voice %q is not a voice name (TTS_VOICE or the task's speaker_id)", voice))
 	}
