@@ -121,4 +121,6 @@ func readWAV(t *testing.T, path string) *WAVReader {
 	return r
 }
 
-var _ = errors.Is
+
+
+func errorsIsCanceled(err error) bool { return errors.Is(err, context.Canceled) }
