@@ -76,8 +76,11 @@ type DeadLetter struct {
 	// base64 bytes when OriginalEncoding is "base64".
 	OriginalMessage  json.RawMessage `json:"original_message"`
 	OriginalEncoding string          `json:"original_encoding,omitempty"`
-	FailedAt         time.Time       `json:"failed_at"`
-	FailureReason    string          `json:"failure_reason"`
+	// OriginalTruncated is set when only the first MaxMessageBytes of an
+	// oversized message are kept.
+	OriginalTruncated bool      `json:"original_truncated,omitempty"`
+	FailedAt          time.Time `json:"failed_at"`
+	FailureReason     string    `json:"failure_reason"`
 	// Attempt is the attempt that failed last, 0 if the message was unreadable.
 	Attempt    int       `json:"attempt"`
 	Step       string    `json:"step,omitempty"`
@@ -91,15 +94,20 @@ type DeadLetter struct {
 const maxReasonBytes = 4096
 
 // NewDeadLetter wraps the body of a failed message. A body that is JSON is
-// embedded as is; any other body is kept as base64. The envelope, if the
-// body decoded, supplies the step, attempt, task and trace.
+// embedded as is; any other body is kept as base64, only its first
+// MaxMessageBytes if it is longer. env, when the body decoded, supplies the
+// step, attempt, task and trace; it may be nil.
 func NewDeadLetter(body []byte, env *Envelope, class, reason string, failedAt time.Time) *DeadLetter {
 	d := &DeadLetter{
 		FailedAt:      failedAt.UTC(),
 		FailureReason: truncate(reason, maxReasonBytes),
 		ErrorClass:    class,
 	}
-	if json.Valid(body) {
+	if len(body) > MaxMessageBytes {
+		body = body[:MaxMessageBytes]
+		d.OriginalTruncated = true
+	}
+	if !d.OriginalTruncated && json.Valid(body) {
 		d.OriginalMessage = json.RawMessage(body)
 	} else {
 		d.OriginalEncoding = "base64"
