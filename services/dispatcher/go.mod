@@ -3,9 +3,16 @@ module github.com/dubflow/dubflow/services/dispatcher
 go 1.26.0
 
 require (
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/rs/zerolog v1.35.1 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -145,6 +147,8 @@ func scanEntry(row pgx.Row, withPosition bool) (Entry, error) {
 
 // Sentinel errors callers branch on (the HTTP layer maps them to 404/409).
 var (
+	// ErrInvalid: the request's fields are invalid.
+	ErrInvalid = errors.New("invalid request")
 	// ErrNotFound: no such entry or agent.
 	ErrNotFound = errors.New("not found")
 	// ErrNotWaiting: the entry has left the queue (assigned or expired) and
@@ -164,4 +168,22 @@ type DuplicateError struct {
 func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("visitor %s already waiting in project %s as entry %s",
 		e.Existing.VisitorID, e.Existing.ProjectID, e.Existing.ID)
+}
+
+// ParseSessionID splits the seed's session id "channel_123@1" into the
+// channel id and its numeric type. A session id without "@" is a channel id
+// without type; an empty one gives neither.
+func ParseSessionID(sessionID string) (channelID string, channelType *int, err error) {
+	if sessionID == "" {
+		return "", nil, nil
+	}
+	id, typ, found := strings.Cut(sessionID, "@")
+	if !found {
+		return sessionID, nil, nil
+	}
+	n, err := strconv.Atoi(typ)
+	if id == "" || err != nil || n < 0 {
+		return "", nil, fmt.Errorf("session_id %q: want channel_id@channel_type with a numeric type", sessionID)
+	}
+	return id, &n, nil
 }

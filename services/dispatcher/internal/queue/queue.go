@@ -98,7 +98,7 @@ func (r EnqueueRequest) Validate() error {
 // callers follow it with Process.
 func (q *Queue) Enqueue(ctx context.Context, r EnqueueRequest) (Entry, error) {
 	if err := r.Validate(); err != nil {
-		return Entry{}, err
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if r.ID == uuid.Nil {
 		r.ID = uuid.New()

@@ -86,7 +86,7 @@ func (u StaffUpdate) Validate() error {
 // frees capacity.
 func (q *Queue) PutStaff(ctx context.Context, u StaffUpdate) (Staff, error) {
 	if err := u.Validate(); err != nil {
-		return Staff{}, err
+		return Staff{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	row := q.pool.QueryRow(ctx, `INSERT INTO staff (id, project_id, availability, max_concurrent)
 		VALUES ($1, $2, $3, $4)
@@ -136,4 +136,19 @@ func (q *Queue) Release(ctx context.Context, id uuid.UUID) (Staff, error) {
 		return Staff{}, fmt.Errorf("release staff %s: %w", id, err)
 	}
 	return s, nil
+}
+
+// ReleaseIn frees one unit of an agent's capacity inside the caller's
+// transaction (the step runtime's success transaction, so a redelivered
+// message never releases twice).
+func ReleaseIn(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	tag, err := tx.Exec(ctx, `UPDATE staff SET current_load = current_load - 1, updated_at = now()
+		WHERE id = $1 AND current_load > 0`, id)
+	if err != nil {
+		return fmt.Errorf("release staff %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
+	}
+	return nil
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
+)
+
+// Config is the dispatcher's configuration, read once from the environment.
+type Config struct {
+	config.Common
+
+	// HTTPAddr is the API's listen address; it also serves /healthz,
+	// /readyz and /metrics.
+	HTTPAddr string `env:"DISPATCHER_HTTP_ADDR" envDefault:":8090"`
+	// APIToken is the bearer token every API request must carry.
+	APIToken string `env:"DISPATCHER_API_TOKEN,required"`
+
+	// The seed's processing settings. Seconds may be fractional (tests
+	// shorten them).
+	ProcessEnabled    bool    `env:"QUEUE_PROCESS_ENABLED" envDefault:"true"`
+	IntervalSeconds   float64 `env:"QUEUE_PROCESS_INTERVAL_SECONDS" envDefault:"5"`
+	BatchSize         int     `env:"QUEUE_PROCESS_BATCH_SIZE" envDefault:"50"`
+	MaxWorkers        int     `env:"QUEUE_PROCESS_MAX_WORKERS" envDefault:"5"`
+	MaxRetries        int     `env:"QUEUE_PROCESS_MAX_RETRIES" envDefault:"3"`
+	RetryDelaySeconds float64 `env:"QUEUE_PROCESS_RETRY_DELAY_SECONDS" envDefault:"60"`
+}
+
+// Validate checks what parsing cannot.
+func (c *Config) Validate() error {
+	errs := []error{c.Common.Validate()}
+	if len(c.APIToken) < 16 {
+		errs = append(errs, errors.New("DISPATCHER_API_TOKEN: want at least 16 characters"))
+	}
+	if c.IntervalSeconds <= 0 {
+		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_INTERVAL_SECONDS %v: want more than 0", c.IntervalSeconds))
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_BATCH_SIZE %d: want 1..10000", c.BatchSize))
+	}
+	if c.MaxWorkers < 1 || c.MaxWorkers > 256 {
+		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_WORKERS %d: want 1..256", c.MaxWorkers))
+	}
+	if c.MaxRetries < 1 {
+		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_RETRIES %d: want at least 1", c.MaxRetries))
+	}
+	if c.RetryDelaySeconds < 0 {
+		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_RETRY_DELAY_SECONDS %v: want 0 or more", c.RetryDelaySeconds))
+	}
+	return errors.Join(errs...)
+}
+
+// Interval is the scan interval.
+func (c *Config) Interval() time.Duration { return seconds(c.IntervalSeconds) }
+
+// Queue is the domain's part of the configuration.
+func (c *Config) Queue() queue.Config {
+	return queue.Config{MaxRetries: c.MaxRetries, RetryDelay: seconds(c.RetryDelaySeconds),
+		BatchSize: c.BatchSize, MaxWorkers: c.MaxWorkers}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// loadConfig reads the configuration through getenv.
+func loadConfig(getenv func(string) string) (Config, error) {
+	var cfg Config
+	params, err := env.GetFieldParams(&cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("read configuration: %w", err)
+	}
+	environ := make(map[string]string, len(params))
+	for _, p := range params {
+		if v := getenv(p.Key); v != "" {
+			environ[p.Key] = v
+		}
+	}
+	err = config.Load(environ, &cfg)
+	return cfg, err
+}

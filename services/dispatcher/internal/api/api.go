@@ -1,0 +1,355 @@
+// Package api is the dispatcher's HTTP API: the seed's POST
+// /internal/ai/events (manual_service.request), the queue's entries and
+// project status, and the agents' presence, capacity and releases. Every
+// route but the health probes requires the bearer token. Bad input is a 4xx
+// with a JSON error, never a 500.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+)
+
+// maxBody caps request bodies.
+const maxBody = 1 << 20
+
+// Server serves the API on a Queue.
+type Server struct {
+	q     *queue.Queue
+	token string
+	log   zerolog.Logger
+	// Assigned is called with every assignment the API's requests made
+	// (metrics); it may be nil.
+	Assigned func(n int)
+}
+
+// New returns a Server; token is the bearer token every request must carry.
+func New(q *queue.Queue, token string, log zerolog.Logger) *Server {
+	return &Server{q: q, token: token, log: log}
+}
+
+// Handler returns the API's routes, behind the token check.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /internal/ai/events", s.aiEvent)
+	mux.HandleFunc("GET /queue/entries/{id}", s.getEntry)
+	mux.HandleFunc("DELETE /queue/entries/{id}", s.cancelEntry)
+	mux.HandleFunc("GET /queue/projects/{id}/status", s.projectStatus)
+	mux.HandleFunc("PUT /staff/{id}", s.putStaff)
+	mux.HandleFunc("GET /staff/{id}", s.getStaff)
+	mux.HandleFunc("POST /staff/{id}/release", s.release)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+	return s.auth(mux)
+}
+
+// auth checks the bearer token in constant time.
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dispatcher"`)
+			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// aiEventRequest is the seed's AI event.
+type aiEventRequest struct {
+	EventType string    `json:"event_type"`
+	ProjectID uuid.UUID `json:"project_id"`
+	VisitorID uuid.UUID `json:"visitor_id"`
+	Payload   struct {
+		Reason         string          `json:"reason"`
+		Urgency        string          `json:"urgency"`
+		SessionID      string          `json:"session_id"`
+		Metadata       json.RawMessage `json:"metadata"`
+		Source         string          `json:"source"`
+		VisitorMessage string          `json:"visitor_message"`
+	} `json:"payload"`
+}
+
+// aiEventResponse is the seed's response.
+type aiEventResponse struct {
+	EntryID     uuid.UUID  `json:"entry_id"`
+	Status      string     `json:"status"`
+	Position    int        `json:"position"`
+	Priority    int        `json:"priority"`
+	ChannelID   string     `json:"channel_id"`
+	ChannelType *int       `json:"channel_type"`
+	StaffID     *uuid.UUID `json:"assigned_staff_id"`
+}
+
+// EventManualServiceRequest is the only AI event type the dispatcher takes.
+const EventManualServiceRequest = "manual_service.request"
+
+func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
+	var req aiEventRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.EventType != EventManualServiceRequest {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown event_type %q (want %q)", req.EventType, EventManualServiceRequest))
+		return
+	}
+	channelID, channelType, err := queue.ParseSessionID(req.Payload.SessionID)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	er := queue.EnqueueRequest{
+		ProjectID:      req.ProjectID,
+		VisitorID:      req.VisitorID,
+		SessionID:      req.Payload.SessionID,
+		Source:         queue.Source(orDefault(req.Payload.Source, string(queue.SourceAIRequest))),
+		Urgency:        queue.Urgency(orDefault(req.Payload.Urgency, string(queue.UrgencyNormal))),
+		VisitorMessage: orDefault(req.Payload.VisitorMessage, req.Payload.Reason),
+		Reason:         req.Payload.Reason,
+		ChannelID:      channelID,
+		ChannelType:    channelType,
+		Metadata:       req.Payload.Metadata,
+	}
+	if err := er.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	e, err := s.q.Enqueue(r.Context(), er)
+	var dup *queue.DuplicateError
+	if errors.As(err, &dup) {
+		writeJSON(w, http.StatusConflict, map[string]any{
+			"error": dup.Error(), "entry_id": dup.Existing.ID, "status": dup.Existing.Status,
+			"position": dup.Existing.Position, "priority": dup.Existing.Priority,
+		})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// The immediate trigger: match now, and count the attempt if no agent
+	// was free. A failure here leaves the entry waiting for the scan.
+	if out, err := s.q.Process(r.Context(), e.ID, false); err != nil {
+		s.log.Warn().Err(err).Str("entry_id", e.ID.String()).Msg("immediate processing failed; the scan will retry")
+	} else {
+		s.assigned(len(out.Assigned))
+		e = out.Entry
+	}
+	writeJSON(w, http.StatusOK, aiEventResponse{
+		EntryID: e.ID, Status: string(e.Status), Position: e.Position, Priority: e.Priority,
+		ChannelID: e.ChannelID, ChannelType: e.ChannelType, StaffID: e.AssignedStaffID,
+	})
+}
+
+func (s *Server) getEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	e, err := s.q.Entry(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *Server) cancelEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	e, err := s.q.Cancel(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *Server) projectStatus(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	limit := 1000
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 10000 {
+			writeError(w, http.StatusBadRequest, "limit must be an integer between 0 and 10000")
+			return
+		}
+		limit = n
+	}
+	st, err := s.q.Status(r.Context(), id, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// staffRequest is the body of PUT /staff/{id}.
+type staffRequest struct {
+	ProjectID     uuid.UUID `json:"project_id"`
+	Availability  string    `json:"availability"`
+	MaxConcurrent *int      `json:"max_concurrent"`
+}
+
+func (s *Server) putStaff(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	var req staffRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.MaxConcurrent == nil {
+		writeError(w, http.StatusBadRequest, "max_concurrent is required")
+		return
+	}
+	u := queue.StaffUpdate{ID: id, ProjectID: req.ProjectID,
+		Availability: queue.Availability(req.Availability), MaxConcurrent: *req.MaxConcurrent}
+	if err := u.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	st, err := s.q.PutStaff(r.Context(), u)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.matchAndReply(w, r, st)
+}
+
+func (s *Server) getStaff(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	st, err := s.q.Staff(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	st, err := s.q.Release(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.matchAndReply(w, r, st)
+}
+
+// matchAndReply matches the agent's project (capacity may have freed up)
+// and answers with the agent as it is afterwards.
+func (s *Server) matchAndReply(w http.ResponseWriter, r *http.Request, st queue.Staff) {
+	if st.FreeCapacity > 0 {
+		a, err := s.q.Match(r.Context(), st.ProjectID)
+		s.assigned(len(a))
+		if err != nil {
+			s.log.Warn().Err(err).Str("project_id", st.ProjectID.String()).Msg("matching after a capacity change failed; the scan will retry")
+		}
+		if len(a) > 0 {
+			if now, err := s.q.Staff(r.Context(), st.ID); err == nil {
+				st = now
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) assigned(n int) {
+	if n > 0 && s.Assigned != nil {
+		s.Assigned(n)
+	}
+}
+
+// fail maps domain errors to 4xx and anything else to a logged 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, queue.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, queue.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, queue.ErrNotWaiting), errors.Is(err, queue.ErrNothingToRelease):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, context.Canceled):
+		writeError(w, 499, "request canceled")
+	default:
+		s.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// pathUUID reads the {id} path value.
+func pathUUID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
+	raw := r.PathValue("id")
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed id %q: want a UUID", raw))
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+// decode reads a JSON body into v, answering 400 or 413 itself on failure.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return false
+	}
+	if len(body) == 0 {
+		writeError(w, http.StatusBadRequest, "missing JSON body")
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

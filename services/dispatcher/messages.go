@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Payloads of the task.waiting_queue messages (proto/waiting_*.schema.json).
+type (
+	// enqueuePayload is waiting.enqueue; the new entry's id is the
+	// envelope's task_id, so a replayed message finds its entry.
+	enqueuePayload struct {
+		ProjectID      uuid.UUID       `json:"project_id"`
+		VisitorID      uuid.UUID       `json:"visitor_id"`
+		Source         string          `json:"source"`
+		Urgency        string          `json:"urgency"`
+		Reason         string          `json:"reason"`
+		VisitorMessage string          `json:"visitor_message"`
+		SessionID      string          `json:"session_id"`
+		Metadata       json.RawMessage `json:"metadata"`
+	}
+	// processPayload is waiting.process: one attempt on an entry, or a
+	// match of a project.
+	processPayload struct {
+		EntryID   *uuid.UUID `json:"entry_id,omitempty"`
+		ProjectID *uuid.UUID `json:"project_id,omitempty"`
+	}
+	// cancelPayload is waiting.cancel.
+	cancelPayload struct {
+		EntryID uuid.UUID `json:"entry_id"`
+	}
+	// capacityPayload is waiting.capacity: "set" an agent's project,
+	// presence and capacity, or "release" one conversation.
+	capacityPayload struct {
+		StaffID       uuid.UUID `json:"staff_id"`
+		Action        string    `json:"action"`
+		ProjectID     uuid.UUID `json:"project_id"`
+		Availability  string    `json:"availability"`
+		MaxConcurrent int       `json:"max_concurrent"`
+	}
+)
+
+// handlers serve the task.waiting_queue steps.
+type handlers struct {
+	q       *queue.Queue
+	metrics *metrics
+}
+
+// routes returns the step routes of task.waiting_queue.
+func (h handlers) routes(timeout time.Duration) []step.Route {
+	return []step.Route{
+		{Step: wire.StepWaitingEnqueue, Timeout: timeout, Handler: step.HandlerFunc(h.enqueue)},
+		{Step: wire.StepWaitingProcess, Timeout: timeout, Handler: step.HandlerFunc(h.process)},
+		{Step: wire.StepWaitingCancel, Timeout: timeout, Handler: step.HandlerFunc(h.cancel)},
+		{Step: wire.StepWaitingCapacity, Timeout: timeout, Handler: step.HandlerFunc(h.capacity)},
+	}
+}
+
+func (h handlers) enqueue(ctx context.Context, msg *step.Message) error {
+	var p enqueuePayload
+	if err := msg.Decode(&p); err != nil {
+		return step.Permanent(err)
+	}
+	channelID, channelType, err := queue.ParseSessionID(p.SessionID)
+	if err != nil {
+		return step.Permanent(err)
+	}
+	e, err := h.q.Enqueue(ctx, queue.EnqueueRequest{
+		ID: msg.Envelope.TaskID, ProjectID: p.ProjectID, VisitorID: p.VisitorID, SessionID: p.SessionID,
+		Source:  queue.Source(or(p.Source, string(queue.SourceSystem))),
+		Urgency: queue.Urgency(or(p.Urgency, string(queue.UrgencyNormal))),
+		Reason:  p.Reason, VisitorMessage: or(p.VisitorMessage, p.Reason),
+		ChannelID: channelID, ChannelType: channelType, Metadata: p.Metadata,
+	})
+	if err != nil {
+		return classify(err)
+	}
+	out, err := h.q.Process(ctx, e.ID, false)
+	h.metrics.outcome(out)
+	if err != nil {
+		// The entry is queued; the scan retries the matching.
+		msg.Log.Warn().Err(err).Msg("immediate processing failed; the scan will retry")
+	}
+	msg.Log.Info().Str("entry_id", e.ID.String()).Str("status", string(out.Entry.Status)).
+		Int("position", out.Entry.Position).Msg("entry enqueued")
+	return nil
+}
+
+func (h handlers) process(ctx context.Context, msg *step.Message) error {
+	var p processPayload
+	if err := msg.Decode(&p); err != nil {
+		return step.Permanent(err)
+	}
+	switch {
+	case p.EntryID != nil:
+		out, err := h.q.Process(ctx, *p.EntryID, false)
+		h.metrics.outcome(out)
+		return classify(err)
+	case p.ProjectID != nil:
+		a, err := h.q.Match(ctx, *p.ProjectID)
+		h.metrics.assigned.Add(float64(len(a)))
+		return err
+	}
+	return step.Permanent(errors.New("waiting_process needs entry_id or project_id"))
+}
+
+func (h handlers) cancel(ctx context.Context, msg *step.Message) error {
+	var p cancelPayload
+	if err := msg.Decode(&p); err != nil {
+		return step.Permanent(err)
+	}
+	_, err := h.q.Cancel(ctx, p.EntryID)
+	return classify(err)
+}
+
+func (h handlers) capacity(ctx context.Context, msg *step.Message) error {
+	var p capacityPayload
+	if err := msg.Decode(&p); err != nil {
+		return step.Permanent(err)
+	}
+	switch p.Action {
+	case "set":
+		st, err := h.q.PutStaff(ctx, queue.StaffUpdate{ID: p.StaffID, ProjectID: p.ProjectID,
+			Availability: queue.Availability(p.Availability), MaxConcurrent: p.MaxConcurrent})
+		if err != nil {
+			return classify(err)
+		}
+		a, err := h.q.Match(ctx, st.ProjectID)
+		h.metrics.assigned.Add(float64(len(a)))
+		return err
+	case "release":
+		// The release commits with the step's success, exactly once; the
+		// matching it allows follows as a waiting.process message.
+		st, err := h.q.Staff(ctx, p.StaffID)
+		if err != nil {
+			return classify(err)
+		}
+		if st.CurrentLoad == 0 {
+			return step.Permanent(fmt.Errorf("release staff %s: %w", st.ID, queue.ErrNothingToRelease))
+		}
+		msg.Then(func(ctx context.Context, tx pgx.Tx) error { return queue.ReleaseIn(ctx, tx, st.ID) })
+		return msg.Emit(wire.StepWaitingProcess, processPayload{ProjectID: &st.ProjectID})
+	}
+	return step.Permanent(fmt.Errorf("unknown waiting_capacity action %q (want set or release)", p.Action))
+}
+
+// classify marks errors no retry can fix as permanent.
+func classify(err error) error {
+	var dup *queue.DuplicateError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &dup), errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrNotWaiting),
+		errors.Is(err, queue.ErrNothingToRelease), errors.Is(err, queue.ErrInvalid):
+		return step.Permanent(err)
+	}
+	return err
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
