@@ -457,7 +457,7 @@ services() {
 }
 
 workers_up() {
-	local name port pidf pid bin
+	local name port pidf pid bin sum
 	mkdir -p "$DEV/logs" "$DEV/pids"
 	while read -r name port; do
 		bin=$ROOT/bin/$name
@@ -467,13 +467,13 @@ workers_up() {
 			continue
 		fi
 		pid=$(cat "$pidf" 2>/dev/null || true)
+		sum=$(sha256sum "$bin" | cut -d' ' -f1)
 		if pid_alive "$pid"; then
-			if [[ $bin -nt $pidf ]]; then
-				log "$name: bin/$name is newer than the running process, restarting"
-				stop_pid "$pid" "$name"
-			else
+			if [[ $sum == "$(cat "$DEV/pids/$name.sum" 2>/dev/null)" ]]; then
 				continue
 			fi
+			log "$name: bin/$name changed since it started, restarting"
+			stop_pid "$pid" "$name"
 		fi
 		(
 			set -a
@@ -485,6 +485,7 @@ workers_up() {
 			exec setsid "$bin" >>"$DEV/logs/$name.log" 2>&1 </dev/null
 		) 9>&- &
 		echo $! >"$pidf"
+		echo "$sum" >"$DEV/pids/$name.sum"
 		log "$name: started (pid $!, ops on 127.0.0.1:$port, log .devstack/logs/$name.log)"
 	done < <(services)
 	sleep 1
@@ -507,7 +508,7 @@ workers_down() {
 		fi
 	done
 	wait
-	rm -f "$DEV"/pids/*.pid
+	rm -f "$DEV"/pids/*.pid "$DEV"/pids/*.sum
 }
 
 # ---------------------------------------------------------------- env, migrate
@@ -645,8 +646,8 @@ status_line() {
 	fi
 	if [[ -n $mine ]]; then
 		state="$state (private: $mine)"
-	else
-		state="$state (external)"
+	elif [[ $state == up ]]; then
+		state="up (external)"
 	fi
 	printf '%-14s %-22s %s\n' "$what" "$host:$port" "$state"
 }

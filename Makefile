@@ -1,0 +1,103 @@
+# dubflow: `make help` lists the targets and the variables they read.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+GO ?= go
+export GOTOOLCHAIN ?= local
+
+# Every folder under services/ whose Go files declare package main.
+ALL_SERVICES := $(sort $(patsubst services/%/,%,$(dir $(shell grep -l '^package main$$' services/*/*.go 2>/dev/null))))
+# SERVICES: which services `make build` builds (all by default).
+SERVICES ?= $(ALL_SERVICES)
+# TEST_TIMEOUT, TEST_FLAGS, TEST_PKGS: how `make test` runs go test.
+TEST_TIMEOUT ?= 15m
+TEST_FLAGS ?=
+TEST_PKGS ?= work
+# BENCH_PKGS: packages with benchmarks (found by default); BENCHTIME, BENCH_COUNT.
+BENCH_PKGS ?= $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' pkg services 2>/dev/null))))
+BENCHTIME ?= 1s
+BENCH_COUNT ?= 1
+# Go files to format, outside the git-ignored folders.
+GOFILES = $(shell find . -path './.*' -prune -o -path ./bin -prune -o -name '*.go' -print)
+# Runs a command with the local stack's environment.
+WITH_ENV := set -a && source .devstack/env && set +a &&
+
+.PHONY: help
+help: ## List the targets
+	@echo "Usage: make <target> [VARIABLE=value ...]"
+	@echo
+	@grep -hE '^[a-z][a-z_-]*:.*## ' $(MAKEFILE_LIST) | sort | \
+		awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables: SERVICES (build), TEST_PKGS TEST_TIMEOUT TEST_FLAGS (test),"
+	@echo "  BENCH_PKGS BENCHTIME BENCH_COUNT (bench); the stack reads AMQP_URL, DATABASE_URL, S3_*"
+	@echo "  (see scripts/stack.sh)."
+
+.PHONY: build
+build: ## Build the services into bin/ (SERVICES="asr tts" for some)
+	@test -n "$(strip $(SERVICES))" || { echo "no services with a main package under services/" >&2; exit 1; }
+	@for s in $(SERVICES); do \
+		test -d services/$$s || { echo "build: no folder services/$$s" >&2; exit 1; }; \
+	done
+	@mkdir -p bin
+	$(GO) build -o bin/ $(addprefix ./services/,$(SERVICES))
+
+.PHONY: up
+up: build ## Start the local stack and every built worker in the background
+	scripts/stack.sh up
+
+.PHONY: infra
+infra: ## Start only RabbitMQ, Postgres and MinIO (what is not running yet)
+	scripts/stack.sh up --infra-only
+
+.PHONY: down
+down: ## Stop the workers and what `make up` started
+	scripts/stack.sh down
+
+.PHONY: status
+status: ## Show what runs where
+	scripts/stack.sh status
+
+.PHONY: test
+test: ## Run every module's tests against the real stack (starts it if needed)
+	scripts/stack.sh up --infra-only
+	$(GO) build $(TEST_PKGS)
+	$(WITH_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
+
+.PHONY: demo
+demo: build ## Dub a sample video on a local stack (scripts/demo.sh)
+	@test -f scripts/demo.sh || { echo "demo: scripts/demo.sh is not written yet" >&2; exit 1; }
+	scripts/stack.sh up
+	bash scripts/demo.sh
+
+.PHONY: bench
+bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
+	@test -n "$(strip $(BENCH_PKGS))" || { echo "bench: no benchmarks found" >&2; exit 1; }
+	scripts/stack.sh up --infra-only
+	$(WITH_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
+
+.PHONY: soak
+soak: build ## Run the soak test (scripts/soak.sh)
+	@test -f scripts/soak.sh || { echo "soak: scripts/soak.sh is not written yet" >&2; exit 1; }
+	bash scripts/soak.sh
+
+.PHONY: fmt
+fmt: ## Format every Go file with gofmt
+	@gofmt -l -w $(GOFILES)
+
+.PHONY: vet
+vet: ## Run go vet on every module
+	$(GO) vet work
+
+.PHONY: lint
+lint: vet ## Check formatting (gofmt -l must be empty), go vet and the shell scripts
+	@out=$$(gofmt -l $(GOFILES)); \
+	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (make fmt):" >&2; echo "$$out" >&2; exit 1; fi
+	@for f in scripts/*.sh .ci/run; do bash -n "$$f"; done
+	@if command -v shellcheck >/dev/null; then shellcheck scripts/*.sh .ci/run; fi
+
+.PHONY: clean
+clean: ## Remove bin/ (the stack's data in .devstack/ stays)
+	rm -rf bin
