@@ -121,6 +121,4 @@ func readWAV(t *testing.T, path string) *WAVReader {
 	return r
 }
 
-
-
 func errorsIsCanceled(err error) bool { return errors.Is(err, context.Canceled) }

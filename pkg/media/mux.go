@@ -30,7 +30,8 @@ type MuxInput struct {
 	// DubLanguage and OriginalLanguage tag the two audio tracks.
 	DubLanguage      string
 	OriginalLanguage string
-	// Subtitles become mov_text tracks, none of them shown by default.
+	// Subtitles become mov_text tracks. (MP4 marks the first subtitle
+	// track enabled; players still show subtitles only on request.)
 	Subtitles []Subtitle
 }
 
@@ -40,7 +41,8 @@ var copyableAudio = []string{"aac", "mp3", "ac3", "eac3", "alac"}
 
 // Mux writes out as an MP4 with in.Video's video stream copied bit for bit,
 // the dub track as the default AAC audio track, the original audio as a
-// second track, and the subtitles, each tagged with its language; the index
+// second track, and the subtitles, each tagged with its language and
+// titled (MP4 keeps titles as handler names); the index
 // is at the front (faststart) so players can stream it.
 func Mux(ctx context.Context, in MuxInput, out string) error {
 	dubLang, err := ISO639(in.DubLanguage)
@@ -90,7 +92,7 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 		"-map", "0:v:0", "-c:v", "copy",
 		"-map", "1:a:0", "-c:a:0", "aac", "-b:a:0", "128k",
 		"-filter:a:0", "apad=whole_dur="+secs+",atrim=duration="+secs,
-		"-metadata:s:a:0", "language="+dubLang, "-metadata:s:a:0", "title=Dub ("+dubLang+")",
+		"-metadata:s:a:0", "language="+dubLang, "-metadata:s:a:0", "handler_name=Dub ("+dubLang+")",
 		"-disposition:a:0", "default")
 	if orig := info.StreamsOf(AudioStream); len(orig) > 0 {
 		codec := "aac"
@@ -99,7 +101,7 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 		}
 		args = append(args,
 			"-map", "0:a:0", "-c:a:1", codec,
-			"-metadata:s:a:1", "language="+origLang, "-metadata:s:a:1", "title=Original ("+origLang+")",
+			"-metadata:s:a:1", "language="+origLang, "-metadata:s:a:1", "handler_name=Original ("+origLang+")",
 			"-disposition:a:1", "0")
 	}
 	for i, s := range in.Subtitles {
@@ -110,8 +112,7 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 		}
 		args = append(args,
 			"-map", strconv.Itoa(i+2)+":s:0", "-c:s:"+n, "mov_text",
-			"-metadata:s:s:"+n, "language="+subLangs[i], "-metadata:s:s:"+n, "title="+title,
-			"-disposition:s:"+n, "0")
+			"-metadata:s:s:"+n, "language="+subLangs[i], "-metadata:s:s:"+n, "handler_name="+title)
 	}
 	return writeAtomically(out, func(tmp string) error {
 		args := append(args, "-map_chapters", "-1", "-movflags", "+faststart", "-f", "mp4", "-y", tmp)

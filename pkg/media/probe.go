@@ -44,11 +44,12 @@ type Info struct {
 
 // Stream describes one elementary stream of a media file.
 type Stream struct {
-	Index      int           `json:"index"`
-	Type       StreamType    `json:"type"`
-	Codec      string        `json:"codec"`
-	Language   string        `json:"language,omitempty"` // "" when absent or "und"
-	Title      string        `json:"title,omitempty"`
+	Index    int        `json:"index"`
+	Type     StreamType `json:"type"`
+	Codec    string     `json:"codec"`
+	Language string     `json:"language,omitempty"` // "" when absent or "und"
+	Title    string     `json:"title,omitempty"`    // title tag, or MP4 handler name unless generic
+
 	SampleRate int           `json:"sample_rate,omitempty"`
 	Channels   int           `json:"channels,omitempty"`
 	Width      int           `json:"width,omitempty"`
@@ -158,6 +159,9 @@ func Probe(ctx context.Context, path string) (*Info, error) {
 			Default:  s.Disposition.Default == 1,
 		}
 		st.SampleRate, _ = strconv.Atoi(s.SampleRate)
+		if st.Title == "" && !strings.HasSuffix(s.Tags.Handler, "Handler") {
+			st.Title = s.Tags.Handler // MP4 keeps a track's title as its handler name
+		}
 		if st.Language == "und" {
 			st.Language = ""
 		}
@@ -187,6 +191,7 @@ type probeJSON struct {
 		Tags       struct {
 			Language string `json:"language"`
 			Title    string `json:"title"`
+			Handler  string `json:"handler_name"`
 		} `json:"tags"`
 		Disposition struct {
 			Default int `json:"default"`
