@@ -26,7 +26,7 @@ type Config struct {
 	IntervalSeconds   float64 `env:"QUEUE_PROCESS_INTERVAL_SECONDS" envDefault:"5"`
 	BatchSize         int     `env:"QUEUE_PROCESS_BATCH_SIZE" envDefault:"50"`
 	MaxWorkers        int     `env:"QUEUE_PROCESS_MAX_WORKERS" envDefault:"5"`
-	MaxRetries        int     `env:"QUEUE_PROCESS_MAX_RETRIES" envDefault:"3"`
+	ProcessMaxRetries int     `env:"QUEUE_PROCESS_MAX_RETRIES" envDefault:"3"`
 	RetryDelaySeconds float64 `env:"QUEUE_PROCESS_RETRY_DELAY_SECONDS" envDefault:"60"`
 }
 
@@ -45,8 +45,8 @@ func (c *Config) Validate() error {
 	if c.MaxWorkers < 1 || c.MaxWorkers > 256 {
 		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_WORKERS %d: want 1..256", c.MaxWorkers))
 	}
-	if c.MaxRetries < 1 {
-		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_RETRIES %d: want at least 1", c.MaxRetries))
+	if c.ProcessMaxRetries < 1 {
+		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_RETRIES %d: want at least 1", c.ProcessMaxRetries))
 	}
 	if c.RetryDelaySeconds < 0 {
 		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_RETRY_DELAY_SECONDS %v: want 0 or more", c.RetryDelaySeconds))
@@ -59,7 +59,7 @@ func (c *Config) Interval() time.Duration { return seconds(c.IntervalSeconds) }
 
 // Queue is the domain's part of the configuration.
 func (c *Config) Queue() queue.Config {
-	return queue.Config{MaxRetries: c.MaxRetries, RetryDelay: seconds(c.RetryDelaySeconds),
+	return queue.Config{MaxRetries: c.ProcessMaxRetries, RetryDelay: seconds(c.RetryDelaySeconds),
 		BatchSize: c.BatchSize, MaxWorkers: c.MaxWorkers}
 }
 

@@ -32,7 +32,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	log := newLogger(cfg.Common)
 	log.Info().Str("http_addr", cfg.HTTPAddr).Bool("process_enabled", cfg.ProcessEnabled).
 		Float64("interval_seconds", cfg.IntervalSeconds).Int("batch_size", cfg.BatchSize).
-		Int("max_workers", cfg.MaxWorkers).Int("max_retries", cfg.MaxRetries).
+		Int("max_workers", cfg.MaxWorkers).Int("max_retries", cfg.ProcessMaxRetries).
 		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Msg("dispatcher starting")
 
 	pool, err := store.Open(ctx, cfg.DatabaseURL)
@@ -74,7 +74,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Publisher:     pub,
 		Delay:         topo.DelayExchange,
 		DLQ:           broker.DLQ,
-		MaxAttempts:   cfg.MaxAttempts,
+		MaxRetries:    cfg.MaxRetries,
 		Lease:         cfg.Lease(),
 		ShutdownGrace: cfg.ShutdownGrace(),
 		// Events staged by the HTTP path and the scan are published by the
