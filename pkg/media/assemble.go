@@ -149,7 +149,8 @@ func renderClip(ctx context.Context, clip string, tempo float64, out string) err
 	}
 	args := append(input, "-map", "0:a:0", "-af", filter,
 		"-ac", "1", "-ar", strconv.Itoa(DubSampleRate), "-c:a", "pcm_s16le",
-		"-fflags", "+bitexact", "-f", "wav", "-y", "file:"+out)
+		"-fflags", "+bitexact")
+	args = append(args, outputArgs("wav", "file:"+out)...)
 	stderr, err := runFFmpeg(ctx, args...)
 	if err != nil {
 		return classifyFFmpegError(clip, stderr, fmt.Errorf("render clip %s: %w", clip, err))

@@ -30,7 +30,8 @@ func ExtractAudio(ctx context.Context, in, outWav string) error {
 		args := append(input,
 			"-map", "0:a:0", "-vn", "-sn", "-dn",
 			"-ac", "1", "-ar", strconv.Itoa(ASRSampleRate), "-c:a", "pcm_s16le",
-			"-fflags", "+bitexact", "-f", "wav", "-y", tmp)
+			"-fflags", "+bitexact")
+		args = append(args, outputArgs("wav", tmp)...)
 		stderr, err := runFFmpeg(ctx, args...)
 		if err != nil {
 			return classifyFFmpegError(in, stderr, fmt.Errorf("extract audio from %s: %w", in, err))

@@ -115,7 +115,8 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 			"-metadata:s:s:"+n, "language="+subLangs[i], "-metadata:s:s:"+n, "handler_name="+title)
 	}
 	return writeAtomically(out, func(tmp string) error {
-		args := append(args, "-map_chapters", "-1", "-movflags", "+faststart", "-f", "mp4", "-y", tmp)
+		args := append(args, "-map_chapters", "-1", "-movflags", "+faststart")
+		args = append(args, outputArgs("mp4", tmp)...)
 		stderr, err := runFFmpeg(ctx, args...)
 		if err != nil {
 			return classifyFFmpegError(in.Video, stderr, fmt.Errorf("mux %s: %w", out, err))

@@ -99,11 +99,17 @@ func inputArgs(path, format string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-protocol_whitelist", "file", "-format_whitelist", inputFormats}
+	args := []string{"-threads", threads, "-protocol_whitelist", "file", "-format_whitelist", inputFormats}
 	if format != "" {
-		args = []string{"-protocol_whitelist", "file", "-f", format}
+		args = []string{"-threads", threads, "-protocol_whitelist", "file", "-f", format}
 	}
 	return append(args, "-i", in), nil
+}
+
+// outputArgs ends an ffmpeg command line: the encoders' thread limit, the
+// muxer and the output URL (from localOutput or a temporary file).
+func outputArgs(format, url string) []string {
+	return []string{"-threads", threads, "-f", format, "-y", url}
 }
 
 // runFFmpeg runs ffmpeg with args after the fixed safety options and
@@ -115,7 +121,7 @@ func runFFmpeg(ctx context.Context, args ...string) (string, error) {
 // runFFmpegLog is runFFmpeg with another log level, for filters that report
 // their results in the log (volumedetect).
 func runFFmpegLog(ctx context.Context, level string, args ...string) (string, error) {
-	base := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", level, "-threads", threads, "-filter_threads", "1"}
+	base := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", level, "-filter_threads", "1", "-filter_complex_threads", "1"}
 	_, stderr, err := run(ctx, ffmpegTimeout, nil, "ffmpeg", append(base, args...)...)
 	return stderr, err
 }

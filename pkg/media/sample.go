@@ -109,7 +109,7 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 		args = append(args, "-movflags", "+faststart")
 	}
 	full := filepath.Join(work, "full.mp4")
-	args = append(args, "-f", "mp4", "-y", "file:"+full)
+	args = append(args, outputArgs("mp4", "file:"+full)...)
 	if stderr, err := runFFmpeg(ctx, args...); err != nil {
 		return fmt.Errorf("make sample video: %w (%s)", err, stderr)
 	}
