@@ -1,8 +1,9 @@
-// Package proto holds dubflow's wire contracts: the JSON Schema of the task
-// envelope, of every step's payload, of the dead-letter envelope and of the
-// TTS compensation message, with example messages taken from the seed
-// specification. The schemas are embedded so that the runtime validates
-// messages against exactly the files in this folder.
+// Package proto holds dubflow's wire contracts: the JSON Schema (draft
+// 2020-12) of the task envelope, of every step's payload, of the dead-letter
+// envelope, of the TTS compensation message and of integrator events, with
+// example messages taken from the seed specification. The schemas are
+// embedded so that the runtime (pkg/wire) validates messages against exactly
+// the files in this folder; README.md documents each message.
 package proto
 
 import "embed"
@@ -13,6 +14,8 @@ import "embed"
 var Schemas embed.FS
 
 // Examples holds the example messages under examples/, used as test vectors.
+// Files named invalid_*.json must be rejected, for the reason given in their
+// x_invalid_reason field.
 //
 //go:embed examples/*.json
 var Examples embed.FS
