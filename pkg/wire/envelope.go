@@ -106,8 +106,8 @@ func NewTraceID() string { return uuid.NewString() }
 // Postgres keeps.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-// marshal encodes v as compact JSON without escaping <, > and &, so that a
-// message re-encoded by Go is never longer than the one decoded.
+// marshal encodes v as compact JSON without escaping <, > and & (which
+// would grow a re-encoded message up to six times).
 func marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
