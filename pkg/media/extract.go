@@ -79,6 +79,8 @@ func classifyFFmpegError(in, stderr string, err error) error {
 		return step.Permanent(fmt.Errorf("no audio stream in %s", in))
 	case notWhitelisted.MatchString(stderr):
 		return step.Permanent(fmt.Errorf("unsupported format %s: %s", notWhitelisted.FindStringSubmatch(stderr)[1], in))
+	case strings.Contains(stderr, "Decoder (codec") && strings.Contains(stderr, "not found"):
+		return step.Permanent(fmt.Errorf("unsupported codec in %s: %s", in, stderr))
 	case strings.Contains(stderr, "moov atom not found") && hasMP4Header(in):
 		return step.Permanent(fmt.Errorf("truncated media file (moov atom missing): %s", in))
 	case strings.Contains(stderr, "Invalid data found"), strings.Contains(stderr, "moov atom not found"):

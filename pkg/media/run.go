@@ -23,6 +23,8 @@ const (
 	ffmpegTimeout = 30 * time.Minute
 	// stderrLimit is how many trailing bytes of a tool's stderr are kept.
 	stderrLimit = 4 << 10
+	// stdoutLimit bounds what is kept of a tool's stdout (ffprobe's JSON).
+	stdoutLimit = 8 << 20
 	// threads is the codec thread count: the workers run on small machines
 	// next to other workers, so one ffmpeg never takes more than two cores.
 	threads = "2"
@@ -144,9 +146,9 @@ func run(ctx context.Context, limit time.Duration, stdin io.Reader, name string,
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	var stdout bytes.Buffer
+	stdout := &capBuffer{limit: stdoutLimit}
 	stderr := &tailBuffer{limit: stderrLimit}
-	cmd.Stdout = &stdout
+	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.Stdin = stdin // nil reads from the null device
 	cmd.WaitDelay = 5 * time.Second
@@ -161,7 +163,27 @@ func run(ctx context.Context, limit time.Duration, stdin io.Reader, name string,
 		}
 		return nil, msg, fmt.Errorf("%s: %w: %s", name, err, msg)
 	}
+	if stdout.over {
+		return nil, msg, fmt.Errorf("%s: output exceeds %d bytes", name, stdoutLimit)
+	}
 	return stdout.Bytes(), msg, nil
+}
+
+// capBuffer keeps the first limit bytes written and notes an overflow,
+// so a hostile file cannot make ffprobe's report exhaust memory.
+type capBuffer struct {
+	bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	if room := c.limit - c.Len(); len(p) > room {
+		c.over = true
+		c.Buffer.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.Buffer.Write(p)
 }
 
 // tailBuffer is an io.Writer that keeps the last limit bytes written.
