@@ -122,7 +122,7 @@ func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Opt
 	c := &Conn{
 		url:     url,
 		name:    name,
-		log:     log.With().Str("conn", name).Str("broker", fmt.Sprintf("%s:%d%s", uri.Host, uri.Port, uri.Vhost)).Logger(),
+		log:     log.With().Str("conn", name).Str("broker", fmt.Sprintf("%s:%d/%s", uri.Host, uri.Port, uri.Vhost)).Logger(),
 		opts:    o,
 		up:      make(chan struct{}),
 		closing: make(chan struct{}),
@@ -201,6 +201,15 @@ func (c *Conn) channel(ctx context.Context) (*amqp.Channel, *session, error) {
 		case <-c.closing:
 			return nil, nil, ErrClosed
 		}
+	}
+}
+
+func (c *Conn) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -119,7 +119,7 @@ func (c *Conn) Consume(ctx context.Context, opts ConsumeOptions, handle func(con
 		case ctx.Err() != nil:
 			log.Info().Msg("consumer stopped")
 			return nil
-		case errors.Is(err, ErrClosed):
+		case errors.Is(err, ErrClosed) || c.isClosing():
 			return ErrClosed
 		}
 		if subscribed {

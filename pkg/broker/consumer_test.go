@@ -1,0 +1,283 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestPublishConsume runs the publisher and the consumer against one fresh
+// virtual host, with publishing and consuming on separate connections.
+func TestPublishConsume(t *testing.T) {
+	url := testenv.AMQP(t)
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubConn := dial(t, url, "test-publish", WithMetrics(metrics))
+	subConn := dial(t, url, "test-consume", WithMetrics(metrics))
+	pub := NewPublisher(pubConn)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	t.Run("ConcurrentPublishesAndHandlers", func(t *testing.T) {
+		const n, concurrency = 400, 4
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += 16 {
+					msg := amqp.Publishing{MessageId: fmt.Sprint(i), Body: []byte(fmt.Sprintf(`{"i":%d}`, i))}
+					if err := pub.Publish(ctx, Exchange, QueueASR, msg); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("publish: %v", err)
+		}
+		if got := counter(t, reg, "dubflow_broker_publishes_total", map[string]string{"conn": "test-publish", "result": "ack"}); got < n {
+			t.Errorf("ack counter = %v, want >= %d", got, n)
+		}
+
+		var (
+			mu       sync.Mutex
+			seen     = map[string]int{}
+			running  atomic.Int32
+			maxSeen  atomic.Int32
+			barrier  = make(chan struct{})
+			arrived  atomic.Int32
+			finished = make(chan struct{})
+		)
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueASR, Prefetch: 8, Concurrency: concurrency},
+				func(ctx context.Context, d *Delivery) {
+					now := running.Add(1)
+					defer running.Add(-1)
+					for {
+						m := maxSeen.Load()
+						if now <= m || maxSeen.CompareAndSwap(m, now) {
+							break
+						}
+					}
+					// The first handlers wait until concurrency of them run
+					// at once, which proves the consumer reaches it.
+					if arrived.Add(1) == concurrency {
+						close(barrier)
+					}
+					<-barrier
+					if d.ContentType != ContentTypeJSON || d.DeliveryMode != amqp.Persistent {
+						t.Errorf("delivery %s: content type %q, mode %d", d.MessageId, d.ContentType, d.DeliveryMode)
+					}
+					if err := d.Ack(); err != nil {
+						t.Errorf("ack: %v", err)
+						return
+					}
+					mu.Lock()
+					seen[d.MessageId]++
+					if len(seen) == n {
+						close(finished)
+					}
+					mu.Unlock()
+				})
+		}()
+		select {
+		case <-finished:
+		case <-ctx.Done():
+			mu.Lock()
+			t.Fatalf("received %d of %d messages", len(seen), n)
+		}
+		if !subConn.Consuming() {
+			t.Error("Consuming() = false while consuming")
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("Consume returned %v after cancel, want nil", err)
+		}
+		if subConn.Consuming() {
+			t.Error("Consuming() = true after Consume returned")
+		}
+		if got := maxSeen.Load(); got != concurrency {
+			t.Errorf("at most %d handlers ran at once, want exactly %d", got, concurrency)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, count := range seen {
+			if count != 1 {
+				t.Errorf("message %s handled %d times without any failure", id, count)
+			}
+		}
+	})
+
+	t.Run("GracefulShutdownFinishesInFlightAndHandsBackTheRest", func(t *testing.T) {
+		const n = 5
+		for i := range n {
+			if err := pub.Publish(ctx, Exchange, QueueTranslate, amqp.Publishing{MessageId: fmt.Sprint(i), Body: []byte(`{}`)}); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+		started := make(chan struct{})
+		release := make(chan struct{})
+		var handled atomic.Int32
+		var ackErr error
+		var handlerCtxErr error
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueTranslate, Prefetch: n, Concurrency: 1},
+				func(hctx context.Context, d *Delivery) {
+					if handled.Add(1) > 1 {
+						t.Errorf("a second message (%s) started after shutdown began", d.MessageId)
+						_ = d.Nack(true)
+						return
+					}
+					close(started)
+					<-release
+					handlerCtxErr = hctx.Err()
+					ackErr = d.Ack()
+				})
+		}()
+		<-started
+		stop()
+		// Consume must wait for the running handler: it cannot return
+		// before release is closed, and the handler's ack must still reach
+		// the broker.
+		select {
+		case err := <-done:
+			t.Fatalf("Consume returned (%v) while a handler was running", err)
+		default:
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+		if ackErr != nil {
+			t.Errorf("in-flight ack after shutdown began: %v", ackErr)
+		}
+		if handlerCtxErr != nil {
+			t.Errorf("handler context cancelled during shutdown without a grace period: %v", handlerCtxErr)
+		}
+		ch := rawChannel(t, url)
+		q, err := ch.QueueDeclarePassive(QueueTranslate, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Messages != n-1 {
+			t.Errorf("%d messages back on the queue after shutdown, want %d", q.Messages, n-1)
+		}
+		if _, err := ch.QueuePurge(QueueTranslate, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("AckOnDeadChannelFailsAndMessageReturns", func(t *testing.T) {
+		if err := pub.Publish(ctx, Exchange, QueueTTS, amqp.Publishing{MessageId: "x", Body: []byte(`{}`)}); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		var deliveries atomic.Int32
+		redelivered := make(chan bool, 1)
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		done := make(chan error, 1)
+		go func() {
+			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueTTS},
+				func(_ context.Context, d *Delivery) {
+					if deliveries.Add(1) == 1 {
+						// Kill the channel under the handler, as a lost
+						// connection would.
+						_ = d.Acknowledger.(*amqp.Channel).Close()
+						if err := d.Ack(); !errors.Is(err, amqp.ErrClosed) {
+							t.Errorf("ack on a closed channel: %v, want amqp.ErrClosed", err)
+						}
+						return
+					}
+					if err := d.Ack(); err != nil {
+						t.Errorf("ack after resubscribe: %v", err)
+					}
+					redelivered <- d.Redelivered
+				})
+		}()
+		select {
+		case r := <-redelivered:
+			if !r {
+				t.Error("second delivery not flagged as redelivered")
+			}
+		case <-ctx.Done():
+			t.Fatal("message not redelivered after its channel died")
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+		if got := counter(t, reg, "dubflow_broker_subscriptions_total", map[string]string{"queue": QueueTTS}); got < 2 {
+			t.Errorf("subscriptions to %s = %v, want a resubscription", QueueTTS, got)
+		}
+	})
+
+	t.Run("PanickingHandlerRequeues", func(t *testing.T) {
+		if err := pub.Publish(ctx, Exchange, QueueMuxVideo, amqp.Publishing{MessageId: "p", Body: []byte(`{}`)}); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		var calls atomic.Int32
+		acked := make(chan struct{})
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		done := make(chan error, 1)
+		go func() {
+			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueMuxVideo},
+				func(_ context.Context, d *Delivery) {
+					if calls.Add(1) == 1 {
+						panic("handler bug")
+					}
+					if err := d.Ack(); err != nil {
+						t.Errorf("ack: %v", err)
+					}
+					close(acked)
+				})
+		}()
+		select {
+		case <-acked:
+		case <-ctx.Done():
+			t.Fatal("message not redelivered after a panic")
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+	})
+
+	t.Run("ClosedConnEndsConsume", func(t *testing.T) {
+		c := dial(t, url, "test-close")
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Consume(ctx, ConsumeOptions{Queue: QueueExtractAudio}, func(context.Context, *Delivery) {})
+		}()
+		for !c.Consuming() && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = c.Close()
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("Consume after Close: %v, want ErrClosed", err)
+		}
+		p := NewPublisher(c)
+		if err := p.Publish(ctx, Exchange, QueueASR, amqp.Publishing{}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Publish after Close: %v, want ErrClosed", err)
+		}
+	})
+}
