@@ -28,8 +28,8 @@ type (
 		SessionID      string          `json:"session_id"`
 		Metadata       json.RawMessage `json:"metadata"`
 	}
-	// processPayload is waiting.process: one attempt on an entry, or a
-	// match of a project.
+	// processPayload is waiting.process: one attempt on an entry, a match
+	// of a project, or (with neither) one scan of the whole queue.
 	processPayload struct {
 		EntryID   *uuid.UUID `json:"entry_id,omitempty"`
 		ProjectID *uuid.UUID `json:"project_id,omitempty"`
@@ -110,7 +110,10 @@ func (h handlers) process(ctx context.Context, msg *step.Message) error {
 		h.metrics.assigned.Add(float64(len(a)))
 		return err
 	}
-	return step.Permanent(errors.New("waiting_process needs entry_id or project_id"))
+	res, err := h.q.Scan(ctx)
+	h.metrics.assigned.Add(float64(len(res.Assigned)))
+	h.metrics.expired.Add(float64(len(res.Expired)))
+	return err
 }
 
 func (h handlers) cancel(ctx context.Context, msg *step.Message) error {
