@@ -122,7 +122,7 @@ func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Opt
 	c := &Conn{
 		url:     url,
 		name:    name,
-		log:     log.With().Str("conn", name).Str("broker", fmt.Sprintf("%s:%d/%s", uri.Host, uri.Port, uri.Vhost)).Logger(),
+		log:     log.With().Str("conn", name).Str("broker", fmt.Sprintf("%s:%d", uri.Host, uri.Port)).Str("vhost", uri.Vhost).Logger(),
 		opts:    o,
 		up:      make(chan struct{}),
 		closing: make(chan struct{}),
@@ -338,7 +338,11 @@ func (c *Conn) supervise(conn *amqp.Connection) {
 				c.opts.metrics.reconnected(c.name)
 				break
 			}
-			c.log.Warn().Err(err).Int("attempt", attempt).Msg("broker reconnect failed")
+			ev := c.log.Debug()
+			if attempt <= 3 || attempt%10 == 0 {
+				ev = c.log.Warn()
+			}
+			ev.Err(err).Int("attempt", attempt).Msg("broker reconnect failed")
 		}
 	}
 }

@@ -1,0 +1,150 @@
+package broker
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestRecoveryAfterRestartAndForcedClose streams messages through a private
+// broker, restarts it mid-stream and later closes every connection by
+// force, and checks that the publisher and the consumer recover by
+// themselves and that every confirmed message is delivered at least once.
+// The test finishing at all is the deadlock check.
+func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
+	rabbit := testenv.PrivateRabbit(t)
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []Option{WithMetrics(metrics), WithBackoff(50*time.Millisecond, time.Second), WithHeartbeat(2 * time.Second)}
+	pubConn := dial(t, rabbit.URL(), "recovery-publish", opts...)
+	subConn := dial(t, rabbit.URL(), "recovery-consume", opts...)
+	pub := NewPublisher(pubConn)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var (
+		mu        sync.Mutex
+		received  = map[int]int{}
+		confirmed = map[int]bool{}
+	)
+	unique := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(received)
+	}
+	cctx, stopConsuming := context.WithCancel(ctx)
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueASR, Prefetch: 16, Concurrency: 4},
+			func(_ context.Context, d *Delivery) {
+				id, err := strconv.Atoi(d.MessageId)
+				if err != nil {
+					t.Errorf("message id %q: %v", d.MessageId, err)
+				}
+				mu.Lock()
+				received[id]++
+				mu.Unlock()
+				// An ack lost with its channel is fine: the message comes
+				// back and is counted once more.
+				_ = d.Ack()
+			})
+	}()
+
+	var next atomic.Int64
+	stopProducing := make(chan struct{})
+	var producers sync.WaitGroup
+	for range 4 {
+		producers.Add(1)
+		go func() {
+			defer producers.Done()
+			for {
+				select {
+				case <-stopProducing:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				id := int(next.Add(1))
+				msg := amqp.Publishing{MessageId: strconv.Itoa(id), Body: []byte(`{"n":` + strconv.Itoa(id) + `}`)}
+				if err := pub.Publish(ctx, Exchange, QueueASR, msg); err != nil {
+					t.Errorf("publish %d: %v", id, err)
+					return
+				}
+				mu.Lock()
+				confirmed[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting until %s (received %d unique)", what, unique())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// flowing is true once both more messages have been confirmed and more
+	// unique ones received than when it was called.
+	flowing := func(more int) func() bool {
+		mu.Lock()
+		sent, got := len(confirmed)+more, len(received)+more
+		mu.Unlock()
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(confirmed) >= sent && len(received) >= got
+		}
+	}
+
+	waitUntil("messages flow", flowing(50))
+	rabbit.Restart()
+	waitUntil("messages flow after the restart", flowing(50))
+	if out, err := exec.CommandContext(ctx, "rabbitmqctl", "-q", "-n", rabbit.Node(),
+		"close_all_connections", "broker test: forced close").CombinedOutput(); err != nil {
+		t.Fatalf("close_all_connections: %v: %s", err, out)
+	}
+	waitUntil("messages flow after the forced close", flowing(50))
+	close(stopProducing)
+	producers.Wait()
+
+	waitUntil("every confirmed message is delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range confirmed {
+			if received[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	stopConsuming()
+	if err := <-consumed; err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+
+	mu.Lock()
+	dups := 0
+	for _, n := range received {
+		dups += n - 1
+	}
+	t.Logf("%d messages confirmed, %d received, %d duplicate deliveries", len(confirmed), len(received), dups)
+	mu.Unlock()
+	for _, name := range []string{"recovery-publish", "recovery-consume"} {
+		if got := counter(t, reg, "dubflow_broker_reconnects_total", map[string]string{"conn": name}); got < 2 {
+			t.Errorf("%s reconnected %v times, want at least 2", name, got)
+		}
+	}
+}
