@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // makeTone writes a 1 kHz mono tone of ms milliseconds at 22.05 kHz, the
@@ -196,5 +197,28 @@ func BenchmarkAssembleDub(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestRenderClipTempo(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.wav")
+	makeTone(t, in, 2700)
+	for _, tempo := range []float64{1, 1.35, 1.5} {
+		out := filepath.Join(dir, "out.wav")
+		if err := renderClip(context.Background(), in, tempo, out); err != nil {
+			t.Fatal(err)
+		}
+		r := readWAV(t, out)
+		if r.Format.SampleRate != DubSampleRate || r.Format.Channels != 1 {
+			t.Errorf("format %+v", r.Format)
+		}
+		want := time.Duration(2700/tempo) * time.Millisecond
+		if d := (r.Duration() - want).Abs(); d > 30*time.Millisecond {
+			t.Errorf("tempo %v: rendered %v, want about %v", tempo, r.Duration(), want)
+		}
+	}
+	if err := renderClip(context.Background(), in, 0.2, filepath.Join(dir, "x.wav")); err == nil {
+		t.Error("tempo 0.2 accepted")
 	}
 }
