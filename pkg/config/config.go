@@ -39,8 +39,10 @@ type Common struct {
 	// Concurrency is how many messages a worker handles at once (and its
 	// prefetch).
 	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"1"`
-	// MaxAttempts is the retry budget of a step (1s, 2s, 4s between).
-	MaxAttempts int `env:"STEP_MAX_ATTEMPTS" envDefault:"3"`
+	// MaxRetries is the retry budget of a step: a transient failure is
+	// retried this many times (after 1s, 2s, 4s, ...) before the message is
+	// dead-lettered.
+	MaxRetries int `env:"STEP_MAX_RETRIES" envDefault:"3"`
 	// LeaseSeconds is how long a step's claim lives without a heartbeat.
 	LeaseSeconds int `env:"STEP_LEASE_SECONDS" envDefault:"30"`
 	// ShutdownGraceSeconds is how long in-flight steps may finish on SIGTERM.
@@ -64,8 +66,8 @@ func (c *Common) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 256 {
 		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY %d: want 1..256", c.Concurrency))
 	}
-	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
-		errs = append(errs, fmt.Errorf("STEP_MAX_ATTEMPTS %d: want 1..20", c.MaxAttempts))
+	if c.MaxRetries < 0 || c.MaxRetries > 7 {
+		errs = append(errs, fmt.Errorf("STEP_MAX_RETRIES %d: want 0..7 (the delay tiers end at 60s)", c.MaxRetries))
 	}
 	if c.LeaseSeconds < 3 {
 		errs = append(errs, fmt.Errorf("STEP_LEASE_SECONDS %d: want at least 3", c.LeaseSeconds))

@@ -3,6 +3,8 @@ package step
 import (
 	"errors"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // permanentError marks an error that no retry can fix.
@@ -55,16 +57,16 @@ func RetryAfterHint(err error) (time.Duration, bool) {
 }
 
 // ErrorClass names the class of err for dead letters and metrics:
-// "permanent", "timeout", "canceled" or "transient".
+// "permanent", "timeout" or "transient" (wire.ClassPermanent, ...).
 func ErrorClass(err error) string {
 	switch {
 	case err == nil:
 		return ""
 	case IsPermanent(err):
-		return "permanent"
+		return wire.ClassPermanent
 	case errors.Is(err, errDeadline):
-		return "timeout"
+		return wire.ClassTimeout
 	default:
-		return "transient"
+		return wire.ClassTransient
 	}
 }

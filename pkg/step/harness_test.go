@@ -1,0 +1,258 @@
+package step_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
+)
+
+// harness is one isolated world for a runtime test: a fresh database, a
+// fresh RabbitMQ virtual host with dubflow's topology, and a publisher.
+type harness struct {
+	t    testing.TB
+	db   *testenv.Database
+	url  string
+	pub  *broker.Publisher
+	conn *broker.Conn
+	log  zerolog.Logger
+}
+
+func setup(t testing.TB) *harness {
+	t.Helper()
+	return setupOn(t, testenv.AMQP(t))
+}
+
+func setupOn(t testing.TB, url string) *harness {
+	t.Helper()
+	h := &harness{t: t, db: testenv.Postgres(t), url: url, log: testLogger(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := broker.Dial(ctx, url, "test-publish", h.log)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	h.conn = conn
+	h.pub = broker.NewPublisher(conn)
+	t.Cleanup(func() { _ = h.pub.Close(); _ = conn.Close() })
+	if _, err := h.db.Pool.Exec(ctx, `CREATE TABLE effects (task_id uuid NOT NULL, step text NOT NULL,
+		part text NOT NULL DEFAULT '', worker text NOT NULL DEFAULT '', at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatalf("create effects: %v", err)
+	}
+	return h
+}
+
+func testLogger(t testing.TB) zerolog.Logger {
+	if os.Getenv("STEP_TEST_LOG") != "" {
+		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	return zerolog.Nop()
+}
+
+// options tweak a runner's configuration.
+type options func(*step.Config)
+
+// run starts a runner on queue with routes; it stops when the test ends.
+func (h *harness) run(queue string, routes []step.Route, opts ...options) *step.Runner {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer dcancel()
+	conn, err := broker.Dial(dctx, h.url, "test-consume", h.log)
+	if err != nil {
+		h.t.Fatalf("dial consumer: %v", err)
+	}
+	topo := broker.Topology{}
+	cfg := step.Config{
+		Queue:         queue,
+		Routes:        routes,
+		Pool:          h.db.Pool,
+		Source:        worker.Source(conn, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8}),
+		Publisher:     h.pub,
+		Delay:         topo.DelayExchange,
+		DLQ:           broker.DLQ,
+		MaxRetries:    3,
+		Lease:         5 * time.Second,
+		SweepInterval: 200 * time.Millisecond,
+		SweepAge:      time.Second,
+		ShutdownGrace: 5 * time.Second,
+		Log:           h.log,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := step.NewRunner(cfg)
+	if err != nil {
+		h.t.Fatalf("new runner: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				h.t.Errorf("runner: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			h.t.Errorf("runner did not stop within 30s")
+		}
+		_ = conn.Close()
+	})
+	return r
+}
+
+// asrEnvelope returns a valid first-attempt asr message for a new task.
+func asrEnvelope(t testing.TB) *wire.Envelope {
+	t.Helper()
+	id := uuid.New()
+	keys := wire.DefaultKeys(id)
+	env, err := wire.New(wire.StepASR, id, "", wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
+	if err != nil {
+		t.Fatalf("new asr envelope: %v", err)
+	}
+	return env
+}
+
+func (h *harness) publish(env *wire.Envelope) {
+	h.t.Helper()
+	body, err := json.Marshal(env)
+	if err != nil {
+		h.t.Fatalf("marshal: %v", err)
+	}
+	h.publishRaw(wire.RoutingKey(env.Step), body)
+}
+
+func (h *harness) publishRaw(key string, body []byte) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := h.pub.Publish(ctx, broker.Exchange, key, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body})
+	if err != nil {
+		h.t.Fatalf("publish %s: %v", key, err)
+	}
+}
+
+// next waits for one message on queue and returns its body.
+func (h *harness) next(queue string, within time.Duration) []byte {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	ch, err := h.conn.Channel(ctx)
+	if err != nil {
+		h.t.Fatalf("channel: %v", err)
+	}
+	defer ch.Close()
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			h.t.Fatalf("get %s: %v", queue, err)
+		}
+		if ok {
+			return d.Body
+		}
+		select {
+		case <-ctx.Done():
+			h.t.Fatalf("no message on %s within %s", queue, within)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// drain counts the messages that arrive on queue within d.
+func (h *harness) drain(queue string, d time.Duration) int {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
+	defer cancel()
+	ch, err := h.conn.Channel(ctx)
+	if err != nil {
+		h.t.Fatalf("channel: %v", err)
+	}
+	defer ch.Close()
+	n := 0
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		_, ok, err := ch.Get(queue, true)
+		if err != nil {
+			h.t.Fatalf("get %s: %v", queue, err)
+		}
+		if ok {
+			n++
+			continue
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return n
+}
+
+func (h *harness) effects(task uuid.UUID) int {
+	h.t.Helper()
+	var n int
+	if err := h.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM effects WHERE task_id = $1`, task).Scan(&n); err != nil {
+		h.t.Fatalf("count effects: %v", err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or within passes.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// effect is a handler that records one effect row in the step's commit.
+func effect(calls *callLog) step.Handler {
+	return step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		calls.add(msg)
+		msg.Exec(`INSERT INTO effects (task_id, step, part) VALUES ($1, $2, $3)`,
+			msg.Envelope.TaskID, msg.Envelope.Step, msg.Part)
+		return nil
+	})
+}
+
+// callLog records handler calls.
+type callLog struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	attempt int
+	at      time.Time
+	task    uuid.UUID
+}
+
+func (c *callLog) add(msg *step.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, call{attempt: msg.Envelope.Attempt, at: time.Now(), task: msg.Envelope.TaskID})
+}
+
+func (c *callLog) snapshot() []call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]call(nil), c.calls...)
+}
+
+func (c *callLog) len() int { return len(c.snapshot()) }
+
+var errFlaky = errors.New("engine unavailable")

@@ -1,0 +1,154 @@
+package step
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+)
+
+// relay moves committed outbox messages to the broker: right after their
+// commit (publish), and by a periodic sweep for rows a crash left behind.
+// Published rows are deleted in batches in the background.
+type relay struct {
+	pool    *pgxpool.Pool
+	pub     Publisher
+	log     zerolog.Logger
+	metrics *Metrics
+	done    chan int64
+}
+
+func newRelay(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger, m *Metrics) *relay {
+	return &relay{pool: pool, pub: pub, log: log, metrics: m, done: make(chan int64, 4096)}
+}
+
+// publish publishes msgs in order, each confirmed, and queues their rows for
+// deletion. It stops at the first failure; the rows left are the sweep's.
+func (r *relay) publish(ctx context.Context, msgs []*outMsg) error {
+	for _, o := range msgs {
+		if err := r.pub.Publish(ctx, o.exchange, o.routingKey, publishing(o)); err != nil {
+			return fmt.Errorf("publish %s: %w", o.routingKey, err)
+		}
+		r.metrics.published.WithLabelValues(o.routingKey).Inc()
+		select {
+		case r.done <- o.id:
+		default:
+			// The deleter is behind; delete inline rather than block.
+			if _, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, o.id); err != nil {
+				r.log.Warn().Err(err).Int64("outbox_id", o.id).Msg("delete published outbox row")
+			}
+		}
+	}
+	return nil
+}
+
+// deleteLoop deletes published rows in batches until ctx is done, then
+// flushes what it holds.
+func (r *relay) deleteLoop(ctx context.Context) {
+	ids := make([]int64, 0, 512)
+	flush := func() {
+		if len(ids) == 0 {
+			return
+		}
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := r.pool.Exec(c, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+			// The rows stay; the sweep publishes them again and consumers
+			// skip the duplicates.
+			r.log.Warn().Err(err).Int("rows", len(ids)).Msg("delete published outbox rows")
+		}
+		ids = ids[:0]
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case id := <-r.done:
+			ids = append(ids, id)
+			if len(ids) >= cap(ids) {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		case <-ctx.Done():
+			for {
+				select {
+				case id := <-r.done:
+					ids = append(ids, id)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// sweepLoop publishes outbox rows older than age every interval until ctx
+// is done.
+func (r *relay) sweepLoop(ctx context.Context, interval, age time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := r.Sweep(ctx, age, 100)
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("outbox sweep")
+			}
+			if n > 0 {
+				r.log.Info().Int("messages", n).Msg("outbox sweep published messages left behind")
+			}
+		}
+	}
+}
+
+// Sweep publishes up to limit outbox rows older than age and deletes them,
+// in one transaction that locks the rows (SKIP LOCKED), so replicas sweeping
+// at once never publish the same row twice.
+func (r *relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+			WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
+		if err != nil {
+			return fmt.Errorf("select outbox: %w", err)
+		}
+		var msgs []*outMsg
+		for rows.Next() {
+			o := &outMsg{}
+			var mid uuid.UUID
+			if err := rows.Scan(&o.id, &mid, &o.exchange, &o.routingKey, &o.body); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan outbox: %w", err)
+			}
+			o.messageID = mid
+			msgs = append(msgs, o)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		var sent []int64
+		for _, o := range msgs {
+			if err := r.pub.Publish(ctx, o.exchange, o.routingKey, publishing(o)); err != nil {
+				r.log.Warn().Err(err).Str("routing_key", o.routingKey).Msg("sweep publish")
+				break
+			}
+			r.metrics.swept.Inc()
+			sent = append(sent, o.id)
+		}
+		n = len(sent)
+		if len(sent) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, sent)
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,529 @@
+package step
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
+)
+
+// Delivery is one message handed over by the broker.
+type Delivery struct {
+	Body       []byte
+	RoutingKey string
+	// Ack acknowledges the message; Nack hands it back (requeue) or
+	// dead-letters it (no requeue).
+	Ack  func() error
+	Nack func(requeue bool) error
+}
+
+// Source delivers the messages of one queue. Consume blocks until ctx is
+// cancelled and every handle call it started has returned.
+type Source interface {
+	Consume(ctx context.Context, handle func(context.Context, Delivery)) error
+}
+
+// Publisher publishes one message and waits for the broker's confirm.
+type Publisher interface {
+	Publish(ctx context.Context, exchange, routingKey string, msg amqp.Publishing) error
+}
+
+// DelayFunc names the delay-tier exchange for a wanted delay and the delay it
+// really gives.
+type DelayFunc func(d time.Duration) (exchange string, actual time.Duration)
+
+// Config configures a Runner.
+type Config struct {
+	// Queue names the consumed queue, for logs and metrics.
+	Queue  string
+	Routes []Route
+	Pool   *pgxpool.Pool
+	Source Source
+	// Publisher publishes on a connection of its own (not Source's).
+	Publisher Publisher
+	Delay     DelayFunc
+	// DLQ is the dead-letter queue, published to through the default exchange.
+	DLQ string
+	// Worker identifies this process in task_steps; default host-pid-random.
+	Worker string
+	// MaxRetries is the retry budget: how many times a transiently failed
+	// step is tried again before it is dead-lettered; zero means never. The
+	// services use 3, the seed's 最大重试次数: a step runs at most 4 times,
+	// retried after 1s, 2s and 4s.
+	MaxRetries int
+	// Backoff gives the delay after failed try n (1-based) of a budget;
+	// default 1s, 2s, 4s, ... doubling.
+	Backoff func(n int) time.Duration
+	// Lease is how long a claim lives without a heartbeat (default 30s).
+	Lease time.Duration
+	// DependencyWait bounds how long a message waits for its predecessor
+	// step before it is dead-lettered (default 1h).
+	DependencyWait time.Duration
+	// SweepInterval and SweepAge drive the outbox sweep (defaults 2s, 10s).
+	SweepInterval, SweepAge time.Duration
+	// ShutdownGrace is how long in-flight steps may finish after shutdown
+	// begins before their contexts are cancelled (default 30s).
+	ShutdownGrace time.Duration
+	Log           zerolog.Logger
+	Metrics       *Metrics
+}
+
+func (c *Config) defaults() error {
+	if c.Pool == nil || c.Source == nil || c.Publisher == nil || c.Delay == nil {
+		return errors.New("step runner: Pool, Source, Publisher and Delay are required")
+	}
+	if len(c.Routes) == 0 {
+		return errors.New("step runner: no routes")
+	}
+	if c.DLQ == "" {
+		c.DLQ = "task.dlq"
+	}
+	if c.Worker == "" {
+		host, _ := os.Hostname()
+		c.Worker = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if c.MaxRetries < 0 {
+		return errors.New("step runner: MaxRetries must not be negative")
+	}
+	if c.Backoff == nil {
+		c.Backoff = func(n int) time.Duration { return time.Second << min(n-1, 6) }
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.DependencyWait <= 0 {
+		c.DependencyWait = time.Hour
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 2 * time.Second
+	}
+	if c.SweepAge <= 0 {
+		c.SweepAge = 10 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	for _, r := range c.Routes {
+		if r.Step == "" || r.Handler == nil {
+			return fmt.Errorf("step runner: route %q has no step name or handler", r.Step)
+		}
+		if r.Timeout <= 0 {
+			return fmt.Errorf("step runner: route %q has no timeout", r.Step)
+		}
+	}
+	return nil
+}
+
+// Runner consumes one queue and runs each message's step through its route.
+type Runner struct {
+	cfg     Config
+	routes  map[string]Route
+	relay   *relay
+	running atomic.Bool
+}
+
+// NewRunner checks cfg and returns a Runner.
+func NewRunner(cfg Config) (*Runner, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, routes: make(map[string]Route, len(cfg.Routes))}
+	for _, route := range cfg.Routes {
+		r.routes[route.Step] = route
+	}
+	r.relay = newRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics)
+	return r, nil
+}
+
+// Worker is the identity this runner claims steps under.
+func (r *Runner) Worker() string { return r.cfg.Worker }
+
+// Running reports whether Run is consuming.
+func (r *Runner) Running() bool { return r.running.Load() }
+
+// Run consumes until ctx is cancelled, then stops consuming, lets in-flight
+// steps finish within the shutdown grace (handing back those that do not)
+// and returns nil.
+func (r *Runner) Run(ctx context.Context) error {
+	for _, route := range r.cfg.Routes {
+		r.cfg.Log.Info().Str("step", route.Step).Str("queue", r.cfg.Queue).
+			Dur("timeout", route.Timeout).Str("after", route.After).Int("max_retries", r.cfg.MaxRetries).
+			Msg("step runtime serving")
+	}
+	// Work outlives ctx by the shutdown grace.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	go func() {
+		<-ctx.Done()
+		t := time.NewTimer(r.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			r.cfg.Log.Warn().Dur("grace", r.cfg.ShutdownGrace).Msg("shutdown grace over: handing back in-flight steps")
+			cancelWork()
+		case <-workCtx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.relay.deleteLoop(workCtx) }()
+	go func() { defer wg.Done(); r.relay.sweepLoop(ctx, r.cfg.SweepInterval, r.cfg.SweepAge) }()
+	r.running.Store(true)
+	err := r.cfg.Source.Consume(ctx, func(_ context.Context, d Delivery) { r.handle(workCtx, d) })
+	r.running.Store(false)
+	cancelWork()
+	wg.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("consume %s: %w", r.cfg.Queue, err)
+	}
+	r.cfg.Log.Info().Str("queue", r.cfg.Queue).Msg("step runtime stopped")
+	return nil
+}
+
+// handle takes one delivery to its end: acked, or handed back.
+func (r *Runner) handle(ctx context.Context, d Delivery) {
+	env, err := wire.Decode(d.Body)
+	if err != nil {
+		r.reject(ctx, d, nil, wire.ClassInvalid, fmt.Errorf("invalid message: %w", err))
+		return
+	}
+	log := r.cfg.Log.With().Str("task_id", env.TaskID.String()).Str("step", env.Step).
+		Int("attempt", env.Attempt).Str("trace_id", env.TraceID).Logger()
+	route, ok := r.routes[env.Step]
+	if !ok {
+		r.reject(ctx, d, env, wire.ClassInvalid, fmt.Errorf("invalid message: step %q is not served on queue %s", env.Step, r.cfg.Queue))
+		return
+	}
+	part, err := PartOf(env)
+	if err != nil {
+		r.reject(ctx, d, env, wire.ClassInvalid, fmt.Errorf("invalid message: %w", err))
+		return
+	}
+	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
+	claim, err := store.ClaimStep(ctx, r.cfg.Pool, key, r.cfg.Worker, r.cfg.Lease, route.After)
+	if err != nil {
+		// The database is unreachable: hand the message back and slow down.
+		log.Error().Err(err).Msg("claim failed; message handed back")
+		r.cfg.Metrics.outcome(env.Step, "claim_error")
+		r.handBack(ctx, d, log)
+		return
+	}
+	switch claim.Outcome {
+	case store.Done, store.Finished:
+		log.Info().Str("part", part).Str("outcome", claim.Outcome).Msg("duplicate message skipped")
+		r.cfg.Metrics.outcome(env.Step, "duplicate")
+		r.ack(d, log)
+	case store.Waiting:
+		if age := time.Since(env.CreatedAt); age > r.cfg.DependencyWait {
+			r.reject(ctx, d, env, wire.ClassPermanent, fmt.Errorf("step %s still waits for %s after %s", env.Step, route.After, age.Round(time.Second)))
+			return
+		}
+		log.Info().Str("after", route.After).Msg("predecessor not done; message waits")
+		r.cfg.Metrics.outcome(env.Step, "waiting")
+		r.later(ctx, d, env, waitDelay(time.Since(env.CreatedAt)), log)
+	case store.Held:
+		wait := time.Until(claim.HeldUntil)
+		log.Info().Time("held_until", claim.HeldUntil).Msg("another worker holds the step; checking again later")
+		r.cfg.Metrics.outcome(env.Step, "held")
+		r.later(ctx, d, env, max(wait, time.Second), log)
+	case store.Claimed:
+		r.run(ctx, d, env, route, part, claim, log)
+	default:
+		log.Error().Str("outcome", claim.Outcome).Msg("unknown claim outcome; message handed back")
+		r.handBack(ctx, d, log)
+	}
+}
+
+// waitDelay spaces the checks of a message that waits for its predecessor:
+// soon at first, then at most once a minute.
+func waitDelay(age time.Duration) time.Duration {
+	return min(max(age/4, time.Second), time.Minute)
+}
+
+// run executes a claimed step and commits its outcome.
+func (r *Runner) run(ctx context.Context, d Delivery, env *wire.Envelope, route Route, part string, claim store.Claim, log zerolog.Logger) {
+	msg := &Message{Envelope: env, Part: part, Log: log}
+	start := time.Now()
+	log.Info().Str("part", part).Dur("timeout", route.Timeout).Msg("step started")
+	runCtx, cancel := context.WithTimeoutCause(ctx, route.Timeout,
+		fmt.Errorf("step %s timed out after %s: %w", env.Step, route.Timeout, context.DeadlineExceeded))
+	lost := r.heartbeat(runCtx, cancel, claim.StepID, log)
+	err := r.call(runCtx, route.Handler, msg)
+	if err != nil && runCtx.Err() != nil && !errors.Is(err, context.Cause(runCtx)) {
+		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
+	}
+	cancel()
+	if lost.Load() {
+		log.Warn().Msg("lease lost during the step; another worker owns it now")
+		r.cfg.Metrics.outcome(env.Step, "lease_lost")
+		r.ack(d, log)
+		return
+	}
+	if err != nil && ctx.Err() != nil {
+		// Shutdown cut the step short: hand it back for another worker.
+		if rerr := store.ReleaseLease(context.WithoutCancel(ctx), r.cfg.Pool, claim.StepID, r.cfg.Worker); rerr != nil {
+			log.Warn().Err(rerr).Msg("release lease")
+		}
+		log.Warn().Err(err).Msg("step interrupted by shutdown; handed back")
+		r.cfg.Metrics.outcome(env.Step, "handed_back")
+		r.handBack(ctx, d, log)
+		return
+	}
+	elapsed := time.Since(start)
+	outcome, stmts := r.outcome(env, route, claim, msg, err, log)
+	r.cfg.Metrics.observe(env.Step, outcome, elapsed)
+	fns := msg.fns
+	if outcome != "succeeded" && outcome != "parked" {
+		fns = nil
+	}
+	commitCtx := context.WithoutCancel(ctx)
+	out, cerr := commit(commitCtx, r.cfg.Pool, fns, stmts)
+	if cerr != nil {
+		cerr = store.MapError(cerr)
+		switch {
+		case errors.Is(cerr, store.ErrLeaseLost), errors.Is(cerr, store.ErrDuplicate):
+			log.Warn().Err(cerr).Msg("step outcome discarded")
+			r.cfg.Metrics.outcome(env.Step, "lease_lost")
+			r.ack(d, log)
+		default:
+			log.Error().Err(cerr).Msg("commit failed; message handed back")
+			r.cfg.Metrics.outcome(env.Step, "commit_error")
+			r.handBack(ctx, d, log)
+		}
+		return
+	}
+	if err := r.relay.publish(commitCtx, out); err != nil {
+		log.Warn().Err(err).Msg("publish after commit failed; the outbox sweep will publish; message handed back")
+		r.handBack(ctx, d, log)
+		return
+	}
+	r.ack(d, log)
+}
+
+// outcome turns the handler's result into the statements that record it.
+func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg *Message, herr error, log zerolog.Logger) (string, []stmt) {
+	finish := func(status, errText string) stmt {
+		return stmt{sql: store.FinishStepSQL, args: []any{claim.StepID, r.cfg.Worker, status, errText}}
+	}
+	switch {
+	case herr == nil:
+		log.Info().Msg("step succeeded")
+		stmts := append([]stmt{finish(store.StatusSucceeded, "")}, msg.stmts...)
+		return "succeeded", append(stmts, stmt{sql: store.TouchTaskSQL, args: []any{env.TaskID}})
+	case IsParked(herr):
+		log.Warn().Err(herr).Msg("step parked for an operator")
+		stmts := append([]stmt{finish(store.StatusParked, herr.Error())}, msg.stmts...)
+		return "parked", stmts
+	}
+	class := ErrorClass(herr)
+	used := env.Attempt - max(claim.BaseAttempt, 1) + 1
+	if class != wire.ClassPermanent && used <= r.cfg.MaxRetries {
+		delay := r.cfg.Backoff(used)
+		if hint, ok := RetryAfterHint(herr); ok && hint > delay {
+			delay = hint
+		}
+		exchange, actual := r.cfg.Delay(delay)
+		body, err := json.Marshal(env.Retry())
+		if err != nil {
+			log.Error().Err(err).Msg("encode retry")
+		}
+		log.Warn().Err(herr).Str("error_class", class).Dur("retry_in", actual).Msg("step failed; retry scheduled")
+		o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
+		return "retried", []stmt{finish(store.StatusFailed, herr.Error()),
+			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+	}
+	reason := herr.Error()
+	if class != wire.ClassPermanent {
+		reason = fmt.Sprintf("%s (gave up after %d tries)", reason, used)
+	}
+	log.Error().Err(herr).Str("error_class", class).Msg("step failed; dead-lettered")
+	original, _ := json.Marshal(env)
+	o := r.deadLetter(original, env, class, reason)
+	return "dead_lettered", []stmt{finish(store.StatusFailed, herr.Error()),
+		{sql: store.FailTaskSQL, args: []any{env.TaskID, fmt.Sprintf("%s: %s", env.Step, reason)}},
+		{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+}
+
+// deadLetter builds the seed's dead-letter envelope for the DLQ.
+func (r *Runner) deadLetter(original []byte, env *wire.Envelope, class, reason string) *outMsg {
+	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
+	if err != nil {
+		// Only an unencodable reason could fail; keep the message anyway.
+		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
+			"error_class": class, "failed_at": time.Now().UTC()})
+	}
+	return &outMsg{messageID: uuid.New(), exchange: "", routingKey: r.cfg.DLQ, body: body}
+}
+
+// reject dead-letters a message that never reached a handler (invalid, or
+// waiting too long), then acks it. It touches no step row.
+func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, class string, err error) {
+	log := r.cfg.Log.With().Str("routing_key", d.RoutingKey).Logger()
+	if env != nil {
+		log = log.With().Str("task_id", env.TaskID.String()).Str("step", env.Step).Int("attempt", env.Attempt).Str("trace_id", env.TraceID).Logger()
+	}
+	step := "unknown"
+	if env != nil {
+		step = env.Step
+	}
+	log.Error().Err(err).Str("error_class", class).Msg("message dead-lettered")
+	r.cfg.Metrics.outcome(step, "rejected")
+	o := r.deadLetter(d.Body, env, class, err.Error())
+	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
+		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
+		r.handBack(ctx, d, log)
+		return
+	}
+	if env != nil && class == wire.ClassPermanent {
+		if _, ferr := r.cfg.Pool.Exec(ctx, store.FailTaskSQL, env.TaskID, fmt.Sprintf("%s: %s", env.Step, err)); ferr != nil {
+			log.Warn().Err(ferr).Msg("mark task failed")
+		}
+	}
+	r.ack(d, log)
+}
+
+// later republishes the message unchanged through a delay tier, then acks it.
+func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait time.Duration, log zerolog.Logger) {
+	exchange, _ := r.cfg.Delay(wait)
+	o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
+	if err := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); err != nil {
+		log.Error().Err(err).Msg("delay publish failed; message handed back")
+		r.handBack(ctx, d, log)
+		return
+	}
+	r.ack(d, log)
+}
+
+func (r *Runner) ack(d Delivery, log zerolog.Logger) {
+	if err := d.Ack(); err != nil {
+		log.Warn().Err(err).Msg("ack failed; the broker will redeliver and the duplicate will be skipped")
+	}
+}
+
+// handBack returns the message to its queue after a short pause, so that a
+// broken dependency does not spin the worker.
+func (r *Runner) handBack(ctx context.Context, d Delivery, log zerolog.Logger) {
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+	}
+	if err := d.Nack(true); err != nil {
+		log.Warn().Err(err).Msg("nack failed; the broker will redeliver")
+	}
+}
+
+// call runs the handler, turning a panic into an error.
+func (r *Runner) call(ctx context.Context, h Handler, msg *Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg.Log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	return h.Handle(ctx, msg)
+}
+
+// heartbeat extends the lease while the step runs; when the lease is lost it
+// cancels the step and sets the returned flag.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Bool {
+	lost := new(atomic.Bool)
+	go func() {
+		t := time.NewTicker(r.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := store.ExtendLease(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
+				if errors.Is(err, store.ErrLeaseLost) {
+					lost.Store(true)
+					cancel()
+					return
+				}
+				if err != nil && ctx.Err() == nil {
+					log.Warn().Err(err).Msg("extend lease")
+				}
+			}
+		}
+	}()
+	return lost
+}
+
+// commit runs fns and stmts in one transaction and returns the outbox
+// messages it added, with their ids. Without fns the whole transaction is one
+// batch: one round trip.
+func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context, pgx.Tx) error, stmts []stmt) ([]*outMsg, error) {
+	batch := &pgx.Batch{}
+	for _, s := range stmts {
+		batch.Queue(s.sql, s.args...)
+	}
+	read := func(br pgx.BatchResults) ([]*outMsg, error) {
+		var out []*outMsg
+		for _, s := range stmts {
+			if s.outbox == nil {
+				if _, err := br.Exec(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			var id *int64
+			if err := br.QueryRow().Scan(&id); err != nil {
+				return nil, err
+			}
+			if id != nil {
+				s.outbox.id = *id
+				out = append(out, s.outbox)
+			}
+		}
+		return out, br.Close()
+	}
+	if len(fns) == 0 {
+		// A batch runs in one implicit transaction: all or nothing.
+		br := pool.SendBatch(ctx, batch)
+		out, err := read(br)
+		if err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		return out, nil
+	}
+	var out []*outMsg
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, fn := range fns {
+			if err := fn(ctx, tx); err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = read(tx.SendBatch(ctx, batch))
+		return err
+	})
+	return out, err
+}
+
+func publishing(o *outMsg) amqp.Publishing {
+	return amqp.Publishing{
+		MessageId:    o.messageID.String(),
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		Timestamp:    time.Now(),
+		Body:         o.body,
+	}
+}
