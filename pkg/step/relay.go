@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -114,41 +113,49 @@ func (r *relay) sweepLoop(ctx context.Context, interval, age time.Duration) {
 // at once never publish the same row twice.
 func (r *relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
 	n := 0
+	var perr error
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+		var err error
+		n, perr, err = publishLocked(ctx, tx, r.pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
 			WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
-		if err != nil {
-			return fmt.Errorf("select outbox: %w", err)
-		}
-		var msgs []*outMsg
-		for rows.Next() {
-			o := &outMsg{}
-			var mid uuid.UUID
-			if err := rows.Scan(&o.id, &mid, &o.exchange, &o.routingKey, &o.body); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan outbox: %w", err)
-			}
-			o.messageID = mid
-			msgs = append(msgs, o)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read outbox: %w", err)
-		}
-		var sent []int64
-		for _, o := range msgs {
-			if err := r.pub.Publish(ctx, o.exchange, o.routingKey, publishing(o)); err != nil {
-				r.log.Warn().Err(err).Str("routing_key", o.routingKey).Msg("sweep publish")
-				break
-			}
-			r.metrics.swept.Inc()
-			sent = append(sent, o.id)
-		}
-		n = len(sent)
-		if len(sent) == 0 {
-			return nil
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, sent)
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	r.metrics.swept.Add(float64(n))
+	return n, perr
+}
+
+// publishLocked selects outbox rows with query (which locks them), publishes
+// them in order, each confirmed, and deletes those published. A publish
+// failure stops it and is returned as perr (the rows left stay for a later
+// try; those published are still deleted when tx commits); err reports a
+// database failure, after which tx must roll back.
+func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent int, perr, err error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("select outbox: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*outMsg, error) {
+		o := &outMsg{}
+		return o, row.Scan(&o.id, &o.messageID, &o.exchange, &o.routingKey, &o.body)
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("read outbox: %w", err)
+	}
+	var ids []int64
+	for _, o := range msgs {
+		if perr = pub.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
+			perr = fmt.Errorf("publish outbox row %d to %s: %w", o.id, o.routingKey, perr)
+			break
+		}
+		ids = append(ids, o.id)
+	}
+	if len(ids) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+			return 0, perr, fmt.Errorf("delete published outbox rows: %w", err)
+		}
+	}
+	return len(ids), perr, nil
 }
