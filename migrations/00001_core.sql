@@ -35,6 +35,9 @@ CREATE TABLE task_steps (
     started_at   timestamptz NOT NULL DEFAULT now(),
     finished_at  timestamptz,
     error        text NOT NULL DEFAULT '',
+    -- message is the envelope this attempt ran from, so an operator or the
+    -- reconciler can re-drive the step without the original delivery.
+    message      bytea,
     UNIQUE (task_id, step, part, attempt)
 );
 CREATE UNIQUE INDEX task_steps_one_success ON task_steps (task_id, step, part) WHERE status = 'succeeded';
@@ -136,7 +139,7 @@ $$;
 -- finished (this attempt already failed or was parked: a duplicate).
 -- +goose StatementBegin
 CREATE FUNCTION claim_step(p_task uuid, p_step text, p_part text, p_attempt integer,
-                           p_worker text, p_lease interval, p_after text)
+                           p_worker text, p_lease interval, p_after text, p_message bytea)
 RETURNS TABLE (outcome text, step_id bigint, base_attempt integer, held_until timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -156,8 +159,8 @@ BEGIN
     END IF;
     SELECT coalesce(max(r.base_attempt), 1) INTO v_base FROM step_replays r
      WHERE r.task_id = p_task AND r.step = p_step AND r.part = p_part AND r.base_attempt <= p_attempt;
-    INSERT INTO task_steps AS s (task_id, step, part, attempt, status, worker, lease_until, started_at)
-    VALUES (p_task, p_step, p_part, p_attempt, 'running', p_worker, now() + p_lease, now())
+    INSERT INTO task_steps AS s (task_id, step, part, attempt, status, worker, lease_until, started_at, message)
+    VALUES (p_task, p_step, p_part, p_attempt, 'running', p_worker, now() + p_lease, now(), p_message)
     ON CONFLICT (task_id, step, part, attempt) DO UPDATE
        SET worker = EXCLUDED.worker, lease_until = EXCLUDED.lease_until, started_at = now()
      WHERE s.status = 'running' AND s.lease_until < now()
@@ -224,7 +227,7 @@ $$;
 -- +goose Down
 DROP FUNCTION emit_when_done(uuid, text, text, text, uuid, text, text, bytea);
 DROP FUNCTION finish_step(bigint, text, text, text);
-DROP FUNCTION claim_step(uuid, text, text, integer, text, interval, text);
+DROP FUNCTION claim_step(uuid, text, text, integer, text, interval, text, bytea);
 DROP FUNCTION step_succeeded(uuid, text);
 DROP TABLE dead_letters;
 DROP TABLE outbox;

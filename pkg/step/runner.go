@@ -216,7 +216,7 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 		return
 	}
 	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
-	claim, err := store.ClaimStep(ctx, r.cfg.Pool, key, r.cfg.Worker, r.cfg.Lease, route.After)
+	claim, err := store.ClaimStep(ctx, r.cfg.Pool, key, r.cfg.Worker, r.cfg.Lease, route.After, d.Body)
 	if err != nil {
 		// The database is unreachable: hand the message back and slow down.
 		log.Error().Err(err).Msg("claim failed; message handed back")

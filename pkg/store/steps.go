@@ -59,14 +59,15 @@ type Querier interface {
 // ClaimStep claims the attempt k for worker with a lease, in one
 // compare-and-swap statement (see claim_step in the migrations). after names
 // the step that must have succeeded first ("" for none).
-func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease time.Duration, after string) (Claim, error) {
+// message is the envelope, kept with the attempt for re-drives.
+func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease time.Duration, after string, message []byte) (Claim, error) {
 	var c Claim
 	var id *int64
 	var base *int32
 	var held *time.Time
 	err := q.QueryRow(ctx, `SELECT outcome, step_id, base_attempt, held_until
-		FROM claim_step($1, $2, $3, $4, $5, $6, $7)`,
-		k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after).Scan(&c.Outcome, &id, &base, &held)
+		FROM claim_step($1, $2, $3, $4, $5, $6, $7, $8)`,
+		k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message).Scan(&c.Outcome, &id, &base, &held)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
 	}
