@@ -53,7 +53,6 @@ func FuzzParsePocketsphinx(f *testing.F) {
 		if maxMS < 1 {
 			maxMS = 1
 		}
-		prev := -1
 		for _, s := range parsePocketsphinx(out, maxMS) {
 			if len(s.Words) == 0 || s.Text == "" || s.EndMS < s.StartMS {
 				t.Fatalf("bad segment %+v", s)
@@ -66,8 +65,6 @@ func FuzzParsePocketsphinx(f *testing.F) {
 					t.Fatalf("word %+v outside segment [%d, %d]", w, s.StartMS, s.EndMS)
 				}
 			}
-			_ = prev
-			prev = s.EndMS
 		}
 	})
 }
@@ -114,8 +111,8 @@ func FuzzSplitText(f *testing.F) {
 func TestRetryAfter(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	for v, want := range map[string]time.Duration{
-		"7":                             7 * time.Second,
-		"0":                             0,
+		"7": 7 * time.Second,
+		"0": 0,
 		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
 		now.Add(-time.Minute).Format(http.TimeFormat):     0,
 	} {

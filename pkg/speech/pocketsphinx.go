@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +121,9 @@ func parsePocketsphinx(out string, maxMS int) []Segment {
 	var segs []Segment
 	var words []Word
 	flush := func() {
+		// pocketsphinx prints words in time order; sorting guards the
+		// segment bounds against any output that is not.
+		slices.SortStableFunc(words, func(a, b Word) int { return a.StartMS - b.StartMS })
 		segs = append(segs, splitUtterance(words, maxMS)...)
 		words = nil
 	}
