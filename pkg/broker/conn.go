@@ -360,3 +360,32 @@ func (c *Conn) backoff(attempt int) time.Duration {
 	}
 	return d/2 + rand.N(d/2+1)
 }
+
+// Pair is the two connections a worker needs: one to publish on, one to
+// consume from, so that flow control on publishing never holds up acks.
+type Pair struct {
+	// Publish is the connection for NewPublisher.
+	Publish *Conn
+	// Consume is the connection for Consume.
+	Consume *Conn
+}
+
+// DialPair dials name+"-publish" and name+"-consume" to url with the same
+// options.
+func DialPair(ctx context.Context, url, name string, log zerolog.Logger, opts ...Option) (*Pair, error) {
+	pub, err := Dial(ctx, url, name+"-publish", log, opts...)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := Dial(ctx, url, name+"-consume", log, opts...)
+	if err != nil {
+		_ = pub.Close()
+		return nil, err
+	}
+	return &Pair{Publish: pub, Consume: sub}, nil
+}
+
+// Close closes both connections.
+func (p *Pair) Close() error {
+	return errors.Join(p.Consume.Close(), p.Publish.Close())
+}

@@ -11,10 +11,9 @@
 // Publishing and consuming use separate connections, so that TCP
 // back-pressure on a publishing connection never delays acknowledgements:
 //
-//	pubConn, err := broker.Dial(ctx, url, "asr-publish", log)
-//	subConn, err := broker.Dial(ctx, url, "asr-consume", log)
-//	pub := broker.NewPublisher(pubConn)
-//	err = subConn.Consume(ctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 4, Concurrency: 2},
+//	conns, err := broker.DialPair(ctx, url, "asr", log) // asr-publish and asr-consume
+//	pub := broker.NewPublisher(conns.Publish)
+//	err = conns.Consume.Consume(ctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 4, Concurrency: 2},
 //		func(ctx context.Context, d *broker.Delivery) { ...; _ = d.Ack() })
 //
 // Dead-lettering: every work queue and the waiting queue dead-letter through
