@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"golang.org/x/term"
+)
+
+// connectTimeout bounds each connection dubctl opens: a tool should say
+// what is unreachable rather than wait for it.
+const connectTimeout = 10 * time.Second
+
+// Config is dubctl's configuration: the workers' common settings, read from
+// the environment.
+type Config struct {
+	config.Common
+}
+
+// loadConfig reads the configuration from the process environment.
+func loadConfig() (Config, error) {
+	var cfg Config
+	if err := config.Load(config.Environ(), &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// clients are the connections a command opened; close releases them.
+// Each is opened on first use.
+type clients struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	store   *blob.Store
+	pubConn *broker.Conn
+	pub     *broker.Publisher
+}
+
+// newClients loads the configuration; nothing is connected yet.
+func newClients() (*clients, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &clients{cfg: cfg}, nil
+}
+
+// db returns the Postgres pool, connecting on first use.
+func (c *clients) db(ctx context.Context) (*pgxpool.Pool, error) {
+	if c.pool != nil {
+		return c.pool, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	pool, err := store.Open(ctx, c.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database %s: %w", config.Redact(c.cfg.DatabaseURL), oneLine(err))
+	}
+	c.pool = pool
+	return pool, nil
+}
+
+// blob returns the object store, checking on first use that the bucket
+// answers.
+func (c *clients) blob(ctx context.Context) (*blob.Store, error) {
+	if c.store != nil {
+		return c.store, nil
+	}
+	s, err := blob.New(c.cfg.S3)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("reach object store %s: %w", s3URL(c.cfg.S3), oneLine(err))
+	}
+	c.store = s
+	return s, nil
+}
+
+// publisher returns a confirming publisher, dialing the broker on first
+// use.
+func (c *clients) publisher(ctx context.Context) (*broker.Publisher, error) {
+	if c.pub != nil {
+		return c.pub, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	conn, err := broker.Dial(dctx, c.cfg.AMQPURL, "dubctl", zerolog.Nop(),
+		broker.WithTopology(broker.Topology{DeliveryLimit: c.cfg.DeliveryLimit}))
+	if err != nil {
+		return nil, fmt.Errorf("connect to broker %s: %w", config.Redact(c.cfg.AMQPURL), oneLine(err))
+	}
+	c.pubConn = conn
+	c.pub = broker.NewPublisher(conn)
+	return c.pub, nil
+}
+
+// close releases what was opened.
+func (c *clients) close() {
+	if c.pub != nil {
+		_ = c.pub.Close()
+	}
+	if c.pubConn != nil {
+		_ = c.pubConn.Close()
+	}
+	if c.pool != nil {
+		c.pool.Close()
+	}
+}
+
+// s3URL names the object store for messages, without credentials.
+func s3URL(s config.S3) string {
+	scheme := "http"
+	if s.UseSSL {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s/%s", scheme, s.Endpoint, s.Bucket)
+}
+
+// oneLine keeps the last cause of a joined error chain on one line (Dial
+// joins the context's error with the last connect error).
+func oneLine(err error) error {
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		errs := joined.Unwrap()
+		for i := len(errs) - 1; i >= 0; i-- {
+			if errs[i] != nil && !errors.Is(errs[i], context.DeadlineExceeded) {
+				return errs[i]
+			}
+		}
+	}
+	return err
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a terminal (a progress bar makes sense).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

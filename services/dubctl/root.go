@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of dubctl.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // an error, or a task that ended failed
+	exitUsage       = 2 // bad flags or arguments
+	exitTimeout     = 3 // wait gave up before the task ended
+	exitCompensated = 4 // the task waits for an operator (tts_requeue)
+)
+
+// rootCmd is dubctl itself; every subcommand adds itself to it in its
+// file's init.
+var rootCmd = &cobra.Command{
+	Use:   "dubctl",
+	Short: "Submit, follow and inspect dubflow tasks",
+	Long: `dubctl submits videos to dubflow and follows the tasks.
+
+It reads the workers' environment: AMQP_URL, DATABASE_URL, S3_ENDPOINT,
+S3_ACCESS_KEY, S3_SECRET_KEY, S3_BUCKET, S3_USE_SSL (with the local stack's
+defaults); "source .devstack/env" points it at the stack "make up" started.
+
+Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
+4 task compensating (waits for tts_requeue).`,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// exitError carries an exit code other than exitFailed out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// withCode attaches an exit code to err.
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// usageError marks err as a usage error (exit code 2).
+func usageError(err error) error { return withCode(exitUsage, err) }
+
+func init() {
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+}
+
+// execute runs dubctl with args and returns the process exit code.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	rootCmd.SetArgs(args)
+	rootCmd.SetOut(stdout)
+	rootCmd.SetErr(stderr)
+	err := rootCmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var quiet *quietError
+	if !errors.As(err, &quiet) {
+		fmt.Fprintln(stderr, "dubctl:", err)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if isUsage(err) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// quietError is an outcome already reported on stdout (a failed task shown
+// as JSON, say): dubctl exits with its code without printing it again.
+type quietError struct{ err error }
+
+func (e *quietError) Error() string { return e.err.Error() }
+func (e *quietError) Unwrap() error { return e.err }
+
+// isUsage recognizes cobra's own usage errors (an unknown subcommand).
+func isUsage(err error) bool {
+	return strings.HasPrefix(err.Error(), "unknown command")
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit code.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError(err)
+		}
+		return nil
+	}
+}
