@@ -87,6 +87,7 @@ url_path() {
 
 # answers HOST PORT: something accepts TCP connections there.
 answers() {
+	# shellcheck disable=SC2016 # $0 and $1 expand in the inner shell.
 	timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
 }
 
@@ -145,10 +146,11 @@ ensure_packages() {
 run_as() {
 	local u=$1
 	shift
+	# From /, since the service user may not enter the checkout.
 	if [[ $(id -un) == "$u" ]]; then
-		"$@"
+		(cd / && "$@")
 	else
-		as_root runuser -u "$u" -- "$@"
+		(cd / && as_root runuser -u "$u" -- "$@")
 	fi
 }
 
@@ -222,7 +224,8 @@ rabbit_up() {
 		return
 	fi
 	is_local "$host" || die "rabbitmq: nothing answers at $host:$port (AMQP_URL), and it is not this machine"
-	ensure_packages rabbitmq-server
+	NEWLY_INSTALLED=0
+	command -v rabbitmq-server >/dev/null || ensure_packages rabbitmq-server
 	if ((NEWLY_INSTALLED)) && [[ -z $node ]] && wait_for "rabbitmq (system service)" 15 answers "$host" "$port"; then
 		log "rabbitmq: using the broker the package started at $host:$port"
 		return
@@ -288,7 +291,7 @@ rabbit_down() {
 
 pg_bin() {
 	local d
-	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+	d=$(compgen -G '/usr/lib/postgresql/*/bin' | sort -V | tail -n1)
 	[[ -n $d ]] || die "postgres: no server binaries under /usr/lib/postgresql"
 	printf '%s\n' "$d"
 }
@@ -308,7 +311,8 @@ postgres_up() {
 		return
 	fi
 	is_local "$host" || die "postgres: nothing answers at $host:$port (DATABASE_URL), and it is not this machine"
-	ensure_packages postgresql postgresql-client
+	NEWLY_INSTALLED=0
+	compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || ensure_packages postgresql
 	if ((NEWLY_INSTALLED)) && [[ -z $(recorded postgres dir) ]] && wait_for "postgres (system service)" 15 answers "$host" "$port"; then
 		log "postgres: using the server the package started at $host:$port"
 		return

@@ -97,8 +97,7 @@ func TestPrivateRabbitSurvivesRestartAndKill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open channel: %v", err)
 	}
-	args := amqp.Table{"x-queue-type": "quorum"}
-	if _, err := ch.QueueDeclare("durable", true, false, false, false, args); err != nil {
+	if _, err := ch.QueueDeclare("durable", true, false, false, false, nil); err != nil {
 		t.Fatalf("declare queue: %v", err)
 	}
 	publish(t, ch, "durable", "before restart")
