@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"sync"
 
@@ -169,27 +168,43 @@ func (c *Chunker) writeChunk(samples []byte, rate, n int) (string, error) {
 	return f.Name(), nil
 }
 
-// quietest returns the sample index at the middle of the frame of the
-// lowest energy whose start lies in [lo, hi), moving by half frames.
-// buf holds little-endian 16-bit samples.
+// quietest returns the sample index where buf is best cut: the middle
+// of the stretch of quietest 20 ms frames (moving by half frames) whose
+// start lies in [lo, hi), so that a cut lands in the middle of a pause
+// rather than at its edge. buf holds little-endian 16-bit samples.
 func quietest(buf []byte, lo, hi, frame int) int {
 	total := len(buf) / 2
 	frame = max(frame, 1)
+	hop := max(frame/2, 1)
 	lo = max(lo, 0)
 	hi = min(hi, total-frame)
 	if hi <= lo {
 		return min(max(lo, 1), total)
 	}
-	best, bestE := lo, math.MaxFloat64
-	for s := lo; s < hi; s += max(frame/2, 1) {
+	var energy []float64
+	for s := lo; s < hi; s += hop {
 		var e float64
 		for i := s; i < s+frame; i++ {
 			v := float64(int16(binary.LittleEndian.Uint16(buf[2*i:])))
 			e += v * v
 		}
-		if e < bestE {
-			best, bestE = s, e
+		energy = append(energy, e)
+	}
+	best := 0
+	for i, e := range energy {
+		if e < energy[best] {
+			best = i
 		}
 	}
-	return best + frame/2
+	// Widen to the neighbouring frames that are nearly as quiet
+	// (within 50%, or a noise floor of about 1 LSB RMS).
+	limit := energy[best]*1.5 + float64(frame)
+	first, last := best, best
+	for first > 0 && energy[first-1] <= limit {
+		first--
+	}
+	for last < len(energy)-1 && energy[last+1] <= limit {
+		last++
+	}
+	return lo + (first+last)/2*hop + frame/2
 }

@@ -1,0 +1,186 @@
+package speech_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/step"
+)
+
+// writeToneWAV streams a 16 kHz mono WAV of d of tone to a file, with
+// silence over the given [from, to) stretches.
+func writeToneWAV(t testing.TB, d time.Duration, silences ...[2]time.Duration) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tone.wav")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := int(d * 16000 / time.Second)
+	w := bufio.NewWriter(f)
+	hdr := wavOf(0)
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(36+2*n))
+	binary.LittleEndian.PutUint32(hdr[40:], uint32(2*n))
+	w.Write(hdr)
+	var s [2]byte
+	for i := 0; i < n; i++ {
+		at := time.Duration(i) * time.Second / 16000
+		v := int16(3000 * ((i/20)%2*2 - 1))
+		for _, q := range silences {
+			if at >= q[0] && at < q[1] {
+				v = 0
+			}
+		}
+		binary.LittleEndian.PutUint16(s[:], uint16(v))
+		w.Write(s[:])
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// chunkRecorder answers each chunk with one segment spanning it (its
+// length read from the file size, not the samples) and records lengths.
+type chunkRecorder struct {
+	mu       sync.Mutex
+	lengths  []time.Duration
+	inFlight atomic.Int32
+	maxSeen  atomic.Int32
+	fail     error
+}
+
+func (c *chunkRecorder) Transcribe(ctx context.Context, path, _ string) ([]speech.Segment, error) {
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for {
+		m := c.maxSeen.Load()
+		if n <= m || c.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	d := time.Duration(st.Size()-44) * time.Second / 32000
+	c.mu.Lock()
+	c.lengths = append(c.lengths, d)
+	c.mu.Unlock()
+	if c.fail != nil {
+		return nil, c.fail
+	}
+	return []speech.Segment{{StartMS: 0, EndMS: int(d.Milliseconds()), Text: fmt.Sprint(d),
+		Words: []speech.Word{{StartMS: 10, EndMS: 20, Text: "w"}}}}, nil
+}
+
+func TestChunkerCutsAtSilence(t *testing.T) {
+	// Silences at 9.0–9.3 s and 19.5–20.0 s; 10 s chunks search ±2 s.
+	p := writeToneWAV(t, 35*time.Second,
+		[2]time.Duration{9 * time.Second, 9300 * time.Millisecond},
+		[2]time.Duration{19500 * time.Millisecond, 20 * time.Second})
+	rec := &chunkRecorder{}
+	segs, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 10, Concurrency: 2}).Transcribe(context.Background(), p, "en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want one per chunk (at least 3)", len(segs))
+	}
+	for _, s := range segs {
+		t.Logf("chunk [%d, %d] ms", s.StartMS, s.EndMS)
+	}
+	// Segment i spans chunk i on the whole timeline.
+	if c := segs[0].EndMS; c < 9100 || c > 9200 {
+		t.Errorf("first cut at %d ms, want the middle of the silence 9000–9300", c)
+	}
+	if c := segs[1].EndMS; c < 19650 || c > 19850 {
+		t.Errorf("second cut at %d ms, want the middle of the silence 19500–20000", c)
+	}
+	for i := 1; i < len(segs); i++ {
+		if segs[i].StartMS != segs[i-1].EndMS {
+			t.Errorf("segment %d starts at %d, previous ends at %d: chunks must tile the audio", i, segs[i].StartMS, segs[i-1].EndMS)
+		}
+		if w := segs[i].Words[0]; w.StartMS != segs[i].StartMS+10 {
+			t.Errorf("segment %d: word at %d, want offset %d", i, w.StartMS, segs[i].StartMS+10)
+		}
+	}
+	if last := segs[len(segs)-1].EndMS; last != 35000 {
+		t.Errorf("last segment ends at %d ms, want 35000", last)
+	}
+	if m := rec.maxSeen.Load(); m > 2 {
+		t.Errorf("%d chunks at once, want ≤ 2", m)
+	}
+}
+
+func TestChunkerShortAudioGoesWhole(t *testing.T) {
+	p := writeToneWAV(t, 5*time.Second)
+	rec := &chunkRecorder{}
+	if _, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 10}).Transcribe(context.Background(), p, "en"); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.lengths) != 1 || rec.lengths[0] != 5*time.Second {
+		t.Errorf("chunks %v, want the whole 5 s file", rec.lengths)
+	}
+}
+
+func TestChunkerPropagatesErrorsAndCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	p := writeToneWAV(t, 40*time.Second)
+	boom := step.Permanent(errors.New("bad audio"))
+	_, err := (&speech.Chunker{Engine: &chunkRecorder{fail: boom}, ChunkSeconds: 5, TempDir: dir}).Transcribe(context.Background(), p, "en")
+	if !errors.Is(err, boom) || !step.IsPermanent(err) {
+		t.Fatalf("want the engine's permanent error, got %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("%d chunk files left behind", len(left))
+	}
+}
+
+func TestChunkerRejectsStereo(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "stereo.wav")
+	b := wavOf(time.Second)
+	binary.LittleEndian.PutUint16(b[22:], 2)
+	os.WriteFile(p, b, 0o644)
+	_, err := (&speech.Chunker{Engine: &chunkRecorder{}}).Transcribe(context.Background(), p, "en")
+	if !step.IsPermanent(err) || !errors.Is(err, speech.ErrNotWAV) {
+		t.Fatalf("want a permanent ErrNotWAV, got %v", err)
+	}
+}
+
+func TestChunkerStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 10-minute WAV")
+	}
+	// 10 minutes is 19.2 MB of samples; 30 s chunks need about 1.2 MB.
+	p := writeToneWAV(t, 10*time.Minute)
+	c := &speech.Chunker{Engine: &chunkRecorder{}, ChunkSeconds: 30, Concurrency: 2, TempDir: t.TempDir()}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	segs, err := c.Transcribe(context.Background(), p, "en")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 19 {
+		t.Fatalf("%d chunks, want about 20", len(segs))
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %d bytes for a %d-byte file", alloc, 2*16000*600)
+	if alloc > 4<<20 {
+		t.Errorf("allocated %d bytes: the file was not streamed", alloc)
+	}
+}
