@@ -113,6 +113,11 @@ func TestComposeNamesEveryService(t *testing.T) {
 			if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) <= time.Duration(timeout)*time.Second {
 				t.Errorf("%s: stop_grace_period is not longer than %s=%d s", id, svc.timeout, timeout)
 			}
+			shutdown, err := strconv.Atoi(envValue(s.Environment, "SHUTDOWN_GRACE_SECONDS"))
+			if err != nil || shutdown < timeout || s.StopGracePeriod == nil ||
+				time.Duration(shutdown)*time.Second >= time.Duration(*s.StopGracePeriod) {
+				t.Errorf("%s: SHUTDOWN_GRACE_SECONDS=%d must lie between %s=%d s and stop_grace_period", id, shutdown, svc.timeout, timeout)
+			}
 		}
 	}
 	for name := range p.Services {
