@@ -1,0 +1,333 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
+)
+
+// workers are the dubbing chain's services, in pipeline order.
+var workers = []string{"extract_audio", "asr", "translate", "tts", "mux_video"}
+
+// helpers are the other services an end-to-end run starts: the DLQ recorder
+// marks tasks failed when their messages are dead-lettered.
+var helpers = []string{"dlq_recorder"}
+
+// binDir holds the binaries TestMain built.
+var binDir string
+
+// buildErr explains why the binaries could not be built.
+var buildErr error
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "dubflow-e2e-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	buildErr = build(dir)
+	return m.Run()
+}
+
+// build compiles every service the tests run into dir.
+func build(dir string) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	names := append(append(append([]string{}, workers...), helpers...), "dubctl")
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(root, "services", n, "main.go")); err != nil {
+			return fmt.Errorf("services/%s has no main.go yet: %w", n, err)
+		}
+		args = append(args, "./services/"+n)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// needBinaries fails the test when the build in TestMain failed.
+func needBinaries(tb testing.TB) {
+	tb.Helper()
+	if buildErr != nil {
+		tb.Fatalf("build the services: %v", buildErr)
+	}
+}
+
+// repoRoot finds the checkout: the folder holding go.work, from the
+// working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// fixture returns the path of a shared speech fixture: from
+// DUBFLOW_FIXTURES, else shared/fixtures/speech beside the checkout.
+func fixture(tb testing.TB, name string) string {
+	tb.Helper()
+	dirs := []string{os.Getenv("DUBFLOW_FIXTURES")}
+	if root, err := repoRoot(); err == nil {
+		for d := root; ; d = filepath.Dir(d) {
+			dirs = append(dirs, filepath.Join(d, "shared", "fixtures", "speech"))
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		p := filepath.Join(d, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	tb.Fatalf("speech fixture %s not found: set DUBFLOW_FIXTURES to the folder holding it "+
+		"(shared/fixtures/speech beside the checkout)", name)
+	return ""
+}
+
+// stack is a fresh database, virtual host and bucket with dubflow's
+// processes running on them.
+type stack struct {
+	env    map[string]string
+	db     *testenv.Database
+	bucket *testenv.Bucket
+	procs  map[string]*proc
+}
+
+// newStack prepares the isolated backing services; start runs processes.
+func newStack(tb testing.TB, extra map[string]string) *stack {
+	tb.Helper()
+	needBinaries(tb)
+	db := testenv.Postgres(tb)
+	amqpURL := testenv.AMQP(tb)
+	bucket := testenv.S3(tb)
+	env := map[string]string{
+		"DATABASE_URL":           db.URL,
+		"AMQP_URL":               amqpURL,
+		"S3_ENDPOINT":            bucket.Endpoint,
+		"S3_ACCESS_KEY":          bucket.AccessKey,
+		"S3_SECRET_KEY":          bucket.SecretKey,
+		"S3_BUCKET":              bucket.Name,
+		"S3_USE_SSL":             strconv.FormatBool(bucket.UseSSL),
+		"LOG_LEVEL":              "info",
+		"SHUTDOWN_GRACE_SECONDS": "10",
+	}
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return &stack{env: env, db: db, bucket: bucket, procs: map[string]*proc{}}
+}
+
+// proc is one running service.
+type proc struct {
+	name string
+	addr string // OPS_ADDR: /healthz, /readyz, /metrics
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// start runs the named services (each with its own OPS_ADDR), waits until
+// each is ready, and stops them when the test ends.
+func (s *stack) start(tb testing.TB, names ...string) {
+	tb.Helper()
+	for _, name := range names {
+		p := s.launch(tb, name)
+		s.procs[name] = p
+		tb.Cleanup(func() { s.stop(tb, p) })
+	}
+	for _, name := range names {
+		s.waitReady(tb, s.procs[name])
+	}
+}
+
+func (s *stack) launch(tb testing.TB, name string) *proc {
+	tb.Helper()
+	addr := freeAddr(tb)
+	logPath := filepath.Join(tb.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name))
+	for k, v := range s.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "OPS_ADDR="+addr)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, addr: addr, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// waitReady polls /readyz until it answers 200.
+func (s *stack) waitReady(tb testing.TB, p *proc) {
+	tb.Helper()
+	url := "http://" + p.addr + "/readyz"
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-p.done:
+			tb.Fatalf("%s exited at start (%v):\n%s", p.name, p.err, tail(p.log, 40))
+		default:
+		}
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s not ready at %s after 60s:\n%s", p.name, url, tail(p.log, 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and expects a clean exit within the grace period.
+func (s *stack) stop(tb testing.TB, p *proc) {
+	select {
+	case <-p.done:
+		tb.Errorf("%s exited before the end of the test (%v):\n%s", p.name, p.err, tail(p.log, 40))
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			tb.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, p.err, tail(p.log, 40))
+		}
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		tb.Errorf("%s did not stop within 30s of SIGTERM:\n%s", p.name, tail(p.log, 40))
+	}
+	if tb.Failed() {
+		tb.Logf("log of %s:\n%s", p.name, tail(p.log, 60))
+	}
+}
+
+// dubctl runs the dubctl binary with the stack's environment and returns
+// its stdout, stderr and exit code.
+func (s *stack) dubctl(tb testing.TB, ctx context.Context, args ...string) (string, string, int) {
+	tb.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "dubctl"), args...)
+	for k, v := range s.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &exit):
+		return stdout.String(), stderr.String(), exit.ExitCode()
+	default:
+		tb.Fatalf("run dubctl %v: %v", args, err)
+		return "", "", -1
+	}
+}
+
+// hwm returns the peak resident memory (VmHWM) of a running process, in
+// bytes.
+func (p *proc) hwm() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+}
+
+// freeAddr returns a loopback address with a port free at this moment.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
