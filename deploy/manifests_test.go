@@ -60,6 +60,7 @@ func TestOverlays(t *testing.T) {
 				checkSelector(t, "StatefulSet/"+s.Name, s.Spec.Selector, s.Spec.Template.Labels)
 			}
 			r.checkServices(t)
+			r.checkMigratePrerequisites(t)
 			r.checkScaledObjectsTargetDeployments(t)
 			r.checkOverlay(t)
 		})
@@ -437,6 +438,50 @@ func (r *rendered) checkServices(t *testing.T) {
 	}
 	if s := r.service(metricsService); s == nil || len(s.Spec.Ports) != 1 || s.Spec.Ports[0].TargetPort.StrVal != opsPortName {
 		t.Errorf("Service %s does not expose the ops port", metricsService)
+	}
+}
+
+// checkMigratePrerequisites: the upgrade procedure (README.md) applies the
+// objects labelled component config or migrate before anything else, so
+// the migrate Job's pod must find every ConfigMap and Secret among them.
+func (r *rendered) checkMigratePrerequisites(t *testing.T) {
+	first := func(l map[string]string) bool {
+		c := l["app.kubernetes.io/component"]
+		return c == "config" || c == "migrate"
+	}
+	for _, j := range r.jobs {
+		if !first(j.Labels) {
+			t.Errorf("Job/%s: not labelled to be applied before the rollout", j.Name)
+		}
+		for _, c := range j.Spec.Template.Spec.Containers {
+			var cms, secrets []string
+			for _, from := range c.EnvFrom {
+				if from.ConfigMapRef != nil {
+					cms = append(cms, from.ConfigMapRef.Name)
+				}
+				if from.SecretRef != nil {
+					secrets = append(secrets, from.SecretRef.Name)
+				}
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+					cms = append(cms, e.ValueFrom.ConfigMapKeyRef.Name)
+				}
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					secrets = append(secrets, e.ValueFrom.SecretKeyRef.Name)
+				}
+			}
+			for _, name := range cms {
+				if cm := r.configMaps[name]; cm != nil && !first(cm.Labels) {
+					t.Errorf("Job/%s needs ConfigMap %s, which is not applied before the rollout", j.Name, name)
+				}
+			}
+			for _, name := range secrets {
+				if s := r.secrets[name]; s != nil && !first(s.Labels) {
+					t.Errorf("Job/%s needs Secret %s, which is not applied before the rollout", j.Name, name)
+				}
+			}
+		}
 	}
 }
 
