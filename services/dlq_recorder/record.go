@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// recorder writes dead letters and compensation messages to Postgres.
+type recorder struct {
+	pool *pgxpool.Pool
+	pub  step.Publisher
+}
+
+// recorded is the outcome of recording one dead letter.
+type recorded struct {
+	// ID is the dead_letters row, 0 when the message was recorded before.
+	ID int64
+	// Failed reports whether the task was (still is) marked failed by it;
+	// false for a task already done or a stale duplicate of a step that
+	// succeeded.
+	Failed bool
+}
+
+// deadLetter records dl, marks its task failed and stages event.task.failed
+// in one transaction, then publishes the event. A dead letter recorded
+// before (same message id) changes nothing.
+func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, error) {
+	var out recorded
+	var outbox []int64
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		id, err := insertDeadLetter(ctx, tx, dl)
+		if err != nil {
+			return err
+		}
+		out.ID = id
+		if id == 0 || dl.TaskID == nil {
+			return nil
+		}
+		taskErr := dl.Reason
+		if dl.Step != "" {
+			taskErr = dl.Step + ": " + dl.Reason
+		}
+		var trace string
+		err = tx.QueryRow(ctx, `UPDATE tasks
+			SET status = 'failed', updated_at = now(),
+			    error = CASE WHEN status = 'failed' AND error <> '' THEN error ELSE $2 END
+			WHERE id = $1 AND status <> 'done'
+			  AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = $1 AND s.step = $3
+			                  AND s.part = $4 AND s.status = 'succeeded')
+			RETURNING trace_id`, *dl.TaskID, taskErr, dl.Step, dl.Part).Scan(&trace)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("mark task %s failed: %w", *dl.TaskID, err)
+		}
+		out.Failed = true
+		ev := &wire.Event{Event: wire.EventTaskFailed, TaskID: *dl.TaskID, Status: "failed", Step: dl.Step,
+			Error: truncate(taskErr, 4000), OccurredAt: time.Now().UTC(), TraceID: firstNonEmpty(dl.TraceID, trace)}
+		body, err := ev.Marshal()
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		oid, err := store.AddOutbox(ctx, tx, wire.Exchange, ev.RoutingKey(), body)
+		if err != nil {
+			return err
+		}
+		outbox = append(outbox, oid)
+		return nil
+	})
+	if err != nil {
+		return recorded{}, fmt.Errorf("record dead letter %s: %w", dl.MessageID, err)
+	}
+	if err := step.Flush(ctx, r.pool, r.pub, outbox); err != nil {
+		// Committed: the outbox sweep (reconciler, workers) publishes it.
+		return out, fmt.Errorf("publish event.task.failed: %w", err)
+	}
+	return out, nil
+}
+
+const insertDeadLetterSQL = `INSERT INTO dead_letters (message_id, task_id, step, attempt, error_class,
+	failure_reason, original_message, raw_body, routing_key, source, failed_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)
+	ON CONFLICT (message_id) WHERE message_id <> '' DO NOTHING
+	RETURNING id`
+
+// insertDeadLetter inserts dl and returns its id, 0 when a dead letter with
+// the same message id was recorded before. An original that jsonb refuses
+// (valid JSON with a \u0000 in a string) is kept in raw_body only.
+func insertDeadLetter(ctx context.Context, tx pgx.Tx, dl *deadLetter) (int64, error) {
+	insert := func(q pgx.Tx, original []byte) (int64, error) {
+		var orig *string
+		if original != nil {
+			s := string(original)
+			orig = &s
+		}
+		var id int64
+		err := q.QueryRow(ctx, insertDeadLetterSQL, dl.MessageID, dl.TaskID, dl.Step, dl.Attempt, dl.ErrorClass,
+			truncate(dl.Reason, 8000), orig, dl.Raw, dl.RoutingKey, dl.Source, dl.FailedAt).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil
+		}
+		return id, err
+	}
+	if dl.Original == nil {
+		id, err := insert(tx, nil)
+		if err != nil {
+			return 0, fmt.Errorf("insert dead letter: %w", err)
+		}
+		return id, nil
+	}
+	sp, err := tx.Begin(ctx) // a savepoint
+	if err != nil {
+		return 0, fmt.Errorf("insert dead letter: %w", err)
+	}
+	id, err := insert(sp, dl.Original)
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code[:2] == "22" {
+		_ = sp.Rollback(ctx)
+		if id, err = insert(tx, nil); err != nil {
+			return 0, fmt.Errorf("insert dead letter: %w", err)
+		}
+		return id, nil
+	}
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return 0, fmt.Errorf("insert dead letter: %w", err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("insert dead letter: %w", err)
+	}
+	return id, nil
+}
+
+// compensation records one task.tts_compensation message against its
+// segment. It reports whether the message was new.
+func (r *recorder) compensation(ctx context.Context, messageID string, c *wire.Compensation) (bool, error) {
+	tag, err := r.pool.Exec(ctx, `INSERT INTO tts_compensations
+		(message_id, task_id, segment_idx, error, trace_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (message_id) DO NOTHING`,
+		messageID, c.TaskID, c.SegmentIdx, c.Error, c.TraceID, c.CreatedAt)
+	if err != nil {
+		return false, fmt.Errorf("record compensation of %s segment %d: %w", c.TaskID, c.SegmentIdx, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
