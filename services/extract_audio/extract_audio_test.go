@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+)
+
+// upload stores a local file under key.
+func (s *stack) upload(key, path string) {
+	s.t.Helper()
+	if err := s.blob.PutFile(context.Background(), key, path, "video/mp4"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// sample makes a sample video of kind speaking text.
+func sample(t *testing.T, text string, kind media.SampleKind) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "sample.mp4")
+	if err := media.MakeSampleVideo(context.Background(), text, out, media.SampleOptions{Kind: kind}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// seedMessage is the seed specification's example message for a task: the
+// two keys and nothing else.
+func seedMessage(t *testing.T, id uuid.UUID) *wire.Envelope {
+	t.Helper()
+	keys := wire.DefaultKeys(id)
+	env, err := wire.New(wire.StepExtractAudio, id, "trace-"+id.String()[:8], wire.ExtractAudio{
+		SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestExtractAudio runs one worker (starting a stack costs seconds) through
+// every case: the seed's message, the language fallbacks, bad inputs.
+func TestExtractAudio(t *testing.T) {
+	s := newStack(t, map[string]string{
+		"MAX_VIDEO_SECONDS": "6", "DEFAULT_SOURCE_LANGUAGE": "en", "DEFAULT_TARGET_LANGUAGE": "de",
+	})
+	s.start()
+	t.Run("seed message creates the task and extracts audio", func(t *testing.T) { seedMessageCreatesTask(t, s) })
+	t.Run("languages from payload, then task, then defaults", func(t *testing.T) { languagesFallBack(t, s) })
+	t.Run("bad inputs fail the task with a clear reason", func(t *testing.T) { badInputsFail(t, s) })
+}
+
+func seedMessageCreatesTask(t *testing.T, s *stack) {
+	id := uuid.New()
+	keys := wire.DefaultKeys(id)
+	s.upload(keys.SourceVideo, sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech))
+	env := seedMessage(t, id)
+	s.publish(env)
+
+	if got := s.waitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("extract_audio %s: task %+v", got, s.task(id))
+	}
+	task := s.task(id)
+	if task.SourceLanguage != "en" || task.TargetLanguage != "de" || task.TraceID != env.TraceID ||
+		task.SourceVideoKey != keys.SourceVideo || task.OutputVideoKey != keys.OutputVideo || task.Status != "running" {
+		t.Errorf("task row = %+v", task)
+	}
+
+	wav, err := s.blob.Get(context.Background(), keys.SourceAudio, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := media.NewWAVReader(bytes.NewReader(wav))
+	if err != nil {
+		t.Fatalf("stored audio: %v", err)
+	}
+	if r.Format.SampleRate != 16000 || r.Format.Channels != 1 || r.Format.BitsPerSample != 16 {
+		t.Errorf("stored audio format = %+v, want 16 kHz mono 16-bit", r.Format)
+	}
+	if d := r.Duration().Seconds(); d < 2 || d > 10 {
+		t.Errorf("stored audio lasts %.2fs", d)
+	}
+
+	next, err := wire.Decode(s.next("task.asr", 10e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p wire.ASR
+	if err := next.UnmarshalPayload(&p); err != nil {
+		t.Fatal(err)
+	}
+	if next.TaskID != id || next.TraceID != env.TraceID || next.Attempt != 1 ||
+		p != (wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR}) {
+		t.Errorf("asr message = %+v payload %+v", next, p)
+	}
+}
+
+func languagesFallBack(t *testing.T, s *stack) {
+	ctx := context.Background()
+	video := sample(t, "Hello there.", media.SampleSpeech)
+
+	// The task row (as dubctl writes it) names the target; the payload the source.
+	id := uuid.New()
+	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, target_language, speaker_id) VALUES ($1, 'es', 'en-us+f3')`, id); err != nil {
+		t.Fatal(err)
+	}
+	keys := wire.DefaultKeys(id)
+	s.upload(keys.SourceVideo, video)
+	env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{
+		SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio, SourceLanguage: "fr",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publish(env)
+	if got := s.waitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("extract_audio %s: %+v", got, s.task(id))
+	}
+	if task := s.task(id); task.SourceLanguage != "fr" || task.TargetLanguage != "es" || task.SpeakerID != "en-us+f3" {
+		t.Errorf("payload, then task: task row = %+v", task)
+	}
+
+	// Nothing anywhere: the configured defaults.
+	id2 := uuid.New()
+	s.upload(wire.DefaultKeys(id2).SourceVideo, video)
+	s.publish(seedMessage(t, id2))
+	if got := s.waitStep(id2, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("extract_audio %s", got)
+	}
+	if task := s.task(id2); task.SourceLanguage != "en" || task.TargetLanguage != "de" {
+		t.Errorf("defaults: task row = %+v", task)
+	}
+}
+
+func badInputsFail(t *testing.T, s *stack) {
+	text := filepath.Join(t.TempDir(), "notes.mp4")
+	if err := os.WriteFile(text, []byte("this is a text file, not a video\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, file, reason string
+	}{
+		{"text file renamed .mp4", text, "not a media file"},
+		{"no audio track", sample(t, "Hi.", media.SampleNoAudio), "no audio stream"},
+		{"truncated mp4", sample(t, "This video is cut short before its index.", media.SampleTruncatedIndex), "truncated"},
+		{"too long", sample(t, "This sentence is long enough that, spoken at an ordinary pace with its pauses, it lasts well over six seconds in all.", media.SampleSpeech), "limit 6s"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := uuid.New()
+			asrBefore := s.depth("task.asr")
+			s.upload(wire.DefaultKeys(id).SourceVideo, c.file)
+			env := seedMessage(t, id)
+			s.publish(env)
+			if got := s.waitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "failed" {
+				t.Fatalf("extract_audio %s, want failed", got)
+			}
+			dl, err := wire.DecodeDeadLetter(s.next("task.dlq", 10e9))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dl.TaskID != id || dl.ErrorClass != wire.ClassPermanent || !strings.Contains(dl.FailureReason, c.reason) ||
+				!strings.Contains(dl.FailureReason, wire.DefaultKeys(id).SourceVideo) {
+				t.Errorf("dead letter = %+v, want a permanent one naming the key and %q", dl, c.reason)
+			}
+			task := s.task(id)
+			if task.Status != "failed" || !strings.Contains(task.Error, c.reason) {
+				t.Errorf("task = %+v, want failed with %q", task, c.reason)
+			}
+			if n := s.depth("task.asr") - asrBefore; n != 0 {
+				t.Errorf("%d asr messages for a bad input", n)
+			}
+		})
+	}
+
+	t.Run("key with ..", func(t *testing.T) {
+		id := uuid.New()
+		body := []byte(`{"task_id":"` + id.String() + `","step":"extract_audio","attempt":1,"trace_id":"trace-1",` +
+			`"created_at":"2024-01-01T12:00:00Z","payload":{"source_video_key":"videos/` + id.String() +
+			`/../../etc/passwd","output_audio_key":"audios/` + id.String() + `/source.wav"}}`)
+		s.publishRaw("task.extract_audio", body)
+		dl, err := wire.DecodeDeadLetter(s.next("task.dlq", 10e9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dl.ErrorClass != wire.ClassInvalid || !strings.Contains(dl.FailureReason, "source_video_key") ||
+			!strings.Contains(dl.FailureReason, "..") {
+			t.Errorf("dead letter = %+v", dl)
+		}
+		var n int
+		if err := s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM task_steps WHERE task_id = $1`, id).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d task_steps rows (err %v): an invalid message must not run", n, err)
+		}
+	})
+}

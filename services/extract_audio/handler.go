@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// objects is the part of the object store extract_audio uses.
+type objects interface {
+	Stat(ctx context.Context, key string) (blob.Info, error)
+	GetFile(ctx context.Context, key, path string, maxBytes int64) error
+	PutFile(ctx context.Context, key, path, contentType string) error
+}
+
+// handler runs the extract_audio step.
+type handler struct {
+	objects objects
+	db      *pgxpool.Pool
+	cfg     Config
+}
+
+// task is what extract_audio settles about a task: the payload's values,
+// else the task row's, else the configured defaults.
+type task struct {
+	sourceLanguage, targetLanguage, speakerID string
+	outputVideoKey                            string
+}
+
+// Handle validates the video, extracts its audio, stores it and emits asr.
+func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
+	var p wire.ExtractAudio
+	if err := msg.Decode(&p); err != nil {
+		return err
+	}
+	env := msg.Envelope
+	if err := wire.CheckKey(p.SourceVideoKey, wire.KindVideo, env.TaskID); err != nil {
+		return step.Permanent(fmt.Errorf("source_video_key: %w", err))
+	}
+	if err := wire.CheckKey(p.OutputAudioKey, wire.KindAudio, env.TaskID); err != nil {
+		return step.Permanent(fmt.Errorf("output_audio_key: %w", err))
+	}
+	t, err := h.resolve(ctx, env, p)
+	if err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "dubflow-extract-")
+	if err != nil {
+		return fmt.Errorf("make temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	video := filepath.Join(dir, "source.media")
+	if err := h.download(ctx, p.SourceVideoKey, video); err != nil {
+		return err
+	}
+	info, err := media.ProbeInput(ctx, video, media.Limits{
+		MaxDuration: h.cfg.MaxDuration(), RequireAudio: true, RequireVideo: true,
+	})
+	if err != nil {
+		return fmt.Errorf("check %s: %w", p.SourceVideoKey, err)
+	}
+	wav := filepath.Join(dir, "source.wav")
+	if err := media.ExtractAudio(ctx, video, wav); err != nil {
+		return fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, err)
+	}
+	if err := h.objects.PutFile(ctx, p.OutputAudioKey, wav, "audio/wav"); err != nil {
+		return fmt.Errorf("store %s: %w", p.OutputAudioKey, err)
+	}
+	msg.Log.Info().Dur("video_duration", info.Duration).Str("audio_key", p.OutputAudioKey).
+		Str("source_language", t.sourceLanguage).Str("target_language", t.targetLanguage).Msg("audio extracted")
+
+	// The task row holds what every later step reads: the settled
+	// languages, the speaker and the keys.
+	msg.Exec(upsertTaskSQL, env.TaskID, t.sourceLanguage, t.targetLanguage, t.speakerID,
+		p.SourceVideoKey, t.outputVideoKey, env.TraceID)
+	return msg.Emit(wire.StepASR, wire.ASR{
+		AudioKey:  p.OutputAudioKey,
+		Language:  t.sourceLanguage,
+		OutputKey: wire.DefaultKeys(env.TaskID).ASR,
+	})
+}
+
+// insertTaskSQL creates the task row of a message published straight to the
+// exchange (without dubctl), so that the task's progress and failure are
+// recorded from the first step on.
+const insertTaskSQL = `INSERT INTO tasks (id, source_language, target_language, speaker_id,
+	source_video_key, output_video_key, trace_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`
+
+// upsertTaskSQL records the settled languages, speaker and keys with the
+// step's success.
+const upsertTaskSQL = `INSERT INTO tasks (id, source_language, target_language, speaker_id,
+	source_video_key, output_video_key, trace_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)
+	ON CONFLICT (id) DO UPDATE SET source_language = EXCLUDED.source_language,
+	    target_language = EXCLUDED.target_language, speaker_id = EXCLUDED.speaker_id,
+	    source_video_key = EXCLUDED.source_video_key, output_video_key = EXCLUDED.output_video_key,
+	    trace_id = CASE WHEN tasks.trace_id = '' THEN EXCLUDED.trace_id ELSE tasks.trace_id END,
+	    updated_at = now()`
+
+// resolve settles the task's languages, speaker and output key, and makes
+// sure its row exists.
+func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.ExtractAudio) (task, error) {
+	var row task
+	err := h.db.QueryRow(ctx, `SELECT source_language, target_language, speaker_id, output_video_key
+		FROM tasks WHERE id = $1`, env.TaskID).
+		Scan(&row.sourceLanguage, &row.targetLanguage, &row.speakerID, &row.outputVideoKey)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return task{}, fmt.Errorf("read task %s: %w", env.TaskID, err)
+	}
+	t := task{
+		sourceLanguage: first(p.SourceLanguage, row.sourceLanguage, h.cfg.DefaultSourceLanguage),
+		targetLanguage: first(p.TargetLanguage, row.targetLanguage, h.cfg.DefaultTargetLanguage),
+		speakerID:      first(p.SpeakerID, row.speakerID),
+		outputVideoKey: first(row.outputVideoKey, wire.DefaultKeys(env.TaskID).OutputVideo),
+	}
+	if err := wire.CheckKey(t.outputVideoKey, wire.KindOutput, env.TaskID); err != nil {
+		return task{}, step.Permanent(fmt.Errorf("task's output_video_key: %w", err))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := h.db.Exec(ctx, insertTaskSQL, env.TaskID, t.sourceLanguage, t.targetLanguage,
+			t.speakerID, p.SourceVideoKey, t.outputVideoKey, env.TraceID); err != nil {
+			return task{}, fmt.Errorf("create task %s: %w", env.TaskID, err)
+		}
+	}
+	return t, nil
+}
+
+// download fetches the video into path, refusing a missing or oversized
+// object before any byte moves.
+func (h *handler) download(ctx context.Context, key, path string) error {
+	info, err := h.objects.Stat(ctx, key)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return step.Permanent(fmt.Errorf("source video %s not found in storage", key))
+	case err != nil:
+		return fmt.Errorf("stat %s: %w", key, err)
+	case info.Size > h.cfg.MaxVideoBytes:
+		return step.Permanent(fmt.Errorf("source video %s is %d bytes, limit %d (MAX_VIDEO_BYTES)", key, info.Size, h.cfg.MaxVideoBytes))
+	case info.Size == 0:
+		return step.Permanent(fmt.Errorf("source video %s is empty", key))
+	}
+	if err := h.objects.GetFile(ctx, key, path, h.cfg.MaxVideoBytes); err != nil {
+		if errors.Is(err, blob.ErrNotFound) {
+			return step.Permanent(fmt.Errorf("source video %s not found in storage", key))
+		}
+		return err
+	}
+	return nil
+}
+
+// first returns the first non-empty value.
+func first(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
