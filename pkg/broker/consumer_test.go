@@ -262,6 +262,72 @@ func TestPublishConsume(t *testing.T) {
 		}
 	})
 
+	t.Run("SilentNetworkCutIsDetectedAndSurvived", func(t *testing.T) {
+		proxy, purl := newCutProxy(t, url)
+		cutReg := prometheus.NewRegistry()
+		cutMetrics, err := NewMetrics(cutReg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []Option{WithHeartbeat(time.Second), WithBackoff(50*time.Millisecond, 500*time.Millisecond), WithMetrics(cutMetrics)}
+		cutPub := NewPublisher(dial(t, purl, "cut-publish", opts...))
+		cutSub := dial(t, purl, "cut-consume", opts...)
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		count := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen)
+		}
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		done := make(chan error, 1)
+		go func() {
+			done <- cutSub.Consume(cctx, ConsumeOptions{Queue: WaitingQueue, Concurrency: 2},
+				func(_ context.Context, d *Delivery) {
+					mu.Lock()
+					seen[d.MessageId] = true
+					mu.Unlock()
+					_ = d.Ack()
+				})
+		}()
+		publish := func(prefix string) {
+			t.Helper()
+			for i := range 20 {
+				msg := amqp.Publishing{MessageId: fmt.Sprintf("%s%d", prefix, i), Body: []byte(`{}`)}
+				if err := cutPub.Publish(ctx, Exchange, "waiting.visitor", msg); err != nil {
+					t.Fatalf("publish %s%d: %v", prefix, i, err)
+				}
+			}
+		}
+		waitFor := func(n int) {
+			t.Helper()
+			for count() < n {
+				if ctx.Err() != nil {
+					t.Fatalf("received %d of %d", count(), n)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		publish("before-")
+		waitFor(20)
+		proxy.Cut()
+		// The first publish after the cut waits for a confirm that cannot
+		// come; the heartbeat notices the dead link, and Publish retries on
+		// a new connection.
+		publish("after-")
+		waitFor(40)
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+		for _, name := range []string{"cut-publish", "cut-consume"} {
+			if got := counter(t, cutReg, "dubflow_broker_reconnects_total", map[string]string{"conn": name}); got < 1 {
+				t.Errorf("%s never reconnected after the cut", name)
+			}
+		}
+	})
+
 	t.Run("ClosedConnEndsConsume", func(t *testing.T) {
 		c := dial(t, url, "test-close")
 		done := make(chan error, 1)

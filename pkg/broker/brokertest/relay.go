@@ -35,6 +35,9 @@ type RelayOptions struct {
 	// Started, if set, is called once seeding is done, just before the
 	// first hop (a benchmark passes b.ResetTimer).
 	Started func()
+	// Work, if set, runs in each hop between the consume and the publish
+	// (the step runtime's benchmark adds the Postgres writes of a step).
+	Work func(ctx context.Context, body []byte) error
 }
 
 func (o *RelayOptions) defaults() {
@@ -172,6 +175,14 @@ func RawRelay(ctx context.Context, url string, hops int, opts RelayOptions) (tim
 					if !ok {
 						fail(errors.New("relay: deliveries closed"))
 						return
+					}
+					if opts.Work != nil {
+						if err := opts.Work(ctx, d.Body); err != nil {
+							if ctx.Err() == nil {
+								fail(fmt.Errorf("relay: work: %w", err))
+							}
+							return
+						}
 					}
 					if err := publish(ctx); err != nil {
 						if ctx.Err() == nil {
