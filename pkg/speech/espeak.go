@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
@@ -111,6 +112,9 @@ func (e *Espeak) take(ctx context.Context, dir, text, voice string, wpm int) ([]
 	}
 	out := filepath.Join(dir, fmt.Sprintf("take-%d.wav", wpm))
 	if _, err := run(ctx, []byte(text), cmdName, "-v", voice, "-s", fmt.Sprint(wpm), "-w", out, "--stdin"); err != nil {
+		if strings.Contains(err.Error(), "voice does not exist") {
+			return nil, 0, step.Permanent(fmt.Errorf("espeak-ng: voice %q: %w (set TTS_VOICE or the task's speaker_id to a voice of `espeak-ng --voices`, or another TTS_ENGINE)", voice, ErrUnsupportedLanguage))
+		}
 		return nil, 0, fmt.Errorf("espeak-ng: %w", err)
 	}
 	wav, err := os.ReadFile(out)

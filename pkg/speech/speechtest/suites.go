@@ -233,6 +233,9 @@ type SynthesizerSuite struct {
 	// combination it knows (Voice may be "").
 	Engine          speech.Synthesizer
 	Language, Voice string
+	// Unsupported is a language the engine must refuse permanently; ""
+	// skips that check.
+	Unsupported string
 }
 
 // Run runs the suite as subtests of t.
@@ -264,6 +267,12 @@ func (s SynthesizerSuite) Run(t *testing.T) {
 			t.Errorf("silence of %v, want 1s", d)
 		}
 	})
+	if s.Unsupported != "" {
+		t.Run("unsupported language", func(t *testing.T) {
+			_, err := s.Engine.Synthesize(ctx, speech.SynthesisRequest{Text: "hello", Language: s.Unsupported})
+			CheckUnsupported(t, err)
+		})
+	}
 }
 
 // CheckAudio checks that a is a WAV with sound and parameters, and
