@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+)
+
+// fixtures finds the shared speech fixtures: $DUBFLOW_FIXTURES, or
+// shared/fixtures/speech beside the repository.
+func fixtures(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("DUBFLOW_FIXTURES"); dir != "" {
+		return dir
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		candidate := filepath.Join(dir, "shared", "fixtures", "speech")
+		if _, err := os.Stat(filepath.Join(candidate, "jfk.wav")); err == nil {
+			return candidate
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("speech fixtures not found: set DUBFLOW_FIXTURES or put shared/fixtures/speech beside the repository")
+		}
+		dir = parent
+	}
+}
+
+// newTask creates a task whose extract_audio step succeeded, with its audio
+// (a local WAV file) stored, and returns the asr message for it.
+func (s *stack) newTask(wav string) *wire.Envelope {
+	s.t.Helper()
+	ctx := context.Background()
+	id := uuid.New()
+	keys := wire.DefaultKeys(id)
+	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language)
+		VALUES ($1, 'running', 'en', 'es')`, id); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+		VALUES ($1, 'extract_audio', 1, 'succeeded', now())`, id); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.blob.PutFile(ctx, keys.SourceAudio, wav, "audio/wav"); err != nil {
+		s.t.Fatal(err)
+	}
+	env, err := wire.New(wire.StepASR, id, "", wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return env
+}
+
+// TestASR runs one worker (starting a stack costs seconds) on real speech
+// and on silence.
+func TestASR(t *testing.T) {
+	s := newStack(t, map[string]string{"TRANSLATE_BATCH_SIZE": "3"})
+	s.start()
+	t.Run("speech becomes segments, asr.json and translate batches", func(t *testing.T) { speechToSegments(t, s) })
+	t.Run("silence finishes the task with no_speech", func(t *testing.T) { silenceIsNoSpeech(t, s) })
+}
+
+func speechToSegments(t *testing.T, s *stack) {
+	ctx := context.Background()
+	env := s.newTask(filepath.Join(fixtures(t), "jfk.wav"))
+	id := env.TaskID
+	s.publish(env)
+	if got := s.waitStep(id, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("asr %s: %+v", got, s.task(id))
+	}
+
+	type seg struct {
+		Idx, StartMS, EndMS int
+		Text                string
+	}
+	var segs []seg
+	rows, err := s.db.Pool.Query(ctx, `SELECT idx, start_ms, end_ms, src_text FROM segments
+		WHERE task_id = $1 AND mt_text IS NULL ORDER BY idx`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r seg
+		if err := rows.Scan(&r.Idx, &r.StartMS, &r.EndMS, &r.Text); err != nil {
+			t.Fatal(err)
+		}
+		segs = append(segs, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 2 {
+		t.Fatalf("segments = %+v, want the speech split into several", segs)
+	}
+	var all []string
+	for i, r := range segs {
+		if r.Idx != i || r.Text == "" || r.EndMS <= r.StartMS || r.EndMS > 11000 || (i > 0 && r.StartMS < segs[i-1].EndMS) {
+			t.Errorf("segment %d = %+v", i, r)
+		}
+		all = append(all, r.Text)
+	}
+	if text := strings.Join(all, " "); !strings.Contains(text, "country") {
+		t.Errorf("recognised %q; JFK's line has \"country\" in it", text)
+	}
+
+	raw, err := s.blob.Get(ctx, wire.DefaultKeys(id).ASR, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc transcript
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.TaskID != id || doc.Language != "en" || len(doc.Segments) != len(segs) {
+		t.Fatalf("asr.json = %s", raw)
+	}
+	for i, ds := range doc.Segments {
+		if ds.ID != wire.SegmentID(i) || ds.Text != segs[i].Text || ds.StartMS != segs[i].StartMS ||
+			ds.Start != float64(segs[i].StartMS)/1000 || len(ds.Words) == 0 {
+			t.Errorf("asr.json segment %d = %+v, row %+v", i, ds, segs[i])
+		}
+	}
+
+	// One translate message per batch of 3, in order, covering every segment.
+	var got []string
+	for want := (len(segs) + 2) / 3; want > 0; want-- {
+		m, err := wire.Decode(s.next("task.translate", 10e9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p wire.Translate
+		if err := m.UnmarshalPayload(&p); err != nil {
+			t.Fatal(err)
+		}
+		if m.TaskID != id || m.TraceID != env.TraceID || p.SourceLanguage != "en" || p.TargetLanguage != "es" ||
+			p.BatchSize != 3 || len(p.SegmentIDs) > 3 {
+			t.Errorf("translate message %+v payload %+v", m, p)
+		}
+		got = append(got, p.SegmentIDs...)
+	}
+	var want []string
+	for i := range segs {
+		want = append(want, wire.SegmentID(i))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || s.depth("task.translate") != 0 {
+		t.Errorf("translate batches carry %v (and %d more messages), want %v", got, s.depth("task.translate"), want)
+	}
+	var parts int
+	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = 'translate'`, id).Scan(&parts); err != nil || parts != (len(segs)+2)/3 {
+		t.Errorf("%d translate parts registered (err %v)", parts, err)
+	}
+}
+
+func silenceIsNoSpeech(t *testing.T, s *stack) {
+	wav := filepath.Join(t.TempDir(), "silence.wav")
+	f, err := os.Create(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := media.NewWAVWriter(f, 16000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteSilence(3 * 16000); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	translates := s.depth("task.translate")
+	env := s.newTask(wav)
+	s.publish(env)
+	if got := s.waitStep(env.TaskID, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("asr %s: %+v", got, s.task(env.TaskID))
+	}
+	task := s.task(env.TaskID)
+	if task.Status != "done" || task.Result["no_speech"] != true {
+		t.Errorf("task = %+v, want done with no_speech", task)
+	}
+	ev, err := wire.DecodeEvent(s.next(s.events, 10e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Event != wire.EventTaskSucceeded || ev.TaskID != env.TaskID || ev.Status != "done" ||
+		string(ev.Data) != `{"no_speech":true}` {
+		t.Errorf("event = %+v data %s", ev, ev.Data)
+	}
+	if n := s.depth("task.translate") - translates; n != 0 {
+		t.Errorf("%d translate messages for silence", n)
+	}
+	raw, err := s.blob.Get(context.Background(), wire.DefaultKeys(env.TaskID).ASR, 1<<20)
+	if err != nil || !strings.Contains(string(raw), `"segments":[]`) {
+		t.Errorf("asr.json = %s (err %v), want no segments", raw, err)
+	}
+}
