@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Task is a task whose synthesis tts_requeue re-drives (or would).
+type Task struct {
+	TaskID  uuid.UUID `json:"task_id"`
+	Status  string    `json:"status"`
+	Missing []int     `json:"missing_segments"`
+	// Attempt is the tts attempt published (0 in a dry run).
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// Options select and bound one pass.
+type Options struct {
+	// Limit is the most tasks one pass re-drives.
+	Limit int
+	// MinIdle spares running tasks that made progress more recently (their
+	// tts message may still be on its way); compensating tasks are always
+	// taken.
+	MinIdle time.Duration
+	// DryRun lists the tasks without re-driving them.
+	DryRun bool
+}
+
+// candidatesSQL selects, and locks (SKIP LOCKED: concurrent passes share
+// the work), tasks past translation with segments lacking audio whose tts
+// step is neither running nor done.
+const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
+	ARRAY(SELECT s.idx FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = ''
+	      ORDER BY s.idx) AS missing
+  FROM tasks t
+ WHERE EXISTS (SELECT 1 FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = '')
+   AND (t.status = 'compensating' OR (t.status = 'running' AND t.updated_at < now() - $2::interval))
+   AND NOT EXISTS (SELECT 1 FROM task_steps ts WHERE ts.task_id = t.id AND ts.step = 'tts'
+                   AND (ts.status = 'succeeded' OR (ts.status = 'running' AND ts.lease_until > now())))
+   AND step_succeeded(t.id, 'translate')
+ ORDER BY t.updated_at, t.id
+ LIMIT $1
+ FOR UPDATE OF t SKIP LOCKED`
+
+// requeue runs one pass: in one transaction it re-drives up to opts.Limit
+// tasks (step.Replay of their tts message: next attempt, fresh retry
+// budget, history kept), sets compensating tasks running and marks their
+// compensations requeued; after the commit it publishes the messages.
+func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts Options) ([]Task, error) {
+	var tasks []Task
+	var outbox []int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle)
+		if err != nil {
+			return fmt.Errorf("find tasks missing tts audio: %w", err)
+		}
+		type candidate struct {
+			Task
+			trace, speaker string
+		}
+		cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
+			var c candidate
+			var missing []int32
+			err := row.Scan(&c.TaskID, &c.Status, &c.trace, &c.speaker, &missing)
+			for _, m := range missing {
+				c.Missing = append(c.Missing, int(m))
+			}
+			return c, err
+		})
+		if err != nil {
+			return fmt.Errorf("find tasks missing tts audio: %w", err)
+		}
+		for _, c := range cands {
+			if opts.DryRun {
+				tasks = append(tasks, c.Task)
+				continue
+			}
+			env, err := ttsMessage(ctx, tx, c.TaskID, c.trace, c.speaker)
+			if err != nil {
+				return err
+			}
+			fresh, id, err := step.Replay(ctx, tx, env, fmt.Sprintf("tts_requeue: %d segments without audio", len(c.Missing)))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', updated_at = now()
+				WHERE id = $1 AND status IN ('compensating', 'running')`, c.TaskID); err != nil {
+				return fmt.Errorf("set task %s running: %w", c.TaskID, err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE tts_compensations SET requeued_at = now()
+				WHERE task_id = $1 AND requeued_at IS NULL`, c.TaskID); err != nil {
+				return fmt.Errorf("mark compensations of %s requeued: %w", c.TaskID, err)
+			}
+			c.Attempt = fresh.Attempt
+			tasks = append(tasks, c.Task)
+			outbox = append(outbox, id)
+		}
+		if opts.DryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errDryRun) {
+		return nil, err
+	}
+	if err := step.Flush(ctx, pool, pub, outbox); err != nil {
+		return tasks, fmt.Errorf("re-drive committed; messages wait in the outbox for a sweep: %w", err)
+	}
+	return tasks, nil
+}
+
+// errDryRun rolls back a dry run's transaction.
+var errDryRun = errors.New("dry run")
+
+// ttsMessage returns the task's tts message to replay: the one its last
+// tts attempt ran from, or, if tts never ran, one built from the task row.
+// Its attempt accounts for replays not claimed yet, so that step.Replay
+// numbers the new attempt after them.
+func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker string) (*wire.Envelope, error) {
+	var body []byte
+	err := tx.QueryRow(ctx, `SELECT message FROM task_steps
+		WHERE task_id = $1 AND step = 'tts' AND part = '' AND message IS NOT NULL
+		ORDER BY attempt DESC LIMIT 1`, taskID).Scan(&body)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read tts message of %s: %w", taskID, err)
+	}
+	var env *wire.Envelope
+	if body != nil {
+		env, _ = wire.Decode(body)
+	}
+	if env == nil {
+		if env, err = wire.New(wire.StepTTS, taskID, trace, wire.TTS{TaskID: taskID, SpeakerID: speaker}); err != nil {
+			return nil, fmt.Errorf("build tts message of %s: %w", taskID, err)
+		}
+	}
+	var replayed int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(base_attempt), 0) FROM step_replays
+		WHERE task_id = $1 AND step = 'tts' AND part = ''`, taskID).Scan(&replayed); err != nil {
+		return nil, fmt.Errorf("read tts replays of %s: %w", taskID, err)
+	}
+	env.Attempt = max(env.Attempt, replayed)
+	return env, nil
+}
