@@ -19,9 +19,13 @@ var ErrClosed = errors.New("broker: connection closed")
 
 // Default connection settings.
 const (
-	DefaultMinBackoff  = 100 * time.Millisecond
-	DefaultMaxBackoff  = 10 * time.Second
-	DefaultHeartbeat   = 10 * time.Second
+	// DefaultMinBackoff is the wait before the first redial.
+	DefaultMinBackoff = 100 * time.Millisecond
+	// DefaultMaxBackoff caps the wait between redials.
+	DefaultMaxBackoff = 10 * time.Second
+	// DefaultHeartbeat is the AMQP heartbeat interval asked of the broker.
+	DefaultHeartbeat = 10 * time.Second
+
 	defaultDialTimeout = 10 * time.Second
 )
 

@@ -17,6 +17,7 @@ import (
 // TestPublishConsume runs the publisher and the consumer against one fresh
 // virtual host, with publishing and consuming on separate connections.
 func TestPublishConsume(t *testing.T) {
+	t.Parallel()
 	url := testenv.AMQP(t)
 	reg := prometheus.NewRegistry()
 	metrics, err := NewMetrics(reg)

@@ -21,5 +21,16 @@
 // rejected, expired, overflowing and over-delivered messages without a
 // dedicated dead-letter exchange. Delay tiers are fanout exchanges, each
 // feeding a quorum queue whose queue-level TTL dead-letters back into
-// task_exchange under the message's original routing key.
+// task_exchange under the message's original routing key. Consumed queues
+// and delay queues use the at-least-once dead-letter strategy, which
+// RabbitMQ allows only together with x-overflow reject-publish; without a
+// length limit that overflow setting changes nothing else.
+//
+// Recovery is done here rather than with amqp091-go's own Config.Recovery
+// (new in v1.13): that mode re-subscribes consumers on a new channel whose
+// delivery tags restart at 1, so an ack for a delivery received before the
+// reconnect would carry a stale tag (settling another message, or closing
+// the channel with PRECONDITION_FAILED). Here a delivery always acks on
+// the channel it came from; after a loss that ack fails with an error and
+// the broker redelivers the message.
 package broker

@@ -20,6 +20,7 @@ import (
 // themselves and that every confirmed message is delivered at least once.
 // The test finishing at all is the deadlock check.
 func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
+	t.Parallel()
 	rabbit := testenv.PrivateRabbit(t)
 	reg := prometheus.NewRegistry()
 	metrics, err := NewMetrics(reg)

@@ -57,6 +57,7 @@ func TestTopologyValidate(t *testing.T) {
 // TestTopology checks the declared topology end to end on a fresh virtual
 // host: re-declaration, delay tiers, dead-lettering and returns.
 func TestTopology(t *testing.T) {
+	t.Parallel()
 	url := testenv.AMQP(t)
 	ch := rawChannel(t, url)
 	if err := Declare(ch); err != nil {
@@ -153,6 +154,7 @@ func TestTopology(t *testing.T) {
 }
 
 func TestDeliveryLimitReachesDLQ(t *testing.T) {
+	t.Parallel()
 	const limit = 2
 	url := testenv.AMQP(t)
 	conn := dial(t, url, "limit-test", WithTopology(Topology{DeliveryLimit: limit}))
