@@ -43,7 +43,7 @@ func TestChunkedPocketsphinxConformance(t *testing.T) {
 		Speech:      speechtest.Fixture(t, "two_cities.wav"),
 		Reference:   speechtest.ReadText(t, "two_cities.txt"),
 		Language:    "en-US",
-		MaxWER:      0.45, // whole file: 0.252 (NOTES.md)
+		MaxWER:      0.5, // 0.412 measured; whole file 0.252: each chunk restarts the decoder and its normalisation
 		Unsupported: "fr",
 	}.Run(t)
 }
