@@ -1,0 +1,3 @@
+module github.com/dubflow/dubflow/services/translate
+
+go 1.26.0

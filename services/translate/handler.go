@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// handler runs the translate step for one batch of segments.
+type handler struct {
+	db *pgxpool.Pool
+	// batcher is the configured translator; a message's batch_size
+	// overrides its BatchSize.
+	batcher speech.Batcher
+}
+
+// Handle translates the batch's untranslated segments, stages their
+// mt_text, and stages the task's single tts message for the batch that
+// completes the step.
+func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
+	var p wire.Translate
+	if err := msg.Decode(&p); err != nil {
+		return err
+	}
+	env := msg.Envelope
+	want := make([]int32, 0, len(p.SegmentIDs))
+	for _, id := range p.SegmentIDs {
+		idx, err := wire.SegmentIndex(id)
+		if err != nil {
+			return step.Permanent(fmt.Errorf("segment_ids: %w", err))
+		}
+		want = append(want, int32(idx))
+	}
+	var speaker string
+	err := h.db.QueryRow(ctx, `SELECT speaker_id FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return step.Permanent(fmt.Errorf("task %s not found", env.TaskID))
+	case err != nil:
+		return fmt.Errorf("read task %s: %w", env.TaskID, err)
+	}
+
+	idx, texts, err := h.pending(ctx, env, want)
+	if err != nil {
+		return err
+	}
+	if len(texts) > 0 {
+		b := h.batcher
+		if p.BatchSize > 0 {
+			b.BatchSize = p.BatchSize
+		}
+		out, err := b.Translate(ctx, texts, p.SourceLanguage, p.TargetLanguage)
+		if err != nil {
+			return fmt.Errorf("translate %d segments %s→%s: %w", len(texts), p.SourceLanguage, p.TargetLanguage, err)
+		}
+		if len(out) != len(texts) {
+			return fmt.Errorf("translate: %d translations for %d segments: %w", len(out), len(texts), speech.ErrCountMismatch)
+		}
+		for i := range out {
+			// An empty translation stays an explicit '' (nothing to
+			// say), never NULL (not translated yet).
+			out[i] = strings.TrimSpace(out[i])
+		}
+		msg.Exec(`UPDATE segments AS s SET mt_text = t.mt
+			FROM unnest($2::int[], $3::text[]) AS t(idx, mt)
+			WHERE s.task_id = $1 AND s.idx = t.idx AND s.mt_text IS NULL`, env.TaskID, idx, out)
+	}
+	msg.Log.Info().Int("segments", len(want)).Int("translated", len(texts)).Msg("batch translated")
+	if err := msg.EmitWhenStepDone(wire.StepTTS, wire.TTS{TaskID: env.TaskID, SpeakerID: speaker}); err != nil {
+		return step.Permanent(err)
+	}
+	return nil
+}
+
+// pending returns the batch's segments that have no translation yet, in
+// order. A segment of the batch that does not exist is a permanent error.
+func (h *handler) pending(ctx context.Context, env *wire.Envelope, want []int32) ([]int32, []string, error) {
+	rows, err := h.db.Query(ctx, `SELECT idx, src_text, mt_text IS NULL FROM segments
+		WHERE task_id = $1 AND idx = ANY($2) ORDER BY idx`, env.TaskID, want)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read segments of %s: %w", env.TaskID, err)
+	}
+	defer rows.Close()
+	var idx []int32
+	var texts []string
+	found := make(map[int32]bool, len(want))
+	for rows.Next() {
+		var i int32
+		var text string
+		var missing bool
+		if err := rows.Scan(&i, &text, &missing); err != nil {
+			return nil, nil, fmt.Errorf("read segments of %s: %w", env.TaskID, err)
+		}
+		found[i] = true
+		if missing {
+			idx, texts = append(idx, i), append(texts, text)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read segments of %s: %w", env.TaskID, err)
+	}
+	for _, i := range want {
+		if !found[i] {
+			return nil, nil, step.Permanent(fmt.Errorf("segment %s of task %s not found", wire.SegmentID(int(i)), env.TaskID))
+		}
+	}
+	return idx, texts, nil
+}
