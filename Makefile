@@ -21,6 +21,13 @@ BENCHTIME ?= 1s
 BENCH_COUNT ?= 1
 # Go files to format, outside the git-ignored folders.
 GOFILES = $(shell find . -path './.*' -prune -o -path ./bin -prune -o -name '*.go' -print)
+# The shared speech fixtures beside the checkout, when present.
+FIXTURES := $(wildcard $(CURDIR)/../shared/fixtures/speech)
+ifneq ($(FIXTURES),)
+export DUBFLOW_FIXTURES ?= $(abspath $(FIXTURES))
+endif
+# Rebuilds bin/migrate (schema, bucket, topology) before the stack starts.
+MIGRATE := if [ -d services/migrate ]; then $(MAKE) build SERVICES=migrate; fi
 # Runs a command with the local stack's environment.
 WITH_ENV := set -a && source .devstack/env && set +a &&
 
@@ -50,6 +57,7 @@ up: build ## Start the local stack and every built worker in the background
 
 .PHONY: infra
 infra: ## Start only RabbitMQ, Postgres and MinIO (what is not running yet)
+	@$(MIGRATE)
 	scripts/stack.sh up --infra-only
 
 .PHONY: down
@@ -62,6 +70,7 @@ status: ## Show what runs where
 
 .PHONY: test
 test: ## Run every module's tests against the real stack (starts it if needed)
+	@$(MIGRATE)
 	scripts/stack.sh up --infra-only
 	$(GO) build $(TEST_PKGS)
 	$(WITH_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
@@ -75,6 +84,7 @@ demo: build ## Dub a sample video on a local stack (scripts/demo.sh)
 .PHONY: bench
 bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 	@test -n "$(strip $(BENCH_PKGS))" || { echo "bench: no benchmarks found" >&2; exit 1; }
+	@$(MIGRATE)
 	scripts/stack.sh up --infra-only
 	$(WITH_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
 

@@ -142,6 +142,12 @@ ensure_packages() {
 	NEWLY_INSTALLED=1
 }
 
+# service_starting USER PROCESS: the package just installed started its
+# system service (a PROCESS of USER runs), so it may soon answer.
+service_starting() {
+	command -v pgrep >/dev/null && pgrep -u "$1" -x "$2" >/dev/null
+}
+
 # run_as USER COMMAND...: run a command as a service user.
 run_as() {
 	local u=$1
@@ -226,7 +232,8 @@ rabbit_up() {
 	is_local "$host" || die "rabbitmq: nothing answers at $host:$port (AMQP_URL), and it is not this machine"
 	NEWLY_INSTALLED=0
 	command -v rabbitmq-server >/dev/null || ensure_packages rabbitmq-server
-	if ((NEWLY_INSTALLED)) && [[ -z $node ]] && wait_for "rabbitmq (system service)" 15 answers "$host" "$port"; then
+	if ((NEWLY_INSTALLED)) && [[ -z $node ]] && service_starting rabbitmq beam.smp &&
+		wait_for "rabbitmq (system service)" "$STACK_WAIT_SECONDS" answers "$host" "$port"; then
 		log "rabbitmq: using the broker the package started at $host:$port"
 		return
 	fi
@@ -313,7 +320,8 @@ postgres_up() {
 	is_local "$host" || die "postgres: nothing answers at $host:$port (DATABASE_URL), and it is not this machine"
 	NEWLY_INSTALLED=0
 	compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || ensure_packages postgresql
-	if ((NEWLY_INSTALLED)) && [[ -z $(recorded postgres dir) ]] && wait_for "postgres (system service)" 15 answers "$host" "$port"; then
+	if ((NEWLY_INSTALLED)) && [[ -z $(recorded postgres dir) ]] && service_starting postgres postgres &&
+		wait_for "postgres (system service)" "$STACK_WAIT_SECONDS" answers "$host" "$port"; then
 		log "postgres: using the server the package started at $host:$port"
 		return
 	fi
