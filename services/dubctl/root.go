@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes of dubctl.
@@ -57,6 +58,7 @@ func init() {
 
 // execute runs dubctl with args and returns the process exit code.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	reset(ctx, rootCmd)
 	rootCmd.SetArgs(args)
 	rootCmd.SetOut(stdout)
 	rootCmd.SetErr(stderr)
@@ -85,9 +87,11 @@ type quietError struct{ err error }
 func (e *quietError) Error() string { return e.err.Error() }
 func (e *quietError) Unwrap() error { return e.err }
 
-// isUsage recognizes cobra's own usage errors (an unknown subcommand).
+// isUsage recognizes cobra's own usage errors (an unknown subcommand, a
+// required flag missing).
 func isUsage(err error) bool {
-	return strings.HasPrefix(err.Error(), "unknown command")
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "required flag")
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit code.
@@ -97,5 +101,21 @@ func exactArgs(n int) cobra.PositionalArgs {
 			return usageError(err)
 		}
 		return nil
+	}
+}
+
+// reset puts every flag back to its default and gives every command ctx,
+// so that execute can run more than once in a process (tests do): cobra
+// keeps both from the previous run otherwise.
+func reset(ctx context.Context, cmd *cobra.Command) {
+	cmd.SetContext(ctx)
+	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags()} {
+		fs.VisitAll(func(f *pflag.Flag) {
+			_ = f.Value.Set(f.DefValue)
+			f.Changed = false
+		})
+	}
+	for _, c := range cmd.Commands() {
+		reset(ctx, c)
 	}
 }
