@@ -15,10 +15,12 @@ SERVICES ?= $(ALL_SERVICES)
 TEST_TIMEOUT ?= 15m
 TEST_FLAGS ?=
 TEST_PKGS ?= work
-# BENCH_PKGS: packages with benchmarks (found by default); BENCHTIME, BENCH_COUNT.
+# BENCH_PKGS: packages with benchmarks (found by default); BENCHTIME, BENCH_COUNT,
+# BENCH_TIMEOUT (services/e2e dubs a 10-minute video).
 BENCH_PKGS ?= $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' pkg services 2>/dev/null))))
 BENCHTIME ?= 1s
 BENCH_COUNT ?= 1
+BENCH_TIMEOUT ?= 60m
 # Go files to format, outside the git-ignored folders.
 GOFILES = $(shell find . -path './.*' -prune -o -path ./bin -prune -o -name '*.go' -print)
 # The shared speech fixtures beside the checkout, when present.
@@ -86,7 +88,7 @@ bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 	@test -n "$(strip $(BENCH_PKGS))" || { echo "bench: no benchmarks found" >&2; exit 1; }
 	@$(MIGRATE)
 	scripts/stack.sh up --infra-only
-	$(WITH_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
+	$(WITH_ENV) $(GO) test -run '^$$' -bench . -benchmem -timeout $(BENCH_TIMEOUT) -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
 
 .PHONY: soak
 soak: build ## Run the soak test (scripts/soak.sh)
