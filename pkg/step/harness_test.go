@@ -256,3 +256,7 @@ func (c *callLog) snapshot() []call {
 func (c *callLog) len() int { return len(c.snapshot()) }
 
 var errFlaky = errors.New("engine unavailable")
+
+func amqpPublishing(body []byte) amqp.Publishing {
+	return amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body}
+}

@@ -1,0 +1,51 @@
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/testenv"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
+	url := testenv.AMQP(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	started := false
+	opts := RelayOptions{Queue: broker.QueueTTS, Prefetch: 8, Concurrency: 4, Seed: 10, Started: func() { started = true }}
+	elapsed, err := RawRelay(ctx, url, 300, opts)
+	if err != nil {
+		t.Fatalf("RawRelay: %v", err)
+	}
+	if !started || elapsed <= 0 {
+		t.Fatalf("started=%v elapsed=%s", started, elapsed)
+	}
+	// Every hop re-publishes before it acks, so the seeded messages are all
+	// still there once the relay has stopped.
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q, err := ch.QueueDeclarePassive(broker.QueueTTS, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Messages >= opts.Seed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages left on %s, want at least the %d seeded", q.Messages, broker.QueueTTS, opts.Seed)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
