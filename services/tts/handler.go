@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+)
+
+// synthesizer speaks one line.
+type synthesizer interface {
+	Synthesize(ctx context.Context, req speech.SynthesisRequest) (*speech.Audio, error)
+}
+
+// objects is the part of the object store tts uses.
+type objects interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+}
+
+// settings are the batch, concurrency and retry settings of one run.
+type settings struct {
+	batchSize, concurrency, maxRetries int
+	retryDelay                         time.Duration
+}
+
+// override applies a message's settings over the configured ones.
+func (s settings) override(p wire.TTS) settings {
+	if p.BatchSize > 0 {
+		s.batchSize = p.BatchSize
+	}
+	if p.MaxConcurrency > 0 {
+		s.concurrency = p.MaxConcurrency
+	}
+	if p.MaxRetries != nil {
+		s.maxRetries = *p.MaxRetries
+	}
+	if p.RetryDelaySec != nil {
+		s.retryDelay = time.Duration(*p.RetryDelaySec * float64(time.Second))
+	}
+	return s
+}
+
+// handler runs the tts step.
+type handler struct {
+	db       *pgxpool.Pool
+	objects  objects
+	tts      synthesizer
+	defaults settings
+}
+
+// task is what tts reads from a task's row.
+type task struct {
+	id                             uuid.UUID
+	language, speaker              string
+	sourceVideoKey, outputVideoKey string
+}
+
+// segment is one segment still without audio, with the slot its speech
+// may fill: up to the next segment's start (its end for the last one).
+type segment struct {
+	idx, startMS, endMS int
+	slotMS              int
+	text                *string
+}
+
+// failure is a segment whose synthesis failed for good in this run.
+type failure struct {
+	idx int
+	err error
+}
+
+// Handle synthesizes every segment without audio, then emits mux_video,
+// or parks the task with compensation messages for the segments that
+// still fail.
+func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
+	var p wire.TTS
+	if err := msg.Decode(&p); err != nil {
+		return err
+	}
+	env := msg.Envelope
+	set := h.defaults.override(p)
+	t, err := h.task(ctx, env.TaskID)
+	if err != nil {
+		return err
+	}
+	if p.SpeakerID != "" {
+		t.speaker = p.SpeakerID
+	}
+
+	var (
+		mu       sync.Mutex
+		failed   []failure
+		done     int
+		lastIdx  = -1
+		firstRun = true
+	)
+	for {
+		segs, err := h.pending(ctx, t.id, lastIdx, set.batchSize)
+		if err != nil {
+			return err
+		}
+		if len(segs) == 0 {
+			break
+		}
+		if firstRun {
+			msg.Log.Info().Int("batch_size", set.batchSize).Int("max_concurrency", set.concurrency).
+				Int("max_retries", set.maxRetries).Dur("retry_delay", set.retryDelay).Msg("synthesizing segments")
+			firstRun = false
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(set.concurrency)
+		for _, s := range segs {
+			g.Go(func() error {
+				ferr, err := h.segment(gctx, t, s, set, msg)
+				mu.Lock()
+				defer mu.Unlock()
+				if ferr != nil {
+					failed = append(failed, failure{idx: s.idx, err: ferr})
+				} else if err == nil {
+					done++
+				}
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		lastIdx = segs[len(segs)-1].idx
+	}
+	if len(failed) > 0 {
+		return compensate(msg, t, failed, set)
+	}
+
+	var missing int
+	if err := h.db.QueryRow(ctx, `SELECT count(*) FROM segments WHERE task_id = $1 AND tts_audio_key IS NULL`, t.id).Scan(&missing); err != nil {
+		return fmt.Errorf("count segments without audio: %w", err)
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d segments of task %s still without audio", missing, t.id)
+	}
+	msg.Log.Info().Int("synthesized", done).Msg("every segment has audio")
+	msg.Exec(`UPDATE tasks SET status = 'running', error = '', updated_at = now() WHERE id = $1 AND status = 'compensating'`, t.id)
+	keys := wire.DefaultKeys(t.id)
+	return msg.Emit(wire.StepMuxVideo, wire.MuxVideo{
+		TaskID:         t.id,
+		SourceVideoKey: firstNonEmpty(t.sourceVideoKey, keys.SourceVideo),
+		TTSAudioKey:    keys.DubAudio,
+		OutputVideoKey: firstNonEmpty(t.outputVideoKey, keys.OutputVideo),
+	})
+}
+
+// task reads the task's language, speaker and keys.
+func (h *handler) task(ctx context.Context, id uuid.UUID) (task, error) {
+	t := task{id: id}
+	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key
+		FROM tasks WHERE id = $1`, id).Scan(&t.language, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return t, step.Permanent(fmt.Errorf("task %s not found", id))
+	case err != nil:
+		return t, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// pending returns up to limit segments after idx without audio, in order.
+func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int) ([]segment, error) {
+	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms, next_start, mt_text FROM (
+		    SELECT idx, start_ms, end_ms, mt_text, tts_audio_key,
+		           lead(start_ms) OVER (ORDER BY idx) AS next_start
+		      FROM segments WHERE task_id = $1) s
+		WHERE tts_audio_key IS NULL AND idx > $2 ORDER BY idx LIMIT $3`, id, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read segments of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []segment
+	for rows.Next() {
+		var s segment
+		var next *int
+		if err := rows.Scan(&s.idx, &s.startMS, &s.endMS, &next, &s.text); err != nil {
+			return nil, fmt.Errorf("read segments of %s: %w", id, err)
+		}
+		s.slotMS = s.endMS - s.startMS
+		if next != nil && *next > s.endMS {
+			s.slotMS = *next - s.startMS
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read segments of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// segment synthesizes one segment with retries, stores the clip and
+// records it on the row at once, so that progress survives a crash. It
+// returns ferr when the segment failed for good (to compensate), err for
+// trouble that stops the whole run.
+func (h *handler) segment(ctx context.Context, t task, s segment, set settings, msg *step.Message) (ferr, err error) {
+	if s.text == nil {
+		return nil, step.Permanent(fmt.Errorf("segment %d of task %s has no translation", s.idx, t.id))
+	}
+	if *s.text == "" {
+		// Nothing to say: mux_video plays silence in its slot.
+		_, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = '', tts_params_json = '{"skipped":"empty text"}',
+			tts_error = '' WHERE task_id = $1 AND idx = $2 AND tts_audio_key IS NULL`, t.id, s.idx)
+		if err != nil {
+			return nil, fmt.Errorf("record segment %d: %w", s.idx, err)
+		}
+		return nil, nil
+	}
+	req := speech.SynthesisRequest{Text: *s.text, Language: t.language, Voice: t.speaker,
+		TargetDuration: time.Duration(s.slotMS) * time.Millisecond}
+	var audio *speech.Audio
+	for try := 1; ; try++ {
+		audio, err = h.tts.Synthesize(ctx, req)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("synthesize segment %d: %w", s.idx, err)
+		}
+		if try > set.maxRetries || step.IsPermanent(err) {
+			msg.Log.Warn().Err(err).Int("segment", s.idx).Int("tries", try).Msg("segment synthesis failed")
+			return fmt.Errorf("synthesize segment %d (%d tries): %w", s.idx, try, err), nil
+		}
+		delay := set.retryDelay
+		if hint, ok := step.RetryAfterHint(err); ok && hint > delay {
+			delay = hint
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("synthesize segment %d: %w", s.idx, ctx.Err())
+		}
+	}
+	params := map[string]any{}
+	for k, v := range audio.Params {
+		params[k] = v
+	}
+	params["slot_ms"] = s.slotMS
+	pj, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode params of segment %d: %w", s.idx, err)
+	}
+	key := wire.SegmentKey(t.id, s.idx)
+	if err := h.objects.Put(ctx, key, bytes.NewReader(audio.WAV), int64(len(audio.WAV)), "audio/wav"); err != nil {
+		return nil, fmt.Errorf("store %s: %w", key, err)
+	}
+	if _, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = $3, tts_params_json = $4, tts_error = ''
+		WHERE task_id = $1 AND idx = $2`, t.id, s.idx, key, pj); err != nil {
+		return nil, fmt.Errorf("record segment %d: %w", s.idx, err)
+	}
+	return nil, nil
+}
+
+// compensate stages, for each failed segment, its failure record and its
+// compensation message, sets the task compensating and parks the step:
+// the task waits for tts_requeue instead of muxing a hole.
+func compensate(msg *step.Message, t task, failed []failure, set settings) error {
+	slices.SortFunc(failed, func(a, b failure) int { return a.idx - b.idx })
+	now := time.Now()
+	for _, f := range failed {
+		msg.Exec(`UPDATE segments SET tts_error = $3, tts_failures = tts_failures + 1, tts_failed_at = now()
+			WHERE task_id = $1 AND idx = $2`, t.id, f.idx, f.err.Error())
+		body, err := wire.NewCompensation(t.id, f.idx, f.err, msg.Envelope.TraceID, now).Marshal()
+		if err != nil {
+			return fmt.Errorf("encode compensation of segment %d: %w", f.idx, err)
+		}
+		msg.Publish(wire.Exchange, wire.RoutingKeyTTSCompensation, body)
+	}
+	reason := fmt.Sprintf("tts: %d segments failed after %d retries; first: %v", len(failed), set.maxRetries, failed[0].err)
+	msg.Exec(`UPDATE tasks SET status = 'compensating', error = $2, updated_at = now()
+		WHERE id = $1 AND status IN ('queued', 'running', 'compensating')`, t.id, reason)
+	return step.Park(errors.New(reason))
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
