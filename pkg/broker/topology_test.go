@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +127,31 @@ func TestTopology(t *testing.T) {
 		var amqpErr *amqp.Error
 		if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.NotFound {
 			t.Fatalf("publish to a missing exchange: %v, want a 404 channel error", err)
+		}
+		// Interleaved from many goroutines, each return is matched to its
+		// own publish: exactly the unroutable half fails.
+		var wg sync.WaitGroup
+		var wrong atomic.Int32
+		for i := range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := QueueMuxVideo
+				if i%2 == 1 {
+					key = "nobody.listens"
+				}
+				err := pub.Publish(ctx, Exchange, key, amqp.Publishing{Body: []byte(`{}`)})
+				if (key == QueueMuxVideo) != (err == nil) || (err != nil && !errors.Is(err, ErrUnroutable)) {
+					wrong.Add(1)
+					t.Errorf("publish %d with key %s: %v", i, key, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wrong.Load() == 0 {
+			if n, err := ch.QueuePurge(QueueMuxVideo, false); err != nil || n != 50 {
+				t.Errorf("purged %d routable messages (%v), want 50", n, err)
+			}
 		}
 		// The publisher recovers its channel for the next message.
 		if err := pub.Publish(ctx, Exchange, QueueTTS, amqp.Publishing{Body: []byte(`{"after":"errors"}`)}); err != nil {
