@@ -225,7 +225,9 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 	return slots, nil
 }
 
-func clipPath(dir string, idx int) string { return filepath.Join(dir, fmt.Sprintf("seg-%06d.wav", idx)) }
+func clipPath(dir string, idx int) string {
+	return filepath.Join(dir, fmt.Sprintf("seg-%06d.wav", idx))
+}
 
 // download fetches key into file, refusing a missing or oversized object.
 func (h *handler) download(ctx context.Context, key, file string, limit int64) error {
