@@ -68,6 +68,7 @@ func TestHelperProcessWorker(t *testing.T) {
 }
 
 func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	const lease = 4 * time.Second
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessWorker$", "-test.count=1")
@@ -117,6 +118,7 @@ func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
 // TestBrokerRestartMidStreamLosesNothing streams 1,000 messages through a
 // runner on a private broker and restarts the broker in the middle.
 func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
+	t.Parallel()
 	rabbit := testenv.PrivateRabbit(t)
 	h := setupOn(t, rabbit.URL())
 	var calls callLog

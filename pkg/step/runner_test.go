@@ -22,6 +22,7 @@ func route(h step.Handler) []step.Route {
 }
 
 func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	var calls callLog
 	h.run(broker.QueueASR, route(effect(&calls)))
@@ -48,6 +49,7 @@ func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
 }
 
 func TestTransientErrorIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	var calls callLog
 	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
@@ -99,6 +101,7 @@ func TestTransientErrorIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 }
 
 func TestPermanentErrorIsDeadLetteredAtOnce(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	var calls callLog
 	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
@@ -124,6 +127,7 @@ func TestPermanentErrorIsDeadLetteredAtOnce(t *testing.T) {
 }
 
 func TestPanicIsAFailureNotACrash(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	var calls callLog
 	var n atomic.Int32
@@ -147,6 +151,7 @@ func TestPanicIsAFailureNotACrash(t *testing.T) {
 }
 
 func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	var calls callLog
 	h.run(broker.QueueASR, route(effect(&calls)))
@@ -180,6 +185,7 @@ func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) 
 }
 
 func TestEarlyMessageWaitsForItsPredecessor(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	var calls callLog
 	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second, Handler: effect(&calls)}})
@@ -197,6 +203,7 @@ func TestEarlyMessageWaitsForItsPredecessor(t *testing.T) {
 }
 
 func TestOutboxSweepPublishesWhatACrashLeftBehind(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	// A crash between the commit and the publish leaves the message in the
 	// outbox: put one there as a dead worker would have, and let a live
@@ -241,6 +248,7 @@ func (p *failingPublisher) Publish(ctx context.Context, exchange, key string, ms
 }
 
 func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	fp := &failingPublisher{Publisher: h.pub, key: broker.QueueTranslate}
 	fp.broken.Store(true)
@@ -271,6 +279,7 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 }
 
 func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	const parts = 8
 	var arrived sync.WaitGroup
