@@ -78,9 +78,8 @@ test: ## Run every module's tests against the real stack (starts it if needed)
 	$(WITH_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: demo
-demo: build ## Dub a sample video on a local stack (scripts/demo.sh)
+demo: ## Build, start the stack and workers, dub a sample video (scripts/demo.sh)
 	@test -f scripts/demo.sh || { echo "demo: scripts/demo.sh is not written yet" >&2; exit 1; }
-	scripts/stack.sh up
 	bash scripts/demo.sh
 
 .PHONY: bench
