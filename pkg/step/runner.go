@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,10 @@ type Runner struct {
 	routes  map[string]Route
 	relay   *relay
 	running atomic.Bool
+	// troubles counts hand-backs in a row (the database or the broker is
+	// down); it spaces them out so an outage does not burn through the
+	// queue's delivery limit.
+	troubles atomic.Int32
 }
 
 // NewRunner checks cfg and returns a Runner.
@@ -200,7 +205,8 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) handle(ctx context.Context, d Delivery) {
 	env, err := wire.Decode(d.Body)
 	if err != nil {
-		r.reject(ctx, d, nil, wire.ClassInvalid, fmt.Errorf("invalid message: %w", err))
+		// What can be read of it still names the task to fail, if any.
+		r.reject(ctx, d, peek(d.Body), wire.ClassInvalid, fmt.Errorf("invalid message: %w", err))
 		return
 	}
 	log := r.cfg.Log.With().Str("task_id", env.TaskID.String()).Str("step", env.Step).
@@ -390,12 +396,46 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 		r.handBack(ctx, d, log)
 		return
 	}
-	if env != nil && class == wire.ClassPermanent {
+	if env != nil && env.TaskID != uuid.Nil {
 		if _, ferr := r.cfg.Pool.Exec(ctx, store.FailTaskSQL, env.TaskID, fmt.Sprintf("%s: %s", env.Step, err)); ferr != nil {
 			log.Warn().Err(ferr).Msg("mark task failed")
 		}
 	}
 	r.ack(d, log)
+}
+
+// peek reads the envelope fields of a message that failed validation, for
+// the dead letter and to fail its task; nil when not even the task id is a
+// UUID.
+func peek(body []byte) *wire.Envelope {
+	if len(body) > wire.MaxMessageBytes {
+		return nil
+	}
+	var head struct {
+		TaskID  string `json:"task_id"`
+		Step    string `json:"step"`
+		Attempt int    `json:"attempt"`
+		TraceID string `json:"trace_id"`
+	}
+	if json.Unmarshal(body, &head) != nil {
+		return nil
+	}
+	id, err := uuid.Parse(head.TaskID)
+	if err != nil {
+		return nil
+	}
+	env := &wire.Envelope{TaskID: id}
+	// Keep only what the dead-letter schema accepts.
+	if wire.RoutingKey(head.Step) != "" {
+		env.Step = head.Step
+	}
+	if head.Attempt > 0 && head.Attempt <= 1000 {
+		env.Attempt = head.Attempt
+	}
+	if n := len(head.TraceID); n > 0 && n <= 128 && strings.IndexFunc(head.TraceID, func(r rune) bool { return r <= ' ' || r > '~' }) < 0 {
+		env.TraceID = head.TraceID
+	}
+	return env
 }
 
 // later republishes the message unchanged through a delay tier, then acks it.
@@ -411,16 +451,21 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 }
 
 func (r *Runner) ack(d Delivery, log zerolog.Logger) {
+	r.troubles.Store(0)
 	if err := d.Ack(); err != nil {
 		log.Warn().Err(err).Msg("ack failed; the broker will redeliver and the duplicate will be skipped")
 	}
 }
 
-// handBack returns the message to its queue after a short pause, so that a
-// broken dependency does not spin the worker.
+// handBack returns the message to its queue after a pause that grows while
+// hand-backs follow each other (1s, 2s, 4s, ... 30s), so that an outage of
+// the database neither spins the worker nor exhausts the queue's delivery
+// limit within minutes.
 func (r *Runner) handBack(ctx context.Context, d Delivery, log zerolog.Logger) {
+	n := r.troubles.Add(1)
+	pause := min(time.Second<<min(n-1, 5), 30*time.Second)
 	select {
-	case <-time.After(time.Second):
+	case <-time.After(pause):
 	case <-ctx.Done():
 	}
 	if err := d.Nack(true); err != nil {
