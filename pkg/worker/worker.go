@@ -51,6 +51,7 @@ type Deps struct {
 	pubConn *broker.Conn
 	pub     *broker.Publisher
 	topo    broker.Topology
+	metrics *broker.Metrics
 }
 
 // Open connects to Postgres, the object store and the broker's publishing
@@ -67,13 +68,12 @@ func Open(ctx context.Context, service string, cfg config.Common, log zerolog.Lo
 		d.Close()
 		return nil, err
 	}
-	metrics, err := broker.NewMetrics(d.Registry)
-	if err != nil {
+	if d.metrics, err = broker.NewMetrics(d.Registry); err != nil {
 		d.Close()
 		return nil, err
 	}
 	d.pubConn, err = broker.Dial(ctx, cfg.AMQPURL, service+"-publish", log,
-		broker.WithTopology(d.topo), broker.WithMetrics(metrics))
+		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -99,7 +99,8 @@ func (d *Deps) Close() {
 // endpoints beside it, and returns after a graceful stop.
 func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) error {
 	cfg := d.Config
-	consConn, err := broker.Dial(ctx, cfg.AMQPURL, d.Service+"-consume", d.Log, broker.WithTopology(d.topo))
+	consConn, err := broker.Dial(ctx, cfg.AMQPURL, d.Service+"-consume", d.Log,
+		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
 	if err != nil {
 		return err
 	}
