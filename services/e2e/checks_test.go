@@ -100,6 +100,9 @@ func (s *stack) checkDubbed(t *testing.T, ctx context.Context, v taskJSON, input
 	if d := videos[0].Duration - audios[0].Duration; math.Abs(d.Seconds()) > 0.5 {
 		t.Errorf("dub audio lasts %s, video %s: differ by more than 0.5s", audios[0].Duration, videos[0].Duration)
 	}
+	if lang := audios[0].Language; lang != "spa" && lang != "es" {
+		t.Errorf("first audio track is tagged %q, want the Spanish dub (spa)", lang)
+	}
 	if subs := info.StreamsOf(media.SubtitleStream); len(subs) == 0 {
 		t.Errorf("output has no subtitle track")
 	}
@@ -141,6 +144,8 @@ func (s *stack) checkDubbed(t *testing.T, ctx context.Context, v taskJSON, input
 			t.Errorf("subtitle %s is not SRT (%v): %.200q", p, err, data)
 		}
 	}
+	t.Logf("task %s: video %s, %d audio and %d subtitle tracks, dub %.1f dB mean / %.1f dB peak in the speech, SRT objects %v",
+		v.TaskID, videoMD5(t, ctx, output), len(audios), len(info.StreamsOf(media.SubtitleStream)), vol.MeanDB, vol.MaxDB, srt)
 	s.checkSteps(t, ctx, v.TaskID)
 	s.checkSegments(t, ctx, v.TaskID)
 }
