@@ -270,14 +270,22 @@ func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, t stuckTask) ([]Act
 	for _, part := range parts {
 		var status string
 		var message []byte
-		err := tx.QueryRow(ctx, `SELECT status, message FROM task_steps WHERE task_id = $1 AND step = $2 AND part = $3
-			ORDER BY attempt DESC LIMIT 1`, t.id, next, part).Scan(&status, &message)
+		var deadLettered bool
+		err := tx.QueryRow(ctx, `SELECT s.status, s.message, EXISTS (SELECT 1 FROM dead_letters d
+			        WHERE d.task_id = s.task_id AND d.step = s.step AND d.attempt = s.attempt AND d.replayed_at IS NULL)
+			  FROM task_steps s WHERE s.task_id = $1 AND s.step = $2 AND s.part = $3
+			 ORDER BY s.attempt DESC LIMIT 1`, t.id, next, part).Scan(&status, &message, &deadLettered)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, fmt.Errorf("read last %s attempt of %s: %w", next, t.id, err)
 		}
-		if status == "parked" {
+		switch {
+		case status == "parked":
 			acts = append(acts, Action{Kind: actionUnrecoverable, TaskID: t.id, Step: next, Part: part,
 				Detail: "step parked for an operator (tts_requeue)"})
+			continue
+		case deadLettered:
+			acts = append(acts, Action{Kind: actionUnrecoverable, TaskID: t.id, Step: next, Part: part,
+				Detail: "last attempt dead-lettered; waits for dubctl dlq replay"})
 			continue
 		}
 		var env *wire.Envelope

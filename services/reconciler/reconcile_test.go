@@ -206,6 +206,13 @@ func TestStuckTasksAreRedrivenFromTheStepTheyWaitFor(t *testing.T) {
 	}
 	f.attempt(t, parked, message(t, wire.StepTTS, parked, wire.TTS{TaskID: parked}), "", "parked", 0)
 	fresh := f.task(t, time.Second)
+	// Dead-lettered: left to the operator's dubctl dlq replay.
+	dead := f.task(t, time.Hour)
+	f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status) VALUES ($1, 'extract_audio', 1, 'succeeded')`, dead)
+	deadKeys := wire.DefaultKeys(dead)
+	f.attempt(t, dead, message(t, wire.StepASR, dead, wire.ASR{AudioKey: deadKeys.SourceAudio, Language: "en",
+		OutputKey: deadKeys.ASR}), "", "failed", 0)
+	f.exec(t, `INSERT INTO dead_letters (message_id, task_id, step, attempt) VALUES ('x', $1, 'asr', 1)`, dead)
 
 	// Several replicas at once re-drive each thing once.
 	var wg sync.WaitGroup
@@ -228,8 +235,8 @@ func TestStuckTasksAreRedrivenFromTheStepTheyWaitFor(t *testing.T) {
 	if n := count(acts, actionStuck); n != 3 {
 		t.Errorf("%d re-drives, want 3 (asr, translate seg-1 and seg-2,seg-3): %+v", n, acts)
 	}
-	if n := count(acts, actionUnrecoverable); n != 1 {
-		t.Errorf("%d reports, want the parked tts: %+v", n, acts)
+	if n := count(acts, actionUnrecoverable); n != 2 {
+		t.Errorf("%d reports, want the parked tts and the dead-lettered asr: %+v", n, acts)
 	}
 	asr := f.drain(t, broker.QueueASR)
 	if len(asr) != 1 || asr[0].TaskID != lostASR || asr[0].Attempt != 2 {
