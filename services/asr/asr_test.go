@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,25 +41,25 @@ func fixtures(t *testing.T) string {
 
 // newTask creates a task whose extract_audio step succeeded, with its audio
 // (a local WAV file) stored, and returns the asr message for it.
-func (s *stack) newTask(wav string) *wire.Envelope {
-	s.t.Helper()
+func newTask(s *testenv.Stack, wav string) *wire.Envelope {
+	s.T.Helper()
 	ctx := context.Background()
 	id := uuid.New()
 	keys := wire.DefaultKeys(id)
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language)
 		VALUES ($1, 'running', 'en', 'es')`, id); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
 		VALUES ($1, 'extract_audio', 1, 'succeeded', now())`, id); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
-	if err := s.blob.PutFile(ctx, keys.SourceAudio, wav, "audio/wav"); err != nil {
-		s.t.Fatal(err)
+	if err := s.Blob.PutFile(ctx, keys.SourceAudio, wav, "audio/wav"); err != nil {
+		s.T.Fatal(err)
 	}
 	env, err := wire.New(wire.StepASR, id, "", wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
 	if err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	return env
 }
@@ -66,19 +67,19 @@ func (s *stack) newTask(wav string) *wire.Envelope {
 // TestASR runs one worker (starting a stack costs seconds) on real speech
 // and on silence.
 func TestASR(t *testing.T) {
-	s := newStack(t, map[string]string{"TRANSLATE_BATCH_SIZE": "3"})
-	s.start()
+	s := testenv.NewStack(t, run, map[string]string{"TRANSLATE_BATCH_SIZE": "3"})
+	s.Start()
 	t.Run("speech becomes segments, asr.json and translate batches", func(t *testing.T) { speechToSegments(t, s) })
 	t.Run("silence finishes the task with no_speech", func(t *testing.T) { silenceIsNoSpeech(t, s) })
 }
 
-func speechToSegments(t *testing.T, s *stack) {
+func speechToSegments(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
-	env := s.newTask(filepath.Join(fixtures(t), "jfk.wav"))
+	env := newTask(s, filepath.Join(fixtures(t), "jfk.wav"))
 	id := env.TaskID
-	s.publish(env)
-	if got := s.waitStep(id, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
-		t.Fatalf("asr %s: %+v", got, s.task(id))
+	s.Publish(env)
+	if got := s.WaitStep(id, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("asr %s: %+v", got, s.Task(id))
 	}
 
 	type seg struct {
@@ -86,7 +87,7 @@ func speechToSegments(t *testing.T, s *stack) {
 		Text                string
 	}
 	var segs []seg
-	rows, err := s.db.Pool.Query(ctx, `SELECT idx, start_ms, end_ms, src_text FROM segments
+	rows, err := s.DB.Pool.Query(ctx, `SELECT idx, start_ms, end_ms, src_text FROM segments
 		WHERE task_id = $1 AND mt_text IS NULL ORDER BY idx`, id)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func speechToSegments(t *testing.T, s *stack) {
 		t.Errorf("recognised %q; JFK's line has \"country\" in it", text)
 	}
 
-	raw, err := s.blob.Get(ctx, wire.DefaultKeys(id).ASR, 1<<20)
+	raw, err := s.Blob.Get(ctx, wire.DefaultKeys(id).ASR, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func speechToSegments(t *testing.T, s *stack) {
 	// One translate message per batch of 3, in order, covering every segment.
 	var got []string
 	for want := (len(segs) + 2) / 3; want > 0; want-- {
-		m, err := wire.Decode(s.next("task.translate", 10e9))
+		m, err := wire.Decode(s.Next("task.translate", 10e9))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,16 +157,16 @@ func speechToSegments(t *testing.T, s *stack) {
 	}
 	slices.Sort(got)
 	slices.Sort(want)
-	if !slices.Equal(got, want) || s.depth("task.translate") != 0 {
-		t.Errorf("translate batches carry %v (and %d more messages), want %v", got, s.depth("task.translate"), want)
+	if !slices.Equal(got, want) || s.Depth("task.translate") != 0 {
+		t.Errorf("translate batches carry %v (and %d more messages), want %v", got, s.Depth("task.translate"), want)
 	}
 	var parts int
-	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = 'translate'`, id).Scan(&parts); err != nil || parts != (len(segs)+2)/3 {
+	if err := s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = 'translate'`, id).Scan(&parts); err != nil || parts != (len(segs)+2)/3 {
 		t.Errorf("%d translate parts registered (err %v)", parts, err)
 	}
 }
 
-func silenceIsNoSpeech(t *testing.T, s *stack) {
+func silenceIsNoSpeech(t *testing.T, s *testenv.Stack) {
 	wav := filepath.Join(t.TempDir(), "silence.wav")
 	f, err := os.Create(wav)
 	if err != nil {
@@ -182,17 +183,17 @@ func silenceIsNoSpeech(t *testing.T, s *stack) {
 		t.Fatal(err)
 	}
 	f.Close()
-	translates := s.depth("task.translate")
-	env := s.newTask(wav)
-	s.publish(env)
-	if got := s.waitStep(env.TaskID, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
-		t.Fatalf("asr %s: %+v", got, s.task(env.TaskID))
+	translates := s.Depth("task.translate")
+	env := newTask(s, wav)
+	s.Publish(env)
+	if got := s.WaitStep(env.TaskID, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("asr %s: %+v", got, s.Task(env.TaskID))
 	}
-	task := s.task(env.TaskID)
+	task := s.Task(env.TaskID)
 	if task.Status != "done" || task.Result["no_speech"] != true {
 		t.Errorf("task = %+v, want done with no_speech", task)
 	}
-	ev, err := wire.DecodeEvent(s.next(s.events, 10e9))
+	ev, err := wire.DecodeEvent(s.Next(s.Events, 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +201,10 @@ func silenceIsNoSpeech(t *testing.T, s *stack) {
 		string(ev.Data) != `{"no_speech":true}` {
 		t.Errorf("event = %+v data %s", ev, ev.Data)
 	}
-	if n := s.depth("task.translate") - translates; n != 0 {
+	if n := s.Depth("task.translate") - translates; n != 0 {
 		t.Errorf("%d translate messages for silence", n)
 	}
-	raw, err := s.blob.Get(context.Background(), wire.DefaultKeys(env.TaskID).ASR, 1<<20)
+	raw, err := s.Blob.Get(context.Background(), wire.DefaultKeys(env.TaskID).ASR, 1<<20)
 	if err != nil || !strings.Contains(string(raw), `"segments":[]`) {
 		t.Errorf("asr.json = %s (err %v), want no segments", raw, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +15,10 @@ import (
 )
 
 // upload stores a local file under key.
-func (s *stack) upload(key, path string) {
-	s.t.Helper()
-	if err := s.blob.PutFile(context.Background(), key, path, "video/mp4"); err != nil {
-		s.t.Fatal(err)
+func upload(s *testenv.Stack, key, path string) {
+	s.T.Helper()
+	if err := s.Blob.PutFile(context.Background(), key, path, "video/mp4"); err != nil {
+		s.T.Fatal(err)
 	}
 }
 
@@ -48,32 +49,32 @@ func seedMessage(t *testing.T, id uuid.UUID) *wire.Envelope {
 // TestExtractAudio runs one worker (starting a stack costs seconds) through
 // every case: the seed's message, the language fallbacks, bad inputs.
 func TestExtractAudio(t *testing.T) {
-	s := newStack(t, map[string]string{
+	s := testenv.NewStack(t, run, map[string]string{
 		"MAX_VIDEO_SECONDS": "6", "DEFAULT_SOURCE_LANGUAGE": "en", "DEFAULT_TARGET_LANGUAGE": "de",
 	})
-	s.start()
+	s.Start()
 	t.Run("seed message creates the task and extracts audio", func(t *testing.T) { seedMessageCreatesTask(t, s) })
 	t.Run("languages from payload, then task, then defaults", func(t *testing.T) { languagesFallBack(t, s) })
 	t.Run("bad inputs fail the task with a clear reason", func(t *testing.T) { badInputsFail(t, s) })
 }
 
-func seedMessageCreatesTask(t *testing.T, s *stack) {
+func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {
 	id := uuid.New()
 	keys := wire.DefaultKeys(id)
-	s.upload(keys.SourceVideo, sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech))
+	upload(s, keys.SourceVideo, sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech))
 	env := seedMessage(t, id)
-	s.publish(env)
+	s.Publish(env)
 
-	if got := s.waitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
-		t.Fatalf("extract_audio %s: task %+v", got, s.task(id))
+	if got := s.WaitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("extract_audio %s: task %+v", got, s.Task(id))
 	}
-	task := s.task(id)
+	task := s.Task(id)
 	if task.SourceLanguage != "en" || task.TargetLanguage != "de" || task.TraceID != env.TraceID ||
 		task.SourceVideoKey != keys.SourceVideo || task.OutputVideoKey != keys.OutputVideo || task.Status != "running" {
 		t.Errorf("task row = %+v", task)
 	}
 
-	wav, err := s.blob.Get(context.Background(), keys.SourceAudio, 64<<20)
+	wav, err := s.Blob.Get(context.Background(), keys.SourceAudio, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func seedMessageCreatesTask(t *testing.T, s *stack) {
 		t.Errorf("stored audio lasts %.2fs", d)
 	}
 
-	next, err := wire.Decode(s.next("task.asr", 10e9))
+	next, err := wire.Decode(s.Next("task.asr", 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,44 +103,44 @@ func seedMessageCreatesTask(t *testing.T, s *stack) {
 	}
 }
 
-func languagesFallBack(t *testing.T, s *stack) {
+func languagesFallBack(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
 	video := sample(t, "Hello there.", media.SampleSpeech)
 
 	// The task row (as dubctl writes it) names the target; the payload the source.
 	id := uuid.New()
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, target_language, speaker_id) VALUES ($1, 'es', 'en-us+f3')`, id); err != nil {
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, target_language, speaker_id) VALUES ($1, 'es', 'en-us+f3')`, id); err != nil {
 		t.Fatal(err)
 	}
 	keys := wire.DefaultKeys(id)
-	s.upload(keys.SourceVideo, video)
+	upload(s, keys.SourceVideo, video)
 	env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{
 		SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio, SourceLanguage: "fr",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.publish(env)
-	if got := s.waitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
-		t.Fatalf("extract_audio %s: %+v", got, s.task(id))
+	s.Publish(env)
+	if got := s.WaitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("extract_audio %s: %+v", got, s.Task(id))
 	}
-	if task := s.task(id); task.SourceLanguage != "fr" || task.TargetLanguage != "es" || task.SpeakerID != "en-us+f3" {
+	if task := s.Task(id); task.SourceLanguage != "fr" || task.TargetLanguage != "es" || task.SpeakerID != "en-us+f3" {
 		t.Errorf("payload, then task: task row = %+v", task)
 	}
 
 	// Nothing anywhere: the configured defaults.
 	id2 := uuid.New()
-	s.upload(wire.DefaultKeys(id2).SourceVideo, video)
-	s.publish(seedMessage(t, id2))
-	if got := s.waitStep(id2, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
+	upload(s, wire.DefaultKeys(id2).SourceVideo, video)
+	s.Publish(seedMessage(t, id2))
+	if got := s.WaitStep(id2, wire.StepExtractAudio, "succeeded", "failed"); got != "succeeded" {
 		t.Fatalf("extract_audio %s", got)
 	}
-	if task := s.task(id2); task.SourceLanguage != "en" || task.TargetLanguage != "de" {
+	if task := s.Task(id2); task.SourceLanguage != "en" || task.TargetLanguage != "de" {
 		t.Errorf("defaults: task row = %+v", task)
 	}
 }
 
-func badInputsFail(t *testing.T, s *stack) {
+func badInputsFail(t *testing.T, s *testenv.Stack) {
 	text := filepath.Join(t.TempDir(), "notes.mp4")
 	if err := os.WriteFile(text, []byte("this is a text file, not a video\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -155,14 +156,14 @@ func badInputsFail(t *testing.T, s *stack) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			id := uuid.New()
-			asrBefore := s.depth("task.asr")
-			s.upload(wire.DefaultKeys(id).SourceVideo, c.file)
+			asrBefore := s.Depth("task.asr")
+			upload(s, wire.DefaultKeys(id).SourceVideo, c.file)
 			env := seedMessage(t, id)
-			s.publish(env)
-			if got := s.waitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "failed" {
+			s.Publish(env)
+			if got := s.WaitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "failed" {
 				t.Fatalf("extract_audio %s, want failed", got)
 			}
-			dl, err := wire.DecodeDeadLetter(s.next("task.dlq", 10e9))
+			dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10e9))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,11 +171,11 @@ func badInputsFail(t *testing.T, s *stack) {
 				!strings.Contains(dl.FailureReason, wire.DefaultKeys(id).SourceVideo) {
 				t.Errorf("dead letter = %+v, want a permanent one naming the key and %q", dl, c.reason)
 			}
-			task := s.task(id)
+			task := s.Task(id)
 			if task.Status != "failed" || !strings.Contains(task.Error, c.reason) {
 				t.Errorf("task = %+v, want failed with %q", task, c.reason)
 			}
-			if n := s.depth("task.asr") - asrBefore; n != 0 {
+			if n := s.Depth("task.asr") - asrBefore; n != 0 {
 				t.Errorf("%d asr messages for a bad input", n)
 			}
 		})
@@ -185,8 +186,8 @@ func badInputsFail(t *testing.T, s *stack) {
 		body := []byte(`{"task_id":"` + id.String() + `","step":"extract_audio","attempt":1,"trace_id":"trace-1",` +
 			`"created_at":"2024-01-01T12:00:00Z","payload":{"source_video_key":"videos/` + id.String() +
 			`/../../etc/passwd","output_audio_key":"audios/` + id.String() + `/source.wav"}}`)
-		s.publishRaw("task.extract_audio", body)
-		dl, err := wire.DecodeDeadLetter(s.next("task.dlq", 10e9))
+		s.PublishRaw("task.extract_audio", body)
+		dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10e9))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +196,7 @@ func badInputsFail(t *testing.T, s *stack) {
 			t.Errorf("dead letter = %+v", dl)
 		}
 		var n int
-		if err := s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM task_steps WHERE task_id = $1`, id).Scan(&n); err != nil || n != 0 {
+		if err := s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM task_steps WHERE task_id = $1`, id).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%d task_steps rows (err %v): an invalid message must not run", n, err)
 		}
 	})

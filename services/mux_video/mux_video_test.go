@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +31,8 @@ func TestMuxVideo(t *testing.T) {
 	dir := t.TempDir()
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the worker's temporary files go here, and must go away
-	s := newStack(t, nil)
-	s.start()
+	s := testenv.NewStack(t, run, nil)
+	s.Start()
 	ctx := context.Background()
 
 	id := uuid.New()
@@ -40,18 +41,18 @@ func TestMuxVideo(t *testing.T) {
 	if err := media.MakeSampleVideo(ctx, "Hello my friend. Thank you very much for everything.", video, media.SampleOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.blob.PutFile(ctx, keys.SourceVideo, video, "video/mp4"); err != nil {
+	if err := s.Blob.PutFile(ctx, keys.SourceVideo, video, "video/mp4"); err != nil {
 		t.Fatal(err)
 	}
 	src, err := media.Probe(ctx, video)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key, output_video_key)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key, output_video_key)
 		VALUES ($1, 'running', 'en', 'es', $2, $3)`, id, keys.SourceVideo, keys.OutputVideo); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
 		VALUES ($1, 'tts', 1, 'succeeded', now())`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +72,11 @@ func TestMuxVideo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.blob.Put(ctx, key, bytes.NewReader(a.WAV), int64(len(a.WAV)), "audio/wav"); err != nil {
+			if err := s.Blob.Put(ctx, key, bytes.NewReader(a.WAV), int64(len(a.WAV)), "audio/wav"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.db.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key)
+		if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, i, sg.start, sg.end, sg.src, sg.mt, key); err != nil {
 			t.Fatal(err)
 		}
@@ -86,15 +87,15 @@ func TestMuxVideo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.publish(env)
-	if got := s.waitStep(id, wire.StepMuxVideo, "succeeded", "failed"); got != "succeeded" {
-		t.Fatalf("mux_video %s: %+v", got, s.task(id))
+	s.Publish(env)
+	if got := s.WaitStep(id, wire.StepMuxVideo, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("mux_video %s: %+v", got, s.Task(id))
 	}
 
 	// The output: video copied bit for bit, dub first and default, the
 	// original second, both tagged, two subtitle tracks, same length.
 	out := filepath.Join(dir, "final.mp4")
-	if err := s.blob.GetFile(ctx, keys.OutputVideo, out, 1<<30); err != nil {
+	if err := s.Blob.GetFile(ctx, keys.OutputVideo, out, 1<<30); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := videoHash(t, video), videoHash(t, out); a != b {
@@ -124,24 +125,24 @@ func TestMuxVideo(t *testing.T) {
 		{outDir + "final.es.srt", "Muchas gracias"},
 		{outDir + "timing.json", `"segments"`},
 	} {
-		b, err := s.blob.Get(ctx, c.key, 1<<20)
+		b, err := s.Blob.Get(ctx, c.key, 1<<20)
 		if err != nil || !strings.Contains(string(b), c.want) {
 			t.Errorf("%s = %q (err %v), want it to contain %q", c.key, b, err, c.want)
 		}
 	}
-	dub, err := s.blob.Get(ctx, keys.DubAudio, 64<<20)
+	dub, err := s.Blob.Get(ctx, keys.DubAudio, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r, err := media.NewWAVReader(bytes.NewReader(dub)); err != nil || r.Duration()-src.Duration > 100e6 || src.Duration-r.Duration() > 100e6 {
 		t.Errorf("dub track: %v, err %v; want as long as the video (%s)", r, err, src.Duration)
 	}
-	task := s.task(id)
+	task := s.Task(id)
 	if task.Status != "done" || task.Result["output_video_key"] != keys.OutputVideo || task.Result["timing_report_key"] != outDir+"timing.json" ||
 		task.Result["segments"] != float64(3) {
 		t.Errorf("task = %+v", task)
 	}
-	ev, err := wire.DecodeEvent(s.next(s.events, 10e9))
+	ev, err := wire.DecodeEvent(s.Next(s.Events, 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"strings"
 	"testing"
 
@@ -12,22 +13,22 @@ import (
 // newTask creates a task whose asr step succeeded with the given segment
 // texts and registered translate parts (batches of ids), and returns the
 // translate messages, one per batch.
-func (s *stack) newTask(texts []string, batches [][]int) []*wire.Envelope {
-	s.t.Helper()
+func newTask(s *testenv.Stack, texts []string, batches [][]int) []*wire.Envelope {
+	s.T.Helper()
 	ctx := context.Background()
 	id := uuid.New()
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, speaker_id)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, speaker_id)
 		VALUES ($1, 'running', 'en', 'es', 'es+f2')`, id); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
 		VALUES ($1, 'asr', 1, 'succeeded', now())`, id); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	for i, text := range texts {
-		if _, err := s.db.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text)
+		if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text)
 			VALUES ($1, $2, $3, $4, $5)`, id, i, i*2000, i*2000+1500, text); err != nil {
-			s.t.Fatal(err)
+			s.T.Fatal(err)
 		}
 	}
 	var out []*wire.Envelope
@@ -40,11 +41,11 @@ func (s *stack) newTask(texts []string, batches [][]int) []*wire.Envelope {
 			TaskID: id, SegmentIDs: ids, SourceLanguage: "en", TargetLanguage: "es",
 		})
 		if err != nil {
-			s.t.Fatal(err)
+			s.T.Fatal(err)
 		}
-		if _, err := s.db.Pool.Exec(ctx, `INSERT INTO step_parts (task_id, step, part) VALUES ($1, 'translate', $2)`,
+		if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO step_parts (task_id, step, part) VALUES ($1, 'translate', $2)`,
 			id, strings.Join(ids, ",")); err != nil {
-			s.t.Fatal(err)
+			s.T.Fatal(err)
 		}
 		out = append(out, env)
 	}
@@ -54,27 +55,27 @@ func (s *stack) newTask(texts []string, batches [][]int) []*wire.Envelope {
 // TestTranslate runs one worker (starting a stack costs seconds) handling
 // three batches at once.
 func TestTranslate(t *testing.T) {
-	s := newStack(t, map[string]string{"WORKER_CONCURRENCY": "3", "TRANSLATE_BATCH_SIZE": "2"})
-	s.start()
+	s := testenv.NewStack(t, run, map[string]string{"WORKER_CONCURRENCY": "3", "TRANSLATE_BATCH_SIZE": "2"})
+	s.Start()
 	t.Run("fan-in emits exactly one tts", func(t *testing.T) { fanIn(t, s) })
 	t.Run("missing segment is permanent", func(t *testing.T) { missingSegment(t, s) })
 }
 
-func fanIn(t *testing.T, s *stack) {
+func fanIn(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
 	texts := []string{"Hello, my friend.", "The house is big.", "", "I want to eat now.", "Thank you very much."}
-	msgs := s.newTask(texts, [][]int{{0, 1}, {2, 3}, {4}})
+	msgs := newTask(s, texts, [][]int{{0, 1}, {2, 3}, {4}})
 	id := msgs[0].TaskID
 	for _, m := range msgs {
-		s.publish(m)
+		s.Publish(m)
 	}
-	s.waitFor("every batch to succeed", func() bool {
+	s.WaitFor("every batch to succeed", func() bool {
 		var n int
-		err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'translate' AND status = 'succeeded'`, id).Scan(&n)
+		err := s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'translate' AND status = 'succeeded'`, id).Scan(&n)
 		return err == nil && n == len(msgs)
 	})
 
-	rows, err := s.db.Pool.Query(ctx, `SELECT idx, mt_text FROM segments WHERE task_id = $1 ORDER BY idx`, id)
+	rows, err := s.DB.Pool.Query(ctx, `SELECT idx, mt_text FROM segments WHERE task_id = $1 ORDER BY idx`, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +106,8 @@ func fanIn(t *testing.T, s *stack) {
 	}
 
 	// A duplicate of a finished batch is skipped and emits nothing.
-	s.publish(msgs[2])
-	tts, err := wire.Decode(s.next("task.tts", 10e9))
+	s.Publish(msgs[2])
+	tts, err := wire.Decode(s.Next("task.tts", 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,24 +118,24 @@ func fanIn(t *testing.T, s *stack) {
 	if tts.TaskID != id || tts.TraceID != "trace-fanin" || p.TaskID != id || p.SpeakerID != "es+f2" {
 		t.Errorf("tts message %+v payload %+v", tts, p)
 	}
-	s.waitFor("the duplicate to be consumed", func() bool { return s.depth("task.translate") == 0 })
+	s.WaitFor("the duplicate to be consumed", func() bool { return s.Depth("task.translate") == 0 })
 	var outbox int
-	s.waitFor("the outbox to drain", func() bool {
-		err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&outbox)
+	s.WaitFor("the outbox to drain", func() bool {
+		err := s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&outbox)
 		return err == nil && outbox == 0
 	})
-	if n := s.depth("task.tts"); n != 0 {
+	if n := s.Depth("task.tts"); n != 0 {
 		t.Errorf("%d more tts messages, want exactly one", n)
 	}
 }
 
-func missingSegment(t *testing.T, s *stack) {
-	msgs := s.newTask([]string{"Good morning."}, [][]int{{0, 7}})
-	s.publish(msgs[0])
-	if got := s.waitStep(msgs[0].TaskID, wire.StepTranslate, "succeeded", "failed"); got != "failed" {
+func missingSegment(t *testing.T, s *testenv.Stack) {
+	msgs := newTask(s, []string{"Good morning."}, [][]int{{0, 7}})
+	s.Publish(msgs[0])
+	if got := s.WaitStep(msgs[0].TaskID, wire.StepTranslate, "succeeded", "failed"); got != "failed" {
 		t.Fatalf("translate %s, want failed", got)
 	}
-	dl, err := wire.DecodeDeadLetter(s.next("task.dlq", 10e9))
+	dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -24,66 +25,66 @@ type row struct {
 func ptr(s string) *string { return &s }
 
 // newTask creates a task whose translate step succeeded, with segments.
-func (s *stack) newTask(rows []row) uuid.UUID {
-	s.t.Helper()
+func newTask(s *testenv.Stack, rows []row) uuid.UUID {
+	s.T.Helper()
 	ctx := context.Background()
 	id := uuid.New()
 	keys := wire.DefaultKeys(id)
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key, output_video_key)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key, output_video_key)
 		VALUES ($1, 'running', 'en', 'es', $2, $3)`, id, keys.SourceVideo, keys.OutputVideo); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
-	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
 		VALUES ($1, 'translate', 1, 'succeeded', now())`, id); err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	for i, r := range rows {
 		var params []byte
 		if r.params != nil {
 			params, _ = json.Marshal(r.params)
 		}
-		if _, err := s.db.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key, tts_params_json)
+		if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key, tts_params_json)
 			VALUES ($1, $2, $3, $4, 'text', $5, $6, $7)`, id, i, r.startMS, r.endMS, r.mt, r.key, params); err != nil {
-			s.t.Fatal(err)
+			s.T.Fatal(err)
 		}
 	}
 	return id
 }
 
-func (s *stack) segments(id uuid.UUID) []row {
-	s.t.Helper()
-	rows, err := s.db.Pool.Query(context.Background(), `SELECT start_ms, end_ms, mt_text, tts_audio_key, tts_params_json
+func segments(s *testenv.Stack, id uuid.UUID) []row {
+	s.T.Helper()
+	rows, err := s.DB.Pool.Query(context.Background(), `SELECT start_ms, end_ms, mt_text, tts_audio_key, tts_params_json
 		FROM segments WHERE task_id = $1 ORDER BY idx`, id)
 	if err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
 	defer rows.Close()
 	var out []row
 	for rows.Next() {
 		var r row
 		if err := rows.Scan(&r.startMS, &r.endMS, &r.mt, &r.key, &r.params); err != nil {
-			s.t.Fatal(err)
+			s.T.Fatal(err)
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
-func (s *stack) publishTTS(id uuid.UUID, p wire.TTS) {
-	s.t.Helper()
+func publishTTS(s *testenv.Stack, id uuid.UUID, p wire.TTS) {
+	s.T.Helper()
 	p.TaskID = id
 	env, err := wire.New(wire.StepTTS, id, "trace-tts", p)
 	if err != nil {
-		s.t.Fatal(err)
+		s.T.Fatal(err)
 	}
-	s.publish(env)
+	s.Publish(env)
 }
 
 // TestTTS runs espeak-ng on one worker, then a worker whose engine always
 // fails, on the same stack (starting one costs seconds).
 func TestTTS(t *testing.T) {
-	s := newStack(t, map[string]string{"TTS_BATCH_SIZE": "2", "TTS_MAX_CONCURRENCY": "2"})
-	stop := s.start()
+	s := testenv.NewStack(t, run, map[string]string{"TTS_BATCH_SIZE": "2", "TTS_MAX_CONCURRENCY": "2"})
+	stop := s.Start()
 	t.Run("synthesizes what is missing and emits mux_video", func(t *testing.T) { synthesizes(t, s) })
 	stop()
 
@@ -93,27 +94,27 @@ func TestTTS(t *testing.T) {
 		http.Error(w, "engine overloaded", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	s.env["TTS_ENGINE"], s.env["TTS_BASE_URL"] = "tts_service", srv.URL
-	s.env["TTS_MAX_RETRIES"], s.env["TTS_RETRY_DELAY_SECONDS"] = "5", "0.05"
-	s.env["OPS_ADDR"] = freeAddr(t)
-	s.start()
+	s.Env["TTS_ENGINE"], s.Env["TTS_BASE_URL"] = "tts_service", srv.URL
+	s.Env["TTS_MAX_RETRIES"], s.Env["TTS_RETRY_DELAY_SECONDS"] = "5", "0.05"
+	s.Env["OPS_ADDR"] = testenv.FreeAddr(t)
+	s.Start()
 	t.Run("a failing engine compensates and parks", func(t *testing.T) { compensates(t, s, &calls) })
 }
 
-func synthesizes(t *testing.T, s *stack) {
+func synthesizes(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
 	id := uuid.New()
-	id = s.newTask([]row{
+	id = newTask(s, []row{
 		{startMS: 0, endMS: 1500, mt: ptr("Hola, amigo mío.")},
 		{startMS: 2500, endMS: 3000, mt: ptr("")},
 		{startMS: 3000, endMS: 4000, mt: ptr("Ya hecho."), key: ptr(wire.SegmentKey(id, 2)), params: map[string]any{"pre": "existing"}},
 		{startMS: 4500, endMS: 6000, mt: ptr("Muchas gracias por todo, de verdad.")},
 	})
-	s.publishTTS(id, wire.TTS{})
-	if got := s.waitStep(id, wire.StepTTS, "succeeded", "failed", "parked"); got != "succeeded" {
-		t.Fatalf("tts %s: %+v", got, s.task(id))
+	publishTTS(s, id, wire.TTS{})
+	if got := s.WaitStep(id, wire.StepTTS, "succeeded", "failed", "parked"); got != "succeeded" {
+		t.Fatalf("tts %s: %+v", got, s.Task(id))
 	}
-	segs := s.segments(id)
+	segs := segments(s, id)
 	for _, c := range []struct{ idx, slot int }{{0, 2500}, {3, 1500}} {
 		r := segs[c.idx]
 		if r.key == nil || *r.key != wire.SegmentKey(id, c.idx) {
@@ -123,7 +124,7 @@ func synthesizes(t *testing.T, s *stack) {
 		if r.params["engine"] != "espeak-ng" || r.params["slot_ms"] != float64(c.slot) || r.params["target_duration_ms"] != float64(c.slot) {
 			t.Errorf("segment %d: params %v, want espeak-ng aiming at the %d ms slot", c.idx, r.params, c.slot)
 		}
-		wav, err := s.blob.Get(ctx, *r.key, 16<<20)
+		wav, err := s.Blob.Get(ctx, *r.key, 16<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,11 +139,11 @@ func synthesizes(t *testing.T, s *stack) {
 	if r := segs[2]; r.params["pre"] != "existing" {
 		t.Errorf("segment with audio was redone: params %v", r.params)
 	}
-	if _, err := s.blob.Stat(ctx, wire.SegmentKey(id, 2)); err == nil {
+	if _, err := s.Blob.Stat(ctx, wire.SegmentKey(id, 2)); err == nil {
 		t.Errorf("segment with audio was synthesized again")
 	}
 
-	m, err := wire.Decode(s.next("task.mux_video", 10e9))
+	m, err := wire.Decode(s.Next("task.mux_video", 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,24 +157,24 @@ func synthesizes(t *testing.T, s *stack) {
 	}
 }
 
-func compensates(t *testing.T, s *stack, calls *atomic.Int32) {
+func compensates(t *testing.T, s *testenv.Stack, calls *atomic.Int32) {
 	ctx := context.Background()
-	id := s.newTask([]row{
+	id := newTask(s, []row{
 		{startMS: 0, endMS: 1500, mt: ptr("Hola.")},
 		{startMS: 2000, endMS: 3000, mt: ptr("Adiós.")},
 	})
 	retries := 2
 	delay := 0.01
-	s.publishTTS(id, wire.TTS{MaxRetries: &retries, RetryDelaySec: &delay})
-	if got := s.waitStep(id, wire.StepTTS, "succeeded", "failed", "parked"); got != "parked" {
-		t.Fatalf("tts %s, want parked: %+v", got, s.task(id))
+	publishTTS(s, id, wire.TTS{MaxRetries: &retries, RetryDelaySec: &delay})
+	if got := s.WaitStep(id, wire.StepTTS, "succeeded", "failed", "parked"); got != "parked" {
+		t.Fatalf("tts %s, want parked: %+v", got, s.Task(id))
 	}
 	if n := calls.Load(); n != 2*(1+int32(retries)) {
 		t.Errorf("engine called %d times, want %d (the payload's max_retries overrides TTS_MAX_RETRIES)", n, 2*(1+retries))
 	}
 	seen := map[int]bool{}
 	for range 2 {
-		c, err := wire.DecodeCompensation(s.next("task.tts_compensation", 10e9))
+		c, err := wire.DecodeCompensation(s.Next("task.tts_compensation", 10e9))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,17 +187,17 @@ func compensates(t *testing.T, s *stack, calls *atomic.Int32) {
 		t.Errorf("compensation for segments %v, want 0 and 1", seen)
 	}
 	var failures, missing int
-	if err := s.db.Pool.QueryRow(ctx, `SELECT min(tts_failures), count(*) FILTER (WHERE tts_error = '' OR tts_failed_at IS NULL OR tts_audio_key IS NOT NULL)
+	if err := s.DB.Pool.QueryRow(ctx, `SELECT min(tts_failures), count(*) FILTER (WHERE tts_error = '' OR tts_failed_at IS NULL OR tts_audio_key IS NOT NULL)
 		FROM segments WHERE task_id = $1`, id).Scan(&failures, &missing); err != nil || failures != 1 || missing != 0 {
 		t.Errorf("segments: min tts_failures %d, %d without a failure record (err %v)", failures, missing, err)
 	}
-	if task := s.task(id); task.Status != "compensating" || task.Error == "" {
+	if task := s.Task(id); task.Status != "compensating" || task.Error == "" {
 		t.Errorf("task = %+v, want compensating", task)
 	}
-	if n := s.depth("task.mux_video"); n != 0 {
+	if n := s.Depth("task.mux_video"); n != 0 {
 		t.Errorf("%d mux_video messages for a task with holes", n)
 	}
-	if n := s.depth("task.dlq"); n != 0 {
+	if n := s.Depth("task.dlq"); n != 0 {
 		t.Errorf("%d dead letters: a parked step is not dead-lettered", n)
 	}
 }
