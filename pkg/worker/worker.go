@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
@@ -177,4 +179,16 @@ func (s source) Consume(ctx context.Context, handle func(context.Context, step.D
 			Nack:       func(requeue bool) error { return d.Nack(requeue) },
 		})
 	})
+}
+
+// Main is a worker's main: it runs run with the process environment until
+// SIGINT or SIGTERM, and exits 1 with the error, if any, on standard error.
+func Main(service string, run func(ctx context.Context, environ map[string]string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, config.Environ())
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, service+":", err)
+		os.Exit(1)
+	}
 }

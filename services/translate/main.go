@@ -5,10 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
@@ -20,14 +16,7 @@ import (
 
 const service = "translate"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, config.Environ()); err != nil {
-		fmt.Fprintln(os.Stderr, service+":", err)
-		os.Exit(1)
-	}
-}
+func main() { worker.Main(service, run) }
 
 // run serves task.translate with the configuration in environ until ctx is
 // cancelled.
