@@ -100,6 +100,7 @@ type flow struct {
 	db      *testenv.Database
 	blob    *blob.Store
 	pub     *broker.Publisher
+	conn    *broker.Conn
 	engines *engines
 	procs   map[string]*proc
 	video   string // a local sample video
@@ -157,7 +158,7 @@ func newFlow(t testing.TB, extra map[string]string) *flow {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	f := &flow{t: t, bin: bin, env: env, db: db, blob: store, pub: broker.NewPublisher(conn), engines: e,
+	f := &flow{t: t, bin: bin, env: env, db: db, blob: store, pub: broker.NewPublisher(conn), conn: conn, engines: e,
 		procs: map[string]*proc{}}
 	f.video = filepath.Join(t.TempDir(), "sample.mp4")
 	if err := media.MakeSampleVideo(context.Background(), sampleText, f.video, media.SampleOptions{}); err != nil {
@@ -519,4 +520,46 @@ func toneWAV(d time.Duration) []byte {
 		_ = binary.Write(&b, le, int16(3000*math.Sin(2*math.Pi*220*float64(i)/rate)))
 	}
 	return b.Bytes()
+}
+
+// eventLog collects the integrator events published during a test.
+type eventLog struct {
+	mu   sync.Mutex
+	keys map[string]int
+}
+
+func (l *eventLog) count(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.keys[key]
+}
+
+// bindEvents binds a queue to every event.* routing key, as an integrator
+// would, and counts what arrives.
+func (f *flow) bindEvents() *eventLog {
+	f.t.Helper()
+	ch, err := f.conn.Channel(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, "event.#", broker.Exchange, false, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	l := &eventLog{keys: map[string]int{}}
+	go func() {
+		for d := range deliveries {
+			l.mu.Lock()
+			l.keys[d.RoutingKey]++
+			l.mu.Unlock()
+		}
+	}()
+	return l
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
 
@@ -34,6 +35,9 @@ func TestSoak(t *testing.T) {
 	f.engines.set(func(e *engines) { e.ttsFailRate, e.translateTimeout = 0.2, 0.1 })
 	f.start(append(append([]string{}, workers...), "dlq_recorder", "reconciler")...)
 	ctx := context.Background()
+	// An integrator listening to the events (unbound event.* routing keys
+	// would be unroutable).
+	events := f.bindEvents()
 
 	start := time.Now()
 	ids := make([]uuid.UUID, n)
@@ -137,6 +141,23 @@ func TestSoak(t *testing.T) {
 	f.engines.mu.Lock()
 	timeouts := f.engines.timeouts
 	f.engines.mu.Unlock()
+	succeededEvents, failedEvents := events.count(wire.EventPrefix+wire.EventTaskSucceeded), events.count(wire.EventPrefix+wire.EventTaskFailed)
+	if succeededEvents < done || failedEvents < failed {
+		t.Errorf("events: %d task.succeeded and %d task.failed, want at least %d and %d", succeededEvents, failedEvents, done, failed)
+	}
+	rows, err := f.db.Pool.Query(ctx, `SELECT step, error_class, failure_reason FROM dead_letters ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var st, class, reason string
+		if err := rows.Scan(&st, &class, &reason); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("SOAK DEAD LETTER step=%s class=%s reason=%q", st, class, reason)
+	}
+	rows.Close()
+	t.Logf("SOAK EVENTS task.succeeded=%d task.failed=%d", succeededEvents, failedEvents)
 	t.Logf("SOAK RESULT tasks=%d done=%d failed_with_dead_letter=%d stuck_or_lost=%d elapsed=%s",
 		n, done, failed, lost, elapsed.Round(time.Second))
 	t.Logf("SOAK DETAIL failed_attempts=%d (translate %d) translate_timeouts=%d tts_calls=%d tts_failed_calls=%d "+
