@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,10 @@ func NewPublisher(conn *Conn) *Publisher {
 	return &Publisher{conn: conn, lock: make(chan struct{}, 1)}
 }
 
-// Publish sends msg to exchange with routing key key, mandatory, and waits
+// Publish sends msg to exchange with routing key key, mandatory (except
+// events, whose routing key starts with EventPrefix: an event no integrator
+// has bound a queue for is dropped by the broker, as pub/sub events are,
+// rather than failing its publisher forever), and waits
 // for the broker's confirm. Unless set, DeliveryMode is persistent and
 // ContentType application/json. It returns nil only once the broker has
 // confirmed the message; an unroutable message is ErrUnroutable, a nack is
@@ -110,7 +114,8 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 	if err != nil {
 		return err
 	}
-	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, msg)
+	mandatory := !strings.HasPrefix(key, EventPrefix)
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -23,8 +23,10 @@ func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (
 		return nil, 0, err
 	}
 	var next int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(attempt), 0) + 1 FROM task_steps
-		WHERE task_id = $1 AND step = $2 AND part = $3`, env.TaskID, env.Step, part).Scan(&next); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT greatest(
+			(SELECT coalesce(max(attempt), 0) FROM task_steps WHERE task_id = $1 AND step = $2 AND part = $3),
+			(SELECT coalesce(max(base_attempt), 0) FROM step_replays WHERE task_id = $1 AND step = $2 AND part = $3)) + 1`,
+		env.TaskID, env.Step, part).Scan(&next); err != nil {
 		return nil, 0, fmt.Errorf("replay %s/%s: next attempt: %w", env.TaskID, env.Step, err)
 	}
 	next = max(next, env.Attempt+1)
