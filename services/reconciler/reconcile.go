@@ -341,20 +341,12 @@ func rebuild(t stuckTask, stepName, part string) (*wire.Envelope, error) {
 	return env, nil
 }
 
-// replay stages env's step again with a fresh retry budget. Its attempt
-// accounts for replays not claimed yet, so that step.Replay numbers the new
-// attempt after them.
+// replay stages env's step again with a fresh retry budget.
 func replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (Action, int64, error) {
 	part, err := step.PartOf(env)
 	if err != nil {
 		return Action{}, 0, err
 	}
-	var replayed int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(base_attempt), 0) FROM step_replays
-		WHERE task_id = $1 AND step = $2 AND part = $3`, env.TaskID, env.Step, part).Scan(&replayed); err != nil {
-		return Action{}, 0, fmt.Errorf("read replays of %s/%s: %w", env.TaskID, env.Step, err)
-	}
-	env.Attempt = max(env.Attempt, replayed)
 	fresh, id, err := step.Replay(ctx, tx, env, reason)
 	if err != nil {
 		return Action{}, 0, err

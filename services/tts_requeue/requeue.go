@@ -141,11 +141,5 @@ func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker
 			return nil, fmt.Errorf("build tts message of %s: %w", taskID, err)
 		}
 	}
-	var replayed int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(base_attempt), 0) FROM step_replays
-		WHERE task_id = $1 AND step = 'tts' AND part = ''`, taskID).Scan(&replayed); err != nil {
-		return nil, fmt.Errorf("read tts replays of %s: %w", taskID, err)
-	}
-	env.Attempt = max(env.Attempt, replayed)
 	return env, nil
 }

@@ -203,14 +203,6 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, i
 	if status == "done" {
 		return Replayed{}, 0, fmt.Errorf("dead letter %d: task %s: %w", id, env.TaskID, ErrTaskDone)
 	}
-	// step.Replay numbers the new attempt after the attempts claimed so
-	// far; a replay not claimed yet must count too.
-	var replayed int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(base_attempt), 0) FROM step_replays
-		WHERE task_id = $1 AND step = $2 AND part = $3`, env.TaskID, env.Step, part).Scan(&replayed); err != nil {
-		return Replayed{}, 0, fmt.Errorf("read replays of %s/%s: %w", env.TaskID, env.Step, err)
-	}
-	env.Attempt = max(env.Attempt, replayed)
 	fresh, outbox, err := step.Replay(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
 	if err != nil {
 		return Replayed{}, 0, err
