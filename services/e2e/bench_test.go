@@ -90,18 +90,22 @@ func BenchmarkWorkerMemory(b *testing.B) {
 				}
 				peaks[minutes] = peak
 			}
+			if minutes == long && peaks[1] != nil {
+				b.Log("\n" + memoryReport(peaks[1], peaks[long], long))
+			}
 		})
 	}
-	if peaks[1] == nil || peaks[long] == nil {
-		return
-	}
+}
+
+// memoryReport compares the peaks of the short and the long run.
+func memoryReport(short, longPeaks map[string]int64, long int) string {
 	var report strings.Builder
 	fmt.Fprintf(&report, "peak RSS (VmHWM) per worker process: 1-minute vs %d-minute video\n", long)
 	for _, w := range workers {
-		a, z := peaks[1][w], peaks[long][w]
+		a, z := short[w], longPeaks[w]
 		fmt.Fprintf(&report, "%-14s %8.1f MB %8.1f MB  x%.2f\n", w, float64(a)/(1<<20), float64(z)/(1<<20), float64(z)/float64(a))
 	}
-	b.Log("\n" + report.String())
+	return report.String()
 }
 
 // dub submits video with dubctl, waits for it and fails unless it is done.
