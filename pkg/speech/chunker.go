@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/dubflow/dubflow/pkg/step"
@@ -15,11 +16,17 @@ import (
 )
 
 // Chunker is a Transcriber for long audio: it cuts a mono 16-bit PCM WAV
-// file into chunks of about ChunkSeconds, each cut placed at the quietest
+// file into even chunks of at most about ChunkSeconds, each cut placed at the quietest
 // 20 ms within a fifth of a chunk of the target, writes each chunk to a
 // temporary WAV file, transcribes up to Concurrency chunks at once with
 // Engine, and merges the segments in order with their times moved back to
 // the whole file's timeline.
+//
+// Each chunk after the first also starts with the LeadSeconds of audio
+// before its cut, decoded again only to warm the engine up (pocketsphinx
+// adapts its feature normalization over the first seconds of a file: without
+// a lead-in the start of every chunk is recognized worse); what the engine
+// hears in that lead-in is dropped, as it belongs to the chunk before.
 //
 // The file is streamed: memory holds one chunk (plus the search window)
 // at a time, and at most Concurrency+1 chunk files exist at once. Audio
@@ -31,6 +38,9 @@ type Chunker struct {
 	ChunkSeconds int
 	// Concurrency bounds the chunks transcribed at once; 2 when zero.
 	Concurrency int
+	// LeadSeconds is the warm-up audio before each cut; 5 when zero, none
+	// when negative.
+	LeadSeconds int
 	// TempDir holds the chunk files; os.TempDir() when empty.
 	TempDir string
 }
@@ -58,6 +68,13 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 	if h.DataSize >= 0 && h.DataSize/2 <= int64(chunk+window) {
 		return c.Engine.Transcribe(ctx, wavPath, language)
 	}
+	if total := int(h.DataSize / 2); total > 0 {
+		// Even chunks: 44 s in 30 s chunks is two of 22 s, not 30 + 14,
+		// so that concurrent chunks finish together.
+		parts := (total + chunk - 1) / chunk
+		chunk = (total + parts - 1) / parts
+		window = chunk / 5
+	}
 	var data io.Reader = f
 	if h.DataSize >= 0 {
 		data = io.LimitReader(f, h.DataSize)
@@ -72,7 +89,14 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 	g.SetLimit(conc)
 	var mu sync.Mutex
 	results := map[int][]Segment{}
-	offsets := map[int]int{} // chunk → start in ms
+	offsets := map[int]int{} // chunk → start of its file in ms
+	leads := map[int]int{}   // chunk → lead-in to drop, in ms
+	leadSamples := c.LeadSeconds * h.SampleRate
+	if c.LeadSeconds == 0 {
+		leadSamples = 5 * h.SampleRate
+	}
+	leadSamples = max(leadSamples, 0)
+	tail := make([]byte, 0, 2*leadSamples) // the lead-in of the next chunk
 
 	buf := make([]byte, 0, 2*(chunk+window))
 	start := 0 // samples before buf
@@ -96,12 +120,13 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 		if !last {
 			cut = quietest(buf, chunk-window, chunk+window, h.SampleRate/50)
 		}
-		path, err := c.writeChunk(buf[:2*cut], h.SampleRate, n)
+		path, err := c.writeChunk(tail, buf[:2*cut], h.SampleRate, n)
 		if err != nil {
 			g.Wait()
 			return nil, fmt.Errorf("chunk %s: %w", wavPath, err)
 		}
-		idx, offsetMS := n, int(int64(start)*1000/int64(h.SampleRate))
+		leadMS := int(int64(len(tail)/2) * 1000 / int64(h.SampleRate))
+		idx, offsetMS := n, int(int64(start)*1000/int64(h.SampleRate))-leadMS
 		g.Go(func() error {
 			defer os.Remove(path)
 			segs, err := c.Engine.Transcribe(gctx, path, language)
@@ -109,12 +134,14 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 				return fmt.Errorf("transcribe chunk %d at %d ms: %w", idx, offsetMS, err)
 			}
 			mu.Lock()
-			results[idx], offsets[idx] = segs, offsetMS
+			results[idx], offsets[idx], leads[idx] = segs, offsetMS, leadMS
 			mu.Unlock()
 			return nil
 		})
 		n++
 		start += cut
+		keep := min(leadSamples, cut)
+		tail = append(tail[:0], buf[2*(cut-keep):2*cut]...)
 		rest := copy(buf, buf[2*cut:])
 		buf = buf[:rest]
 		if last {
@@ -131,6 +158,10 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 	for i := 0; i < n; i++ {
 		off := offsets[i]
 		for _, s := range results[i] {
+			var ok bool
+			if s, ok = dropLead(s, leads[i]); !ok {
+				continue
+			}
 			s.StartMS += off
 			s.EndMS += off
 			if s.Words != nil {
@@ -149,12 +180,47 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 }
 
 // writeChunk writes 16-bit mono samples as a temporary WAV file.
-func (c *Chunker) writeChunk(samples []byte, rate, n int) (string, error) {
+// dropLead removes from s what the engine heard in a chunk's lead-in (the
+// first leadMS ms, which the chunk before transcribed): the words that start
+// there, or without word timings the whole segment if its middle is there.
+// It reports whether anything is left.
+func dropLead(s Segment, leadMS int) (Segment, bool) {
+	if leadMS <= 0 {
+		return s, true
+	}
+	if len(s.Words) == 0 {
+		return s, (s.StartMS+s.EndMS)/2 >= leadMS
+	}
+	if s.Words[0].StartMS >= leadMS {
+		return s, true
+	}
+	var kept []Word
+	for _, w := range s.Words {
+		if w.StartMS >= leadMS {
+			kept = append(kept, w)
+		}
+	}
+	if len(kept) == 0 {
+		return Segment{}, false
+	}
+	texts := make([]string, len(kept))
+	for i, w := range kept {
+		texts[i] = w.Text
+	}
+	s.Words, s.StartMS, s.Text = kept, kept[0].StartMS, strings.Join(texts, " ")
+	return s, true
+}
+
+// writeChunk writes lead followed by samples as chunk n's WAV file.
+func (c *Chunker) writeChunk(lead, samples []byte, rate, n int) (string, error) {
 	f, err := os.CreateTemp(c.TempDir, fmt.Sprintf("dubflow-chunk-%03d-*.wav", n))
 	if err != nil {
 		return "", fmt.Errorf("create chunk file: %w", err)
 	}
-	_, err = f.Write(wavHeader(rate, 1, 16, len(samples)))
+	_, err = f.Write(wavHeader(rate, 1, 16, len(lead)+len(samples)))
+	if err == nil {
+		_, err = f.Write(lead)
+	}
 	if err == nil {
 		_, err = f.Write(samples)
 	}

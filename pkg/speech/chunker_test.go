@@ -60,6 +60,7 @@ type chunkRecorder struct {
 	inFlight atomic.Int32
 	maxSeen  atomic.Int32
 	fail     error
+	lateWord bool // also a word a second before the chunk's end
 }
 
 func (c *chunkRecorder) Transcribe(ctx context.Context, path, _ string) ([]speech.Segment, error) {
@@ -82,17 +83,24 @@ func (c *chunkRecorder) Transcribe(ctx context.Context, path, _ string) ([]speec
 	if c.fail != nil {
 		return nil, c.fail
 	}
-	return []speech.Segment{{StartMS: 0, EndMS: int(d.Milliseconds()), Text: fmt.Sprint(d),
-		Words: []speech.Word{{StartMS: 10, EndMS: 20, Text: "w"}}}}, nil
+	words := []speech.Word{{StartMS: 10, EndMS: 20, Text: "w"}}
+	if c.lateWord {
+		mid := int(d.Milliseconds()) - 1000
+		words = append(words, speech.Word{StartMS: mid, EndMS: mid + 10, Text: "late"})
+	}
+	return []speech.Segment{{StartMS: 0, EndMS: int(d.Milliseconds()), Text: fmt.Sprint(d), Words: words}}, nil
 }
 
 func TestChunkerCutsAtSilence(t *testing.T) {
-	// Silences at 9.0–9.3 s and 19.5–20.0 s; 10 s chunks search ±2 s.
+	// 35 s in chunks of at most 10 s is four even chunks of 8.75 s, each
+	// cut searched ±1.75 s around its target; silences at 8.6–8.9 s and
+	// 17.5–18.0 s.
 	p := writeToneWAV(t, 35*time.Second,
-		[2]time.Duration{9 * time.Second, 9300 * time.Millisecond},
-		[2]time.Duration{19500 * time.Millisecond, 20 * time.Second})
+		[2]time.Duration{8600 * time.Millisecond, 8900 * time.Millisecond},
+		[2]time.Duration{17500 * time.Millisecond, 18 * time.Second})
 	rec := &chunkRecorder{}
-	segs, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 10, Concurrency: 2}).Transcribe(context.Background(), p, "en")
+	// No lead-in here, so chunks tile the audio (TestChunkerLeadIn has it).
+	segs, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 10, Concurrency: 2, LeadSeconds: -1}).Transcribe(context.Background(), p, "en")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +111,11 @@ func TestChunkerCutsAtSilence(t *testing.T) {
 		t.Logf("chunk [%d, %d] ms", s.StartMS, s.EndMS)
 	}
 	// Segment i spans chunk i on the whole timeline.
-	if c := segs[0].EndMS; c < 9100 || c > 9200 {
-		t.Errorf("first cut at %d ms, want the middle of the silence 9000–9300", c)
+	if c := segs[0].EndMS; c < 8700 || c > 8800 {
+		t.Errorf("first cut at %d ms, want the middle of the silence 8600–8900", c)
 	}
-	if c := segs[1].EndMS; c < 19650 || c > 19850 {
-		t.Errorf("second cut at %d ms, want the middle of the silence 19500–20000", c)
+	if c := segs[1].EndMS; c < 17650 || c > 17850 {
+		t.Errorf("second cut at %d ms, want the middle of the silence 17500–18000", c)
 	}
 	for i := 1; i < len(segs); i++ {
 		if segs[i].StartMS != segs[i-1].EndMS {
@@ -166,7 +174,7 @@ func TestChunkerStreams(t *testing.T) {
 	}
 	// 10 minutes is 19.2 MB of samples; 30 s chunks need about 1.2 MB.
 	p := writeToneWAV(t, 10*time.Minute)
-	c := &speech.Chunker{Engine: &chunkRecorder{}, ChunkSeconds: 30, Concurrency: 2, TempDir: t.TempDir()}
+	c := &speech.Chunker{Engine: &chunkRecorder{lateWord: true}, ChunkSeconds: 30, Concurrency: 2, TempDir: t.TempDir()}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -182,5 +190,40 @@ func TestChunkerStreams(t *testing.T) {
 	t.Logf("allocated %d bytes for a %d-byte file", alloc, 2*16000*600)
 	if alloc > 4<<20 {
 		t.Errorf("allocated %d bytes: the file was not streamed", alloc)
+	}
+}
+
+func TestChunkerLeadIn(t *testing.T) {
+	// Silences at 9.0–9.3 s and 19.5–20.0 s; 10 s chunks, 3 s lead-in.
+	p := writeToneWAV(t, 35*time.Second,
+		[2]time.Duration{9 * time.Second, 9300 * time.Millisecond},
+		[2]time.Duration{19500 * time.Millisecond, 20 * time.Second})
+	rec := &chunkRecorder{lateWord: true}
+	segs, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 10, Concurrency: 1, LeadSeconds: 3}).Transcribe(context.Background(), p, "en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.lengths) < 3 || rec.lengths[1] < 12*time.Second {
+		t.Fatalf("chunk lengths %v: chunks after the first must carry a 3 s lead-in", rec.lengths)
+	}
+	// The first chunk keeps both its words; later chunks lose the word the
+	// engine heard in their lead-in (10 ms into the file), which belongs to
+	// the chunk before.
+	if len(segs[0].Words) != 2 {
+		t.Fatalf("first chunk kept %d words, want 2", len(segs[0].Words))
+	}
+	for i, s := range segs[1:] {
+		if len(s.Words) != 1 || s.Words[0].Text != "late" {
+			t.Fatalf("chunk %d kept %+v, want only the late word", i+1, s.Words)
+		}
+		if s.StartMS != s.Words[0].StartMS || s.Text != "late" {
+			t.Errorf("chunk %d: segment starts at %d with text %q, want its first kept word's start and text", i+1, s.StartMS, s.Text)
+		}
+		if s.StartMS < segs[i].Words[len(segs[i].Words)-1].StartMS {
+			t.Errorf("chunk %d's words go back in time", i+1)
+		}
+	}
+	if last := segs[len(segs)-1].EndMS; last != 35000 {
+		t.Errorf("last segment ends at %d ms, want 35000", last)
 	}
 }

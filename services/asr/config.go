@@ -24,7 +24,7 @@ type Config struct {
 	Model   string `env:"ASR_MODEL"`
 	// ChunkSeconds and Concurrency drive the Chunker that splits long
 	// audio at silences.
-	ChunkSeconds int `env:"ASR_CHUNK_SECONDS" envDefault:"60"`
+	ChunkSeconds int `env:"ASR_CHUNK_SECONDS" envDefault:"30"`
 	Concurrency  int `env:"ASR_CONCURRENCY" envDefault:"2"`
 
 	// TranslateBatchSize is how many segments one translate message carries.

@@ -158,6 +158,16 @@ func newStack(tb testing.TB, extra map[string]string) *stack {
 			env[k] = v
 		}
 	}
+	// Engine and step settings pass through, so a benchmark can compare
+	// them (ASR_CHUNK_SECONDS=30 make bench ...).
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, prefix := range []string{"ASR_", "TRANSLATE_", "TTS_", "MUX_", "WORKER_"} {
+			if strings.HasPrefix(k, prefix) {
+				env[k] = v
+			}
+		}
+	}
 	for k, v := range extra {
 		env[k] = v
 	}
