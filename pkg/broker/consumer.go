@@ -224,9 +224,13 @@ func (cs *consumer) dispatch(d *Delivery, inflight *sync.WaitGroup) {
 	defer cs.all.Done()
 	defer inflight.Done()
 	defer func() { <-cs.slots }()
-	log := cs.conn.log.With().Str("queue", cs.opts.Queue).Uint64("delivery_tag", d.DeliveryTag).Logger()
 	defer func() {
-		if v := recover(); v != nil {
+		v := recover()
+		if v == nil && d.Settled() {
+			return
+		}
+		log := cs.conn.log.With().Str("queue", cs.opts.Queue).Uint64("delivery_tag", d.DeliveryTag).Logger()
+		if v != nil {
 			log.Error().Interface("panic", v).Msg("handler panicked, requeueing")
 		}
 		if !d.Settled() {
