@@ -1,0 +1,41 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/config"
+)
+
+func TestLoadAppliesDefaultsAndOverrides(t *testing.T) {
+	var c config.Common
+	if err := config.Load(map[string]string{"S3_BUCKET": "media", "STEP_MAX_RETRIES": "5"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.AMQPURL != "amqp://guest:guest@localhost:5672/" || c.S3.Bucket != "media" || c.MaxRetries != 5 || c.DefaultTargetLanguage != "es" {
+		t.Fatalf("config = %+v", c)
+	}
+}
+
+func TestValidateNamesEveryBadSetting(t *testing.T) {
+	var c config.Common
+	err := config.Load(map[string]string{"AMQP_URL": "http://x", "WORKER_CONCURRENCY": "0", "STEP_MAX_RETRIES": "99",
+		"LOG_FORMAT": "xml"}, &c)
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	for _, name := range []string{"AMQP_URL", "WORKER_CONCURRENCY", "STEP_MAX_RETRIES", "LOG_FORMAT"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name %s", err, name)
+		}
+	}
+	if err := config.Load(map[string]string{"STEP_LEASE_SECONDS": "soon"}, &c); err == nil {
+		t.Fatal("unparsable number accepted")
+	}
+}
+
+func TestRedactHidesThePassword(t *testing.T) {
+	if got := config.Redact("amqp://user:secret@host:5672/"); strings.Contains(got, "secret") {
+		t.Fatalf("Redact = %q", got)
+	}
+}
