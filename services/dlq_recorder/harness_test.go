@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -51,45 +50,17 @@ var (
 func binaries(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
-		root, err := repoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
 		if binDir, buildErr = os.MkdirTemp("", "dubflow-failures-bin-*"); buildErr != nil {
 			return
 		}
-		args := []string{"build", "-o", binDir + string(os.PathSeparator)}
-		for _, n := range append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl") {
-			args = append(args, "./services/"+n)
-		}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		if err := testenv.BuildServices(binDir, append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...); err != nil {
+			buildErr = err
 		}
 	})
 	if buildErr != nil {
 		tb.Fatalf("build the services: %v", buildErr)
 	}
 	return binDir
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // flow is one test's stack and processes.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,7 +172,7 @@ func fixtureVideo(tb testing.TB, ctx context.Context, name string, length time.D
 // per-stage times.
 func runSerial(tb testing.TB, ctx context.Context, video string) (time.Duration, map[string]time.Duration) {
 	tb.Helper()
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -51,25 +51,8 @@ func runMain(m *testing.M) int {
 
 // build compiles every service the tests run into dir.
 func build(dir string) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
 	names := append(append(append([]string{}, workers...), helpers...), "dubctl")
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
-	for _, n := range names {
-		if _, err := os.Stat(filepath.Join(root, "services", n, "main.go")); err != nil {
-			return fmt.Errorf("services/%s has no main.go yet: %w", n, err)
-		}
-		args = append(args, "./services/"+n)
-	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
+	return testenv.BuildServices(dir, names...)
 }
 
 // needBinaries fails the test when the build in TestMain failed.
@@ -80,31 +63,12 @@ func needBinaries(tb testing.TB) {
 	}
 }
 
-// repoRoot finds the checkout: the folder holding go.work, from the
-// working directory up.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // fixture returns the path of a shared speech fixture: from
 // DUBFLOW_FIXTURES, else shared/fixtures/speech beside the checkout.
 func fixture(tb testing.TB, name string) string {
 	tb.Helper()
 	dirs := []string{os.Getenv("DUBFLOW_FIXTURES")}
-	if root, err := repoRoot(); err == nil {
+	if root, err := testenv.RepoRoot(); err == nil {
 		for d := root; ; d = filepath.Dir(d) {
 			dirs = append(dirs, filepath.Join(d, "shared", "fixtures", "speech"))
 			if filepath.Dir(d) == d {

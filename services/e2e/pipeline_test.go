@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,7 +203,7 @@ func publish(t *testing.T, ctx context.Context, s *stack, key string, body []byt
 // fresh database and bucket, so its fixed task id is free): no task row, no
 // dubctl. extract_audio creates the task and the chain dubs it.
 func testSeedMessage(t *testing.T, ctx context.Context, s *stack, video string) {
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
