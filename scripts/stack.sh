@@ -23,7 +23,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DEV=$ROOT/.devstack
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
-MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa espeak-ng sox)
+MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa espeak-ng flite sox)
 OPS_BASE_PORT=18081
 
 : "${AMQP_URL:=amqp://guest:guest@localhost:5672/}"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,12 +34,41 @@ const (
 // SampleOptions tune MakeSampleVideo; zero values pick the defaults.
 type SampleOptions struct {
 	Kind SampleKind
-	// Voice is an espeak-ng voice; default "en-us".
+	// Voice is an espeak-ng voice, default "en-us", or "flite:NAME" for a
+	// flite voice (flite's rms is recognized far better by pocketsphinx than
+	// espeak-ng's synthetic voices).
 	Voice string
 	// Width and Height of the picture; default 320x240.
 	Width, Height int
 	// Lead is silence before the speech and after it; default 500 ms.
 	Lead time.Duration
+}
+
+// speak synthesizes text with voice (see SampleOptions.Voice) into the WAV
+// file out; the text never reaches a command line.
+func speak(ctx context.Context, work, text, voice, out string) error {
+	if name, ok := strings.CutPrefix(voice, "flite:"); ok {
+		// flite falls back to its default voice for an unknown name: check.
+		list, _, err := run(ctx, 10*time.Second, nil, "flite", "-lv")
+		if err != nil {
+			return fmt.Errorf("flite: %w", err)
+		}
+		if !slices.Contains(strings.Fields(strings.TrimPrefix(string(list), "Voices available:")), name) {
+			return fmt.Errorf("flite has no voice %q (%s)", name, strings.TrimSpace(string(list)))
+		}
+		textFile := filepath.Join(work, "text.txt")
+		if err := os.WriteFile(textFile, []byte(text), 0o600); err != nil {
+			return err
+		}
+		if _, stderr, err := run(ctx, time.Minute, nil, "flite", "-voice", name, "-f", textFile, "-o", out); err != nil {
+			return fmt.Errorf("flite: %w (%s)", err, stderr)
+		}
+		return nil
+	}
+	if _, stderr, err := run(ctx, time.Minute, strings.NewReader(text), "espeak-ng", "-v", voice, "-w", out, "--stdin"); err != nil {
+		return fmt.Errorf("espeak-ng: %w (%s)", err, stderr)
+	}
+	return nil
 }
 
 // MakeSampleVideo writes a short MP4 to out: real speech of text from
@@ -66,8 +96,8 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 	defer os.RemoveAll(work)
 
 	speech := filepath.Join(work, "speech.wav")
-	if _, stderr, err := run(ctx, time.Minute, strings.NewReader(text), "espeak-ng", "-v", opts.Voice, "-w", speech, "--stdin"); err != nil {
-		return fmt.Errorf("make sample video: espeak-ng: %w (%s)", err, stderr)
+	if err := speak(ctx, work, text, opts.Voice, speech); err != nil {
+		return fmt.Errorf("make sample video: %w", err)
 	}
 	f, err := os.Open(speech)
 	if err != nil {
@@ -76,10 +106,10 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 	r, err := NewWAVReader(f)
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("make sample video: espeak-ng output: %w", err)
+		return fmt.Errorf("make sample video: speech output: %w", err)
 	}
 	speechDur := r.Duration()
-	if speechDur < 0 { // espeak-ng wrote to a pipe-like header; size from the file
+	if speechDur < 0 { // the synthesizer wrote a pipe-like header; size from the file
 		fi, err := os.Stat(speech)
 		if err != nil {
 			return fmt.Errorf("make sample video: %w", err)

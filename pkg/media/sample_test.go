@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestMakeSampleVideoHostileText(t *testing.T) {
@@ -24,5 +25,28 @@ func TestMakeSampleVideoHostileText(t *testing.T) {
 	}
 	if silent, err := IsSilent(ctx, out); err != nil || silent {
 		t.Errorf("IsSilent = %v, %v; want speech", silent, err)
+	}
+}
+
+func TestMakeSampleVideoWithFliteVoice(t *testing.T) {
+	requireTools(t)
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "flite.mp4")
+	text := `-o /etc/passwd "quoted" and then some words`
+	if err := MakeSampleVideo(ctx, text, out, SampleOptions{Voice: "flite:rms", Width: 160, Height: 120}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := ProbeInput(ctx, out, Limits{RequireAudio: true, RequireVideo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Duration < 2*time.Second {
+		t.Errorf("duration %s: the speech is missing", info.Duration)
+	}
+	if silent, err := IsSilent(ctx, out); err != nil || silent {
+		t.Errorf("IsSilent = %v, %v; want speech", silent, err)
+	}
+	if err := MakeSampleVideo(ctx, "words", out, SampleOptions{Voice: "flite:no-such-voice"}); err == nil {
+		t.Error("an unknown flite voice was accepted")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/media"
@@ -16,7 +17,7 @@ func init() {
 	var out, text, voice string
 	cmd := &cobra.Command{
 		Use:   "sample --out FILE [--text TEXT]",
-		Short: "Make a short MP4 with real speech (espeak-ng over a test picture)",
+		Short: "Make a short MP4 with real speech (flite or espeak-ng over a test picture)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if text == "" {
@@ -34,7 +35,17 @@ func init() {
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "MP4 file to write (required)")
 	f.StringVar(&text, "text", defaultSampleText, "what the video says")
-	f.StringVar(&voice, "voice", "en-us", "espeak-ng voice")
+	f.StringVar(&voice, "voice", defaultVoice(), `espeak-ng voice, or "flite:NAME" for a flite voice`)
 	_ = cmd.MarkFlagRequired("out")
 	rootCmd.AddCommand(cmd)
+}
+
+// defaultVoice is flite's rms voice when flite is installed — pocketsphinx
+// recognizes it almost word for word, where espeak-ng's voices come out
+// garbled — else espeak-ng's en-us.
+func defaultVoice() string {
+	if _, err := exec.LookPath("flite"); err == nil {
+		return "flite:rms"
+	}
+	return "en-us"
 }
