@@ -175,12 +175,20 @@ func TestPublishConsume(t *testing.T) {
 			t.Errorf("handler context cancelled during shutdown without a grace period: %v", handlerCtxErr)
 		}
 		ch := rawChannel(t, url)
-		q, err := ch.QueueDeclarePassive(QueueTranslate, true, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
+		// The broker requeues the handed-back messages asynchronously:
+		// wait (bounded) until the queue shows them.
+		var ready int
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			q, err := ch.QueueDeclarePassive(QueueTranslate, true, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ready = q.Messages; ready >= n-1 || time.Now().After(deadline) {
+				break
+			}
 		}
-		if q.Messages != n-1 {
-			t.Errorf("%d messages back on the queue after shutdown, want %d", q.Messages, n-1)
+		if ready != n-1 {
+			t.Errorf("%d messages back on the queue after shutdown, want %d", ready, n-1)
 		}
 		if _, err := ch.QueuePurge(QueueTranslate, false); err != nil {
 			t.Fatal(err)
