@@ -2,7 +2,6 @@ package speech_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,26 +23,7 @@ import (
 const testKey = "sk-test"
 
 // wavOf returns d of a 16 kHz mono 16-bit tone as WAV bytes.
-func wavOf(d time.Duration) []byte {
-	n := int(d * 16000 / time.Second)
-	b := make([]byte, 44+2*n)
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], uint32(36+2*n))
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1)
-	binary.LittleEndian.PutUint16(b[22:], 1)
-	binary.LittleEndian.PutUint32(b[24:], 16000)
-	binary.LittleEndian.PutUint32(b[28:], 32000)
-	binary.LittleEndian.PutUint16(b[32:], 2)
-	binary.LittleEndian.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], uint32(2*n))
-	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16(3000*((i/20)%2*2-1))))
-	}
-	return b
-}
+func wavOf(d time.Duration) []byte { return speechtest.WAV(d, false) }
 
 // whisperServer answers /v1/audio/transcriptions like a whisper server:
 // silence gives no segments, speech gives the reference text in two

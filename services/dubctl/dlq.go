@@ -48,15 +48,11 @@ func dlqListCmd() *cobra.Command {
 			if limit < 1 || limit > 100000 {
 				return usageError(fmt.Errorf("--limit %d: want 1..100000", limit))
 			}
-			c, err := newClients()
+			c, pool, err := openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.close()
-			pool, err := c.db(cmd.Context())
-			if err != nil {
-				return err
-			}
 			list, err := dlq.List(cmd.Context(), pool, dlq.Filter{Step: stepName, Since: from, Pending: pending, Limit: limit})
 			if err != nil {
 				return err
@@ -104,15 +100,11 @@ func dlqShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := newClients()
+			c, pool, err := openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.close()
-			pool, err := c.db(cmd.Context())
-			if err != nil {
-				return err
-			}
 			d, err := dlq.Get(cmd.Context(), pool, id)
 			if err != nil {
 				return err
@@ -194,15 +186,11 @@ replayed yet (of one step with --step).`,
 					return err
 				}
 			}
-			c, err := newClients()
+			c, pool, err := openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.close()
-			pool, err := c.db(cmd.Context())
-			if err != nil {
-				return err
-			}
 			pub, err := c.publisher(cmd.Context())
 			if err != nil {
 				return err

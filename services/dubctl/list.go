@@ -27,15 +27,11 @@ func init() {
 			if limit < 1 || limit > 10000 {
 				return usageError(fmt.Errorf("--limit %d: want 1..10000", limit))
 			}
-			c, err := newClients()
+			c, pool, err := openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.close()
-			pool, err := c.db(cmd.Context())
-			if err != nil {
-				return err
-			}
 			tasks, err := listTasks(cmd.Context(), pool, status, limit)
 			if err != nil {
 				return err

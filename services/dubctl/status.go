@@ -20,15 +20,11 @@ func init() {
 			if err != nil {
 				return err
 			}
-			c, err := newClients()
+			c, pool, err := openDB(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.close()
-			pool, err := c.db(cmd.Context())
-			if err != nil {
-				return err
-			}
 			v, err := loadTask(cmd.Context(), pool, id)
 			if err != nil {
 				return err

@@ -15,10 +15,9 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 )
 
-// WriteSilence writes d of 16 kHz mono 16-bit zeros as a WAV file in a
-// temporary folder of the test and returns its path.
-func WriteSilence(t testing.TB, d time.Duration) string {
-	t.Helper()
+// WAV returns d of 16 kHz mono 16-bit audio as WAV bytes: a square-wave
+// tone, or zeros when silent.
+func WAV(d time.Duration, silent bool) []byte {
 	n := int(d * 16000 / time.Second)
 	b := make([]byte, 44+2*n)
 	copy(b, "RIFF")
@@ -33,6 +32,19 @@ func WriteSilence(t testing.TB, d time.Duration) string {
 	binary.LittleEndian.PutUint16(b[34:], 16)
 	copy(b[36:], "data")
 	binary.LittleEndian.PutUint32(b[40:], uint32(2*n))
+	if !silent {
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16(3000*((i/20)%2*2-1))))
+		}
+	}
+	return b
+}
+
+// WriteSilence writes d of 16 kHz mono 16-bit zeros as a WAV file in a
+// temporary folder of the test and returns its path.
+func WriteSilence(t testing.TB, d time.Duration) string {
+	t.Helper()
+	b := WAV(d, true)
 	p := filepath.Join(t.TempDir(), "silence.wav")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
