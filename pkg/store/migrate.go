@@ -22,8 +22,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func migrateDB(ctx context.Context, db *sql.DB) error {
+	// Out-of-order migrations are allowed: features are developed on
+	// branches that land in any order, and a database migrated from one
+	// branch must still take a lower-numbered file that lands later.
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
-		goose.WithSessionLocker(mustLocker()))
+		goose.WithSessionLocker(mustLocker()), goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
