@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 
 	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -91,13 +90,13 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 
 // ErrTooLarge is wrapped by the error of a download that exceeds the
 // caller's size limit.
-var ErrTooLarge = errors.New("object too large")
+var ErrTooLarge = errors.New("too large")
 
 // GetFile downloads key into the local file path, writing at most maxBytes
 // (when > 0). The limit is enforced while reading, whatever the object's
 // metadata claims: a download is refused as soon as the response announces
-// more, and cut off as soon as one byte more than maxBytes arrives. Such an
-// object is a permanent error wrapping ErrTooLarge. The file appears at path
+// more, and cut off as soon as one byte more than maxBytes arrives, with an
+// error wrapping ErrTooLarge (which no retry fixes). The file appears at path
 // only complete; on any error nothing is left behind, not even a partial
 // file. A missing object is ErrNotFound.
 func (s *Store) GetFile(ctx context.Context, key, path string, maxBytes int64) (err error) {
@@ -145,13 +144,13 @@ func (s *Store) GetFile(ctx context.Context, key, path string, maxBytes int64) (
 	return nil
 }
 
-// tooLarge is the permanent error of a download over its limit.
+// tooLarge is the error of a download over its limit.
 func tooLarge(key, size string, limit int64) error {
-	return step.Permanent(fmt.Errorf("download %s: %w: limit %d bytes, object is %s", key, ErrTooLarge, limit, size))
+	return fmt.Errorf("download %s: %w: limit %d bytes, object is %s", key, ErrTooLarge, limit, size)
 }
 
-// Get reads a whole (small) object of at most maxBytes; a larger one is a
-// permanent error wrapping ErrTooLarge.
+// Get reads a whole (small) object of at most maxBytes; a larger one is an
+// error wrapping ErrTooLarge.
 func (s *Store) Get(ctx context.Context, key string, maxBytes int64) ([]byte, error) {
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {

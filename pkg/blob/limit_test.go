@@ -11,14 +11,13 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/blob/blobtest"
 	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/testenv"
 )
 
 // TestGetFileEnforcesTheLimitWhileReading downloads an object larger than
 // the limit through storage that tells the truth, through one whose stat
 // claims one byte, and through one that hides every length: each download
-// stops with a permanent ErrTooLarge and leaves no file, partial or whole.
+// stops with ErrTooLarge and leaves no file, partial or whole.
 func TestGetFileEnforcesTheLimitWhileReading(t *testing.T) {
 	t.Parallel()
 	b := testenv.S3(t)
@@ -48,8 +47,8 @@ func TestGetFileEnforcesTheLimitWhileReading(t *testing.T) {
 			}
 			dir := t.TempDir()
 			err := c.store.GetFile(ctx, "videos/x/source.mp4", filepath.Join(dir, "source.media"), 100<<10)
-			if !errors.Is(err, blob.ErrTooLarge) || !step.IsPermanent(err) {
-				t.Fatalf("download over the limit: %v, want a permanent ErrTooLarge", err)
+			if !errors.Is(err, blob.ErrTooLarge) {
+				t.Fatalf("download over the limit: %v, want ErrTooLarge", err)
 			}
 			if left, _ := os.ReadDir(dir); len(left) != 0 {
 				t.Errorf("files left behind: %v", left)
