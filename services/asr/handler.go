@@ -152,7 +152,7 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 	case err != nil:
 		return fmt.Errorf("stat %s: %w", key, err)
 	case info.Size > h.maxAudioBytes:
-		return step.Permanent(fmt.Errorf("audio %s is %d bytes, limit %d (MAX_AUDIO_BYTES)", key, info.Size, h.maxAudioBytes))
+		return step.Permanent(fmt.Errorf("audio %s is %d bytes, limit %d (MAX_AUDIO_BYTES=%d)", key, info.Size, h.maxAudioBytes, h.maxAudioBytes))
 	}
 	if err := h.objects.GetFile(ctx, key, path, h.maxAudioBytes); err != nil {
 		return worker.Limit(err, blob.ErrTooLarge, "MAX_AUDIO_BYTES", h.maxAudioBytes)
