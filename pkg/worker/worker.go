@@ -97,10 +97,12 @@ func (d *Deps) Close() {
 	}
 }
 
-// Serve consumes queue with routes until ctx is cancelled, serving the ops
-// endpoints beside it, and returns after a graceful stop.
+// Serve removes the service's stale scratch folders, then consumes queue
+// with routes until ctx is cancelled, serving the ops endpoints beside it,
+// and returns after a graceful stop.
 func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) error {
 	cfg := d.Config
+	d.removeStaleTemp(routes)
 	consConn, err := broker.Dial(ctx, cfg.AMQPURL, d.Service+"-consume", d.Log,
 		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
 	if err != nil {
