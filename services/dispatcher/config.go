@@ -14,8 +14,8 @@ import (
 type Config struct {
 	config.Common
 
-	// HTTPAddr is the API's listen address; it also serves /healthz,
-	// /readyz and /metrics.
+	// HTTPAddr is the API's listen address; besides the API it answers only
+	// /healthz. /readyz and /metrics are on OPS_ADDR (config.Common).
 	HTTPAddr string `env:"DISPATCHER_HTTP_ADDR" envDefault:":8090"`
 	// APIToken is the bearer token every API request must carry.
 	APIToken string `env:"DISPATCHER_API_TOKEN,required"`
@@ -35,6 +35,9 @@ func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate()}
 	if len(c.APIToken) < 16 {
 		errs = append(errs, errors.New("DISPATCHER_API_TOKEN: want at least 16 characters"))
+	}
+	if c.OpsAddr == "" || c.OpsAddr == c.HTTPAddr {
+		errs = append(errs, fmt.Errorf("OPS_ADDR %q: want an address of its own, not DISPATCHER_HTTP_ADDR's (metrics and readiness stay off the public port)", c.OpsAddr))
 	}
 	if c.IntervalSeconds <= 0 {
 		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_INTERVAL_SECONDS %v: want more than 0", c.IntervalSeconds))

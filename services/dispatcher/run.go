@@ -105,17 +105,15 @@ func run(ctx context.Context, getenv func(string) string) error {
 	})
 	apiServer := api.New(q, cfg.APIToken, log)
 	apiServer.Assigned = func(n int) { m.assigned.Add(float64(n)) }
+	// The public port serves the API (behind the token) and a bare liveness
+	// answer; readiness and metrics are on the ops port only.
 	mux := http.NewServeMux()
-	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
-		mux.Handle(p, opsHandler)
-	}
+	mux.Handle("GET /healthz", opsHandler)
 	mux.Handle("/", apiServer.Handler())
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, cfg.HTTPAddr, mux, log) })
-	if cfg.OpsAddr != "" && cfg.OpsAddr != cfg.HTTPAddr {
-		g.Go(func() error { return ops.Serve(gctx, cfg.OpsAddr, opsHandler, log) })
-	}
+	g.Go(func() error { return ops.Serve(gctx, cfg.OpsAddr, opsHandler, log) })
 	g.Go(func() error { return runner.Run(gctx) })
 	if cfg.ProcessEnabled {
 		g.Go(func() error { return scanLoop(gctx, q, cfg.Interval(), m, log) })

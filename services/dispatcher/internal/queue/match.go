@@ -101,18 +101,24 @@ func (q *Queue) assignOne(ctx context.Context, project uuid.UUID) (Entry, bool, 
 	var ok bool
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		var err error
-		e, err = scanEntry(tx.QueryRow(ctx, assignSQL, project), false)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		ok = true
-		return addEvent(ctx, tx, EventAssigned, e)
+		e, ok, err = assignIn(ctx, tx, project)
+		return err
 	})
+	if err != nil {
+		return Entry{}, false, err
+	}
+	return e, ok, nil
+}
+
+// assignIn makes at most one assignment in project inside tx, with its
+// event.waiting.assigned.
+func assignIn(ctx context.Context, tx pgx.Tx, project uuid.UUID) (Entry, bool, error) {
+	e, err := scanEntry(tx.QueryRow(ctx, assignSQL, project), false)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, false, nil
+	}
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("assign in project %s: %w", project, err)
 	}
-	return e, ok, nil
+	return e, true, addEvent(ctx, tx, EventAssigned, e)
 }
