@@ -28,6 +28,9 @@ type Config struct {
 	MaxWorkers        int     `env:"QUEUE_PROCESS_MAX_WORKERS" envDefault:"5"`
 	ProcessMaxRetries int     `env:"QUEUE_PROCESS_MAX_RETRIES" envDefault:"3"`
 	RetryDelaySeconds float64 `env:"QUEUE_PROCESS_RETRY_DELAY_SECONDS" envDefault:"60"`
+
+	// QueueMaxN is the number of orders one agent may have queued (seed 002).
+	QueueMaxN int `env:"QUEUE_MAX_N" envDefault:"10"`
 }
 
 // Validate checks what parsing cannot.
@@ -50,6 +53,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProcessMaxRetries < 1 {
 		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_RETRIES %d: want at least 1", c.ProcessMaxRetries))
+	}
+	if c.QueueMaxN < 1 || c.QueueMaxN > 10000 {
+		errs = append(errs, fmt.Errorf("QUEUE_MAX_N %d: want 1..10000", c.QueueMaxN))
 	}
 	if c.RetryDelaySeconds < 0 {
 		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_RETRY_DELAY_SECONDS %v: want 0 or more", c.RetryDelaySeconds))

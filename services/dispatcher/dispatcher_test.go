@@ -255,7 +255,8 @@ type entryJSON struct {
 	ChannelType     *int       `json:"channel_type"`
 	RetryCount      int        `json:"retry_count"`
 	EnteredAt       time.Time  `json:"entered_at"`
-	Error           string     `json:"error"`
+	Code            string     `json:"code"`
+	Error           string     `json:"message"`
 }
 
 type staffJSON struct {
@@ -454,9 +455,13 @@ func TestAPIRejectsBadInputWith4xx(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var e struct {
-			Error string `json:"error"`
+			Code  string `json:"code"`
+			Error string `json:"message"`
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Code == "" {
+			e.Error = ""
+		}
 		return resp.StatusCode, e.Error
 	}
 	p, v := uuid.NewString(), uuid.NewString()
@@ -499,7 +504,7 @@ func TestAPIRejectsBadInputWith4xx(t *testing.T) {
 		{"GET", "/nowhere", nil, 404},
 	} {
 		e = entryJSON{}
-		if code := d.call(t, c.method, c.path, c.body, &e); code != c.want || e.Error == "" {
+		if code := d.call(t, c.method, c.path, c.body, &e); code != c.want || e.Error == "" || e.Code == "" {
 			t.Errorf("%s %s: %d %q, want %d with an error message", c.method, c.path, code, e.Error, c.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/services/dispatcher/internal/agentqueue"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/api"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
 	"github.com/rs/zerolog"
@@ -33,7 +34,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	log.Info().Str("http_addr", cfg.HTTPAddr).Bool("process_enabled", cfg.ProcessEnabled).
 		Float64("interval_seconds", cfg.IntervalSeconds).Int("batch_size", cfg.BatchSize).
 		Int("max_workers", cfg.MaxWorkers).Int("max_retries", cfg.ProcessMaxRetries).
-		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Msg("dispatcher starting")
+		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Int("queue_max_n", cfg.QueueMaxN).Msg("dispatcher starting")
 
 	pool, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -103,7 +104,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 			return nil
 		},
 	})
-	apiServer := api.New(q, cfg.APIToken, log)
+	apiServer := api.New(q, agentqueue.New(pool, cfg.QueueMaxN), cfg.APIToken, log)
 	apiServer.Assigned = func(n int) { m.assigned.Add(float64(n)) }
 	// The public port serves the API (behind the token) and a bare liveness
 	// answer; readiness and metrics are on the ops port only.
