@@ -29,6 +29,14 @@ type Config struct {
 	ProcessMaxRetries int     `env:"QUEUE_PROCESS_MAX_RETRIES" envDefault:"3"`
 	RetryDelaySeconds float64 `env:"QUEUE_PROCESS_RETRY_DELAY_SECONDS" envDefault:"60"`
 
+	// ReservationTimeoutSeconds: an assignment not confirmed within this
+	// time expires and gives the agent's unit back; 0 confirms assignments
+	// at once (seed 003's queue.service_reservation_timeout).
+	ReservationTimeoutSeconds float64 `env:"QUEUE_RESERVATION_TIMEOUT_SECONDS" envDefault:"60"`
+	// StuckEntrySeconds: how far past due an entry must be to count in
+	// dubflow_dispatcher_stuck_entries (seed 003's stuck_task_threshold).
+	StuckEntrySeconds float64 `env:"QUEUE_STUCK_ENTRY_SECONDS" envDefault:"600"`
+
 	// QueueMaxN is the number of orders one agent may have queued (seed 002).
 	QueueMaxN int `env:"QUEUE_MAX_N" envDefault:"10"`
 }
@@ -54,6 +62,12 @@ func (c *Config) Validate() error {
 	if c.ProcessMaxRetries < 1 {
 		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_RETRIES %d: want at least 1", c.ProcessMaxRetries))
 	}
+	if c.ReservationTimeoutSeconds < 0 {
+		errs = append(errs, fmt.Errorf("QUEUE_RESERVATION_TIMEOUT_SECONDS %v: want 0 (off) or more", c.ReservationTimeoutSeconds))
+	}
+	if c.StuckEntrySeconds <= 0 {
+		errs = append(errs, fmt.Errorf("QUEUE_STUCK_ENTRY_SECONDS %v: want more than 0", c.StuckEntrySeconds))
+	}
 	if c.QueueMaxN < 1 || c.QueueMaxN > 10000 {
 		errs = append(errs, fmt.Errorf("QUEUE_MAX_N %d: want 1..10000", c.QueueMaxN))
 	}
@@ -69,7 +83,8 @@ func (c *Config) Interval() time.Duration { return seconds(c.IntervalSeconds) }
 // Queue is the domain's part of the configuration.
 func (c *Config) Queue() queue.Config {
 	return queue.Config{MaxRetries: c.ProcessMaxRetries, RetryDelay: seconds(c.RetryDelaySeconds),
-		BatchSize: c.BatchSize, MaxWorkers: c.MaxWorkers}
+		BatchSize: c.BatchSize, MaxWorkers: c.MaxWorkers,
+		ReservationTimeout: seconds(c.ReservationTimeoutSeconds), StuckAfter: seconds(c.StuckEntrySeconds)}
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

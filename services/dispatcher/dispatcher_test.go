@@ -74,6 +74,7 @@ func testEnv(t *testing.T, dbURL, amqpURL string, extra map[string]string) map[s
 		"DISPATCHER_API_TOKEN":              testToken,
 		"QUEUE_PROCESS_INTERVAL_SECONDS":    "0.2",
 		"QUEUE_PROCESS_RETRY_DELAY_SECONDS": "3600",
+		"QUEUE_RESERVATION_TIMEOUT_SECONDS": "0",
 		"WORKER_CONCURRENCY":                "4",
 		"LOG_LEVEL":                         "warn",
 	}

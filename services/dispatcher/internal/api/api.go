@@ -27,17 +27,17 @@ const maxBody = 1 << 20
 
 // Error codes of the {"code", "message"} error body.
 const (
-	CodeValidation          = "VALIDATION_ERROR"               // 400: malformed or missing input
-	CodeUnauthorized        = "UNAUTHORIZED"                   // 401: missing or wrong bearer token
-	CodeNotFound            = "NOT_FOUND"                      // 404: no such route, entry, agent or queued order
-	CodeTooLarge            = "PAYLOAD_TOO_LARGE"              // 413: body over 1 MiB
-	CodeQueueFull           = "BUSINESS_QUEUE_FULL"            // 400: the agent already has QUEUE_MAX_N queued
-	CodeIdempotency         = "BUSINESS_IDEMPOTENCY_VIOLATION" // 409: already queued / already waiting
-	CodeNotWaiting          = "BUSINESS_NOT_WAITING"           // 409: the entry was assigned or expired
-	CodeNothingToRelease    = "BUSINESS_NOTHING_TO_RELEASE"    // 409: the agent holds no conversation
-	CodeReservationNotFound = "BUSINESS_RESERVATION_NOT_FOUND" // 404: no live reservation with that id
-	CodeCanceled            = "REQUEST_CANCELED"               // 499: the client went away
-	CodeInternal            = "INTERNAL_ERROR"                 // 500: logged; nothing else is said
+	CodeValidation       = "VALIDATION_ERROR"               // 400: malformed or missing input
+	CodeUnauthorized     = "UNAUTHORIZED"                   // 401: missing or wrong bearer token
+	CodeNotFound         = "NOT_FOUND"                      // 404: no such route, entry, agent or queued order
+	CodeTooLarge         = "PAYLOAD_TOO_LARGE"              // 413: body over 1 MiB
+	CodeQueueFull        = "BUSINESS_QUEUE_FULL"            // 400: the agent already has QUEUE_MAX_N queued
+	CodeIdempotency      = "BUSINESS_IDEMPOTENCY_VIOLATION" // 409: already queued / already waiting
+	CodeNotWaiting       = "BUSINESS_NOT_WAITING"           // 409: the entry was assigned or expired
+	CodeNothingToRelease = "BUSINESS_NOTHING_TO_RELEASE"    // 409: the agent holds no conversation
+	CodeNotAssigned      = "BUSINESS_NOT_ASSIGNED"          // 409: confirm/release of an entry that is not assigned
+	CodeCanceled         = "REQUEST_CANCELED"               // 499: the client went away
+	CodeInternal         = "INTERNAL_ERROR"                 // 500: logged; nothing else is said
 )
 
 // ErrorBody is the body of every error answer.
@@ -68,6 +68,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/ai/events", s.aiEvent)
 	mux.HandleFunc("GET /queue/entries/{id}", s.getEntry)
 	mux.HandleFunc("DELETE /queue/entries/{id}", s.cancelEntry)
+	mux.HandleFunc("POST /queue/entries/{id}/confirm", s.confirmEntry)
+	mux.HandleFunc("POST /queue/entries/{id}/release", s.releaseEntry)
 	mux.HandleFunc("GET /queue/projects/{id}/status", s.projectStatus)
 	mux.HandleFunc("PUT /staff/{id}", s.putStaff)
 	mux.HandleFunc("GET /staff/{id}", s.getStaff)
@@ -208,6 +210,42 @@ func (s *Server) cancelEntry(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, e)
 }
 
+// confirmEntry confirms an assignment: its reservation no longer expires.
+func (s *Server) confirmEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	e, err := s.q.Confirm(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// releaseEntry ends an assigned conversation and gives the agent's unit
+// back, once however often it is called; then matches the project.
+func (s *Server) releaseEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	e, released, err := s.q.ReleaseAssignment(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if released {
+		a, err := s.q.Match(r.Context(), e.ProjectID)
+		s.assigned(len(a))
+		if err != nil {
+			s.log.Warn().Err(err).Str("project_id", e.ProjectID.String()).Msg("matching after a release failed; the scan will retry")
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"released": released, "entry": e})
+}
+
 func (s *Server) projectStatus(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathUUID(w, r)
 	if !ok {
@@ -327,6 +365,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
 	case errors.Is(err, queue.ErrNotWaiting):
 		writeError(w, http.StatusConflict, CodeNotWaiting, err.Error())
+	case errors.Is(err, queue.ErrNotAssigned):
+		writeError(w, http.StatusConflict, CodeNotAssigned, err.Error())
 	case errors.Is(err, queue.ErrNothingToRelease):
 		writeError(w, http.StatusConflict, CodeNothingToRelease, err.Error())
 	case errors.Is(err, context.Canceled):

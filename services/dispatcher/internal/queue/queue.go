@@ -26,6 +26,14 @@ type Config struct {
 	// MaxWorkers caps the entries a scan attempts at once
 	// (QUEUE_PROCESS_MAX_WORKERS).
 	MaxWorkers int
+	// ReservationTimeout is how long an assignment reserves the agent's
+	// capacity without being confirmed; 0 confirms assignments at once
+	// (QUEUE_RESERVATION_TIMEOUT_SECONDS).
+	ReservationTimeout time.Duration
+	// StuckAfter: a waiting entry not attempted for RetryDelay+StuckAfter,
+	// or a reservation overdue by StuckAfter, is stuck
+	// (QUEUE_STUCK_ENTRY_SECONDS).
+	StuckAfter time.Duration
 }
 
 // querier is what the pool and a transaction have in common.
@@ -227,7 +235,7 @@ func (q *Queue) Process(ctx context.Context, id uuid.UUID, onlyDue bool) (Outcom
 			return err
 		}
 		for {
-			a, ok, err := assignIn(ctx, tx, e.ProjectID)
+			a, ok, err := q.assignIn(ctx, tx, e.ProjectID)
 			if err != nil {
 				return err
 			}
