@@ -222,40 +222,12 @@ type Outcome struct {
 func (q *Queue) Process(ctx context.Context, id uuid.UUID, onlyDue bool) (Outcome, error) {
 	var out Outcome
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		out = Outcome{}
-		// The entry's own row lock comes first, before any claim: it is the
-		// only lock this transaction waits for (the claims skip locked rows),
-		// so two attempts never wait on each other's claims.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM visitor_waiting_queue WHERE id = $1 FOR UPDATE`, id); err != nil {
-			return err
-		}
-		e, err := entry(ctx, tx, id)
-		if err != nil || e.Status != StatusWaiting {
-			out.Entry = e
-			return err
-		}
-		for {
-			a, ok, err := q.assignIn(ctx, tx, e.ProjectID)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-			out.Assigned = append(out.Assigned, a)
-			if a.ID == id {
-				out.Entry = a
-				return nil
-			}
-		}
-		if out.Expired, err = recordAttempt(ctx, tx, id, q.cfg.MaxRetries, onlyDue, q.cfg.RetryDelay); err != nil {
-			return err
-		}
-		out.Entry, err = entry(ctx, tx, id)
+		var err error
+		out, err = q.ProcessIn(ctx, tx, id, onlyDue)
 		return err
 	})
 	if err != nil {
-		return Outcome{}, fmt.Errorf("process entry %s: %w", id, err)
+		return Outcome{}, err
 	}
 	if out.Entry.Status != StatusWaiting {
 		return out, nil
@@ -266,6 +238,53 @@ func (q *Queue) Process(ctx context.Context, id uuid.UUID, onlyDue bool) (Outcom
 		return out, err
 	}
 	out.Entry, err = q.Entry(ctx, id)
+	return out, err
+}
+
+// ProcessIn is Process's transaction, run inside the caller's: the step
+// runtime's success transaction, so that an attempt made for a message
+// commits with the message's step and a message run twice (its first
+// success commit failed) attempts once. It does not run the follow-up
+// Match; the scan's matching catches what concurrent matchers held.
+func (q *Queue) ProcessIn(ctx context.Context, tx pgx.Tx, id uuid.UUID, onlyDue bool) (Outcome, error) {
+	out, err := q.processIn(ctx, tx, id, onlyDue)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("process entry %s: %w", id, err)
+	}
+	return out, nil
+}
+
+func (q *Queue) processIn(ctx context.Context, tx pgx.Tx, id uuid.UUID, onlyDue bool) (Outcome, error) {
+	var out Outcome
+	// The entry's own row lock comes first, before any claim: it is the
+	// only lock this transaction waits for (the claims skip locked rows),
+	// so two attempts never wait on each other's claims.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM visitor_waiting_queue WHERE id = $1 FOR UPDATE`, id); err != nil {
+		return out, err
+	}
+	e, err := entry(ctx, tx, id)
+	if err != nil || e.Status != StatusWaiting {
+		out.Entry = e
+		return out, err
+	}
+	for {
+		a, ok, err := q.assignIn(ctx, tx, e.ProjectID)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			break
+		}
+		out.Assigned = append(out.Assigned, a)
+		if a.ID == id {
+			out.Entry = a
+			return out, nil
+		}
+	}
+	if out.Expired, err = recordAttempt(ctx, tx, id, q.cfg.MaxRetries, onlyDue, q.cfg.RetryDelay); err != nil {
+		return out, err
+	}
+	out.Entry, err = entry(ctx, tx, id)
 	return out, err
 }
 
