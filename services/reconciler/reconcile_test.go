@@ -199,7 +199,6 @@ func count(acts []Action, kind string) int {
 	return n
 }
 
-
 // asrOf returns the first asr message of task.
 func asrOf(t *testing.T, task uuid.UUID) *wire.Envelope {
 	t.Helper()
