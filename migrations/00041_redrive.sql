@@ -7,5 +7,10 @@
 -- before this migration (the reconciler then rebuilds what it can).
 ALTER TABLE step_parts ADD COLUMN message bytea;
 
+-- The reconciler reads which messages each step's workers claimed lately
+-- (how far a queue got) to tell a message waiting in it from a lost one.
+CREATE INDEX task_steps_step_started ON task_steps (step, started_at);
+
 -- +goose Down
+DROP INDEX task_steps_step_started;
 ALTER TABLE step_parts DROP COLUMN message;

@@ -121,12 +121,18 @@ type PendingPart struct {
 	LastActivity time.Time
 }
 
-// IdlePendingParts returns up to limit idle pending parts of step, those
-// idle longest first.
-func IdlePendingParts(ctx context.Context, q Querier, stepName string, th PendingThresholds, limit int) ([]PendingPart, error) {
+// IdlePendingParts returns up to limit idle pending parts of step whose
+// last activity is before before (any when before is zero), those idle
+// longest first.
+func IdlePendingParts(ctx context.Context, q Querier, stepName string, th PendingThresholds, before time.Time, limit int) ([]PendingPart, error) {
+	var until *time.Time
+	if !before.IsZero() {
+		until = &before
+	}
 	rows, err := q.Query(ctx, pendingPartsSQL+`SELECT task_id, step, part, attempt_id, attempt, status, message, last_activity
-		FROM pending WHERE `+idleSQL+` ORDER BY last_activity, task_id, part LIMIT $4`,
-		[]string{stepName}, th.Idle, th.LeaseGrace, limit)
+		FROM pending WHERE `+idleSQL+` AND ($5::timestamptz IS NULL OR last_activity < $5)
+		ORDER BY last_activity, task_id, part LIMIT $4`,
+		[]string{stepName}, th.Idle, th.LeaseGrace, limit, until)
 	if err != nil {
 		return nil, fmt.Errorf("find idle %s parts: %w", stepName, err)
 	}
@@ -138,6 +144,34 @@ func IdlePendingParts(ctx context.Context, q Querier, stepName string, th Pendin
 		return nil, fmt.Errorf("find idle %s parts: %w", stepName, err)
 	}
 	return parts, nil
+}
+
+// StepProgress returns, per step of steps, how far its workers got in the
+// order messages were emitted: the latest emission time (of the part, or
+// of the task for the first step) among the attempts claimed within the
+// last window. A pending part emitted well before that was overtaken: in a
+// queue that hands out its oldest messages first, its message would have
+// been delivered before.
+func StepProgress(ctx context.Context, q Querier, steps []string, window time.Duration) (map[string]time.Time, error) {
+	rows, err := q.Query(ctx, `SELECT s.step, max(coalesce(p.created_at, t.created_at))
+		  FROM task_steps s JOIN tasks t ON t.id = s.task_id
+		  LEFT JOIN step_parts p ON p.task_id = s.task_id AND p.step = s.step AND p.part = s.part
+		 WHERE s.step = ANY($1::text[]) AND s.started_at > now() - $2::interval
+		 GROUP BY s.step`, steps, window)
+	if err != nil {
+		return nil, fmt.Errorf("read step progress: %w", err)
+	}
+	progress := map[string]time.Time{}
+	var stepName string
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&stepName, &at}, func() error {
+		progress[stepName] = at
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read step progress: %w", err)
+	}
+	return progress, nil
 }
 
 // OutboxByRoutingKey counts the outbox rows per routing key among keys:

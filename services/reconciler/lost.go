@@ -25,6 +25,12 @@ type taskRow struct {
 	sourceVideo, outputVideo, srcLang, dst string
 }
 
+// overtakeMargin is how much later than a part's last activity a message
+// claimed by its step's workers must have been emitted for the part to
+// count as overtaken: more than the longest delay tier (a retry re-enters
+// its queue up to a minute after it was recorded) and the settle time.
+const overtakeMargin = 2 * time.Minute
+
 // lostMessages re-drives parts whose message was lost, and only those.
 //
 // A part of a queued or running task is pending while its message is on
@@ -46,9 +52,15 @@ type taskRow struct {
 // longer pending). When messages >= pending every pending part may have
 // its message in the broker: nothing is re-driven, and the idle ones are
 // counted as skipped_waiting. When pending exceeds messages by d, at least
-// d messages are missing; the d parts idle longest are the suspects (in a
-// FIFO queue the oldest messages leave first), and a suspect is re-driven
-// when the next check finds it missing again with no activity in between.
+// d messages are missing. Which ones? When the step's queues hold nothing
+// at all, every pending part; else only parts the step's workers overtook:
+// within the last STUCK_TASK_SECONDS they claimed a message emitted more
+// than overtakeMargin after the part's last activity, and a queue hands out
+// its oldest messages first, so the part's message is not waiting behind
+// them (with no recent claims, nothing is suspected: the queue does not
+// move, and a lost message holds nothing up until it does). Of those, the d
+// idle longest are the suspects; a suspect is re-driven when the next check
+// finds it missing again with no activity in between.
 // Counting errs towards waiting: stale duplicates and other steps' retries
 // make messages larger, which delays a re-drive until the queue drains,
 // never causes one.
@@ -88,6 +100,10 @@ func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
 		if err != nil {
 			return err
 		}
+		progress, err := store.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask)
+		if err != nil {
+			return err
+		}
 		suspects := map[partKey]time.Time{}
 		for _, stepName := range wire.Pipeline {
 			c := counts[stepName]
@@ -95,14 +111,25 @@ func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
 				continue
 			}
 			key := wire.RoutingKey(stepName)
-			missing := c.Pending - (unpublished[key] + depth.Ready[key] + depth.Delayed)
+			queued := unpublished[key] + depth.Ready[key] + depth.Delayed
+			missing := c.Pending - queued
+			var before time.Time // zero: every pending part is missing
+			if missing > 0 && queued > 0 {
+				// Some have their message queued: suspect only parts the
+				// step's workers overtook.
+				if at, ok := progress[stepName]; ok {
+					before = at.Add(-overtakeMargin)
+				} else {
+					missing = 0 // no recent claims: nothing tells which are missing
+				}
+			}
 			if missing <= 0 {
 				acts = append(acts, Action{Kind: actionWaiting, Step: stepName, Count: c.Idle,
 					Detail: fmt.Sprintf("%d parts idle for %s; %d pending, %d messages queued", c.Idle, r.set.StuckTask,
-						c.Pending, unpublished[key]+depth.Ready[key]+depth.Delayed)})
+						c.Pending, queued)})
 				continue
 			}
-			parts, err := store.IdlePendingParts(ctx, tx, stepName, th, min(missing, r.set.Batch))
+			parts, err := store.IdlePendingParts(ctx, tx, stepName, th, before, min(missing, r.set.Batch))
 			if err != nil {
 				return err
 			}
