@@ -159,7 +159,7 @@ func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
 		return nil
 	})
 	if err != nil {
-		return acts, err
+		return nil, err // rolled back: nothing was re-driven
 	}
 	return acts, flush(ctx, r.pool, r.pub, outbox)
 }
