@@ -111,7 +111,7 @@ func (m *Message) Emit(step string, payload any) error {
 	}
 	o := &outMsg{messageID: uuid.New(), exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
 	m.stmts = append(m.stmts,
-		stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part}},
+		stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part, body}},
 		stmt{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o})
 	return nil
 }

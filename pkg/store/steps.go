@@ -124,8 +124,10 @@ const TouchTaskSQL = `UPDATE tasks SET updated_at = now(),
 const FailTaskSQL = `UPDATE tasks SET status = 'failed', error = $2, updated_at = now()
 	WHERE id = $1 AND status <> 'done'`
 
-// AddPartSQL records that a step has a part (arguments: task id, step, part).
-const AddPartSQL = `INSERT INTO step_parts (task_id, step, part) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+// AddPartSQL records that a step has a part and the message emitted for it
+// (arguments: task id, step, part, message body), so that a part whose
+// message is lost before it ran can be re-driven from what was sent.
+const AddPartSQL = `INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
 
 // AddOutboxSQL adds a message to the outbox (arguments: message id, exchange,
 // routing key, body) and returns its id.
