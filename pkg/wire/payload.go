@@ -201,8 +201,10 @@ func SegmentIndex(id string) (int, error) {
 	return strconv.Atoi(digits)
 }
 
-// truncate cuts s to at most n bytes without leaving a broken UTF-8 sequence.
+// truncate makes s clean text (CleanText) of at most n bytes, cut without
+// leaving a broken UTF-8 sequence.
 func truncate(s string, n int) string {
+	s = CleanText(s)
 	if len(s) <= n {
 		return s
 	}
