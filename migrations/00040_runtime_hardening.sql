@@ -79,7 +79,16 @@ END
 $$;
 -- +goose StatementEnd
 
+-- outbox: a row the broker refuses (unroutable, nacked, its exchange gone)
+-- must not block the rows behind it. The relay records each failed publish
+-- on the row and tries it again after a growing pause.
+ALTER TABLE outbox
+    ADD COLUMN failures    integer NOT NULL DEFAULT 0,
+    ADD COLUMN last_error  text NOT NULL DEFAULT '',
+    ADD COLUMN next_try_at timestamptz;
+
 -- +goose Down
+ALTER TABLE outbox DROP COLUMN failures, DROP COLUMN last_error, DROP COLUMN next_try_at;
 -- The functions of 00001 come back with that migration's definitions.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION finish_step(p_id bigint, p_worker text, p_status text, p_error text) RETURNS void

@@ -234,16 +234,6 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 		r.reject(ctx, d, env, wire.ClassInvalid, fmt.Errorf("invalid message: %w", err))
 		return
 	}
-	if n := handBacks(d.Headers); n >= r.cfg.DeliveryLimit {
-		r.reject(ctx, d, env, wire.ClassTransient, fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", env.Step, n))
-		return
-	}
-	if since, ok := heldSince(d.Headers); ok {
-		if held, bound := time.Since(since), route.Timeout+3*r.cfg.Lease; held > bound {
-			r.reject(ctx, d, env, wire.ClassTransient, fmt.Errorf("step %s held by another attempt for %s, longer than a step may run (%s)", env.Step, held.Round(time.Second), bound))
-			return
-		}
-	}
 	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
 	claim, err := store.ClaimStep(ctx, r.cfg.Pool, key, r.cfg.Worker, r.cfg.Lease, route.After, d.Body)
 	if err != nil {
@@ -267,11 +257,25 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 		r.cfg.Metrics.outcome(env.Step, "waiting")
 		r.later(ctx, d, env, waitDelay(time.Since(env.CreatedAt)), false, log)
 	case store.Held:
+		if since, ok := heldSince(d.Headers); ok {
+			if held, bound := time.Since(since), route.Timeout+3*r.cfg.Lease; held > bound {
+				r.reject(ctx, d, env, wire.ClassTransient, fmt.Errorf("step %s held by another attempt for %s, longer than a step may run (%s)", env.Step, held.Round(time.Second), bound))
+				return
+			}
+		}
 		wait := time.Until(claim.HeldUntil)
 		log.Info().Time("held_until", claim.HeldUntil).Msg("another worker holds the step; checking again later")
 		r.cfg.Metrics.outcome(env.Step, "held")
 		r.later(ctx, d, env, min(max(wait, time.Second), r.cfg.Lease), true, log)
 	case store.Claimed:
+		if n := handBacks(d.Headers); n >= r.cfg.DeliveryLimit {
+			// Counted across the delay tiers, which the broker's own
+			// delivery limit forgets.
+			log.Error().Int("hand_backs", n).Msg("message handed back too often; not run again")
+			herr := Permanent(fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", env.Step, n))
+			r.settle(ctx, d, env, route, claim, &Message{Envelope: env, Part: part, Log: log}, herr, 0, log)
+			return
+		}
 		r.run(ctx, d, env, route, part, claim, log)
 	default:
 		log.Error().Str("outcome", claim.Outcome).Msg("unknown claim outcome; message handed back")
@@ -322,8 +326,14 @@ func (r *Runner) run(ctx context.Context, d Delivery, env *wire.Envelope, route 
 		r.handBack(ctx, d, log)
 		return
 	}
-	elapsed := time.Since(start)
-	outcome, stmts := r.outcome(env, route, claim, msg, err, log)
+	r.settle(ctx, d, env, route, claim, msg, err, time.Since(start), log)
+}
+
+// settle commits the outcome of a claimed attempt — the handler's result
+// herr, after elapsed — relays the messages it added and settles the
+// delivery.
+func (r *Runner) settle(ctx context.Context, d Delivery, env *wire.Envelope, route Route, claim store.Claim, msg *Message, herr error, elapsed time.Duration, log zerolog.Logger) {
+	outcome, stmts := r.outcome(env, route, claim, msg, herr, log)
 	r.cfg.Metrics.observe(env.Step, outcome, elapsed)
 	fns := msg.fns
 	if outcome != "succeeded" && outcome != "parked" {
@@ -363,8 +373,13 @@ func (r *Runner) run(ctx context.Context, d Delivery, env *wire.Envelope, route 
 		}
 		return
 	}
-	if err := r.relay.publish(commitCtx, out); err != nil {
-		log.Warn().Err(err).Msg("publish after commit failed; the outbox sweep will publish; message handed back")
+	// The publish right after the commit gives up well before the sweep
+	// may take the rows (SweepAge), so the two never publish one row both.
+	pubCtx, cancelPub := context.WithTimeout(commitCtx, r.cfg.SweepAge/2)
+	perr := r.relay.publish(pubCtx, out)
+	cancelPub()
+	if perr != nil {
+		log.Warn().Err(perr).Msg("publish after commit failed; the outbox sweep will publish; message handed back")
 		r.handBack(ctx, d, log)
 		return
 	}
@@ -401,12 +416,13 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 			delay = hint
 		}
 		exchange, actual := r.cfg.Delay(delay)
-		body, err := json.Marshal(env.Retry())
+		retry := env.Retry()
+		body, err := json.Marshal(retry)
 		if err != nil {
 			log.Error().Err(err).Msg("encode retry")
 		}
 		log.Warn().Err(herr).Str("error_class", class).Dur("retry_in", actual).Msg("step failed; retry scheduled")
-		o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
+		o := &outMsg{messageID: retry.MessageID, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
 		return "retried", []stmt{finish(store.StatusFailed, herr.Error()),
 			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
 	}
@@ -416,21 +432,22 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 	}
 	log.Error().Err(herr).Str("error_class", class).Msg("step failed; dead-lettered")
 	original, _ := json.Marshal(env)
-	o := r.deadLetter(original, env, class, reason)
+	o := r.deadLetter(uuid.New(), original, env, class, reason)
 	return "dead_lettered", []stmt{finish(store.StatusFailed, herr.Error()),
 		{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, reason))}},
 		{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
 }
 
-// deadLetter builds the seed's dead-letter envelope for the DLQ.
-func (r *Runner) deadLetter(original []byte, env *wire.Envelope, class, reason string) *outMsg {
+// deadLetter builds the seed's dead-letter envelope for the DLQ, published
+// under id.
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outMsg {
 	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
 			"error_class": class, "failed_at": time.Now().UTC()})
 	}
-	return &outMsg{messageID: uuid.New(), exchange: "", routingKey: r.cfg.DLQ, body: body}
+	return &outMsg{messageID: id, exchange: "", routingKey: r.cfg.DLQ, body: body}
 }
 
 // reject dead-letters a message that never reached a handler (invalid, or
@@ -446,7 +463,9 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	}
 	log.Error().Err(err).Str("error_class", class).Msg("message dead-lettered")
 	r.cfg.Metrics.outcome(step, "rejected")
-	o := r.deadLetter(d.Body, env, class, err.Error())
+	// Published directly, not through the outbox: its id comes from the
+	// delivery, so that a redelivery's dead letter is recorded once.
+	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error())
 	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)
@@ -501,7 +520,12 @@ func peek(body []byte) *wire.Envelope {
 // for a message held by another attempt, since when it has been held.
 func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait time.Duration, held bool, log zerolog.Logger) {
 	exchange, _ := r.cfg.Delay(wait)
-	o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
+	// The same message: the same id.
+	id := env.MessageID
+	if id == uuid.Nil {
+		id = uuid.NewSHA1(messageSpace, d.Body)
+	}
+	o := &outMsg{messageID: id, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
 	msg := publishing(o)
 	msg.Headers = amqp.Table{handBacksHeader: int64(handBacks(d.Headers))}
 	if held {
@@ -518,6 +542,13 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 	}
 	r.ack(d, log)
 }
+
+// Name spaces of the ids derived from a message body (uuid.NewSHA1): a
+// message without an id of its own, and the dead letter of a message.
+var (
+	messageSpace    = uuid.MustParse("4f1c2b8e-6a59-4c71-9a43-0d7f5a2e9b10")
+	deadLetterSpace = uuid.MustParse("b7e3d0a4-2c6f-4e8b-8f15-63a9c1d2e7f4")
+)
 
 // Headers the runtime carries across the delay tiers.
 const (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -150,13 +151,24 @@ const EmitWhenDoneSQL = `SELECT emit_when_done($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // AddOutbox adds one message to the outbox inside the caller's transaction;
 // the step runtime's relay publishes it after the commit (or its sweep does,
-// after a crash).
+// after a crash), under the message id OutboxMessageID gives it.
 func AddOutbox(ctx context.Context, tx pgx.Tx, exchange, routingKey string, body []byte) (int64, error) {
 	var id int64
-	if err := tx.QueryRow(ctx, AddOutboxSQL, uuid.New(), exchange, routingKey, body).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, AddOutboxSQL, OutboxMessageID(body), exchange, routingKey, body).Scan(&id); err != nil {
 		return 0, fmt.Errorf("add %s message to outbox: %w", routingKey, err)
 	}
 	return id, nil
+}
+
+// OutboxMessageID is the id an outbox message is published under (the AMQP
+// message_id, the same on every republish): the id its body carries (an
+// event's event_id, an envelope's message_id; see wire.MessageID), else a
+// fresh one.
+func OutboxMessageID(body []byte) uuid.UUID {
+	if id, ok := wire.MessageID(body); ok {
+		return id
+	}
+	return uuid.New()
 }
 
 // MapError turns the store's own Postgres errors into sentinel errors:

@@ -105,7 +105,11 @@ func (c *Compensation) Marshal() ([]byte, error) {
 }
 
 // Marshal encodes the event as JSON, its error made clean text (CleanText).
+// An event without an EventID gets a fresh one first.
 func (e *Event) Marshal() ([]byte, error) {
+	if e.EventID == uuid.Nil {
+		e.EventID = uuid.New()
+	}
 	c := *e
 	c.Error = CleanText(c.Error)
 	return marshal(&c)

@@ -172,7 +172,13 @@ const (
 
 // Event is a notification for systems outside dubflow, published under
 // "event.<Event>". Task events carry TaskID and Status.
+//
+// EventID identifies the event: an event delivered twice (the outbox is
+// at-least-once) carries the same id, also as the AMQP message_id;
+// integrators deduplicate by it. Marshal gives an event without one a
+// fresh id.
 type Event struct {
+	EventID        uuid.UUID       `json:"event_id,omitzero"`
 	Event          string          `json:"event"`
 	TaskID         uuid.UUID       `json:"task_id,omitzero"`
 	Status         string          `json:"status,omitempty"`

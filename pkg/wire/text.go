@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // CleanText returns s as text that every store and every consumer accepts:
@@ -22,3 +25,21 @@ func CleanText(s string) string {
 // Reason returns s as a failure reason or error text: clean text
 // (CleanText) of at most 4096 bytes.
 func Reason(s string) string { return truncate(s, maxReasonBytes) }
+
+// MessageID returns the id a message body carries — an event's event_id, an
+// envelope's message_id — for the AMQP message_id and the outbox, so that a
+// message has one id however often it is published. ok is false when the
+// body carries none.
+func MessageID(body []byte) (id uuid.UUID, ok bool) {
+	var ids struct {
+		EventID   uuid.UUID `json:"event_id"`
+		MessageID uuid.UUID `json:"message_id"`
+	}
+	if json.Unmarshal(body, &ids) != nil {
+		return uuid.Nil, false
+	}
+	if ids.EventID != uuid.Nil {
+		return ids.EventID, true
+	}
+	return ids.MessageID, ids.MessageID != uuid.Nil
+}
