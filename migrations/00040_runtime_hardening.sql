@@ -89,7 +89,8 @@ ALTER TABLE outbox
 
 -- +goose Down
 ALTER TABLE outbox DROP COLUMN failures, DROP COLUMN last_error, DROP COLUMN next_try_at;
--- The functions of 00001 come back with that migration's definitions.
+-- finish_step of 00001 comes back; claim_step keeps its stricter form (one
+-- running attempt per part is right for the code of 00001 too).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION finish_step(p_id bigint, p_worker text, p_status text, p_error text) RETURNS void
 LANGUAGE plpgsql AS $$
