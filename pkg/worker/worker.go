@@ -120,6 +120,7 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		Delay:         d.topo.DelayExchange,
 		DLQ:           broker.DLQ,
 		MaxRetries:    cfg.MaxRetries,
+		DeliveryLimit: d.topo.DeliveryLimit,
 		Lease:         cfg.Lease(),
 		ShutdownGrace: cfg.ShutdownGrace(),
 		Log:           d.Log,
@@ -177,6 +178,7 @@ func (s source) Consume(ctx context.Context, handle func(context.Context, step.D
 		handle(ctx, step.Delivery{
 			Body:       d.Body,
 			RoutingKey: d.RoutingKey,
+			Headers:    d.Headers,
 			Ack:        d.Ack,
 			Nack:       func(requeue bool) error { return d.Nack(requeue) },
 		})
