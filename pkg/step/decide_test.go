@@ -1,0 +1,268 @@
+package step
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/wire"
+)
+
+// now is the clock of the decision table.
+var now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// testPolicy is the services' policy: 3 retries after 1s, 2s, 4s; a 30s
+// lease; a message waits an hour for its predecessor; 20 hand-backs.
+var testPolicy = policy{
+	maxRetries:     3,
+	backoff:        func(n int) time.Duration { return time.Second << min(n-1, 6) },
+	lease:          30 * time.Second,
+	dependencyWait: time.Hour,
+	deliveryLimit:  20,
+}
+
+// claimed is a message of attempt n whose attempt this worker claimed.
+func claimed(n int) facts {
+	return facts{Now: now, Step: wire.StepASR, Timeout: 10 * time.Minute, Attempt: n,
+		CreatedAt: now.Add(-time.Minute), Claim: claimClaimed, BaseAttempt: 1}
+}
+
+// ran is attempt n after its handler returned err.
+func ran(n int, err error) facts {
+	f := claimed(n)
+	f.Ran, f.Err = true, err
+	return f
+}
+
+// recorded is attempt n after its first commit of outcome found c (err).
+func recorded(n int, outcome string, c commitResult, err error) facts {
+	var herr error
+	if outcome != recSucceeded {
+		herr = errors.New("boom")
+	}
+	f := ran(n, herr)
+	f.Commits, f.Recorded, f.Commit, f.CommitErr = 1, outcome, c, err
+	return f
+}
+
+// with changes a copy of f.
+func with(f facts, change func(*facts)) facts {
+	change(&f)
+	return f
+}
+
+var errDown = errors.New("connection refused")
+
+// TestDecide is the decision table: what the runner does with a delivery,
+// one row one decision.
+func TestDecide(t *testing.T) {
+	transient := errors.New("speech engine: connection reset")
+	for _, tc := range []struct {
+		name string
+		f    facts
+		want decision
+		// reason is a text the decision's error must contain.
+		reason string
+	}{
+		// Read and claimed.
+		{"an invalid message is dead-lettered", facts{Now: now, Invalid: errors.New("invalid message: no task_id")},
+			decision{Action: actReject, Class: wire.ClassInvalid, Metric: "rejected"}, "no task_id"},
+		{"a failed claim hands back", with(claimed(1), func(f *facts) { f.Claim, f.ClaimErr = claimFailed, errDown }),
+			decision{Action: actHandBack, Metric: "claim_error"}, "refused"},
+		{"a part that succeeded before is skipped", with(claimed(1), func(f *facts) { f.Claim = claimDone }),
+			decision{Action: actAck, Metric: "duplicate"}, ""},
+		{"an attempt that ended before is skipped", with(claimed(2), func(f *facts) { f.Claim = claimFinished }),
+			decision{Action: actAck, Metric: "duplicate"}, ""},
+		{"a fresh message waits for its predecessor 1s", with(claimed(1), func(f *facts) { f.Claim, f.CreatedAt = claimWaiting, now.Add(-2*time.Second) }),
+			decision{Action: actLater, Delay: time.Second, Metric: "waiting"}, ""},
+		{"a message waiting 2m is checked a quarter of its age (30s) later", with(claimed(1), func(f *facts) { f.Claim, f.CreatedAt = claimWaiting, now.Add(-2*time.Minute) }),
+			decision{Action: actLater, Delay: 30 * time.Second, Metric: "waiting"}, ""},
+		{"an old waiting message is checked once a minute", with(claimed(1), func(f *facts) { f.Claim, f.CreatedAt = claimWaiting, now.Add(-59*time.Minute) }),
+			decision{Action: actLater, Delay: time.Minute, Metric: "waiting"}, ""},
+		{"waiting past the dependency wait is dead-lettered", with(claimed(1), func(f *facts) {
+			f.Claim, f.After, f.CreatedAt = claimWaiting, "extract_audio", now.Add(-61*time.Minute)
+		}),
+			decision{Action: actReject, Class: wire.ClassPermanent, Metric: "rejected"}, "still waits for extract_audio after 1h1m0s"},
+		{"a part held by another attempt is checked when its lease ends", with(claimed(2), func(f *facts) { f.Claim, f.HeldUntil = claimHeld, now.Add(12*time.Second) }),
+			decision{Action: actLater, Delay: 12 * time.Second, Held: true, Metric: "held"}, ""},
+		{"a lease ending now is checked 1s later", with(claimed(2), func(f *facts) { f.Claim, f.HeldUntil = claimHeld, now.Add(-time.Second) }),
+			decision{Action: actLater, Delay: time.Second, Held: true, Metric: "held"}, ""},
+		{"a held part is checked at least once a lease", with(claimed(2), func(f *facts) { f.Claim, f.HeldUntil = claimHeld, now.Add(5*time.Minute) }),
+			decision{Action: actLater, Delay: 30 * time.Second, Held: true, Metric: "held"}, ""},
+		{"a part held as long as a step may run is checked again", with(claimed(2), func(f *facts) {
+			f.Claim, f.HeldUntil, f.HeldSince = claimHeld, now.Add(10*time.Second), now.Add(-11*time.Minute-30*time.Second)
+		}), decision{Action: actLater, Delay: 10 * time.Second, Held: true, Metric: "held"}, ""},
+		{"a part held longer than a step may run is dead-lettered", with(claimed(2), func(f *facts) {
+			f.Claim, f.HeldUntil, f.HeldSince = claimHeld, now.Add(10*time.Second), now.Add(-11*time.Minute-31*time.Second)
+		}), decision{Action: actReject, Class: wire.ClassTransient, Metric: "rejected"}, "longer than a step may run (11m30s)"},
+		{"a claimed step runs", claimed(1), decision{Action: actRun}, ""},
+		{"a step handed back below the limit runs", with(claimed(1), func(f *facts) { f.HandBacks = 19 }), decision{Action: actRun}, ""},
+		{"a step handed back up to the limit is dead-lettered", with(claimed(1), func(f *facts) { f.HandBacks = 20 }),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "handed back 20 times"},
+		{"an unknown claim outcome hands back", with(claimed(1), func(f *facts) { f.Claim = claimUnknown }),
+			decision{Action: actHandBack}, ""},
+
+		// Ran.
+		{"success is recorded with what the handler staged", ran(1, nil),
+			decision{Action: actRecord, Record: recSucceeded, Staged: true, Metric: recSucceeded}, ""},
+		{"Park is recorded with what the handler staged", ran(1, Park(errors.New("no voice for xx"))),
+			decision{Action: actRecord, Record: recParked, Staged: true, Metric: recParked}, "no voice"},
+		{"Park wins over Permanent", ran(1, Park(Permanent(errors.New("compensate")))),
+			decision{Action: actRecord, Record: recParked, Staged: true, Metric: recParked}, "compensate"},
+		{"a transient error retries after 1s", ran(1, transient),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: recRetried}, "reset"},
+		{"the third try retries after 4s", ran(3, transient),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 4 * time.Second, Metric: recRetried}, "reset"},
+		{"the fourth try has used the budget", ran(4, transient),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Metric: recDeadLettered}, "(gave up after 4 tries)"},
+		{"a re-driven part has a fresh budget", with(ran(6, transient), func(f *facts) { f.BaseAttempt = 5 }),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 2 * time.Second, Metric: recRetried}, "reset"},
+		{"a permanent error is dead-lettered at once", ran(1, Permanent(errors.New("no audio stream"))),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "no audio stream"},
+		{"RetryAfter longer than the backoff sets the delay", ran(1, RetryAfter(transient, 90*time.Second)),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 90 * time.Second, Metric: recRetried}, "reset"},
+		{"RetryAfter shorter than the backoff keeps the backoff", ran(3, RetryAfter(transient, time.Second)),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 4 * time.Second, Metric: recRetried}, "reset"},
+		{"RetryAfter past the budget is dead-lettered", ran(4, RetryAfter(transient, time.Second)),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Metric: recDeadLettered}, "gave up"},
+		{"a timeout retries", ran(1, fmt.Errorf("step asr timed out after 10m0s: %w", context.DeadlineExceeded)),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTimeout, Delay: time.Second, Metric: recRetried}, "timed out"},
+		{"a panic retries", ran(1, panicError("index out of range")),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: recRetried}, "handler panic: index out of range"},
+		{"a lease lost during the step acks: another worker owns the attempt", with(ran(1, context.Canceled), func(f *facts) { f.Lost = leaseLost }),
+			decision{Action: actAck, Metric: "lease_lost"}, ""},
+		{"a claim lost during the step hands back, never acks", with(ran(1, context.Canceled), func(f *facts) { f.Lost = claimLost }),
+			decision{Action: actHandBack, Metric: "claim_lost"}, ""},
+		{"a step cut short by shutdown hands back and frees its lease", with(ran(1, context.Canceled), func(f *facts) { f.Interrupted = true }),
+			decision{Action: actHandBack, Release: true, Metric: "handed_back"}, "canceled"},
+
+		// Committed.
+		{"committed and published acks", recorded(1, recSucceeded, committed, nil), decision{Action: actAck}, ""},
+		{"committed but not published hands back (the sweep publishes)", with(recorded(1, recSucceeded, committed, nil), func(f *facts) { f.PublishErr = errDown }),
+			decision{Action: actHandBack}, "refused"},
+		{"a failing commit is recorded as a failed try", recorded(1, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit succeeded outcome: staged statement"},
+		{"a commit that keeps failing ends in the DLQ", recorded(4, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Metric: "commit_error"}, "(gave up after 4 tries)"},
+		{"a claim lost at the commit is recorded as a failed try first", recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit retried outcome"},
+		{"a claim lost at the second commit hands back, never acks", with(recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")), func(f *facts) { f.Commits = 2 }),
+			decision{Action: actHandBack, Metric: "claim_lost"}, "claim lost"},
+		{"a second commit failing (the database is down) hands back and frees the lease", with(recorded(1, recRetried, commitFailed, errDown), func(f *facts) { f.Commits = 2 }),
+			decision{Action: actHandBack, Release: true}, "refused"},
+		{"an outcome settled elsewhere acks", recorded(1, recSucceeded, commitSettled, errors.New("step lease lost")),
+			decision{Action: actAck, Metric: "lease_lost"}, "lease lost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := testPolicy.decide(tc.f)
+			if g, w := shape(got), shape(tc.want); g != w {
+				t.Errorf("decide = %s\n           want %s", g, w)
+			}
+			text := ""
+			if got.Err != nil {
+				text = got.Err.Error() + " | " + got.Reason
+			}
+			if !strings.Contains(text, tc.reason) {
+				t.Errorf("error %q, want it to contain %q", text, tc.reason)
+			}
+			if got.Why == "" && got.Metric != "" {
+				t.Errorf("decision counted as %s is not logged", got.Metric)
+			}
+		})
+	}
+}
+
+// shape prints what a decision does, leaving out its texts.
+func shape(d decision) string {
+	return fmt.Sprintf("{action %d record %q staged %v class %q delay %s held %v release %v metric %q}",
+		d.Action, d.Record, d.Staged, d.Class, d.Delay, d.Held, d.Release, d.Metric)
+}
+
+// TestEveryDeliveryEnds plays every path through decide, answering each
+// run and commit with every result, and checks that each ends in an ack, a
+// hand-back, a delay or a dead letter within a run and two commits.
+func TestEveryDeliveryEnds(t *testing.T) {
+	claims := []claimResult{claimFailed, claimClaimed, claimDone, claimFinished, claimWaiting, claimHeld, claimUnknown}
+	results := []facts{
+		{Err: nil}, {Err: errors.New("x")}, {Err: Permanent(errors.New("x"))}, {Err: Park(errors.New("x"))},
+		{Err: context.Canceled, Lost: leaseLost}, {Err: context.Canceled, Lost: claimLost}, {Err: context.Canceled, Interrupted: true},
+	}
+	commits := []commitResult{committed, commitSettled, commitClaimLost, commitFailed}
+	for _, c := range claims {
+		for _, res := range results {
+			for _, c1 := range commits {
+				for _, c2 := range commits {
+					for _, pubFails := range []bool{false, true} {
+						for _, attempt := range []int{1, 4} {
+							f := with(claimed(attempt), func(f *facts) { f.Claim = c })
+							play(t, f, res, []commitResult{c1, c2}, pubFails)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func play(t *testing.T, f facts, res facts, commits []commitResult, pubFails bool) {
+	t.Helper()
+	for step := 0; step < 4; step++ {
+		d := testPolicy.decide(f)
+		switch d.Action {
+		case actRun:
+			if f.Ran {
+				t.Fatalf("%+v: runs twice", f)
+			}
+			f.Ran, f.Err, f.Lost, f.Interrupted = true, res.Err, res.Lost, res.Interrupted
+		case actRecord:
+			if f.Commits == len(commits) {
+				t.Fatalf("%+v: commits a third time", f)
+			}
+			f.Recorded, f.Commit = d.Record, commits[f.Commits]
+			f.Commits++
+			if f.Commit != committed {
+				f.CommitErr = errors.New("commit: " + strconv.Itoa(int(f.Commit)))
+			} else if pubFails {
+				f.PublishErr = errDown
+			}
+		case actAck, actLater, actReject, actHandBack:
+			if f.Lost == claimLost && d.Action == actAck || f.Commit == commitClaimLost && d.Action == actAck {
+				t.Fatalf("%+v: a lost claim acked", f)
+			}
+			return
+		default:
+			t.Fatalf("%+v: no action", f)
+		}
+	}
+	t.Fatalf("%+v: no end after a run and two commits", f)
+}
+
+func TestHandBackPause(t *testing.T) {
+	for n, want := range map[int32]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second,
+		6: 30 * time.Second, 7: 30 * time.Second, 1000: 30 * time.Second} {
+		if got := handBackPause(n); got != want {
+			t.Errorf("handBackPause(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// TestDecideDoesNoIO: the decisions import nothing that talks to the
+// outside world; the runner carries them out.
+func TestDecideDoesNoIO(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "decide.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"errors": true, "fmt": true, "time": true, "github.com/dubflow/dubflow/pkg/wire": true}
+	for _, imp := range f.Imports {
+		if path, _ := strconv.Unquote(imp.Path.Value); !allowed[path] {
+			t.Errorf("decide.go imports %s", path)
+		}
+	}
+}

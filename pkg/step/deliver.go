@@ -1,0 +1,211 @@
+package step
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
+)
+
+// delivery is one message on its way through the runner: what was read from
+// it, the claimed attempt, and the facts its decisions are taken from.
+type delivery struct {
+	env     *wire.Envelope // nil when not even the task id is readable
+	route   Route
+	msg     *Message
+	stepID  int64
+	elapsed time.Duration // how long the handler ran
+	log     zerolog.Logger
+	facts   facts
+}
+
+// step names the delivery's step for metrics.
+func (dl *delivery) step() string {
+	if dl.env == nil {
+		return "unknown"
+	}
+	return dl.env.Step
+}
+
+// read decodes the delivery, finds its route and part and claims its
+// attempt: the facts of the first decision.
+func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
+	dl := &delivery{facts: facts{HandBacks: handBacks(d.Headers)}}
+	if since, ok := heldSince(d.Headers); ok {
+		dl.facts.HeldSince = since
+	}
+	env, err := wire.Decode(d.Body)
+	if err != nil {
+		// What can be read of it still names the task to fail, if any.
+		dl.env, dl.facts.Invalid = peek(d.Body), fmt.Errorf("invalid message: %w", err)
+		dl.log = r.logger(d, dl.env)
+		return dl
+	}
+	dl.env, dl.log = env, r.logger(d, env)
+	route, ok := r.routes[env.Step]
+	if !ok {
+		dl.facts.Invalid = fmt.Errorf("invalid message: step %q is not served on queue %s", env.Step, r.cfg.Queue)
+		return dl
+	}
+	part, err := PartOf(env)
+	if err != nil {
+		dl.facts.Invalid = fmt.Errorf("invalid message: %w", err)
+		return dl
+	}
+	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log}
+	f := &dl.facts
+	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, route.After, route.Timeout, env.Attempt, env.CreatedAt
+	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
+	claim, err := store.ClaimStep(ctx, r.cfg.Pool, key, r.cfg.Worker, r.cfg.Lease, route.After, d.Body)
+	if err != nil {
+		f.Claim, f.ClaimErr = claimFailed, err
+		return dl
+	}
+	dl.stepID = claim.StepID
+	f.Claim, f.HeldUntil, f.BaseAttempt = claimResultOf(claim.Outcome), claim.HeldUntil, claim.BaseAttempt
+	return dl
+}
+
+// claimResultOf names a store claim outcome for the decisions.
+func claimResultOf(outcome string) claimResult {
+	switch outcome {
+	case store.Claimed:
+		return claimClaimed
+	case store.Done:
+		return claimDone
+	case store.Finished:
+		return claimFinished
+	case store.Waiting:
+		return claimWaiting
+	case store.Held:
+		return claimHeld
+	}
+	return claimUnknown
+}
+
+// logger is the log of one delivery: its routing key and what its envelope
+// names.
+func (r *Runner) logger(d Delivery, env *wire.Envelope) zerolog.Logger {
+	c := r.cfg.Log.With().Str("routing_key", d.RoutingKey)
+	if env != nil {
+		c = c.Str("task_id", env.TaskID.String()).Str("step", env.Step).Int("attempt", env.Attempt).Str("trace_id", env.TraceID)
+	}
+	return c.Logger()
+}
+
+// reject dead-letters a message that never reached a handler (invalid, or
+// waiting too long), fails its task if it names one, then acks it. It
+// touches no step row.
+func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, class string, err error, log zerolog.Logger) {
+	// Published directly, not through the outbox: its id comes from the
+	// delivery, so that a redelivery's dead letter is recorded once.
+	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error())
+	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
+		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
+		r.handBack(ctx, d, log)
+		return
+	}
+	if env != nil && env.TaskID != uuid.Nil {
+		fail := stmt{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, err))}}
+		if _, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{fail}); ferr != nil {
+			log.Warn().Err(ferr).Msg("mark task failed")
+		}
+	}
+	r.ack(d, log)
+}
+
+// later republishes the message unchanged through a delay tier, then acks
+// it. The republished message carries what the broker's count would
+// forget: the hand-backs so far (x-delivery-count restarts at zero) and,
+// for a message held by another attempt, since when it has been held.
+func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait time.Duration, held bool, log zerolog.Logger) {
+	exchange, _ := r.cfg.Delay(wait)
+	// The same message: the same id.
+	id := env.MessageID
+	if id == uuid.Nil {
+		id = uuid.NewSHA1(messageSpace, d.Body)
+	}
+	o := &outMsg{messageID: id, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
+	msg := publishing(o)
+	msg.Headers = amqp.Table{handBacksHeader: int64(handBacks(d.Headers))}
+	if held {
+		since, ok := heldSince(d.Headers)
+		if !ok {
+			since = time.Now()
+		}
+		msg.Headers[heldSinceHeader] = since.UnixMilli()
+	}
+	if err := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, msg); err != nil {
+		log.Error().Err(err).Msg("delay publish failed; message handed back")
+		r.handBack(ctx, d, log)
+		return
+	}
+	r.ack(d, log)
+}
+
+func (r *Runner) ack(d Delivery, log zerolog.Logger) {
+	r.troubles.Store(0)
+	if err := d.Ack(); err != nil {
+		log.Warn().Err(err).Msg("ack failed; the broker will redeliver and the duplicate will be skipped")
+	}
+}
+
+// handBack returns the message to its queue after a pause that grows while
+// hand-backs follow each other (handBackPause).
+func (r *Runner) handBack(ctx context.Context, d Delivery, log zerolog.Logger) {
+	select {
+	case <-time.After(handBackPause(r.troubles.Add(1))):
+	case <-ctx.Done():
+	}
+	if err := d.Nack(true); err != nil {
+		log.Warn().Err(err).Msg("nack failed; the broker will redeliver")
+	}
+}
+
+// release frees the delivery's attempt for the next delivery of the message.
+func (r *Runner) release(ctx context.Context, dl *delivery) {
+	if err := store.ReleaseLease(context.WithoutCancel(ctx), r.cfg.Pool, dl.stepID, r.cfg.Worker); err != nil {
+		dl.log.Warn().Err(err).Msg("release lease")
+	}
+}
+
+// peek reads the envelope fields of a message that failed validation, for
+// the dead letter and to fail its task; nil when not even the task id is a
+// UUID.
+func peek(body []byte) *wire.Envelope {
+	if len(body) > wire.MaxMessageBytes {
+		return nil
+	}
+	var head struct {
+		TaskID  string `json:"task_id"`
+		Step    string `json:"step"`
+		Attempt int    `json:"attempt"`
+		TraceID string `json:"trace_id"`
+	}
+	if json.Unmarshal(body, &head) != nil {
+		return nil
+	}
+	id, err := uuid.Parse(head.TaskID)
+	if err != nil {
+		return nil
+	}
+	env := &wire.Envelope{TaskID: id}
+	// Keep only what the dead-letter schema accepts.
+	if wire.RoutingKey(head.Step) != "" {
+		env.Step = head.Step
+	}
+	if head.Attempt > 0 && head.Attempt <= 1000 {
+		env.Attempt = head.Attempt
+	}
+	if n := len(head.TraceID); n > 0 && n <= 128 && strings.IndexFunc(head.TraceID, func(r rune) bool { return r <= ' ' || r > '~' }) < 0 {
+		env.TraceID = head.TraceID
+	}
+	return env
+}

@@ -1,0 +1,99 @@
+package step
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// record commits the attempt's outcome that dec names, with what the
+// handler staged if dec says so, publishes the messages the commit added,
+// and adds what it found to the delivery's facts.
+func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
+	var fns []func(context.Context, pgx.Tx) error
+	if dec.Staged {
+		fns = dl.msg.fns
+	}
+	commitCtx := context.WithoutCancel(ctx)
+	out, err := commit(commitCtx, r.cfg.Pool, fns, r.statements(dl, dec))
+	err = store.MapError(err)
+	f := &dl.facts
+	f.Commits++
+	f.Recorded, f.Commit, f.CommitErr = dec.Record, commitResultOf(err), err
+	if err != nil {
+		return
+	}
+	// The publish right after the commit gives up well before the sweep
+	// may take the rows (SweepAge), so the two never publish one row both.
+	pubCtx, cancelPub := context.WithTimeout(commitCtx, r.cfg.SweepAge/2)
+	f.PublishErr = r.relay.publish(pubCtx, out)
+	cancelPub()
+}
+
+// commitResultOf names a commit's (mapped) error for the decisions.
+func commitResultOf(err error) commitResult {
+	switch {
+	case err == nil:
+		return committed
+	case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrDuplicate):
+		return commitSettled
+	case errors.Is(err, store.ErrClaimLost):
+		return commitClaimLost
+	}
+	return commitFailed
+}
+
+// statements are the statements that record dec's outcome of the
+// delivery's attempt.
+func (r *Runner) statements(dl *delivery, dec decision) []stmt {
+	env := dl.env
+	finish := func(status string) stmt {
+		text := ""
+		if dec.Err != nil {
+			text = dec.Err.Error()
+		}
+		return stmt{sql: store.FinishStepSQL, args: []any{dl.stepID, r.cfg.Worker, status, wire.Reason(text)}}
+	}
+	switch dec.Record {
+	case recSucceeded:
+		stmts := append([]stmt{finish(store.StatusSucceeded)}, dl.msg.stmts...)
+		return append(stmts, stmt{sql: store.TouchTaskSQL, args: []any{env.TaskID}})
+	case recParked:
+		return append([]stmt{finish(store.StatusParked)}, dl.msg.stmts...)
+	case recRetried:
+		exchange, _ := r.cfg.Delay(dec.Delay)
+		retry := env.Retry()
+		body, err := json.Marshal(retry)
+		if err != nil {
+			dl.log.Error().Err(err).Msg("encode retry")
+		}
+		o := &outMsg{messageID: retry.MessageID, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
+		return []stmt{finish(store.StatusFailed),
+			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+	default: // recDeadLettered
+		original, _ := json.Marshal(env)
+		o := r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason)
+		return []stmt{finish(store.StatusFailed),
+			{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, dec.Reason))}},
+			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+	}
+}
+
+// deadLetter builds the seed's dead-letter envelope for the DLQ, published
+// under id.
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outMsg {
+	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
+	if err != nil {
+		// Only an unencodable reason could fail; keep the message anyway.
+		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
+			"error_class": class, "failed_at": time.Now().UTC()})
+	}
+	return &outMsg{messageID: id, exchange: "", routingKey: r.cfg.DLQ, body: body}
+}

@@ -1,0 +1,79 @@
+package step
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/rs/zerolog"
+)
+
+// run runs the handler of a claimed step under its timeout, with a heartbeat
+// that keeps the lease, and adds what it found to the delivery's facts.
+func (r *Runner) run(ctx context.Context, dl *delivery) {
+	start := time.Now()
+	runCtx, cancel := context.WithTimeoutCause(ctx, dl.route.Timeout,
+		fmt.Errorf("step %s timed out after %s: %w", dl.env.Step, dl.route.Timeout, context.DeadlineExceeded))
+	lost := r.heartbeat(runCtx, cancel, dl.stepID, dl.log)
+	err := r.call(runCtx, dl.route.Handler, dl.msg)
+	if err != nil && runCtx.Err() != nil && !errors.Is(err, context.Cause(runCtx)) {
+		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
+	}
+	cancel()
+	dl.elapsed = time.Since(start)
+	f := &dl.facts
+	f.Ran, f.Err, f.Lost = true, err, loss(lost.Load())
+	f.Interrupted = err != nil && ctx.Err() != nil
+}
+
+// call runs the handler, turning a panic into an error.
+func (r *Runner) call(ctx context.Context, h Handler, msg *Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg.Log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			err = panicError(p)
+		}
+	}()
+	return h.Handle(ctx, msg)
+}
+
+// panicError is the error a handler's panic is recorded as: transient, so
+// the step is retried.
+func panicError(p any) error { return fmt.Errorf("handler panic: %v", p) }
+
+// heartbeat extends the lease while the step runs; when the lease or the
+// claim is lost it cancels the step and records which (a loss) in the
+// returned value.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Int32 {
+	lost := new(atomic.Int32)
+	go func() {
+		t := time.NewTicker(r.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := store.ExtendLease(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
+				switch {
+				case errors.Is(err, store.ErrLeaseLost):
+					lost.Store(int32(leaseLost))
+					cancel()
+					return
+				case errors.Is(err, store.ErrClaimLost):
+					lost.Store(int32(claimLost))
+					cancel()
+					return
+				}
+				if err != nil && ctx.Err() == nil {
+					log.Warn().Err(err).Msg("extend lease")
+				}
+			}
+		}
+	}()
+	return lost
+}
