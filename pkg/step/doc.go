@@ -3,6 +3,13 @@
 // through task_steps, dependencies between steps, timeouts, the
 // transactional outbox, retries through the delay tiers, dead-lettering,
 // panic recovery, graceful shutdown and metrics.
+//
+// A delivery goes decide, then do: the runner reads and claims it
+// (deliver.go), asks decide (decide.go, pure, its table in decide_test.go)
+// what to do, and carries that out — run the handler (run.go), commit the
+// attempt's outcome and publish what it added (record.go, commit.go), ack,
+// republish through a delay tier, dead-letter or hand back (deliver.go) —
+// asking again after each run and commit until the delivery is settled.
 package step
 
 import "context"

@@ -1,0 +1,57 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Parter is the payload of a step that fans out: each of its messages
+// carries one part of the step, named by Part. The name is the part's key in
+// task_steps and step_parts (its attempts' idempotency key), so it is a
+// property of the message: every process — the worker that claims it, the
+// one that emits it, the reconciler and dubctl that re-drive it — names a
+// message's part the same way, from its payload alone. The payload of a
+// step with one part is no Parter; its part is "".
+//
+// Translate is a Parter (one part per batch of segments); ASR fans out the
+// same way once its payload names its part.
+type Parter interface {
+	Part() string
+}
+
+// Part names a translate message's part by its batch's segment ids.
+func (p *Translate) Part() string { return PartByIDs(p.SegmentIDs) }
+
+// PartByIDs names a part by the ids of the items it carries, joined by
+// commas. A name longer than 200 bytes becomes first..last#hash, which
+// cannot be turned back into the ids: the message emitted for a part is kept
+// with it (step_parts.message) for re-drives.
+func PartByIDs(ids []string) string {
+	part := strings.Join(ids, ",")
+	if len(part) > 200 {
+		sum := sha256.Sum256([]byte(part))
+		part = ids[0] + ".." + ids[len(ids)-1] + "#" + hex.EncodeToString(sum[:8])
+	}
+	return part
+}
+
+// Part names the part of its step that e carries: "" for a step with one
+// part, else what its payload (a Parter) says. An error means the payload
+// cannot be read.
+func (e *Envelope) Part() (string, error) {
+	newPayload, ok := payloadTypes[e.Step]
+	if !ok {
+		return "", nil
+	}
+	p, ok := newPayload().(Parter)
+	if !ok {
+		return "", nil
+	}
+	if err := json.Unmarshal(e.Payload, p); err != nil {
+		return "", fmt.Errorf("read %s part: %w", e.Step, err)
+	}
+	return p.Part(), nil
+}

@@ -1,0 +1,53 @@
+package wire_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+)
+
+// TestEnvelopePart: a translate message's part is named by its segment ids,
+// a long name by a hash (the same name as before the naming moved into the
+// contract: the names are stored in task_steps and step_parts); every other
+// step has one part, "".
+func TestEnvelopePart(t *testing.T) {
+	task := uuid.MustParse("00000000-0000-0000-0000-000000000001")
+	translate := func(ids ...string) *wire.Envelope {
+		env, err := wire.New(wire.StepTranslate, task, "trace", wire.Translate{TaskID: task, SegmentIDs: ids,
+			SourceLanguage: "en", TargetLanguage: "es"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	var long []string
+	for i := range 80 {
+		long = append(long, wire.SegmentID(i))
+	}
+	asr := &wire.Envelope{Step: wire.StepASR, Payload: json.RawMessage(`{"audio_key": "a", "language": "en", "output_key": "o"}`)}
+	for _, tc := range []struct {
+		name string
+		env  *wire.Envelope
+		want string
+	}{
+		{"one segment", translate("seg-0"), "seg-0"},
+		{"a batch", translate("seg-3", "seg-4", "seg-5"), "seg-3,seg-4,seg-5"},
+		{"a long batch", translate(long...), "seg-0..seg-79#6e6c98946830c56c"},
+		{"a step with one part", asr, ""},
+		{"a step without a payload type", &wire.Envelope{Step: "dispatch", Payload: json.RawMessage(`{"x":1}`)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.env.Part()
+			if err != nil || got != tc.want {
+				t.Errorf("Part() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	bad := &wire.Envelope{Step: wire.StepTranslate, Payload: json.RawMessage(`{"segment_ids": "seg-0"}`)}
+	if _, err := bad.Part(); err == nil || !strings.Contains(err.Error(), "read translate part") {
+		t.Errorf("unreadable payload: %v, want an error naming the step", err)
+	}
+}
