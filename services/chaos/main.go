@@ -279,7 +279,7 @@ func (r *runner) run(ctx context.Context) (int, error) {
 	return exitFail, nil
 }
 
-// submitAll submits the tasks with two dubctl processes at a time, spread
+// submitAll submits the tasks with four dubctl processes at a time, spread
 // over spread, and returns how many submissions were confirmed.
 func (r *runner) submitAll(ctx context.Context, sub *submitter, clips []clip, spread time.Duration) int {
 	rng := r.rng(4)
@@ -292,7 +292,7 @@ func (r *runner) submitAll(ctx context.Context, sub *submitter, clips []clip, sp
 	var mu sync.Mutex
 	ok, retried := 0, 0
 	var wg sync.WaitGroup
-	for range 2 {
+	for range 4 {
 		wg.Go(func() {
 			for i := range next {
 				_, tries, err := sub.submit(ctx, picks[i])
@@ -411,10 +411,10 @@ func stackEnv(amqpURL, dbURL, s3 string) map[string]string {
 // chaosDefaults are the settings the services run with unless the
 // environment of chaos sets them: the reconciler looks often and re-drives
 // a task stuck for five minutes (half the default), so that work lost to a
-// fault is recovered within the settle bound; each worker runs two steps at
+// fault is recovered within the settle bound; each worker runs four steps at
 // a time, so that kills hit more work in flight.
 var chaosDefaults = map[string]string{
-	"WORKER_CONCURRENCY":            "2",
+	"WORKER_CONCURRENCY":            "4",
 	"SHUTDOWN_GRACE_SECONDS":        "5",
 	"RECONCILE_INTERVAL_SECONDS":    "5",
 	"RECONCILE_LEASE_GRACE_SECONDS": "10",

@@ -118,8 +118,12 @@ func (p *proc) ready() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// signal sends sig to the process group and waits (bounded) until the
-// process has exited; SIGKILL follows when it has not.
+// signal sends sig and waits (bounded) until the process has exited; then
+// its process group gets SIGKILL. SIGKILL goes to the whole group at once:
+// ffmpeg, pocketsphinx, espeak-ng children die with the service, as they
+// would with its container. SIGTERM goes to the service alone, as
+// Kubernetes sends it to a container's main process, so the service
+// decides what happens to the work of its children.
 func (p *proc) signal(sig syscall.Signal, wait time.Duration) {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
@@ -130,15 +134,18 @@ func (p *proc) signal(sig syscall.Signal, wait time.Duration) {
 	if cmd == nil {
 		return
 	}
-	// The process group: ffmpeg, pocketsphinx, espeak-ng children die too,
-	// as they would with their container.
-	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	if sig == syscall.SIGKILL {
+		_ = syscall.Kill(-cmd.Process.Pid, sig)
+	} else {
+		_ = cmd.Process.Signal(sig)
+	}
 	select {
 	case <-done:
 	case <-time.After(wait):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
 	}
+	// Whatever is left of the group (children the service did not stop).
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
 }
 
 // supervise keeps p running until ctx ends: a kill request (the down
