@@ -97,6 +97,17 @@ bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 soak: build ## Run the soak test (scripts/soak.sh)
 	bash scripts/soak.sh
 
+# CHAOS_FLAGS: flags of bin/chaos (-tasks 200 -seed S -duration 8m -settle 15m -keep; see
+# services/chaos/README.md). The MinIO it runs is the one scripts/stack.sh builds.
+CHAOS_FLAGS ?=
+MINIO_VERSION = $(shell sed -n 's/^MINIO_VERSION=//p' scripts/stack.sh)
+
+.PHONY: chaos
+chaos: build ## Chaos run on a private stack: 200 tasks under kills, restarts, cuts (CHAOS_FLAGS)
+	@test -x .tools/minio || { echo "chaos: building .tools/minio as scripts/stack.sh does (about 5 minutes the first time)"; \
+		mkdir -p .tools && cd /tmp && GOWORK=off GOBIN=$(CURDIR)/.tools $(GO) install "github.com/minio/minio@$(MINIO_VERSION)"; }
+	bin/chaos $(CHAOS_FLAGS)
+
 .PHONY: fmt
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)
