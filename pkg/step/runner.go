@@ -356,19 +356,21 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 	}
 	reason := herr.Error()
 	if class != wire.ClassPermanent {
-		reason = fmt.Sprintf("%s (gave up after %d tries)", reason, used)
+		reason = fmt.Sprintf("%s (retried %d times)", reason, used-1)
 	}
 	log.Error().Err(herr).Str("error_class", class).Msg("step failed; dead-lettered")
 	original, _ := json.Marshal(env)
-	o := r.deadLetter(original, env, class, reason)
+	o := r.deadLetter(original, env, class, reason, used-1)
 	return "dead_lettered", []stmt{finish(store.StatusFailed, herr.Error()),
 		{sql: store.FailTaskSQL, args: []any{env.TaskID, fmt.Sprintf("%s: %s", env.Step, reason)}},
 		{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
 }
 
 // deadLetter builds the seed's dead-letter envelope for the DLQ.
-func (r *Runner) deadLetter(original []byte, env *wire.Envelope, class, reason string) *outMsg {
-	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
+func (r *Runner) deadLetter(original []byte, env *wire.Envelope, class, reason string, retries int) *outMsg {
+	dl := wire.NewDeadLetter(original, env, class, reason, time.Now())
+	dl.RetryCount = retries
+	body, err := dl.Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
@@ -390,7 +392,7 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	}
 	log.Error().Err(err).Str("error_class", class).Msg("message dead-lettered")
 	r.cfg.Metrics.outcome(step, "rejected")
-	o := r.deadLetter(d.Body, env, class, err.Error())
+	o := r.deadLetter(d.Body, env, class, err.Error(), 0)
 	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)
