@@ -386,3 +386,29 @@ func TestREADMEStatesTheCodesTimeouts(t *testing.T) {
 		t.Errorf("deploy/README.md does not state the %d s margin below the consumer timeout", margin)
 	}
 }
+
+// TestComposeEnvAgreesWithTheCode: every variable compose.yaml gives a
+// dubflow service (they share one block, like the ConfigMap) is one some
+// service reads (or one of osVars), and each step timeout is the code's
+// default.
+func TestComposeEnvAgreesWithTheCode(t *testing.T) {
+	code := loadCodeConfig(t)
+	p := loadCompose(t)
+	for _, svc := range services {
+		s, ok := p.Services[svc.name]
+		if !ok {
+			continue // reported by TestComposeNamesEveryService
+		}
+		for name := range s.Environment {
+			if len(code.readBy(name)) == 0 && !slices.Contains(osVars, name) {
+				t.Errorf("compose service %s: sets %s, which no service reads", svc.name, name)
+			}
+		}
+		if svc.timeout != "" {
+			def, _ := code.def(svc.name, svc.timeout)
+			if got := envValue(s.Environment, svc.timeout); !sameValue(got, def) {
+				t.Errorf("compose service %s: %s=%s, but the code's default is %s", svc.name, svc.timeout, got, def)
+			}
+		}
+	}
+}
