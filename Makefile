@@ -94,6 +94,10 @@ soak: build ## Run the soak test (scripts/soak.sh)
 	@test -f scripts/soak.sh || { echo "soak: scripts/soak.sh is not written yet" >&2; exit 1; }
 	bash scripts/soak.sh
 
+.PHONY: image-smoke
+image-smoke: ## Build every image with podman on debootstrap bases and smoke-run each (scripts/image-smoke.sh)
+	bash scripts/image-smoke.sh
+
 .PHONY: fmt
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)
