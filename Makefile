@@ -108,6 +108,10 @@ chaos: build ## Chaos run on a private stack: 200 tasks under kills, restarts, c
 		mkdir -p .tools && cd /tmp && GOWORK=off GOBIN=$(CURDIR)/.tools $(GO) install "github.com/minio/minio@$(MINIO_VERSION)"; }
 	bin/chaos $(CHAOS_FLAGS)
 
+.PHONY: image-smoke
+image-smoke: ## Build every image with podman on debootstrap bases and smoke-run each (scripts/image-smoke.sh)
+	bash scripts/image-smoke.sh
+
 .PHONY: fmt
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)

@@ -35,10 +35,6 @@ var services = []service{
 	{name: "dubctl", runtime: "static"},
 }
 
-// brokerConsumerTimeoutSeconds is RabbitMQ's default consumer_timeout
-// (30 minutes): a delivery left unacknowledged longer closes the channel.
-const brokerConsumerTimeoutSeconds = 30 * 60
-
 func serviceByObject(kind, object string) (service, bool) {
 	for _, s := range services {
 		if s.kind == kind && s.object == object {
