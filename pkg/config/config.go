@@ -27,7 +27,10 @@ type S3 struct {
 type Common struct {
 	AMQPURL     string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/"`
 	DatabaseURL string `env:"DATABASE_URL" envDefault:"postgres://postgres@localhost:5432/dubflow?sslmode=disable"`
-	S3          S3
+	// DatabaseWaitSeconds is how long a long-running service waits at start
+	// for a database that is away or still starting (0: not at all).
+	DatabaseWaitSeconds int `env:"DATABASE_WAIT_SECONDS" envDefault:"120"`
+	S3                  S3
 	// OpsAddr serves /healthz, /readyz and /metrics.
 	OpsAddr   string `env:"OPS_ADDR" envDefault:":8081"`
 	LogLevel  string `env:"LOG_LEVEL" envDefault:"info"`
@@ -56,6 +59,11 @@ type Common struct {
 	// longer closes the consumer's channel, so a worker refuses to start
 	// with a step timeout that does not end StepTimeoutMargin before it.
 	BrokerConsumerTimeoutSeconds int `env:"BROKER_CONSUMER_TIMEOUT_SECONDS" envDefault:"1800"`
+}
+
+// DatabaseWait is DatabaseWaitSeconds as a duration.
+func (c Common) DatabaseWait() time.Duration {
+	return time.Duration(c.DatabaseWaitSeconds) * time.Second
 }
 
 // StepTimeoutMargin is what a step timeout leaves below the broker's
@@ -109,6 +117,9 @@ func (c *Common) Validate() error {
 	}
 	if c.MaxRetries < 0 || c.MaxRetries > 7 {
 		errs = append(errs, fmt.Errorf("STEP_MAX_RETRIES %d: want 0..7 (the delay tiers end at 60s)", c.MaxRetries))
+	}
+	if c.DatabaseWaitSeconds < 0 {
+		errs = append(errs, fmt.Errorf("DATABASE_WAIT_SECONDS %d: want 0 or more", c.DatabaseWaitSeconds))
 	}
 	if c.LeaseSeconds < 3 {
 		errs = append(errs, fmt.Errorf("STEP_LEASE_SECONDS %d: want at least 3", c.LeaseSeconds))

@@ -63,7 +63,7 @@ type Deps struct {
 func Open(ctx context.Context, service string, cfg config.Common, log zerolog.Logger) (*Deps, error) {
 	d := &Deps{Service: service, Config: cfg, Log: log, Registry: ops.NewRegistry(),
 		topo: broker.Topology{DeliveryLimit: cfg.DeliveryLimit}}
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := OpenDB(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -242,4 +242,14 @@ func Main(service string, run func(ctx context.Context, environ map[string]strin
 		fmt.Fprintln(os.Stderr, service+":", err)
 		os.Exit(1)
 	}
+}
+
+// OpenDB connects a long-running service to Postgres, waiting up to
+// DATABASE_WAIT_SECONDS for a database that is away or still starting (a
+// service started before its database, or during a Postgres restart)
+// instead of exiting, and logging each retry.
+func OpenDB(ctx context.Context, cfg config.Common, log zerolog.Logger) (*pgxpool.Pool, error) {
+	return store.OpenWait(ctx, cfg.DatabaseURL, cfg.DatabaseWait(), func(err error, next time.Duration) {
+		log.Warn().Err(err).Dur("retry_in", next).Msg("database not reachable yet; waiting")
+	})
 }
