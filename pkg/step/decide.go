@@ -139,6 +139,9 @@ type decision struct {
 	Err    error
 	Class  string
 	Reason string
+	// Retries (a dead-lettered outcome) is how often the step was retried
+	// before it gave up.
+	Retries int
 	// Delay is the wait of actLater and the wanted retry delay of a
 	// retried outcome; Held (actLater) carries the held-since time.
 	Delay time.Duration
@@ -256,9 +259,9 @@ func (p policy) result(f facts, err error) decision {
 	}
 	reason := err.Error()
 	if class != wire.ClassPermanent {
-		reason = fmt.Sprintf("%s (gave up after %d tries)", reason, used)
+		reason = fmt.Sprintf("%s (retried %d times)", reason, used-1)
 	}
-	return decision{Action: actRecord, Record: recDeadLettered, Err: err, Class: class, Reason: reason,
+	return decision{Action: actRecord, Record: recDeadLettered, Err: err, Class: class, Reason: reason, Retries: used - 1,
 		Metric: recDeadLettered, Why: "step failed; dead-lettered", Level: sevError}
 }
 

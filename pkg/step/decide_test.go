@@ -120,7 +120,7 @@ func TestDecide(t *testing.T) {
 		{"the third try retries after 4s", ran(3, transient),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 4 * time.Second, Metric: recRetried}, "reset"},
 		{"the fourth try has used the budget", ran(4, transient),
-			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Metric: recDeadLettered}, "(gave up after 4 tries)"},
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "(retried 3 times)"},
 		{"a re-driven part has a fresh budget", with(ran(6, transient), func(f *facts) { f.BaseAttempt = 5 }),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 2 * time.Second, Metric: recRetried}, "reset"},
 		{"a permanent error is dead-lettered at once", ran(1, Permanent(errors.New("no audio stream"))),
@@ -130,7 +130,7 @@ func TestDecide(t *testing.T) {
 		{"RetryAfter shorter than the backoff keeps the backoff", ran(3, RetryAfter(transient, time.Second)),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 4 * time.Second, Metric: recRetried}, "reset"},
 		{"RetryAfter past the budget is dead-lettered", ran(4, RetryAfter(transient, time.Second)),
-			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Metric: recDeadLettered}, "gave up"},
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "(retried 3 times)"},
 		{"a timeout retries", ran(1, fmt.Errorf("step asr timed out after 10m0s: %w", context.DeadlineExceeded)),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTimeout, Delay: time.Second, Metric: recRetried}, "timed out"},
 		{"a panic retries", ran(1, panicError("index out of range")),
@@ -149,7 +149,7 @@ func TestDecide(t *testing.T) {
 		{"a failing commit is recorded as a failed try", recorded(1, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit succeeded outcome: staged statement"},
 		{"a commit that keeps failing ends in the DLQ", recorded(4, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
-			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Metric: "commit_error"}, "(gave up after 4 tries)"},
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: "commit_error"}, "(retried 3 times)"},
 		{"a claim lost at the commit is recorded as a failed try first", recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit retried outcome"},
 		{"a claim lost at the second commit hands back, never acks", with(recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")), func(f *facts) { f.Commits = 2 }),
@@ -180,8 +180,8 @@ func TestDecide(t *testing.T) {
 
 // shape prints what a decision does, leaving out its texts.
 func shape(d decision) string {
-	return fmt.Sprintf("{action %d record %q staged %v class %q delay %s held %v release %v metric %q}",
-		d.Action, d.Record, d.Staged, d.Class, d.Delay, d.Held, d.Release, d.Metric)
+	return fmt.Sprintf("{action %d record %q staged %v class %q retries %d delay %s held %v release %v metric %q}",
+		d.Action, d.Record, d.Staged, d.Class, d.Retries, d.Delay, d.Held, d.Release, d.Metric)
 }
 
 // TestEveryDeliveryEnds plays every path through decide, answering each

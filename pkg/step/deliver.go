@@ -106,7 +106,7 @@ func (r *Runner) logger(d Delivery, env *wire.Envelope) zerolog.Logger {
 func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, class string, err error, log zerolog.Logger) {
 	// Published directly, not through the outbox: its id comes from the
 	// delivery, so that a redelivery's dead letter is recorded once.
-	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error())
+	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error(), 0)
 	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)

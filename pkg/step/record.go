@@ -79,7 +79,7 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
 	default: // recDeadLettered
 		original, _ := json.Marshal(env)
-		o := r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason)
+		o := r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason, dec.Retries)
 		return []stmt{finish(store.StatusFailed),
 			{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, dec.Reason))}},
 			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
@@ -87,9 +87,11 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 }
 
 // deadLetter builds the seed's dead-letter envelope for the DLQ, published
-// under id.
-func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outMsg {
-	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
+// under id; retries is how often the step was retried before it gave up.
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string, retries int) *outMsg {
+	dl := wire.NewDeadLetter(original, env, class, reason, time.Now())
+	dl.RetryCount = retries
+	body, err := dl.Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
