@@ -1,0 +1,219 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Metrics count what the outbox published.
+type Metrics struct {
+	published *prometheus.CounterVec
+	swept     prometheus.Counter
+}
+
+// NewMetrics creates the outbox metrics and registers them on reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dubflow_outbox_published_total",
+			Help: "Outbox messages published right after their commit, by routing key.",
+		}, []string{"routing_key"}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dubflow_outbox_swept_total",
+			Help: "Outbox messages published by the sweep (left behind by a crash or a broker outage).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.published, m.swept)
+	}
+	return m
+}
+
+// Relay moves committed outbox messages to the broker: right after their
+// commit (Publish), and by a periodic sweep for rows a crash left behind
+// (SweepLoop). Rows published right after their commit are deleted in
+// batches by DeleteLoop.
+type Relay struct {
+	pool    *pgxpool.Pool
+	pub     Publisher
+	log     zerolog.Logger
+	metrics *Metrics
+	done    chan int64
+}
+
+// NewRelay returns a relay publishing through pub. m may be nil.
+func NewRelay(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger, m *Metrics) *Relay {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Relay{pool: pool, pub: pub, log: log, metrics: m, done: make(chan int64, 4096)}
+}
+
+// Publish publishes msgs, committed just before, in order, each confirmed,
+// and queues their rows for DeleteLoop. It stops at the first failure; the
+// rows left are the sweep's.
+func (r *Relay) Publish(ctx context.Context, msgs []*Message) error {
+	for _, m := range msgs {
+		if err := r.pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); err != nil {
+			return fmt.Errorf("publish %s: %w", m.RoutingKey, err)
+		}
+		r.metrics.published.WithLabelValues(m.RoutingKey).Inc()
+		select {
+		case r.done <- m.ID:
+		default:
+			// The deleter is behind; delete inline rather than block.
+			if _, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, m.ID); err != nil {
+				r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("delete published outbox row")
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteLoop deletes the rows Publish published, in batches, until ctx is
+// done, then flushes what it holds.
+func (r *Relay) DeleteLoop(ctx context.Context) {
+	ids := make([]int64, 0, 512)
+	flush := func() {
+		if len(ids) == 0 {
+			return
+		}
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		// A delete lost in a crash only re-publishes a message consumers
+		// skip as a duplicate: no need to wait for the WAL flush.
+		batch := &pgx.Batch{}
+		batch.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+		batch.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, ids)
+		if err := r.pool.SendBatch(c, batch).Close(); err != nil {
+			// The rows stay; the sweep publishes them again and consumers
+			// skip the duplicates.
+			r.log.Warn().Err(err).Int("rows", len(ids)).Msg("delete published outbox rows")
+		}
+		ids = ids[:0]
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case id := <-r.done:
+			ids = append(ids, id)
+			if len(ids) >= cap(ids) {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		case <-ctx.Done():
+			for {
+				select {
+				case id := <-r.done:
+					ids = append(ids, id)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// SweepLoop publishes outbox rows older than age every interval until ctx
+// is done.
+func (r *Relay) SweepLoop(ctx context.Context, interval, age time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := r.Sweep(ctx, age, 100)
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("outbox sweep")
+			}
+			if n > 0 {
+				r.log.Info().Int("messages", n).Msg("outbox sweep published messages left behind")
+			}
+		}
+	}
+}
+
+// Sweep publishes up to limit outbox rows older than age and deletes them,
+// in one transaction that locks the rows (SKIP LOCKED), so replicas sweeping
+// at once never publish the same row twice.
+func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
+	n := 0
+	var perr error
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var err error
+		n, perr, err = publishLocked(ctx, tx, r.pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+			WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	r.metrics.swept.Add(float64(n))
+	return n, perr
+}
+
+// Flush publishes the given outbox rows now, each confirmed, and deletes
+// them; rows another process is publishing at the same moment are skipped.
+// Tools that write to the outbox (replays, requeues, dead-letter records)
+// call it after their commit so they do not wait for a sweep.
+func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var perr error
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		_, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+			WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+// publishLocked selects outbox rows with query (which locks them), publishes
+// them in order, each confirmed, and deletes those published. A publish
+// failure stops it and is returned as perr (the rows left stay for a later
+// try; those published are still deleted when tx commits); err reports a
+// database failure, after which tx must roll back.
+func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent int, perr, err error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("select outbox: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) {
+		m := &Message{}
+		return m, row.Scan(&m.ID, &m.MessageID, &m.Exchange, &m.RoutingKey, &m.Body)
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("read outbox: %w", err)
+	}
+	var ids []int64
+	for _, m := range msgs {
+		if perr = pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); perr != nil {
+			perr = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.RoutingKey, perr)
+			break
+		}
+		ids = append(ids, m.ID)
+	}
+	if len(ids) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+			return 0, perr, fmt.Errorf("delete published outbox rows: %w", err)
+		}
+	}
+	return len(ids), perr, nil
+}
