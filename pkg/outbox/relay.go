@@ -145,23 +145,32 @@ func (r *Relay) SweepLoop(ctx context.Context, interval, age time.Duration) {
 	}
 }
 
-// Sweep publishes up to limit outbox rows older than age and deletes them,
-// in one transaction that locks the rows (SKIP LOCKED), so replicas sweeping
-// at once never publish the same row twice.
+// Sweep publishes up to limit outbox rows older than age and deletes them
+// (see the package's Sweep), counting them in the relay's metrics.
 func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
-	n := 0
+	sent, err := Sweep(ctx, r.pool, r.pub, age, limit)
+	r.metrics.swept.Add(float64(len(sent)))
+	return len(sent), err
+}
+
+// Sweep publishes up to limit outbox rows older than age, in order, each
+// confirmed, and deletes them, in one transaction that locks the rows (SKIP
+// LOCKED), so processes sweeping at once never publish the same row twice.
+// It returns the messages published; a publish failure stops it, and the
+// rows left wait for the next sweep.
+func Sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) ([]*Message, error) {
+	var sent []*Message
 	var perr error
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		n, perr, err = publishLocked(ctx, tx, r.pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+		sent, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
 			WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	r.metrics.swept.Add(float64(n))
-	return n, perr
+	return sent, perr
 }
 
 // Flush publishes the given outbox rows now, each confirmed, and deletes
@@ -190,17 +199,17 @@ func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) 
 // failure stops it and is returned as perr (the rows left stay for a later
 // try; those published are still deleted when tx commits); err reports a
 // database failure, after which tx must roll back.
-func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent int, perr, err error) {
+func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent []*Message, perr, err error) {
 	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
-		return 0, nil, fmt.Errorf("select outbox: %w", err)
+		return nil, nil, fmt.Errorf("select outbox: %w", err)
 	}
 	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) {
 		m := &Message{}
 		return m, row.Scan(&m.ID, &m.MessageID, &m.Exchange, &m.RoutingKey, &m.Body)
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("read outbox: %w", err)
+		return nil, nil, fmt.Errorf("read outbox: %w", err)
 	}
 	var ids []int64
 	for _, m := range msgs {
@@ -209,11 +218,12 @@ func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, 
 			break
 		}
 		ids = append(ids, m.ID)
+		sent = append(sent, m)
 	}
 	if len(ids) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
-			return 0, perr, fmt.Errorf("delete published outbox rows: %w", err)
+			return nil, perr, fmt.Errorf("delete published outbox rows: %w", err)
 		}
 	}
-	return len(ids), perr, nil
+	return sent, perr, nil
 }
