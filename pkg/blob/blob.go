@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/minio/minio-go/v7"
@@ -87,23 +88,69 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 	return nil
 }
 
-// GetFile downloads key into a local file; an object larger than maxBytes
-// (when > 0) is refused. A missing object is ErrNotFound.
-func (s *Store) GetFile(ctx context.Context, key, path string, maxBytes int64) error {
-	info, err := s.Stat(ctx, key)
+// ErrTooLarge is wrapped by the error of a download that exceeds the
+// caller's size limit.
+var ErrTooLarge = errors.New("too large")
+
+// GetFile downloads key into the local file path, writing at most maxBytes
+// (when > 0). The limit is enforced while reading, whatever the object's
+// metadata claims: a download is refused as soon as the response announces
+// more, and cut off as soon as one byte more than maxBytes arrives, with an
+// error wrapping ErrTooLarge (which no retry fixes). The file appears at path
+// only complete; on any error nothing is left behind, not even a partial
+// file. A missing object is ErrNotFound.
+func (s *Store) GetFile(ctx context.Context, key, path string, maxBytes int64) (err error) {
+	// Core's GetObject is one plain GET: its body is read as it comes,
+	// never cut or stretched to a size learnt from an earlier stat (which
+	// the high-level Object reader does).
+	obj, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return err
-	}
-	if maxBytes > 0 && info.Size > maxBytes {
-		return fmt.Errorf("download %s: object is %d bytes, limit %d", key, info.Size, maxBytes)
-	}
-	if err := s.client.FGetObject(ctx, s.bucket, key, path, minio.GetObjectOptions{}); err != nil {
 		return fmt.Errorf("download %s: %w", key, mapErr(err))
+	}
+	defer obj.Close()
+	// The response's Content-Length refuses an announced oversize before a
+	// byte is written; the count below catches the rest.
+	if maxBytes > 0 && info.Size > maxBytes {
+		return tooLarge(key, fmt.Sprintf("%d bytes", info.Size), maxBytes)
+	}
+
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
+	if err != nil {
+		return fmt.Errorf("download %s: %w", key, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	var r io.Reader = obj
+	if maxBytes > 0 {
+		r = io.LimitReader(obj, maxBytes+1)
+	}
+	n, err := io.Copy(f, r)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", key, mapErr(err))
+	}
+	if maxBytes > 0 && n > maxBytes {
+		return tooLarge(key, "more than that", maxBytes)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("download %s: %w", key, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("download %s: %w", key, err)
 	}
 	return nil
 }
 
-// Get reads a whole (small) object.
+// tooLarge is the error of a download over its limit.
+func tooLarge(key, size string, limit int64) error {
+	return fmt.Errorf("download %s: %w: limit %d bytes, object is %s", key, ErrTooLarge, limit, size)
+}
+
+// Get reads a whole (small) object of at most maxBytes; a larger one is an
+// error wrapping ErrTooLarge.
 func (s *Store) Get(ctx context.Context, key string, maxBytes int64) ([]byte, error) {
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
@@ -115,7 +162,7 @@ func (s *Store) Get(ctx context.Context, key string, maxBytes int64) ([]byte, er
 		return nil, fmt.Errorf("download %s: %w", key, mapErr(err))
 	}
 	if int64(len(data)) > maxBytes {
-		return nil, fmt.Errorf("download %s: object larger than %d bytes", key, maxBytes)
+		return nil, tooLarge(key, "more than that", maxBytes)
 	}
 	return data, nil
 }

@@ -39,3 +39,17 @@ func TestRedactHidesThePassword(t *testing.T) {
 		t.Fatalf("Redact = %q", got)
 	}
 }
+
+func TestLimitsDefaultAndValidate(t *testing.T) {
+	var l config.Limits
+	if err := config.Load(map[string]string{"MAX_VIDEO_SECONDS": "60"}, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.MaxDuration().Seconds() != 60 || l.MaxVideoBytes != 4<<30 || l.MaxAudioBytes != 1<<30 || l.MaxClipBytes != 64<<20 {
+		t.Fatalf("limits = %+v", l)
+	}
+	err := config.Load(map[string]string{"MAX_VIDEO_SECONDS": "0", "MAX_CLIP_BYTES": "-1"}, &l)
+	if err == nil || !strings.Contains(err.Error(), "MAX_VIDEO_SECONDS") || !strings.Contains(err.Error(), "MAX_CLIP_BYTES") {
+		t.Fatalf("invalid limits: %v", err)
+	}
+}

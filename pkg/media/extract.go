@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
 )
@@ -21,16 +22,26 @@ const ASRSampleRate = 16000
 // ExtractAudio writes the first audio stream of the media file in to outWav
 // as mono 16 kHz 16-bit PCM WAV. The file appears only when complete. An
 // input without audio, truncated, or not media is a permanent error.
-func ExtractAudio(ctx context.Context, in, outWav string) error {
+//
+// maxDuration (> 0) bounds the work whatever the container claims: decoding
+// stops a little past it (-t, and -fs for the bytes that allows), and audio
+// that really runs longer than maxDuration is a permanent error wrapping
+// ErrTooLong.
+func ExtractAudio(ctx context.Context, in, outWav string, maxDuration time.Duration) error {
 	input, err := inputArgs(in, "")
 	if err != nil {
 		return err
+	}
+	var maxBytes int64
+	if maxDuration > 0 {
+		maxBytes = wavSize(maxDuration+decodeSlack, asrFormat) + outputSizeMargin
 	}
 	return writeAtomically(outWav, func(tmp string) error {
 		args := append(input,
 			"-map", "0:a:0", "-vn", "-sn", "-dn",
 			"-ac", "1", "-ar", strconv.Itoa(ASRSampleRate), "-c:a", "pcm_s16le",
 			"-fflags", "+bitexact")
+		args = append(args, capArgs(maxDuration, maxBytes)...)
 		args = append(args, outputArgs("wav", tmp)...)
 		stderr, err := runFFmpeg(ctx, args...)
 		if err != nil {
@@ -39,9 +50,20 @@ func ExtractAudio(ctx context.Context, in, outWav string) error {
 		if strings.Contains(stderr, "partial file") {
 			return step.Permanent(fmt.Errorf("truncated media file (data missing): %s", in))
 		}
-		return nil
+		path := strings.TrimPrefix(tmp, "file:")
+		if err := checkSize("extract audio from "+in, path, maxBytes); err != nil {
+			return err
+		}
+		d, err := WAVFileDuration(path)
+		if err != nil {
+			return fmt.Errorf("extract audio from %s: %w", in, err)
+		}
+		return CheckLength("the audio of "+in, d, maxDuration)
 	})
 }
+
+// asrFormat is the format ExtractAudio writes.
+var asrFormat = WAVFormat{SampleRate: ASRSampleRate, Channels: 1, BitsPerSample: 16}
 
 // writeAtomically runs write on a temporary path beside out and renames it
 // to out on success, so a reader never sees a half-written file.

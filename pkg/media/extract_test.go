@@ -12,7 +12,7 @@ func TestExtractAudio(t *testing.T) {
 	ctx := context.Background()
 	in := sample(t, SampleSpeech)
 	out := filepath.Join(t.TempDir(), "it's a \"wav\".wav")
-	if err := ExtractAudio(ctx, in, out); err != nil {
+	if err := ExtractAudio(ctx, in, out, 0); err != nil {
 		t.Fatal(err)
 	}
 	r := readWAV(t, out)
@@ -41,7 +41,7 @@ func TestExtractAudio(t *testing.T) {
 func TestExtractAudioSilent(t *testing.T) {
 	ctx := context.Background()
 	out := filepath.Join(t.TempDir(), "silent.wav")
-	if err := ExtractAudio(ctx, sample(t, SampleSilent), out); err != nil {
+	if err := ExtractAudio(ctx, sample(t, SampleSilent), out, 0); err != nil {
 		t.Fatal(err)
 	}
 	silent, err := IsSilent(ctx, out)
@@ -70,7 +70,7 @@ func TestExtractAudioBadInputs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(dir, tt.name+".wav")
-			wantPermanent(t, ExtractAudio(context.Background(), tt.in, out), tt.want)
+			wantPermanent(t, ExtractAudio(context.Background(), tt.in, out, 0), tt.want)
 			if _, err := os.Stat(out); !os.IsNotExist(err) {
 				t.Errorf("output %s left behind after a failure (stat: %v)", out, err)
 			}
@@ -85,7 +85,7 @@ func TestExtractAudioBadInputs(t *testing.T) {
 func TestExtractAudioTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := ExtractAudio(ctx, sample(t, SampleSpeech), filepath.Join(t.TempDir(), "x.wav"))
+	err := ExtractAudio(ctx, sample(t, SampleSpeech), filepath.Join(t.TempDir(), "x.wav"), 0)
 	if err == nil || !errorsIsCanceled(err) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}

@@ -68,7 +68,8 @@ func sample(t testing.TB, kind SampleKind) string {
 		t.Fatal(samplesErr)
 	}
 	names := map[SampleKind]string{SampleSpeech: "speech.mp4", SampleNoAudio: "noaudio.mp4", SampleSilent: "silent.mp4",
-		SampleTruncatedIndex: "trunc-index.mp4", SampleTruncatedData: "trunc-data.mp4"}
+		SampleTruncatedIndex: "trunc-index.mp4", SampleTruncatedData: "trunc-data.mp4",
+		SampleLongerThanClaimed: "lying.mkv"}
 	path := filepath.Join(samplesDir, names[kind])
 	sampleMu.Lock()
 	defer sampleMu.Unlock()

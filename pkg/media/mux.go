@@ -3,9 +3,11 @@ package media
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/text/language"
 
@@ -33,7 +35,16 @@ type MuxInput struct {
 	// Subtitles become mov_text tracks. (MP4 marks the first subtitle
 	// track enabled; players still show subtitles only on request.)
 	Subtitles []Subtitle
+	// MaxDuration (> 0) bounds the output whatever the video's container
+	// claims: a video claiming longer is refused, ffmpeg stops writing a
+	// little past the limit (-t), and an output that really runs longer is
+	// a permanent error wrapping ErrTooLong.
+	MaxDuration time.Duration
 }
+
+// audioBytesPerSecond bounds the audio Mux writes per second: the dub at
+// 128 kbit/s plus the original track, copied or re-encoded, generously.
+const audioBytesPerSecond = 64 << 10
 
 // copyableAudio are audio codecs an MP4 carries as they are; others are
 // re-encoded to AAC.
@@ -63,6 +74,21 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 	}
 	if length <= 0 {
 		return step.Permanent(fmt.Errorf("mux: duration of %s is unknown", in.Video))
+	}
+	if err := CheckLength(in.Video+" (as its container claims)", length, in.MaxDuration); err != nil {
+		return fmt.Errorf("mux: %w", err)
+	}
+	// The output holds the video's packets, the audio tracks and the
+	// subtitles: its size is bounded by the inputs (-fs).
+	outLen := length
+	if in.MaxDuration > 0 {
+		outLen = in.MaxDuration + decodeSlack
+	}
+	maxBytes := info.Size + int64(outLen.Seconds()+1)*audioBytesPerSecond + outputSizeMargin
+	for _, s := range in.Subtitles {
+		if fi, err := os.Stat(s.Path); err == nil {
+			maxBytes += fi.Size()
+		}
 	}
 
 	var args []string
@@ -116,12 +142,26 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 	}
 	return writeAtomically(out, func(tmp string) error {
 		args := append(args, "-map_chapters", "-1", "-movflags", "+faststart")
+		args = append(args, capArgs(in.MaxDuration, maxBytes)...)
 		args = append(args, outputArgs("mp4", tmp)...)
 		stderr, err := runFFmpeg(ctx, args...)
 		if err != nil {
 			return classifyFFmpegError(in.Video, stderr, fmt.Errorf("mux %s: %w", out, err))
 		}
-		return nil
+		path := strings.TrimPrefix(tmp, "file:")
+		if err := checkSize("mux "+in.Video, path, maxBytes); err != nil {
+			return err
+		}
+		if in.MaxDuration <= 0 {
+			return nil
+		}
+		// The output was written by ffmpeg from the packets it copied: its
+		// duration is what the streams really hold.
+		got, err := Probe(ctx, path)
+		if err != nil {
+			return fmt.Errorf("mux %s: check output: %w", out, err)
+		}
+		return CheckLength("the video of "+in.Video, got.Duration, in.MaxDuration)
 	})
 }
 

@@ -92,7 +92,7 @@ func (i *Info) Check(lim Limits) error {
 			return step.Permanent(fmt.Errorf("duration of %s is unknown, limit %s", i.Path, FormatDuration(lim.MaxDuration)))
 		}
 		if i.Duration > lim.MaxDuration {
-			return step.Permanent(fmt.Errorf("video is %s, limit %s", FormatDuration(i.Duration), FormatDuration(lim.MaxDuration)))
+			return step.Permanent(fmt.Errorf("%w: video is %s, limit %s", ErrTooLong, FormatDuration(i.Duration), FormatDuration(lim.MaxDuration)))
 		}
 	}
 	return nil

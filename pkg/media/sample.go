@@ -1,8 +1,12 @@
 package media
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +33,10 @@ const (
 	// SampleTruncatedData is SampleSpeech with its index at the front and
 	// the media data cut short.
 	SampleTruncatedData
+	// SampleLongerThanClaimed is SampleSpeech (followed by silence) as
+	// Matroska whose streams run SampleOptions.Length while its container
+	// claims to last SampleOptions.Claimed: a file lying about its duration.
+	SampleLongerThanClaimed
 )
 
 // SampleOptions tune MakeSampleVideo; zero values pick the defaults.
@@ -42,6 +50,9 @@ type SampleOptions struct {
 	Width, Height int
 	// Lead is silence before the speech and after it; default 500 ms.
 	Lead time.Duration
+	// Length and Claimed are SampleLongerThanClaimed's real and claimed
+	// durations; default 20 s and 2 s.
+	Length, Claimed time.Duration
 }
 
 // speak synthesizes text with voice (see SampleOptions.Voice) into the WAV
@@ -117,6 +128,11 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 		speechDur = framesToDuration((fi.Size()-wavHeaderSize)/int64(r.Format.frameBytes()), r.Format.SampleRate)
 	}
 	total := speechDur + 2*opts.Lead
+	format, name := "mp4", "full.mp4"
+	if opts.Kind == SampleLongerThanClaimed {
+		total, format, name = cmp.Or(opts.Length, 20*time.Second), "matroska", "full.mkv"
+		opts.Claimed = cmp.Or(opts.Claimed, 2*time.Second)
+	}
 	secs := strconv.FormatFloat(total.Seconds(), 'f', 3, 64)
 	leadMS := strconv.FormatInt(opts.Lead.Milliseconds(), 10)
 
@@ -135,11 +151,11 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 	if opts.Kind != SampleNoAudio {
 		args = append(args, "-c:a", "aac", "-b:a", "96k")
 	}
-	if opts.Kind != SampleTruncatedIndex {
+	if opts.Kind != SampleTruncatedIndex && format == "mp4" {
 		args = append(args, "-movflags", "+faststart")
 	}
-	full := filepath.Join(work, "full.mp4")
-	args = append(args, outputArgs("mp4", "file:"+full)...)
+	full := filepath.Join(work, name)
+	args = append(args, outputArgs(format, "file:"+full)...)
 	if stderr, err := runFFmpeg(ctx, args...); err != nil {
 		return fmt.Errorf("make sample video: %w (%s)", err, stderr)
 	}
@@ -148,10 +164,31 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 			return fmt.Errorf("make sample video: %w", err)
 		}
 	}
+	if opts.Kind == SampleLongerThanClaimed {
+		if err := claimDuration(full, opts.Claimed); err != nil {
+			return fmt.Errorf("make sample video: %w", err)
+		}
+	}
 	if err := copyFile(full, strings.TrimPrefix(outURL, "file:")); err != nil {
 		return fmt.Errorf("make sample video: %w", err)
 	}
 	return nil
+}
+
+// claimDuration rewrites the Duration element of the Matroska file at path
+// (an 8-byte float in milliseconds, which ffmpeg writes into the segment
+// information at the start) to claim d; the streams stay as they are.
+func claimDuration(path string, d time.Duration) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i := bytes.Index(data[:min(len(data), 4096)], []byte{0x44, 0x89, 0x88})
+	if i < 0 {
+		return fmt.Errorf("no Duration element in the head of %s", path)
+	}
+	binary.BigEndian.PutUint64(data[i+3:i+11], math.Float64bits(float64(d.Milliseconds())))
+	return os.WriteFile(path, data, 0o644)
 }
 
 // truncateFile cuts path to the given fraction of its size.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // DefaultHTTPTimeout bounds one request of a remote engine when the caller
@@ -103,9 +104,14 @@ func do(ctx context.Context, client *http.Client, req *http.Request, op string) 
 	return body, resp.Header, nil
 }
 
-// snippet returns the start of a response body as one line for messages.
+// snippet returns the start of a response body as one line of clean text
+// (wire.CleanText: an engine's body may hold NULs or invalid UTF-8, which
+// Postgres cannot store) for errors, logs and dead letters.
 func snippet(b []byte) string {
-	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	s := strings.Join(strings.Fields(wire.CleanText(string(b))), " ")
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:200]) + "…"
 	}

@@ -173,3 +173,17 @@ func TestLanguages(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorSnippetIsCleanTextAtAnyLength: an engine's error body with NULs
+// or invalid UTF-8 becomes text Postgres can store, short or long.
+func TestErrorSnippetIsCleanTextAtAnyLength(t *testing.T) {
+	for _, body := range []string{"bad\x00req\xff", strings.Repeat("x\x00\xfe ", 500)} {
+		s := snippet([]byte(body))
+		if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+			t.Errorf("snippet(%q...) = %q", body[:min(len(body), 12)], s)
+		}
+		if !strings.Contains(s, "\uFFFD") {
+			t.Errorf("snippet(%q...) = %q: the bad bytes should show", body[:min(len(body), 12)], s)
+		}
+	}
+}

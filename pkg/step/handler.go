@@ -109,9 +109,9 @@ func (m *Message) Emit(step string, payload any) error {
 	if err != nil {
 		return err
 	}
-	o := &outMsg{messageID: uuid.New(), exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
+	o := &outMsg{messageID: next.MessageID, exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
 	m.stmts = append(m.stmts,
-		stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part}},
+		stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part, body}},
 		stmt{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o})
 	return nil
 }
@@ -128,7 +128,7 @@ func (m *Message) EmitWhenStepDone(step string, payload any) error {
 	if err != nil {
 		return err
 	}
-	o := &outMsg{messageID: uuid.New(), exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
+	o := &outMsg{messageID: next.MessageID, exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
 	m.stmts = append(m.stmts, stmt{
 		sql:    store.EmitWhenDoneSQL,
 		args:   []any{m.Envelope.TaskID, m.Envelope.Step, step, part, o.messageID, o.exchange, o.routingKey, o.body},
@@ -139,8 +139,10 @@ func (m *Message) EmitWhenStepDone(step string, payload any) error {
 
 // Publish stages a message to any exchange and routing key (an event for
 // integrators, a compensation message), committed with the step's success.
+// It is published under the id its body carries (an event's event_id), else
+// a fresh one: the same id on every republish (store.OutboxMessageID).
 func (m *Message) Publish(exchange, routingKey string, body []byte) {
-	o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: routingKey, body: body}
+	o := &outMsg{messageID: store.OutboxMessageID(body), exchange: exchange, routingKey: routingKey, body: body}
 	m.stmts = append(m.stmts, stmt{sql: store.AddOutboxSQL,
 		args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o})
 }

@@ -20,7 +20,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dubflow_step_messages_total",
-			Help: "Messages handled by the step runtime, by step and outcome (succeeded, retried, dead_lettered, parked, duplicate, waiting, held, rejected, handed_back, lease_lost, claim_error, commit_error).",
+			Help: "Messages handled by the step runtime, by step and outcome (succeeded, retried, dead_lettered, parked, duplicate, waiting, held, rejected, handed_back, lease_lost, claim_lost, claim_error, commit_error).",
 		}, []string{"step", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "dubflow_step_duration_seconds",

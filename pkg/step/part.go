@@ -13,6 +13,9 @@ import (
 // PartOf names the part of a fanned-out step that an envelope carries. The
 // translate step is fanned out into one message per batch of segments, its
 // part named by the batch's segment ids; every other step has one part, "".
+// A name longer than 200 bytes becomes first..last#hash, which cannot be
+// turned back into the ids: the message emitted for a part is kept with it
+// (step_parts.message, see Message.Emit) for re-drives.
 func PartOf(env *wire.Envelope) (string, error) {
 	if env.Step != wire.StepTranslate {
 		return "", nil

@@ -2,9 +2,11 @@ package step
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -55,12 +57,10 @@ func (r *relay) deleteLoop(ctx context.Context) {
 		}
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		// A delete lost in a crash only re-publishes a message consumers
-		// skip as a duplicate: no need to wait for the WAL flush.
-		batch := &pgx.Batch{}
-		batch.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-		batch.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, ids)
-		if err := r.pool.SendBatch(c, batch).Close(); err != nil {
+		// The delete waits for the WAL flush: a delete lost in a crash
+		// would publish again a message whose confirm was not lost (a
+		// second event.task.succeeded for integrators).
+		if _, err := r.pool.Exec(c, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
 			// The rows stay; the sweep publishes them again and consumers
 			// skip the duplicates.
 			r.log.Warn().Err(err).Int("rows", len(ids)).Msg("delete published outbox rows")
@@ -122,7 +122,8 @@ func (r *relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, e
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		var err error
 		n, perr, err = publishLocked(ctx, tx, r.pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
-			WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
+			WHERE created_at < now() - $1::interval AND (next_try_at IS NULL OR next_try_at <= now())
+			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
 		return err
 	})
 	if err != nil {
@@ -132,10 +133,18 @@ func (r *relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, e
 	return n, perr
 }
 
+// publishTimeout bounds one publish of the sweep: the publisher retries a
+// publish lost with its channel until its context ends.
+const publishTimeout = 10 * time.Second
+
 // publishLocked selects outbox rows with query (which locks them), publishes
-// them in order, each confirmed, and deletes those published. A publish
-// failure stops it and is returned as perr (the rows left stay for a later
-// try; those published are still deleted when tx commits); err reports a
+// them in order, each confirmed, and deletes those published. A row the
+// broker refuses (unroutable, nacked, its exchange missing) does not block
+// the others: its failure is recorded on the row (failures, last_error) and
+// it is tried again after a growing pause (next_try_at, at most a minute).
+// A publish that times out (the broker is unreachable) stops the run, as
+// the rows after it would fail too. The publish failures are returned as
+// perr (those published are still deleted when tx commits); err reports a
 // database failure, after which tx must roll back.
 func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent int, perr, err error) {
 	rows, err := tx.Query(ctx, query, args...)
@@ -150,13 +159,27 @@ func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, 
 		return 0, nil, fmt.Errorf("read outbox: %w", err)
 	}
 	var ids []int64
+	var failed []error
 	for _, o := range msgs {
-		if perr = pub.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
-			perr = fmt.Errorf("publish outbox row %d to %s: %w", o.id, o.routingKey, perr)
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		err := pub.Publish(pctx, o.exchange, o.routingKey, publishing(o))
+		cancel()
+		if err == nil {
+			ids = append(ids, o.id)
+			continue
+		}
+		err = fmt.Errorf("publish outbox row %d to %s: %w", o.id, o.routingKey, err)
+		failed = append(failed, err)
+		if _, uerr := tx.Exec(ctx, `UPDATE outbox SET failures = failures + 1, last_error = $2,
+				next_try_at = now() + least(interval '1 second' * power(2, least(failures, 6)), interval '1 minute')
+			WHERE id = $1`, o.id, wire.Reason(err.Error())); uerr != nil {
+			return 0, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", o.id, uerr)
+		}
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			break
 		}
-		ids = append(ids, o.id)
 	}
+	perr = errors.Join(failed...)
 	if len(ids) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
 			return 0, perr, fmt.Errorf("delete published outbox rows: %w", err)

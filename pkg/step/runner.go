@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -25,6 +26,10 @@ import (
 type Delivery struct {
 	Body       []byte
 	RoutingKey string
+	// Headers are the message's AMQP headers: the broker's
+	// x-delivery-count, and what the runtime carries across the delay
+	// tiers (see later).
+	Headers amqp.Table
 	// Ack acknowledges the message; Nack hands it back (requeue) or
 	// dead-letters it (no requeue).
 	Ack  func() error
@@ -73,6 +78,11 @@ type Config struct {
 	// DependencyWait bounds how long a message waits for its predecessor
 	// step before it is dead-lettered (default 1h).
 	DependencyWait time.Duration
+	// DeliveryLimit is the queue's x-delivery-limit (default
+	// broker.DefaultDeliveryLimit). The runtime dead-letters a message
+	// handed back this often, counting the hand-backs before each trip
+	// through a delay tier, which the broker's count forgets.
+	DeliveryLimit int
 	// SweepInterval and SweepAge drive the outbox sweep (defaults 2s, 10s).
 	SweepInterval, SweepAge time.Duration
 	// ShutdownGrace is how long in-flight steps may finish after shutdown
@@ -107,6 +117,9 @@ func (c *Config) defaults() error {
 	}
 	if c.DependencyWait <= 0 {
 		c.DependencyWait = time.Hour
+	}
+	if c.DeliveryLimit <= 0 {
+		c.DeliveryLimit = broker.DefaultDeliveryLimit
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 2 * time.Second
@@ -242,13 +255,27 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 		}
 		log.Info().Str("after", route.After).Msg("predecessor not done; message waits")
 		r.cfg.Metrics.outcome(env.Step, "waiting")
-		r.later(ctx, d, env, waitDelay(time.Since(env.CreatedAt)), log)
+		r.later(ctx, d, env, waitDelay(time.Since(env.CreatedAt)), false, log)
 	case store.Held:
+		if since, ok := heldSince(d.Headers); ok {
+			if held, bound := time.Since(since), route.Timeout+3*r.cfg.Lease; held > bound {
+				r.reject(ctx, d, env, wire.ClassTransient, fmt.Errorf("step %s held by another attempt for %s, longer than a step may run (%s)", env.Step, held.Round(time.Second), bound))
+				return
+			}
+		}
 		wait := time.Until(claim.HeldUntil)
 		log.Info().Time("held_until", claim.HeldUntil).Msg("another worker holds the step; checking again later")
 		r.cfg.Metrics.outcome(env.Step, "held")
-		r.later(ctx, d, env, max(wait, time.Second), log)
+		r.later(ctx, d, env, min(max(wait, time.Second), r.cfg.Lease), true, log)
 	case store.Claimed:
+		if n := handBacks(d.Headers); n >= r.cfg.DeliveryLimit {
+			// Counted across the delay tiers, which the broker's own
+			// delivery limit forgets.
+			log.Error().Int("hand_backs", n).Msg("message handed back too often; not run again")
+			herr := Permanent(fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", env.Step, n))
+			r.settle(ctx, d, env, route, claim, &Message{Envelope: env, Part: part, Log: log}, herr, 0, log)
+			return
+		}
 		r.run(ctx, d, env, route, part, claim, log)
 	default:
 		log.Error().Str("outcome", claim.Outcome).Msg("unknown claim outcome; message handed back")
@@ -275,10 +302,18 @@ func (r *Runner) run(ctx context.Context, d Delivery, env *wire.Envelope, route 
 		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
 	}
 	cancel()
-	if lost.Load() {
+	switch lost.Load() {
+	case leaseLost:
 		log.Warn().Msg("lease lost during the step; another worker owns it now")
 		r.cfg.Metrics.outcome(env.Step, "lease_lost")
 		r.ack(d, log)
+		return
+	case claimLost:
+		// Nobody else holds the attempt: its row is gone (a claim lost in
+		// a database crash). Retry, never ack.
+		log.Warn().Msg("claim lost during the step (a database crash?); message handed back")
+		r.cfg.Metrics.outcome(env.Step, "claim_lost")
+		r.handBack(ctx, d, log)
 		return
 	}
 	if err != nil && ctx.Err() != nil {
@@ -291,8 +326,14 @@ func (r *Runner) run(ctx context.Context, d Delivery, env *wire.Envelope, route 
 		r.handBack(ctx, d, log)
 		return
 	}
-	elapsed := time.Since(start)
-	outcome, stmts := r.outcome(env, route, claim, msg, err, log)
+	r.settle(ctx, d, env, route, claim, msg, err, time.Since(start), log)
+}
+
+// settle commits the outcome of a claimed attempt — the handler's result
+// herr, after elapsed — relays the messages it added and settles the
+// delivery.
+func (r *Runner) settle(ctx context.Context, d Delivery, env *wire.Envelope, route Route, claim store.Claim, msg *Message, herr error, elapsed time.Duration, log zerolog.Logger) {
+	outcome, stmts := r.outcome(env, route, claim, msg, herr, log)
 	r.cfg.Metrics.observe(env.Step, outcome, elapsed)
 	fns := msg.fns
 	if outcome != "succeeded" && outcome != "parked" {
@@ -300,32 +341,62 @@ func (r *Runner) run(ctx context.Context, d Delivery, env *wire.Envelope, route 
 	}
 	commitCtx := context.WithoutCancel(ctx)
 	out, cerr := commit(commitCtx, r.cfg.Pool, fns, stmts)
-	if cerr != nil {
+	if cerr = store.MapError(cerr); cerr != nil && !settled(cerr) {
+		// The outcome cannot be committed (a statement the handler staged
+		// fails, say). Record the attempt as failed for that reason
+		// instead: a commit that keeps failing uses up the retry budget and
+		// ends in the DLQ, rather than re-running the step forever.
+		log.Error().Err(cerr).Str("outcome", outcome).Msg("commit failed; recording the attempt as failed")
+		r.cfg.Metrics.outcome(env.Step, "commit_error")
+		outcome, stmts = r.outcome(env, route, claim, msg, fmt.Errorf("commit %s outcome: %w", outcome, cerr), log)
+		out, cerr = commit(commitCtx, r.cfg.Pool, nil, stmts)
 		cerr = store.MapError(cerr)
+	}
+	if cerr != nil {
 		switch {
-		case errors.Is(cerr, store.ErrLeaseLost), errors.Is(cerr, store.ErrDuplicate):
+		case errors.Is(cerr, store.ErrClaimLost):
+			log.Warn().Err(cerr).Msg("claim lost (a database crash?); message handed back")
+			r.cfg.Metrics.outcome(env.Step, "claim_lost")
+			r.handBack(ctx, d, log)
+		case settled(cerr):
 			log.Warn().Err(cerr).Msg("step outcome discarded")
 			r.cfg.Metrics.outcome(env.Step, "lease_lost")
 			r.ack(d, log)
 		default:
+			// The database is unreachable: free the attempt for the next
+			// delivery and hand the message back.
+			if rerr := store.ReleaseLease(commitCtx, r.cfg.Pool, claim.StepID, r.cfg.Worker); rerr != nil {
+				log.Warn().Err(rerr).Msg("release lease")
+			}
 			log.Error().Err(cerr).Msg("commit failed; message handed back")
-			r.cfg.Metrics.outcome(env.Step, "commit_error")
 			r.handBack(ctx, d, log)
 		}
 		return
 	}
-	if err := r.relay.publish(commitCtx, out); err != nil {
-		log.Warn().Err(err).Msg("publish after commit failed; the outbox sweep will publish; message handed back")
+	// The publish right after the commit gives up well before the sweep
+	// may take the rows (SweepAge), so the two never publish one row both.
+	pubCtx, cancelPub := context.WithTimeout(commitCtx, r.cfg.SweepAge/2)
+	perr := r.relay.publish(pubCtx, out)
+	cancelPub()
+	if perr != nil {
+		log.Warn().Err(perr).Msg("publish after commit failed; the outbox sweep will publish; message handed back")
 		r.handBack(ctx, d, log)
 		return
 	}
 	r.ack(d, log)
 }
 
+// settled reports whether a commit error means the attempt's outcome is
+// already decided elsewhere: another worker took the attempt over, or the
+// part succeeded before.
+func settled(err error) bool {
+	return errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrDuplicate)
+}
+
 // outcome turns the handler's result into the statements that record it.
 func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg *Message, herr error, log zerolog.Logger) (string, []stmt) {
 	finish := func(status, errText string) stmt {
-		return stmt{sql: store.FinishStepSQL, args: []any{claim.StepID, r.cfg.Worker, status, errText}}
+		return stmt{sql: store.FinishStepSQL, args: []any{claim.StepID, r.cfg.Worker, status, wire.Reason(errText)}}
 	}
 	switch {
 	case herr == nil:
@@ -345,12 +416,13 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 			delay = hint
 		}
 		exchange, actual := r.cfg.Delay(delay)
-		body, err := json.Marshal(env.Retry())
+		retry := env.Retry()
+		body, err := json.Marshal(retry)
 		if err != nil {
 			log.Error().Err(err).Msg("encode retry")
 		}
 		log.Warn().Err(herr).Str("error_class", class).Dur("retry_in", actual).Msg("step failed; retry scheduled")
-		o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
+		o := &outMsg{messageID: retry.MessageID, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
 		return "retried", []stmt{finish(store.StatusFailed, herr.Error()),
 			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
 	}
@@ -360,21 +432,22 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 	}
 	log.Error().Err(herr).Str("error_class", class).Msg("step failed; dead-lettered")
 	original, _ := json.Marshal(env)
-	o := r.deadLetter(original, env, class, reason)
+	o := r.deadLetter(uuid.New(), original, env, class, reason)
 	return "dead_lettered", []stmt{finish(store.StatusFailed, herr.Error()),
-		{sql: store.FailTaskSQL, args: []any{env.TaskID, fmt.Sprintf("%s: %s", env.Step, reason)}},
+		{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, reason))}},
 		{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
 }
 
-// deadLetter builds the seed's dead-letter envelope for the DLQ.
-func (r *Runner) deadLetter(original []byte, env *wire.Envelope, class, reason string) *outMsg {
+// deadLetter builds the seed's dead-letter envelope for the DLQ, published
+// under id.
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outMsg {
 	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
 			"error_class": class, "failed_at": time.Now().UTC()})
 	}
-	return &outMsg{messageID: uuid.New(), exchange: "", routingKey: r.cfg.DLQ, body: body}
+	return &outMsg{messageID: id, exchange: "", routingKey: r.cfg.DLQ, body: body}
 }
 
 // reject dead-letters a message that never reached a handler (invalid, or
@@ -390,14 +463,17 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	}
 	log.Error().Err(err).Str("error_class", class).Msg("message dead-lettered")
 	r.cfg.Metrics.outcome(step, "rejected")
-	o := r.deadLetter(d.Body, env, class, err.Error())
+	// Published directly, not through the outbox: its id comes from the
+	// delivery, so that a redelivery's dead letter is recorded once.
+	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error())
 	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)
 		return
 	}
 	if env != nil && env.TaskID != uuid.Nil {
-		if _, ferr := r.cfg.Pool.Exec(ctx, store.FailTaskSQL, env.TaskID, fmt.Sprintf("%s: %s", env.Step, err)); ferr != nil {
+		fail := stmt{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, err))}}
+		if _, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{fail}); ferr != nil {
 			log.Warn().Err(ferr).Msg("mark task failed")
 		}
 	}
@@ -438,16 +514,84 @@ func peek(body []byte) *wire.Envelope {
 	return env
 }
 
-// later republishes the message unchanged through a delay tier, then acks it.
-func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait time.Duration, log zerolog.Logger) {
+// later republishes the message unchanged through a delay tier, then acks
+// it. The republished message carries what the broker's count would
+// forget: the hand-backs so far (x-delivery-count restarts at zero) and,
+// for a message held by another attempt, since when it has been held.
+func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait time.Duration, held bool, log zerolog.Logger) {
 	exchange, _ := r.cfg.Delay(wait)
-	o := &outMsg{messageID: uuid.New(), exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
-	if err := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); err != nil {
+	// The same message: the same id.
+	id := env.MessageID
+	if id == uuid.Nil {
+		id = uuid.NewSHA1(messageSpace, d.Body)
+	}
+	o := &outMsg{messageID: id, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
+	msg := publishing(o)
+	msg.Headers = amqp.Table{handBacksHeader: int64(handBacks(d.Headers))}
+	if held {
+		since, ok := heldSince(d.Headers)
+		if !ok {
+			since = time.Now()
+		}
+		msg.Headers[heldSinceHeader] = since.UnixMilli()
+	}
+	if err := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, msg); err != nil {
 		log.Error().Err(err).Msg("delay publish failed; message handed back")
 		r.handBack(ctx, d, log)
 		return
 	}
 	r.ack(d, log)
+}
+
+// Name spaces of the ids derived from a message body (uuid.NewSHA1): a
+// message without an id of its own, and the dead letter of a message.
+var (
+	messageSpace    = uuid.MustParse("4f1c2b8e-6a59-4c71-9a43-0d7f5a2e9b10")
+	deadLetterSpace = uuid.MustParse("b7e3d0a4-2c6f-4e8b-8f15-63a9c1d2e7f4")
+)
+
+// Headers the runtime carries across the delay tiers.
+const (
+	// handBacksHeader counts the hand-backs of a message before its last
+	// trip through a delay tier.
+	handBacksHeader = "x-dubflow-hand-backs"
+	// heldSinceHeader is when (Unix milliseconds) a message was first found
+	// held by another attempt.
+	heldSinceHeader = "x-dubflow-held-since"
+)
+
+// handBacks counts the times a message was handed back: those carried
+// across delay tiers plus the broker's x-delivery-count of this trip.
+func handBacks(h amqp.Table) int {
+	return headerInt(h, handBacksHeader) + headerInt(h, "x-delivery-count")
+}
+
+// heldSince returns when a message was first found held, if it was.
+func heldSince(h amqp.Table) (time.Time, bool) {
+	ms := headerInt(h, heldSinceHeader)
+	return time.UnixMilli(int64(ms)), ms > 0
+}
+
+func headerInt(h amqp.Table, key string) int {
+	switch v := h[key].(type) {
+	case int64:
+		return int(v)
+	case int32:
+		return int(v)
+	case int16:
+		return int(v)
+	case int8:
+		return int(v)
+	case int:
+		return v
+	case uint8:
+		return int(v)
+	case uint16:
+		return int(v)
+	case uint32:
+		return int(v)
+	}
+	return 0
 }
 
 func (r *Runner) ack(d Delivery, log zerolog.Logger) {
@@ -484,10 +628,18 @@ func (r *Runner) call(ctx context.Context, h Handler, msg *Message) (err error) 
 	return h.Handle(ctx, msg)
 }
 
-// heartbeat extends the lease while the step runs; when the lease is lost it
-// cancels the step and sets the returned flag.
-func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Bool {
-	lost := new(atomic.Bool)
+// What a heartbeat found: the lease held, taken over by another worker
+// (leaseLost), or the claim row gone (claimLost).
+const (
+	leaseHeld int32 = iota
+	leaseLost
+	claimLost
+)
+
+// heartbeat extends the lease while the step runs; when the lease or the
+// claim is lost it cancels the step and records which in the returned value.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Int32 {
+	lost := new(atomic.Int32)
 	go func() {
 		t := time.NewTicker(r.cfg.Lease / 3)
 		defer t.Stop()
@@ -497,8 +649,13 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepI
 				return
 			case <-t.C:
 				err := store.ExtendLease(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
-				if errors.Is(err, store.ErrLeaseLost) {
-					lost.Store(true)
+				switch {
+				case errors.Is(err, store.ErrLeaseLost):
+					lost.Store(leaseLost)
+					cancel()
+					return
+				case errors.Is(err, store.ErrClaimLost):
+					lost.Store(claimLost)
 					cancel()
 					return
 				}
@@ -514,10 +671,14 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepI
 // commit runs fns and stmts in one transaction and returns the outbox
 // messages it added, with their ids. Without fns the whole transaction is one
 // batch: one round trip.
+//
+// commit is the runtime's boundary to Postgres: every text argument (error
+// texts, reasons, what handlers stage) is made clean text (wire.CleanText)
+// on its way in, so that no text makes a commit fail.
 func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context, pgx.Tx) error, stmts []stmt) ([]*outMsg, error) {
 	batch := &pgx.Batch{}
 	for _, s := range stmts {
-		batch.Queue(s.sql, s.args...)
+		batch.Queue(s.sql, cleanArgs(s.args)...)
 	}
 	read := func(br pgx.BatchResults) ([]*outMsg, error) {
 		var out []*outMsg
@@ -561,6 +722,46 @@ func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context,
 		return err
 	})
 	return out, err
+}
+
+// cleanArgs returns args with every text (string, *string, []string) made
+// clean text; other values, byte slices among them, are left alone.
+func cleanArgs(args []any) []any {
+	out := args
+	for i, a := range args {
+		var c any
+		switch v := a.(type) {
+		case string:
+			if cv := wire.CleanText(v); cv != v {
+				c = cv
+			}
+		case *string:
+			if v != nil {
+				if cv := wire.CleanText(*v); cv != *v {
+					c = &cv
+				}
+			}
+		case []string:
+			for j, e := range v {
+				if cv := wire.CleanText(e); cv != e {
+					cs := append([]string(nil), v...)
+					cs[j] = cv
+					for k := j + 1; k < len(cs); k++ {
+						cs[k] = wire.CleanText(cs[k])
+					}
+					c = cs
+					break
+				}
+			}
+		}
+		if c != nil {
+			if &out[0] == &args[0] {
+				out = append([]any(nil), args...)
+			}
+			out[i] = c
+		}
+	}
+	return out
 }
 
 func publishing(o *outMsg) amqp.Publishing {

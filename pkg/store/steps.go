@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,12 @@ const (
 // ErrLeaseLost is returned when a worker tries to finish an attempt it no
 // longer holds (its lease ran out and another worker took the attempt over).
 var ErrLeaseLost = errors.New("step lease lost")
+
+// ErrClaimLost is returned when the attempt's claim row is gone (a claim
+// committed without waiting for the WAL flush is lost when Postgres
+// crashes). Nobody else holds the attempt: the message must be retried, never
+// acked.
+var ErrClaimLost = errors.New("step claim lost")
 
 // Claim is the result of ClaimStep.
 type Claim struct {
@@ -84,14 +91,19 @@ func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease t
 }
 
 // ExtendLease pushes the lease of a claimed attempt forward; it returns
-// ErrLeaseLost when the worker no longer holds it.
+// ErrLeaseLost when another worker holds it or it has ended, ErrClaimLost
+// when its row is gone.
 func ExtendLease(ctx context.Context, q Querier, stepID int64, worker string, lease time.Duration) error {
-	tag, err := q.Exec(ctx, `UPDATE task_steps SET lease_until = now() + $3
-		WHERE id = $1 AND worker = $2 AND status = 'running'`, stepID, worker, lease)
-	if err != nil {
+	var extended bool
+	err := q.QueryRow(ctx, `WITH u AS (UPDATE task_steps SET lease_until = now() + $3
+			WHERE id = $1 AND worker = $2 AND status = 'running' RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM u) FROM task_steps WHERE id = $1`, stepID, worker, lease).Scan(&extended)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: step %d has no row", ErrClaimLost, stepID)
+	case err != nil:
 		return fmt.Errorf("extend lease of step %d: %w", stepID, err)
-	}
-	if tag.RowsAffected() == 0 {
+	case !extended:
 		return ErrLeaseLost
 	}
 	return nil
@@ -111,7 +123,7 @@ func ReleaseLease(ctx context.Context, q Querier, stepID int64, worker string) e
 
 // FinishStepSQL ends a claimed attempt (arguments: step id, worker, status,
 // error); it raises DF001 — ErrLeaseLost through MapError — when the worker no
-// longer holds the attempt.
+// longer holds the attempt, DF002 — ErrClaimLost — when its row is gone.
 const FinishStepSQL = `SELECT finish_step($1, $2, $3, $4)`
 
 // TouchTaskSQL records progress on a task (argument: task id): a queued task
@@ -124,8 +136,10 @@ const TouchTaskSQL = `UPDATE tasks SET updated_at = now(),
 const FailTaskSQL = `UPDATE tasks SET status = 'failed', error = $2, updated_at = now()
 	WHERE id = $1 AND status <> 'done'`
 
-// AddPartSQL records that a step has a part (arguments: task id, step, part).
-const AddPartSQL = `INSERT INTO step_parts (task_id, step, part) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+// AddPartSQL records that a step has a part and the message emitted for it
+// (arguments: task id, step, part, message body), so that a part whose
+// message is lost before it ran can be re-driven from what was sent.
+const AddPartSQL = `INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
 
 // AddOutboxSQL adds a message to the outbox (arguments: message id, exchange,
 // routing key, body) and returns its id.
@@ -139,23 +153,37 @@ const EmitWhenDoneSQL = `SELECT emit_when_done($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // AddOutbox adds one message to the outbox inside the caller's transaction;
 // the step runtime's relay publishes it after the commit (or its sweep does,
-// after a crash).
+// after a crash), under the message id OutboxMessageID gives it.
 func AddOutbox(ctx context.Context, tx pgx.Tx, exchange, routingKey string, body []byte) (int64, error) {
 	var id int64
-	if err := tx.QueryRow(ctx, AddOutboxSQL, uuid.New(), exchange, routingKey, body).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, AddOutboxSQL, OutboxMessageID(body), exchange, routingKey, body).Scan(&id); err != nil {
 		return 0, fmt.Errorf("add %s message to outbox: %w", routingKey, err)
 	}
 	return id, nil
 }
 
+// OutboxMessageID is the id an outbox message is published under (the AMQP
+// message_id, the same on every republish): the id its body carries (an
+// event's event_id, an envelope's message_id; see wire.MessageID), else a
+// fresh one.
+func OutboxMessageID(body []byte) uuid.UUID {
+	if id, ok := wire.MessageID(body); ok {
+		return id
+	}
+	return uuid.New()
+}
+
 // MapError turns the store's own Postgres errors into sentinel errors:
-// DF001 into ErrLeaseLost, a second success of one part into ErrDuplicate.
+// DF001 into ErrLeaseLost, DF002 into ErrClaimLost, a second success of one
+// part into ErrDuplicate.
 func MapError(err error) error {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		switch {
 		case pg.Code == "DF001":
 			return fmt.Errorf("%w: %s", ErrLeaseLost, pg.Message)
+		case pg.Code == "DF002":
+			return fmt.Errorf("%w: %s", ErrClaimLost, pg.Message)
 		case pg.Code == "23505" && pg.ConstraintName == "task_steps_one_success":
 			return fmt.Errorf("%w: %s", ErrDuplicate, pg.Message)
 		}

@@ -88,14 +88,32 @@ func DecodeEvent(body []byte) (*Event, error) {
 	return &ev, nil
 }
 
-// Marshal encodes the dead letter as JSON.
-func (d *DeadLetter) Marshal() ([]byte, error) { return marshal(d) }
+// Marshal encodes the dead letter as JSON, its failure reason made clean
+// text (CleanText).
+func (d *DeadLetter) Marshal() ([]byte, error) {
+	c := *d
+	c.FailureReason = CleanText(c.FailureReason)
+	return marshal(&c)
+}
 
-// Marshal encodes the compensation message as JSON.
-func (c *Compensation) Marshal() ([]byte, error) { return marshal(c) }
+// Marshal encodes the compensation message as JSON, its error made clean
+// text (CleanText).
+func (c *Compensation) Marshal() ([]byte, error) {
+	m := *c
+	m.Error = CleanText(m.Error)
+	return marshal(&m)
+}
 
-// Marshal encodes the event as JSON.
-func (e *Event) Marshal() ([]byte, error) { return marshal(e) }
+// Marshal encodes the event as JSON, its error made clean text (CleanText).
+// An event without an EventID gets a fresh one first.
+func (e *Event) Marshal() ([]byte, error) {
+	if e.EventID == uuid.Nil {
+		e.EventID = uuid.New()
+	}
+	c := *e
+	c.Error = CleanText(c.Error)
+	return marshal(&c)
+}
 
 func decodeMessage(body []byte, limit int, schema string, v any, timeField string) error {
 	reg, doc, err := parse(body, limit)

@@ -12,4 +12,17 @@
 //
 // New, Next and Retry build envelopes that pass the same checks, so a
 // producer never publishes what a consumer would refuse.
+//
+// # Delivery: at-least-once; deduplicate by event_id
+//
+// Every message is delivered at least once: the outbox publishes again a
+// message whose publisher confirm was lost in a crash, and the broker
+// redelivers a message whose consumer died before its ack. So every message
+// carries a stable id, the same on each delivery: an event its event_id
+// (Event.EventID), a task message its message_id (Envelope.MessageID), and
+// each of them the same id as its AMQP message_id property. Integrators
+// deduplicate events by event_id. The steps themselves need no id: the step
+// runtime runs each (task, step, part, attempt) once through task_steps.
+// Messages of older producers may carry no id in the body; their AMQP
+// message_id, when set, is the one to use.
 package wire

@@ -23,6 +23,11 @@ type Envelope struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Payload holds the step's data; see UnmarshalPayload.
 	Payload json.RawMessage `json:"payload"`
+	// MessageID identifies this message (this attempt of this step): a
+	// redelivery, or a republish of the outbox after a crash, carries the
+	// same id, also as the AMQP message_id. Optional on the wire: messages
+	// of older producers have none.
+	MessageID uuid.UUID `json:"message_id,omitzero"`
 }
 
 // New returns the first attempt of a message for step. payload is encoded
@@ -48,6 +53,7 @@ func New(step string, taskID uuid.UUID, traceID string, payload any) (*Envelope,
 		TraceID:   traceID,
 		CreatedAt: now(),
 		Payload:   raw,
+		MessageID: uuid.New(),
 	}
 	if err := e.check(); err != nil {
 		return nil, fmt.Errorf("new %s message: %w", step, err)
@@ -62,11 +68,12 @@ func (e *Envelope) Next(step string, payload any) (*Envelope, error) {
 }
 
 // Retry returns the message for the next attempt of the same step: the same
-// task, trace and payload, attempt+1, created now.
+// task, trace and payload, attempt+1, created now, a new message id.
 func (e *Envelope) Retry() *Envelope {
 	r := *e
 	r.Attempt++
 	r.CreatedAt = now()
+	r.MessageID = uuid.New()
 	r.Payload = bytes.Clone(e.Payload)
 	return &r
 }

@@ -172,7 +172,13 @@ const (
 
 // Event is a notification for systems outside dubflow, published under
 // "event.<Event>". Task events carry TaskID and Status.
+//
+// EventID identifies the event: an event delivered twice (the outbox is
+// at-least-once) carries the same id, also as the AMQP message_id;
+// integrators deduplicate by it. Marshal gives an event without one a
+// fresh id.
 type Event struct {
+	EventID        uuid.UUID       `json:"event_id,omitzero"`
 	Event          string          `json:"event"`
 	TaskID         uuid.UUID       `json:"task_id,omitzero"`
 	Status         string          `json:"status,omitempty"`
@@ -201,8 +207,10 @@ func SegmentIndex(id string) (int, error) {
 	return strconv.Atoi(digits)
 }
 
-// truncate cuts s to at most n bytes without leaving a broken UTF-8 sequence.
+// truncate makes s clean text (CleanText) of at most n bytes, cut without
+// leaving a broken UTF-8 sequence.
 func truncate(s string, n int) string {
+	s = CleanText(s)
 	if len(s) <= n {
 		return s
 	}

@@ -97,10 +97,12 @@ func (d *Deps) Close() {
 	}
 }
 
-// Serve consumes queue with routes until ctx is cancelled, serving the ops
-// endpoints beside it, and returns after a graceful stop.
+// Serve removes the service's stale scratch folders, then consumes queue
+// with routes until ctx is cancelled, serving the ops endpoints beside it,
+// and returns after a graceful stop.
 func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) error {
 	cfg := d.Config
+	d.removeStaleTemp(routes)
 	consConn, err := broker.Dial(ctx, cfg.AMQPURL, d.Service+"-consume", d.Log,
 		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
 	if err != nil {
@@ -118,6 +120,7 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		Delay:         d.topo.DelayExchange,
 		DLQ:           broker.DLQ,
 		MaxRetries:    cfg.MaxRetries,
+		DeliveryLimit: d.topo.DeliveryLimit,
 		Lease:         cfg.Lease(),
 		ShutdownGrace: cfg.ShutdownGrace(),
 		Log:           d.Log,
@@ -175,6 +178,7 @@ func (s source) Consume(ctx context.Context, handle func(context.Context, step.D
 		handle(ctx, step.Delivery{
 			Body:       d.Body,
 			RoutingKey: d.RoutingKey,
+			Headers:    d.Headers,
 			Ack:        d.Ack,
 			Nack:       func(requeue bool) error { return d.Nack(requeue) },
 		})

@@ -12,6 +12,7 @@ import (
 // Config is asr's configuration, read once from the environment.
 type Config struct {
 	config.Common
+	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
 	TimeoutSeconds int `env:"TIMEOUT_ASR_SECONDS" envDefault:"1800"`
@@ -29,14 +30,11 @@ type Config struct {
 
 	// TranslateBatchSize is how many segments one translate message carries.
 	TranslateBatchSize int `env:"TRANSLATE_BATCH_SIZE" envDefault:"20"`
-	// MaxAudioBytes refuses larger audio objects (an hour of 16 kHz mono
-	// is 115 MB).
-	MaxAudioBytes int64 `env:"MAX_AUDIO_BYTES" envDefault:"1073741824"`
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Speech().Validate()}
+	errs := []error{c.Common.Validate(), c.Limits.Validate(), c.Speech().Validate()}
 	if c.TimeoutSeconds < 1 {
 		errs = append(errs, fmt.Errorf("TIMEOUT_ASR_SECONDS %d: want at least 1", c.TimeoutSeconds))
 	}
@@ -48,9 +46,6 @@ func (c *Config) Validate() error {
 	}
 	if c.TranslateBatchSize < 1 || c.TranslateBatchSize > 1000 {
 		errs = append(errs, fmt.Errorf("TRANSLATE_BATCH_SIZE %d: want 1..1000", c.TranslateBatchSize))
-	}
-	if c.MaxAudioBytes < 1 {
-		errs = append(errs, errors.New("MAX_AUDIO_BYTES: want at least 1"))
 	}
 	return errors.Join(errs...)
 }

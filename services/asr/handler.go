@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,6 +42,7 @@ type handler struct {
 	asr           transcriber
 	batchSize     int
 	maxAudioBytes int64
+	maxSeconds    int // MAX_VIDEO_SECONDS: the longest audio transcribed
 }
 
 // Handle transcribes the audio, stores asr.json, stages the segments and
@@ -68,13 +70,16 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return step.Permanent(fmt.Errorf("task %s has no target language", env.TaskID))
 	}
 
-	dir, err := os.MkdirTemp("", "dubflow-asr-")
+	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
 	if err != nil {
 		return fmt.Errorf("make temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	wav := filepath.Join(dir, "source.wav")
 	if err := h.download(ctx, p.AudioKey, wav); err != nil {
+		return err
+	}
+	if err := h.checkLength(p.AudioKey, wav); err != nil {
 		return err
 	}
 	segs, err := h.transcribe(ctx, wav, p.Language)
@@ -147,12 +152,24 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 	case err != nil:
 		return fmt.Errorf("stat %s: %w", key, err)
 	case info.Size > h.maxAudioBytes:
-		return step.Permanent(fmt.Errorf("audio %s is %d bytes, limit %d (MAX_AUDIO_BYTES)", key, info.Size, h.maxAudioBytes))
+		return step.Permanent(fmt.Errorf("audio %s is %d bytes, limit %d (MAX_AUDIO_BYTES=%d)", key, info.Size, h.maxAudioBytes, h.maxAudioBytes))
 	}
 	if err := h.objects.GetFile(ctx, key, path, h.maxAudioBytes); err != nil {
-		return fmt.Errorf("download %s: %w", key, err)
+		return worker.Limit(err, blob.ErrTooLarge, "MAX_AUDIO_BYTES", h.maxAudioBytes)
 	}
 	return nil
+}
+
+// checkLength bounds the recogniser's work: audio longer than
+// MAX_VIDEO_SECONDS, counted from the samples present (not the header's
+// claim), is refused.
+func (h *handler) checkLength(key, wav string) error {
+	d, err := media.WAVFileDuration(wav)
+	if err != nil {
+		return step.Permanent(fmt.Errorf("audio %s: %w", key, err))
+	}
+	limit := time.Duration(h.maxSeconds) * time.Second
+	return worker.Limit(media.CheckLength("audio "+key, d, limit), media.ErrTooLong, "MAX_VIDEO_SECONDS", h.maxSeconds)
 }
 
 // upsertSegmentsSQL writes the segments in one statement. A re-run that

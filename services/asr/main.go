@@ -38,7 +38,7 @@ func run(ctx context.Context, environ map[string]string) error {
 	log.Info().Str("engine", cfg.Engine).Int("chunk_seconds", cfg.ChunkSeconds).Int("concurrency", cfg.Concurrency).
 		Int("translate_batch_size", cfg.TranslateBatchSize).Msg("asr starting")
 	h := &handler{objects: deps.Blob, db: deps.Pool, asr: engine,
-		batchSize: cfg.TranslateBatchSize, maxAudioBytes: cfg.MaxAudioBytes}
+		batchSize: cfg.TranslateBatchSize, maxAudioBytes: cfg.MaxAudioBytes, maxSeconds: cfg.MaxVideoSeconds}
 	return deps.Serve(ctx, broker.QueueASR, []step.Route{{
 		Step:    wire.StepASR,
 		After:   wire.Previous(wire.StepASR),

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,7 +25,8 @@ const testToken = "test-token-0123456789abcdef"
 
 // dispatcher is one running dispatcher, reached over HTTP.
 type dispatcher struct {
-	base string
+	base string // the public API
+	ops  string // health, readiness and metrics
 }
 
 // call sends a request with the token and decodes a JSON answer into out
@@ -64,27 +64,17 @@ func (d dispatcher) call(t *testing.T, method, path string, body any, out any) i
 	return resp.StatusCode
 }
 
-// freeAddr returns a loopback address with a port free at this moment.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // testEnv is the environment of a dispatcher on db and vhost.
-func testEnv(dbURL, amqpURL, addr string, extra map[string]string) map[string]string {
+func testEnv(t *testing.T, dbURL, amqpURL string, extra map[string]string) map[string]string {
 	env := map[string]string{
 		"DATABASE_URL":                      dbURL,
 		"AMQP_URL":                          amqpURL,
-		"DISPATCHER_HTTP_ADDR":              addr,
-		"OPS_ADDR":                          addr,
+		"DISPATCHER_HTTP_ADDR":              testenv.FreeAddr(t),
+		"OPS_ADDR":                          testenv.FreeAddr(t),
 		"DISPATCHER_API_TOKEN":              testToken,
 		"QUEUE_PROCESS_INTERVAL_SECONDS":    "0.2",
 		"QUEUE_PROCESS_RETRY_DELAY_SECONDS": "3600",
+		"QUEUE_RESERVATION_TIMEOUT_SECONDS": "0",
 		"WORKER_CONCURRENCY":                "4",
 		"LOG_LEVEL":                         "warn",
 	}
@@ -133,7 +123,7 @@ func startProcess(t *testing.T, bin string, env map[string]string) dispatcher {
 			t.Errorf("dispatcher did not stop on SIGINT; output:\n%s", out.String())
 		}
 	})
-	d := dispatcher{base: "http://" + env["DISPATCHER_HTTP_ADDR"]}
+	d := dispatcher{base: "http://" + env["DISPATCHER_HTTP_ADDR"], ops: "http://" + env["OPS_ADDR"]}
 	waitReady(t, d, done, &out)
 	return d
 }
@@ -150,7 +140,7 @@ func startInProcess(t *testing.T, env map[string]string) dispatcher {
 			t.Errorf("run: %v", err)
 		}
 	})
-	d := dispatcher{base: "http://" + env["DISPATCHER_HTTP_ADDR"]}
+	d := dispatcher{base: "http://" + env["DISPATCHER_HTTP_ADDR"], ops: "http://" + env["OPS_ADDR"]}
 	waitReady(t, d, done, nil)
 	return d
 }
@@ -169,7 +159,7 @@ func waitReady(t *testing.T, d dispatcher, done chan error, out *bytes.Buffer) {
 			t.Fatalf("dispatcher exited early: %v\n%s", err, log)
 		default:
 		}
-		resp, err := http.Get(d.base + "/readyz")
+		resp, err := http.Get(d.ops + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -178,7 +168,7 @@ func waitReady(t *testing.T, d dispatcher, done chan error, out *bytes.Buffer) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("dispatcher at %s not ready", d.base)
+	t.Fatalf("dispatcher at %s not ready", d.ops)
 }
 
 // eventCollector consumes event.waiting.* from the test's virtual host.
@@ -266,7 +256,8 @@ type entryJSON struct {
 	ChannelType     *int       `json:"channel_type"`
 	RetryCount      int        `json:"retry_count"`
 	EnteredAt       time.Time  `json:"entered_at"`
-	Error           string     `json:"error"`
+	Code            string     `json:"code"`
+	Error           string     `json:"message"`
 }
 
 type staffJSON struct {
@@ -298,8 +289,8 @@ func TestTwoProcessesShareOneQueue(t *testing.T) {
 	amqpURL := testenv.AMQP(t)
 	events := collectEvents(t, amqpURL)
 	bin := buildBinary(t)
-	a := startProcess(t, bin, testEnv(db.URL, amqpURL, freeAddr(t), nil))
-	b := startProcess(t, bin, testEnv(db.URL, amqpURL, freeAddr(t), nil))
+	a := startProcess(t, bin, testEnv(t, db.URL, amqpURL, nil))
+	b := startProcess(t, bin, testEnv(t, db.URL, amqpURL, nil))
 	procs := []dispatcher{a, b}
 
 	projects := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
@@ -453,7 +444,7 @@ func TestTwoProcessesShareOneQueue(t *testing.T) {
 
 func TestAPIRejectsBadInputWith4xx(t *testing.T) {
 	db := testenv.Postgres(t)
-	d := startInProcess(t, testEnv(db.URL, testenv.AMQP(t), freeAddr(t), nil))
+	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), nil))
 	post := func(body string, token string) (int, string) {
 		req, _ := http.NewRequest("POST", d.base+"/internal/ai/events", bytes.NewBufferString(body))
 		if token != "" {
@@ -465,9 +456,13 @@ func TestAPIRejectsBadInputWith4xx(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var e struct {
-			Error string `json:"error"`
+			Code  string `json:"code"`
+			Error string `json:"message"`
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Code == "" {
+			e.Error = ""
+		}
 		return resp.StatusCode, e.Error
 	}
 	p, v := uuid.NewString(), uuid.NewString()
@@ -510,7 +505,7 @@ func TestAPIRejectsBadInputWith4xx(t *testing.T) {
 		{"GET", "/nowhere", nil, 404},
 	} {
 		e = entryJSON{}
-		if code := d.call(t, c.method, c.path, c.body, &e); code != c.want || e.Error == "" {
+		if code := d.call(t, c.method, c.path, c.body, &e); code != c.want || e.Error == "" || e.Code == "" {
 			t.Errorf("%s %s: %d %q, want %d with an error message", c.method, c.path, code, e.Error, c.want)
 		}
 	}
@@ -551,7 +546,7 @@ func publish(t *testing.T, amqpURL, step string, taskID uuid.UUID, payload any) 
 func TestMessages(t *testing.T) {
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)
-	d := startInProcess(t, testEnv(db.URL, amqpURL, freeAddr(t), nil))
+	d := startInProcess(t, testEnv(t, db.URL, amqpURL, nil))
 	project, staff := uuid.New(), uuid.New()
 
 	// waiting.capacity set: an agent of capacity 1 comes online.
@@ -615,7 +610,7 @@ func TestExpiryFollowsConfiguration(t *testing.T) {
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)
 	events := collectEvents(t, amqpURL)
-	d := startInProcess(t, testEnv(db.URL, amqpURL, freeAddr(t), map[string]string{
+	d := startInProcess(t, testEnv(t, db.URL, amqpURL, map[string]string{
 		"QUEUE_PROCESS_RETRY_DELAY_SECONDS": "0.5", "QUEUE_PROCESS_MAX_RETRIES": "3"}))
 	var e entryJSON
 	if code := d.call(t, "POST", "/internal/ai/events", aiEvent(uuid.New(), uuid.New(), "low"), &e); code != 200 {

@@ -84,15 +84,23 @@ func (h handlers) enqueue(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return classify(err)
 	}
-	out, err := h.q.Process(ctx, e.ID, false)
-	h.metrics.outcome(out)
-	if err != nil {
-		// The entry is queued; the scan retries the matching.
-		msg.Log.Warn().Err(err).Msg("immediate processing failed; the scan will retry")
-	}
-	msg.Log.Info().Str("entry_id", e.ID.String()).Str("status", string(out.Entry.Status)).
-		Int("position", out.Entry.Position).Msg("entry enqueued")
+	// The trigger on enqueue commits with the step's success.
+	h.attempt(msg, e.ID)
+	msg.Log.Info().Str("entry_id", e.ID.String()).Msg("entry enqueued")
 	return nil
+}
+
+// attempt stages one attempt on the entry in the step's success
+// transaction: it commits with the step, exactly once however often the
+// message runs.
+func (h handlers) attempt(msg *step.Message, id uuid.UUID) {
+	msg.Then(func(ctx context.Context, tx pgx.Tx) error {
+		out, err := h.q.ProcessIn(ctx, tx, id, false)
+		if err == nil {
+			h.metrics.outcome(out)
+		}
+		return err
+	})
 }
 
 func (h handlers) process(ctx context.Context, msg *step.Message) error {
@@ -102,9 +110,11 @@ func (h handlers) process(ctx context.Context, msg *step.Message) error {
 	}
 	switch {
 	case p.EntryID != nil:
-		out, err := h.q.Process(ctx, *p.EntryID, false)
-		h.metrics.outcome(out)
-		return classify(err)
+		if _, err := h.q.Entry(ctx, *p.EntryID); err != nil {
+			return classify(err)
+		}
+		h.attempt(msg, *p.EntryID)
+		return nil
 	case p.ProjectID != nil:
 		a, err := h.q.Match(ctx, *p.ProjectID)
 		h.metrics.assigned.Add(float64(len(a)))

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/services/dispatcher/internal/agentqueue"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/api"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
 	"github.com/rs/zerolog"
@@ -33,7 +34,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 	log.Info().Str("http_addr", cfg.HTTPAddr).Bool("process_enabled", cfg.ProcessEnabled).
 		Float64("interval_seconds", cfg.IntervalSeconds).Int("batch_size", cfg.BatchSize).
 		Int("max_workers", cfg.MaxWorkers).Int("max_retries", cfg.ProcessMaxRetries).
-		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Msg("dispatcher starting")
+		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Int("queue_max_n", cfg.QueueMaxN).
+		Float64("reservation_timeout_seconds", cfg.ReservationTimeoutSeconds).Msg("dispatcher starting")
 
 	pool, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -44,8 +46,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	q := queue.New(pool, cfg.Queue())
+	aq := agentqueue.New(pool, cfg.QueueMaxN)
 	reg := ops.NewRegistry()
 	m := newMetrics(reg)
+	reg.MustRegister(newStuckCollector(q))
+	if err := recoverAtStart(ctx, q, aq, m, log); err != nil {
+		return err
+	}
 
 	brokerMetrics, err := broker.NewMetrics(reg)
 	if err != nil {
@@ -103,19 +110,17 @@ func run(ctx context.Context, getenv func(string) string) error {
 			return nil
 		},
 	})
-	apiServer := api.New(q, cfg.APIToken, log)
+	apiServer := api.New(q, aq, cfg.APIToken, log)
 	apiServer.Assigned = func(n int) { m.assigned.Add(float64(n)) }
+	// The public port serves the API (behind the token) and a bare liveness
+	// answer; readiness and metrics are on the ops port only.
 	mux := http.NewServeMux()
-	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
-		mux.Handle(p, opsHandler)
-	}
+	mux.Handle("GET /healthz", opsHandler)
 	mux.Handle("/", apiServer.Handler())
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, cfg.HTTPAddr, mux, log) })
-	if cfg.OpsAddr != "" && cfg.OpsAddr != cfg.HTTPAddr {
-		g.Go(func() error { return ops.Serve(gctx, cfg.OpsAddr, opsHandler, log) })
-	}
+	g.Go(func() error { return ops.Serve(gctx, cfg.OpsAddr, opsHandler, log) })
 	g.Go(func() error { return runner.Run(gctx) })
 	if cfg.ProcessEnabled {
 		g.Go(func() error { return scanLoop(gctx, q, cfg.Interval(), m, log) })
@@ -143,6 +148,7 @@ func scanLoop(ctx context.Context, q *queue.Queue, every time.Duration, m *metri
 		m.scanTime.Observe(time.Since(start).Seconds())
 		m.assigned.Add(float64(len(res.Assigned)))
 		m.expired.Add(float64(len(res.Expired)))
+		m.reservationsExpired.Add(float64(len(res.ReservationsExpired)))
 		if err != nil && ctx.Err() == nil {
 			m.scanErrors.Inc()
 			log.Warn().Err(err).Msg("scan met errors")
@@ -156,6 +162,26 @@ func scanLoop(ctx context.Context, q *queue.Queue, every time.Duration, m *metri
 				Int("expired", len(res.Expired)).Msg("scan done")
 		}
 	}
+}
+
+// recoverAtStart finishes what a crashed replica left undone before this one
+// serves: overdue reservations, unmatched pairs, and counters that differ
+// from the rows they count (see queue.Recover and agentqueue.RepairSizes).
+// It is safe while other replicas run.
+func recoverAtStart(ctx context.Context, q *queue.Queue, aq *agentqueue.Queue, m *metrics, log zerolog.Logger) error {
+	rec, err := q.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recover at start: %w", err)
+	}
+	sizes, err := aq.RepairSizes(ctx)
+	if err != nil {
+		return fmt.Errorf("recover at start: %w", err)
+	}
+	m.assigned.Add(float64(len(rec.Assigned)))
+	m.reservationsExpired.Add(float64(len(rec.ReservationsExpired)))
+	log.Info().Int("reservations_expired", len(rec.ReservationsExpired)).Int("loads_repaired", rec.LoadsRepaired).
+		Int("assigned", len(rec.Assigned)).Int("queue_sizes_repaired", sizes).Msg("start-up recovery done")
+	return nil
 }
 
 // newLogger returns the dispatcher's structured logger.

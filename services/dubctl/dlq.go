@@ -14,7 +14,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// dlqCmd builds `dubctl dlq`.
+func dlqCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect and replay dead letters",
@@ -24,7 +25,7 @@ cause is fixed: the original message is published again with a fresh retry
 budget, the task runs again, and the dead letter is marked replayed.`,
 	}
 	cmd.AddCommand(dlqListCmd(), dlqShowCmd(), dlqReplayCmd())
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func dlqListCmd() *cobra.Command {

@@ -8,7 +8,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// listCmd builds `dubctl list`.
+func listCmd() *cobra.Command {
 	var (
 		status string
 		limit  int
@@ -53,5 +54,5 @@ func init() {
 	f.StringVar(&status, "status", "", "only tasks with this status")
 	f.IntVar(&limit, "limit", 20, "at most this many tasks")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // Exit codes of dubctl.
@@ -20,12 +19,13 @@ const (
 	exitCompensated = 4 // the task waits for an operator (tts_requeue)
 )
 
-// rootCmd is dubctl itself; every subcommand adds itself to it in its
-// file's init.
-var rootCmd = &cobra.Command{
-	Use:   "dubctl",
-	Short: "Submit, follow and inspect dubflow tasks",
-	Long: `dubctl submits videos to dubflow and follows the tasks.
+// newRootCmd builds dubctl's command tree afresh: every run gets its own
+// commands and flags, so execute can run many times in one process.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dubctl",
+		Short: "Submit, follow and inspect dubflow tasks",
+		Long: `dubctl submits videos to dubflow and follows the tasks.
 
 It reads the workers' environment: AMQP_URL, DATABASE_URL, S3_ENDPOINT,
 S3_ACCESS_KEY, S3_SECRET_KEY, S3_BUCKET, S3_USE_SSL (with the local stack's
@@ -33,8 +33,12 @@ defaults); "source .devstack/env" points it at the stack "make up" started.
 
 Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
 4 task compensating (waits for tts_requeue).`,
-	SilenceUsage:  true,
-	SilenceErrors: true,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
+	return root
 }
 
 // exitError carries an exit code other than exitFailed out of a command.
@@ -52,17 +56,13 @@ func withCode(code int, err error) error { return &exitError{code: code, err: er
 // usageError marks err as a usage error (exit code 2).
 func usageError(err error) error { return withCode(exitUsage, err) }
 
-func init() {
-	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
-}
-
 // execute runs dubctl with args and returns the process exit code.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	reset(ctx, rootCmd)
-	rootCmd.SetArgs(args)
-	rootCmd.SetOut(stdout)
-	rootCmd.SetErr(stderr)
-	err := rootCmd.ExecuteContext(ctx)
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -101,21 +101,5 @@ func exactArgs(n int) cobra.PositionalArgs {
 			return usageError(err)
 		}
 		return nil
-	}
-}
-
-// reset puts every flag back to its default and gives every command ctx,
-// so that execute can run more than once in a process (tests do): cobra
-// keeps both from the previous run otherwise.
-func reset(ctx context.Context, cmd *cobra.Command) {
-	cmd.SetContext(ctx)
-	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags()} {
-		fs.VisitAll(func(f *pflag.Flag) {
-			_ = f.Value.Set(f.DefValue)
-			f.Changed = false
-		})
-	}
-	for _, c := range cmd.Commands() {
-		reset(ctx, c)
 	}
 }

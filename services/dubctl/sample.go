@@ -13,7 +13,8 @@ import (
 const defaultSampleText = "Hello and welcome. This short video was made to test the dubbing pipeline. " +
 	"Every sentence you hear will be translated and spoken again in another language."
 
-func init() {
+// sampleCmd builds `dubctl sample`.
+func sampleCmd() *cobra.Command {
 	var out, text, voice string
 	cmd := &cobra.Command{
 		Use:   "sample --out FILE [--text TEXT]",
@@ -37,7 +38,7 @@ func init() {
 	f.StringVar(&text, "text", defaultSampleText, "what the video says")
 	f.StringVar(&voice, "voice", defaultVoice(), `espeak-ng voice, or "flite:NAME" for a flite voice`)
 	_ = cmd.MarkFlagRequired("out")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // defaultVoice is flite's rms voice when flite is installed — pocketsphinx

@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// statusCmd builds `dubctl status`.
+func statusCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status TASK_ID [--json]",
@@ -36,7 +37,7 @@ func init() {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // printStatus writes the task for a reader.

@@ -28,7 +28,8 @@ type submitOptions struct {
 	waitOpts   waitOptions
 }
 
-func init() {
+// submitCmd builds `dubctl submit`.
+func submitCmd() *cobra.Command {
 	var o submitOptions
 	cmd := &cobra.Command{
 		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--wait]",
@@ -52,7 +53,7 @@ With --wait it then follows the task like "dubctl wait".`,
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
 	o.waitOpts.register(cmd)
 	_ = cmd.MarkFlagRequired("input")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func runSubmit(cmd *cobra.Command, o submitOptions) error {

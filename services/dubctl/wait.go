@@ -44,7 +44,8 @@ func (o *waitOptions) check() error {
 	return nil
 }
 
-func init() {
+// waitCmd builds `dubctl wait`.
+func waitCmd() *cobra.Command {
 	var o waitOptions
 	cmd := &cobra.Command{
 		Use:   "wait TASK_ID [--output FILE] [--timeout D] [--json]",
@@ -72,7 +73,7 @@ still fails) says how to re-drive it and exits 4; a timeout exits 3.`,
 		},
 	}
 	o.register(cmd)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // followTask polls the task until it ends or o.timeout passes, then reports

@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -54,7 +55,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 
-	dir, err := os.MkdirTemp("", "dubflow-extract-")
+	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
 	if err != nil {
 		return fmt.Errorf("make temp dir: %w", err)
 	}
@@ -63,15 +64,17 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := h.download(ctx, p.SourceVideoKey, video); err != nil {
 		return err
 	}
+	// The probe refuses a video that claims to be too long; the decode
+	// enforces the limit on what the streams really hold.
 	info, err := media.ProbeInput(ctx, video, media.Limits{
 		MaxDuration: h.cfg.MaxDuration(), RequireAudio: true, RequireVideo: true,
 	})
 	if err != nil {
-		return fmt.Errorf("check %s: %w", p.SourceVideoKey, err)
+		return fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
 	}
 	wav := filepath.Join(dir, "source.wav")
-	if err := media.ExtractAudio(ctx, video, wav); err != nil {
-		return fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, err)
+	if err := media.ExtractAudio(ctx, video, wav, h.cfg.MaxDuration()); err != nil {
+		return fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, h.explain(err))
 	}
 	if err := h.objects.PutFile(ctx, p.OutputAudioKey, wav, "audio/wav"); err != nil {
 		return fmt.Errorf("store %s: %w", p.OutputAudioKey, err)
@@ -136,8 +139,9 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 	return t, nil
 }
 
-// download fetches the video into path, refusing a missing or oversized
-// object before any byte moves.
+// download fetches the video into path, refusing a missing or empty
+// object; the download stops at MAX_VIDEO_BYTES whatever the object's
+// metadata says.
 func (h *handler) download(ctx context.Context, key, path string) error {
 	info, err := h.objects.Stat(ctx, key)
 	switch {
@@ -145,8 +149,6 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 		return step.Permanent(fmt.Errorf("source video %s not found in storage", key))
 	case err != nil:
 		return fmt.Errorf("stat %s: %w", key, err)
-	case info.Size > h.cfg.MaxVideoBytes:
-		return step.Permanent(fmt.Errorf("source video %s is %d bytes, limit %d (MAX_VIDEO_BYTES)", key, info.Size, h.cfg.MaxVideoBytes))
 	case info.Size == 0:
 		return step.Permanent(fmt.Errorf("source video %s is empty", key))
 	}
@@ -154,9 +156,14 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 		if errors.Is(err, blob.ErrNotFound) {
 			return step.Permanent(fmt.Errorf("source video %s not found in storage", key))
 		}
-		return err
+		return worker.Limit(err, blob.ErrTooLarge, "MAX_VIDEO_BYTES", h.cfg.MaxVideoBytes)
 	}
 	return nil
+}
+
+// explain names MAX_VIDEO_SECONDS in an error that hit it.
+func (h *handler) explain(err error) error {
+	return worker.Limit(err, media.ErrTooLong, "MAX_VIDEO_SECONDS", h.cfg.MaxVideoSeconds)
 }
 
 // first returns the first non-empty value.

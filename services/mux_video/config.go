@@ -12,29 +12,23 @@ import (
 // Config is mux_video's configuration, read once from the environment.
 type Config struct {
 	config.Common
+	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
 	TimeoutSeconds int `env:"TIMEOUT_MUX_SECONDS" envDefault:"1800"`
 	// MaxSpeedup is the fastest tempo a clip may be played at to fit its
 	// slot (1.0..1.5).
 	MaxSpeedup float64 `env:"MUX_MAX_SPEEDUP" envDefault:"1.35"`
-	// MaxVideoBytes refuses larger source videos.
-	MaxVideoBytes int64 `env:"MAX_VIDEO_BYTES" envDefault:"4294967296"`
-	// MaxClipBytes refuses larger segment clips.
-	MaxClipBytes int64 `env:"MAX_CLIP_BYTES" envDefault:"67108864"`
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate()}
+	errs := []error{c.Common.Validate(), c.Limits.Validate()}
 	if c.TimeoutSeconds < 1 {
 		errs = append(errs, fmt.Errorf("TIMEOUT_MUX_SECONDS %d: want at least 1", c.TimeoutSeconds))
 	}
 	if err := (media.FitOptions{MaxSpeedup: c.MaxSpeedup}).Validate(); err != nil || c.MaxSpeedup == 0 {
 		errs = append(errs, fmt.Errorf("MUX_MAX_SPEEDUP %v: want %v..%v", c.MaxSpeedup, media.MinMaxSpeedup, media.MaxMaxSpeedup))
-	}
-	if c.MaxVideoBytes < 1 || c.MaxClipBytes < 1 {
-		errs = append(errs, errors.New("MAX_VIDEO_BYTES and MAX_CLIP_BYTES: want at least 1"))
 	}
 	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,18 +70,20 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 
-	dir, err := os.MkdirTemp("", "dubflow-mux-")
+	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
 	if err != nil {
 		return fmt.Errorf("make temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	video := filepath.Join(dir, "source.media")
-	if err := h.download(ctx, p.SourceVideoKey, video, h.cfg.MaxVideoBytes); err != nil {
+	if err := h.download(ctx, p.SourceVideoKey, video, h.cfg.MaxVideoBytes, "MAX_VIDEO_BYTES"); err != nil {
 		return err
 	}
-	info, err := media.ProbeInput(ctx, video, media.Limits{RequireVideo: true})
+	// The claimed length sizes the dub track: it must be within the limit,
+	// and Mux checks the length the streams really have.
+	info, err := media.ProbeInput(ctx, video, media.Limits{RequireVideo: true, MaxDuration: h.cfg.MaxDuration()})
 	if err != nil {
-		return fmt.Errorf("check %s: %w", p.SourceVideoKey, err)
+		return fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
 	}
 	totalMS := int(info.Duration.Milliseconds())
 
@@ -124,9 +127,10 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 			{Path: dstSRT, Language: dstLang, Title: "Dub (" + dstLang + ")"},
 			{Path: srcSRT, Language: srcLang, Title: "Original (" + srcLang + ")"},
 		},
+		MaxDuration: h.cfg.MaxDuration(),
 	}, out)
 	if err != nil {
-		return err
+		return fmt.Errorf("mux %s: %w", p.SourceVideoKey, h.explain(err))
 	}
 	timingKey := outDir + "/timing.json"
 	for _, up := range []struct{ key, file, contentType string }{
@@ -209,7 +213,7 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 			continue
 		}
 		p := clipPath(dir, s.idx)
-		if err := h.download(ctx, s.key, p, h.cfg.MaxClipBytes); err != nil {
+		if err := h.download(ctx, s.key, p, h.cfg.MaxClipBytes, "MAX_CLIP_BYTES"); err != nil {
 			return nil, err
 		}
 		d, err := wavDuration(p)
@@ -229,21 +233,23 @@ func clipPath(dir string, idx int) string {
 	return filepath.Join(dir, fmt.Sprintf("seg-%06d.wav", idx))
 }
 
-// download fetches key into file, refusing a missing or oversized object.
-func (h *handler) download(ctx context.Context, key, file string, limit int64) error {
-	info, err := h.objects.Stat(ctx, key)
-	switch {
-	case errors.Is(err, blob.ErrNotFound):
+// download fetches key into file, refusing a missing object; the download
+// stops at limit (the value of setting) whatever the object's metadata says.
+func (h *handler) download(ctx context.Context, key, file string, limit int64, setting string) error {
+	if _, err := h.objects.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
 		return step.Permanent(fmt.Errorf("%s not found in storage", key))
-	case err != nil:
+	} else if err != nil {
 		return fmt.Errorf("stat %s: %w", key, err)
-	case info.Size > limit:
-		return step.Permanent(fmt.Errorf("%s is %d bytes, limit %d", key, info.Size, limit))
 	}
 	if err := h.objects.GetFile(ctx, key, file, limit); err != nil {
-		return fmt.Errorf("download %s: %w", key, err)
+		return worker.Limit(err, blob.ErrTooLarge, setting, limit)
 	}
 	return nil
+}
+
+// explain names MAX_VIDEO_SECONDS in an error that hit it.
+func (h *handler) explain(err error) error {
+	return worker.Limit(err, media.ErrTooLong, "MAX_VIDEO_SECONDS", h.cfg.MaxVideoSeconds)
 }
 
 // wavDuration reads the length of a WAV file from its header.

@@ -30,7 +30,8 @@ func run(ctx context.Context, environ map[string]string) error {
 		return err
 	}
 	defer deps.Close()
-	log.Info().Float64("max_speedup", cfg.MaxSpeedup).Int64("max_video_bytes", cfg.MaxVideoBytes).Msg("mux_video starting")
+	log.Info().Float64("max_speedup", cfg.MaxSpeedup).Int("max_video_seconds", cfg.MaxVideoSeconds).
+		Int64("max_video_bytes", cfg.MaxVideoBytes).Int64("max_clip_bytes", cfg.MaxClipBytes).Msg("mux_video starting")
 	h := &handler{db: deps.Pool, objects: deps.Blob, cfg: cfg}
 	return deps.Serve(ctx, broker.QueueMuxVideo, []step.Route{{
 		Step:    wire.StepMuxVideo,

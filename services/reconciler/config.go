@@ -15,8 +15,9 @@ type Config struct {
 
 	// IntervalSeconds is the time between passes.
 	IntervalSeconds float64 `env:"RECONCILE_INTERVAL_SECONDS" envDefault:"30"`
-	// StuckTaskSeconds is how long a queued or running task may go without
-	// progress (and without a live step) before it is re-driven.
+	// StuckTaskSeconds is how long a part waiting for its message may go
+	// without activity before the reconciler checks whether the message was
+	// lost (and re-drives it only then).
 	StuckTaskSeconds float64 `env:"STUCK_TASK_SECONDS" envDefault:"600"`
 	// LeaseGraceSeconds is how long after its lease ran out a running step
 	// is left to the broker's redelivery (another worker takes it over)
@@ -25,6 +26,12 @@ type Config struct {
 	// OutboxAgeSeconds is how old an outbox row must be before the
 	// reconciler publishes it (workers publish theirs at once).
 	OutboxAgeSeconds float64 `env:"RECONCILE_OUTBOX_AGE_SECONDS" envDefault:"30"`
+	// TaskMaxIdleSeconds ends (failed, with the reason) a queued or running
+	// task that made no progress for this long with no step running.
+	TaskMaxIdleSeconds float64 `env:"RECONCILE_TASK_MAX_IDLE_SECONDS" envDefault:"86400"`
+	// CompensatingMaxSeconds ends (failed, with the reason) a task that
+	// stayed compensating this long: nobody re-drove it with tts_requeue.
+	CompensatingMaxSeconds float64 `env:"RECONCILE_COMPENSATING_MAX_SECONDS" envDefault:"259200"`
 	// Batch bounds what one pass handles of each kind.
 	Batch int `env:"RECONCILE_BATCH_SIZE" envDefault:"100"`
 }
@@ -41,6 +48,13 @@ func (c *Config) Validate() error {
 	if c.LeaseGraceSeconds < 0 || c.OutboxAgeSeconds < 0 {
 		errs = append(errs, errors.New("RECONCILE_LEASE_GRACE_SECONDS and RECONCILE_OUTBOX_AGE_SECONDS must not be negative"))
 	}
+	if c.TaskMaxIdleSeconds <= c.StuckTaskSeconds {
+		errs = append(errs, fmt.Errorf("RECONCILE_TASK_MAX_IDLE_SECONDS %v: want more than STUCK_TASK_SECONDS (%v), or tasks end before a lost message is re-driven",
+			c.TaskMaxIdleSeconds, c.StuckTaskSeconds))
+	}
+	if c.CompensatingMaxSeconds <= 0 {
+		errs = append(errs, fmt.Errorf("RECONCILE_COMPENSATING_MAX_SECONDS %v: want more than 0", c.CompensatingMaxSeconds))
+	}
 	if c.Batch < 1 || c.Batch > 10000 {
 		errs = append(errs, fmt.Errorf("RECONCILE_BATCH_SIZE %d: want 1..10000", c.Batch))
 	}
@@ -50,12 +64,20 @@ func (c *Config) Validate() error {
 // Settings returns the pass settings.
 func (c *Config) Settings() Settings {
 	return Settings{
-		StuckTask:  seconds(c.StuckTaskSeconds),
-		LeaseGrace: seconds(c.LeaseGraceSeconds),
-		OutboxAge:  seconds(c.OutboxAgeSeconds),
-		Batch:      c.Batch,
+		StuckTask:       seconds(c.StuckTaskSeconds),
+		LeaseGrace:      seconds(c.LeaseGraceSeconds),
+		Settle:          settle,
+		OutboxAge:       seconds(c.OutboxAgeSeconds),
+		TaskMaxIdle:     seconds(c.TaskMaxIdleSeconds),
+		CompensatingMax: seconds(c.CompensatingMaxSeconds),
+		Batch:           c.Batch,
 	}
 }
+
+// settle is how young a part may be and still be left out of the count of
+// parts waiting for a message: its message may be between the outbox and
+// the queue while the count is taken.
+const settle = 10 * time.Second
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 

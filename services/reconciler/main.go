@@ -1,17 +1,21 @@
-// Command reconciler finds work that stopped moving and re-drives it,
-// idempotently and safely from any number of replicas (each pass locks what
-// it touches with FOR UPDATE SKIP LOCKED):
+// Command reconciler finds work that stopped moving and moves it on or ends
+// it, safely from any number of replicas:
 //
-//   - steps whose lease expired with no worker left to finish them: the
-//     attempt is closed and its message, kept in task_steps, replayed with a
-//     fresh retry budget;
-//   - outbox rows nobody published (a succeeded step whose next message
-//     never left the outbox): published with confirms;
-//   - tasks with no progress for STUCK_TASK_SECONDS: the first step that has
-//     not succeeded is replayed from its last message (or one rebuilt from
-//     the task row).
+//   - messages lost on their way to a worker: a part of a queued or running
+//     task waiting for a message with no activity for STUCK_TASK_SECONDS
+//     (or held under a lease that ran out RECONCILE_LEASE_GRACE_SECONDS
+//     ago) is re-driven only when RabbitMQ holds fewer messages for its step
+//     than parts wait for one, on two passes in a row; a backlog is waiting,
+//     not loss (see lostMessages);
+//   - outbox rows nobody published: published with confirms;
+//   - tasks nobody moves any more: a queued or running task without progress
+//     for RECONCILE_TASK_MAX_IDLE_SECONDS, or compensating for
+//     RECONCILE_COMPENSATING_MAX_SECONDS, ends failed with the reason and
+//     event.task.failed;
+//   - attempts of ended tasks whose lease ran out: closed.
 //
-// Every action is logged and counted in dubflow_reconciler_actions_total.
+// Every action is logged and counted (dubflow_reconciler_actions_total,
+// dubflow_reconciler_redrives_total, dubflow_reconciler_skipped_waiting_total).
 package main
 
 import (

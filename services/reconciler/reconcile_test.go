@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -23,6 +27,7 @@ type fixture struct {
 	pool *pgxpool.Pool
 	url  string
 	db   *testenv.Database
+	conn *broker.Conn
 	pub  *broker.Publisher
 	ch   *amqp.Channel
 }
@@ -42,12 +47,90 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{pool: db.Pool, db: db, url: url, pub: pub, ch: ch}
+	return &fixture{pool: db.Pool, db: db, url: url, conn: conn, pub: pub, ch: ch}
 }
 
+// reconciler returns a reconciler as a replica would run it (each call is
+// another replica: its own memory of suspects).
 func (f *fixture) reconciler() *reconciler {
-	return &reconciler{pool: f.pool, pub: f.pub, set: Settings{StuckTask: 10 * time.Minute, LeaseGrace: time.Minute,
-		OutboxAge: 30 * time.Second, Batch: 100}}
+	return &reconciler{pool: f.pool, pub: f.pub, depths: brokerDepths(f.conn, broker.DefaultDelayTiers),
+		set: Settings{StuckTask: 10 * time.Minute, LeaseGrace: time.Minute, Settle: settle, OutboxAge: 30 * time.Second,
+			TaskMaxIdle: 24 * time.Hour, CompensatingMax: 72 * time.Hour, Batch: 100}}
+}
+
+// passes runs n passes of rec and returns every action.
+func passes(t *testing.T, rec *reconciler, n int) []Action {
+	t.Helper()
+	var all []Action
+	for range n {
+		acts, err := rec.pass(context.Background())
+		if err != nil {
+			t.Fatalf("pass: %v", err)
+		}
+		all = append(all, acts...)
+	}
+	return all
+}
+
+// publish puts env in its work queue, confirmed.
+func (f *fixture) publish(t *testing.T, env *wire.Envelope) {
+	t.Helper()
+	body, err := env.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pub.Publish(context.Background(), wire.Exchange, wire.RoutingKey(env.Step),
+		amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// depth returns the ready messages of queue.
+func (f *fixture) depth(t *testing.T, queue string) int {
+	t.Helper()
+	q, err := f.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// waitDepth waits (bounded) until queue holds n ready messages.
+func (f *fixture) waitDepth(t *testing.T, queue string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.depth(t, queue) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %d messages, want %d", queue, f.depth(t, queue), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// emit records that step's part of task was emitted queuedAgo with env as
+// its message, as the runtime's Emit does.
+func (f *fixture) emit(t *testing.T, env *wire.Envelope, queuedAgo time.Duration) {
+	t.Helper()
+	part, err := step.PartOf(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := env.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exec(t, store.AddPartSQL, env.TaskID, env.Step, part, body)
+	f.exec(t, `UPDATE step_parts SET created_at = now() - $4::interval WHERE task_id = $1 AND step = $2 AND part = $3`,
+		env.TaskID, env.Step, part, queuedAgo)
+}
+
+// succeeded records that steps of task succeeded.
+func (f *fixture) succeeded(t *testing.T, task uuid.UUID, steps ...string) {
+	t.Helper()
+	for _, s := range steps {
+		f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status, started_at, finished_at)
+			VALUES ($1, $2, 1, 'succeeded', now() - interval '2 hours', now() - interval '2 hours')`, task, s)
+	}
 }
 
 func (f *fixture) exec(t *testing.T, sql string, args ...any) {
@@ -60,8 +143,8 @@ func (f *fixture) exec(t *testing.T, sql string, args ...any) {
 func (f *fixture) task(t *testing.T, idle time.Duration) uuid.UUID {
 	t.Helper()
 	id := uuid.New()
-	f.exec(t, `INSERT INTO tasks (id, status, trace_id, source_language, target_language, updated_at)
-		VALUES ($1, 'running', 'trace-rc', 'en', 'es', now() - $2::interval)`, id, idle)
+	f.exec(t, `INSERT INTO tasks (id, status, trace_id, source_language, target_language, created_at, updated_at)
+		VALUES ($1, 'running', 'trace-rc', 'en', 'es', now() - $2::interval, now() - $2::interval)`, id, idle)
 	return id
 }
 
@@ -71,8 +154,9 @@ func (f *fixture) attempt(t *testing.T, task uuid.UUID, env *wire.Envelope, part
 	if env != nil {
 		body, _ = env.Marshal()
 	}
-	f.exec(t, `INSERT INTO task_steps (task_id, step, part, attempt, status, lease_until, message)
-		VALUES ($1, $2, $3, $4, $5, CASE WHEN $5 = 'running' THEN now() - $6::interval END, $7)`,
+	f.exec(t, `INSERT INTO task_steps (task_id, step, part, attempt, status, lease_until, message, started_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, CASE WHEN $5 = 'running' THEN now() - $6::interval END, $7,
+		        now() - interval '2 hours', CASE WHEN $5 <> 'running' THEN now() - interval '2 hours' END)`,
 		task, env.Step, part, env.Attempt, status, leaseAgo, body)
 }
 
@@ -109,45 +193,160 @@ func count(acts []Action, kind string) int {
 	n := 0
 	for _, a := range acts {
 		if a.Kind == kind {
-			n++
+			n += a.n()
 		}
 	}
 	return n
 }
 
-func TestExpiredLeaseIsClosedAndReplayed(t *testing.T) {
+// asrOf returns the first asr message of task.
+func asrOf(t *testing.T, task uuid.UUID) *wire.Envelope {
+	t.Helper()
+	keys := wire.DefaultKeys(task)
+	return message(t, wire.StepASR, task, wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
+}
+
+// Issue 10 item 2: a backlog is waiting, not loss. 200 tasks whose asr
+// messages wait in task.asr (no worker consumes them) for far longer than
+// STUCK_TASK_SECONDS draw no re-publish; a message really lost (its part
+// queued, nothing in any queue or the outbox, no activity) is re-driven
+// once, as soon as the queue moves past it.
+func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
+	f := setup(t)
+	const backlog = 200
+	waiting := map[uuid.UUID]bool{}
+	for range backlog {
+		task := f.task(t, time.Hour)
+		f.succeeded(t, task, wire.StepExtractAudio)
+		asr := asrOf(t, task)
+		f.emit(t, asr, time.Hour)
+		f.publish(t, asr)
+		waiting[task] = true
+	}
+	f.waitDepth(t, broker.QueueASR, backlog)
+	rec := f.reconciler()
+	acts := passes(t, rec, 3)
+	if n := count(acts, actionStuck) + count(acts, actionLease) + count(acts, actionSuspect); n != 0 {
+		t.Fatalf("%d re-drives or suspicions of parts only waiting in task.asr: %+v", n, acts)
+	}
+	if n := count(acts, actionWaiting); n != 3*backlog {
+		t.Errorf("skipped_waiting counted %d parts over 3 passes, want %d", n, 3*backlog)
+	}
+	if n := f.depth(t, broker.QueueASR); n != backlog {
+		t.Fatalf("task.asr holds %d messages after the passes, want the %d of the backlog", n, backlog)
+	}
+
+	// Lost: emitted before the backlog, never published (or lost on the
+	// way). While the queue does not move, nothing tells which part lacks
+	// its message: nothing is re-driven.
+	lost := f.task(t, 3*time.Hour)
+	f.succeeded(t, lost, wire.StepExtractAudio)
+	f.emit(t, asrOf(t, lost), 2*time.Hour)
+	if acts := passes(t, rec, 3); count(acts, actionStuck)+count(acts, actionSuspect) != 0 {
+		t.Fatalf("re-drives while task.asr does not move: %+v", acts)
+	}
+	// A worker takes ten messages of the backlog (emitted after the lost
+	// one): the lost part was overtaken, its message is not in the queue.
+	for range 10 {
+		d, ok, err := f.ch.Get(broker.QueueASR, false)
+		if err != nil || !ok {
+			t.Fatalf("get from task.asr: %v %v", ok, err)
+		}
+		env, err := wire.Decode(d.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status, started_at, finished_at)
+			VALUES ($1, 'asr', 1, 'succeeded', now(), now())`, env.TaskID)
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+		delete(waiting, env.TaskID)
+	}
+	acts = passes(t, rec, 4)
+	if n := count(acts, actionStuck); n != 1 {
+		t.Fatalf("%d re-drives, want 1 (the lost asr): %+v", n, acts)
+	}
+	for _, a := range acts {
+		if a.Kind == actionStuck && (a.TaskID != lost || a.Attempt != 2) {
+			t.Errorf("re-drove %+v, want the lost task's asr as attempt 2", a)
+		}
+	}
+	f.waitDepth(t, broker.QueueASR, backlog-10+1)
+	got := map[uuid.UUID]int{}
+	for _, m := range f.drain(t, broker.QueueASR) {
+		got[m.TaskID]++
+	}
+	if got[lost] != 1 || len(got) != backlog-10+1 {
+		t.Errorf("task.asr holds the lost task %d times and %d tasks, want once and %d", got[lost], len(got), backlog-10+1)
+	}
+	for task := range waiting {
+		if got[task] != 1 {
+			t.Errorf("waiting task %s has %d messages in task.asr, want its one", task, got[task])
+		}
+	}
+	if n, err := store.CountNeedlessRedrives(context.Background(), f.pool); err != nil || n != 0 {
+		t.Errorf("needless re-drives %d (%v), want 0", n, err)
+	}
+}
+
+// A held part whose worker died: while its message is back in the queue
+// the broker redelivers it (no re-drive); when it is nowhere, the attempt is
+// closed and the message replayed once. Attempts of ended tasks are closed
+// without a re-drive; a lease that ran out a moment ago is left alone.
+func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	dead := f.task(t, time.Minute)
-	keys := wire.DefaultKeys(dead)
-	asr := message(t, wire.StepASR, dead, wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
+	dead := f.task(t, time.Hour)
+	f.succeeded(t, dead, wire.StepExtractAudio)
+	asr := asrOf(t, dead)
 	f.attempt(t, dead, asr, "", "running", 2*time.Minute)
+	// Its worker died and the broker put the message back: it waits.
+	queued := f.task(t, time.Hour)
+	f.succeeded(t, queued, wire.StepExtractAudio, wire.StepASR, wire.StepTranslate)
+	tts := message(t, wire.StepTTS, queued, wire.TTS{TaskID: queued})
+	f.attempt(t, queued, tts, "", "running", 2*time.Minute)
+	f.publish(t, tts)
+	f.waitDepth(t, broker.QueueTTS, 1)
 	// A lease that ran out a moment ago is left to the broker's redelivery.
-	recent := f.task(t, time.Minute)
-	f.attempt(t, recent, message(t, wire.StepTTS, recent, wire.TTS{TaskID: recent}), "", "running", time.Second)
+	recent := f.task(t, time.Hour)
+	f.succeeded(t, recent, wire.StepExtractAudio)
+	f.attempt(t, recent, asrOf(t, recent), "", "running", time.Second)
+	// The task ended: the attempt is closed, nothing re-driven.
+	ended := f.task(t, time.Hour)
+	f.exec(t, `UPDATE tasks SET status = 'done' WHERE id = $1`, ended)
+	endedKeys := wire.DefaultKeys(ended)
+	f.attempt(t, ended, message(t, wire.StepMuxVideo, ended, wire.MuxVideo{TaskID: ended, SourceVideoKey: endedKeys.SourceVideo,
+		TTSAudioKey: endedKeys.DubAudio, OutputVideoKey: endedKeys.OutputVideo}), "", "running", 2*time.Minute)
 
-	acts, err := f.reconciler().pass(ctx)
-	if err != nil {
-		t.Fatalf("pass: %v", err)
+	acts := passes(t, f.reconciler(), 3)
+	if count(acts, actionLease) != 1 || count(acts, actionStuck) != 0 || count(acts, actionClosed) != 1 {
+		t.Fatalf("actions %+v, want the dead asr lease re-driven and the ended task's attempt closed", acts)
 	}
-	if count(acts, actionLease) != 1 || len(acts) != 1 || acts[0].TaskID != dead || acts[0].Attempt != 2 {
-		t.Fatalf("actions %+v, want the asr lease re-driven as attempt 2", acts)
+	for _, a := range acts {
+		if a.Kind == actionLease && (a.TaskID != dead || a.Attempt != 2) {
+			t.Errorf("re-drove %+v, want the dead asr as attempt 2", a)
+		}
 	}
 	msgs := f.drain(t, broker.QueueASR)
 	if len(msgs) != 1 || msgs[0].TaskID != dead || msgs[0].Attempt != 2 || msgs[0].TraceID != "trace-rc" {
 		t.Fatalf("task.asr holds %+v", msgs)
 	}
 	var status, errText string
-	if err := f.pool.QueryRow(ctx, `SELECT status, error FROM task_steps WHERE task_id = $1 AND attempt = 1`, dead).
+	if err := f.pool.QueryRow(ctx, `SELECT status, error FROM task_steps WHERE task_id = $1 AND step = 'asr' AND attempt = 1`, dead).
 		Scan(&status, &errText); err != nil || status != "failed" || !strings.Contains(errText, "lease expired") {
 		t.Errorf("expired attempt %s %q (%v)", status, errText, err)
 	}
-	if n := len(f.drain(t, broker.QueueTTS)); n != 0 {
-		t.Errorf("the recent lease was re-driven (%d messages)", n)
+	if n := f.depth(t, broker.QueueTTS); n != 1 {
+		t.Errorf("task.tts holds %d messages, want only the one waiting", n)
 	}
-	// Idempotent: the next pass finds nothing.
-	if acts, err := f.reconciler().pass(ctx); err != nil || len(acts) != 0 {
-		t.Errorf("second pass: %+v, %v", acts, err)
+	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'mux_video'`, ended).
+		Scan(&status); err != nil || status != "failed" {
+		t.Errorf("attempt of the ended task is %s (%v), want closed", status, err)
+	}
+	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'asr'`, recent).
+		Scan(&status); err != nil || status != "running" {
+		t.Errorf("recent lease is %s (%v), want left running", status, err)
 	}
 }
 
@@ -177,66 +376,80 @@ func TestOutboxLeftBehindIsPublished(t *testing.T) {
 	}
 }
 
-func TestStuckTasksAreRedrivenFromTheStepTheyWaitFor(t *testing.T) {
+func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	// asr never ran: its message is rebuilt from the task row.
+	// asr never ran and its part predates step_parts.message: rebuilt
+	// from the task row.
 	lostASR := f.task(t, time.Hour)
 	keys := wire.DefaultKeys(lostASR)
 	f.attempt(t, lostASR, message(t, wire.StepExtractAudio, lostASR,
 		wire.ExtractAudio{SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio}), "", "succeeded", 0)
-	// translate: one part done, one whose retry was lost, one never ran.
+	f.exec(t, `INSERT INTO step_parts (task_id, step, part, created_at) VALUES ($1, 'asr', '', now() - interval '1 hour')`, lostASR)
+	// translate: one part done, one whose retry was lost, one never ran
+	// (its message kept in step_parts), one whose segment ids are so many
+	// that its name is a hash (issue 10 item 4b).
 	trans := f.task(t, time.Hour)
-	for _, s := range []string{wire.StepExtractAudio, wire.StepASR} {
-		f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status) VALUES ($1, $2, 1, 'succeeded')`, trans, s)
-	}
-	for _, p := range []string{"seg-0", "seg-1", "seg-2,seg-3"} {
-		f.exec(t, `INSERT INTO step_parts (task_id, step, part) VALUES ($1, 'translate', $2)`, trans, p)
-	}
+	f.succeeded(t, trans, wire.StepExtractAudio, wire.StepASR)
 	tr := func(ids ...string) *wire.Envelope {
 		return message(t, wire.StepTranslate, trans, wire.Translate{TaskID: trans, SegmentIDs: ids,
 			SourceLanguage: "en", TargetLanguage: "es"})
+	}
+	var long []string
+	for i := 10; i < 70; i++ {
+		long = append(long, wire.SegmentID(i))
+	}
+	hashed := tr(long...)
+	if part, _ := step.PartOf(hashed); !strings.Contains(part, "#") {
+		t.Fatalf("part %q is not a hashed name", part)
+	}
+	for _, m := range []*wire.Envelope{tr("seg-0"), tr("seg-1"), tr("seg-2", "seg-3"), hashed} {
+		f.emit(t, m, time.Hour)
 	}
 	f.attempt(t, trans, tr("seg-0"), "seg-0", "succeeded", 0)
 	f.attempt(t, trans, tr("seg-1"), "seg-1", "failed", 0)
 	// Parked: left to tts_requeue. Fresh: left alone.
 	parked := f.task(t, time.Hour)
-	for _, s := range []string{wire.StepExtractAudio, wire.StepASR, wire.StepTranslate} {
-		f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status) VALUES ($1, $2, 1, 'succeeded')`, parked, s)
-	}
+	f.succeeded(t, parked, wire.StepExtractAudio, wire.StepASR, wire.StepTranslate)
 	f.attempt(t, parked, message(t, wire.StepTTS, parked, wire.TTS{TaskID: parked}), "", "parked", 0)
 	fresh := f.task(t, time.Second)
+	f.succeeded(t, fresh, wire.StepExtractAudio)
+	f.emit(t, asrOf(t, fresh), time.Second)
 	// Dead-lettered: left to the operator's dubctl dlq replay.
 	dead := f.task(t, time.Hour)
-	f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status) VALUES ($1, 'extract_audio', 1, 'succeeded')`, dead)
+	f.succeeded(t, dead, wire.StepExtractAudio)
 	deadKeys := wire.DefaultKeys(dead)
 	f.attempt(t, dead, message(t, wire.StepASR, dead, wire.ASR{AudioKey: deadKeys.SourceAudio, Language: "en",
 		OutputKey: deadKeys.ASR}), "", "failed", 0)
 	f.exec(t, `INSERT INTO dead_letters (message_id, task_id, step, attempt) VALUES ('x', $1, 'asr', 1)`, dead)
 
-	// Several replicas at once re-drive each thing once.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	// Several replicas at once, pass after pass, re-drive each thing once.
+	recs := []*reconciler{f.reconciler(), f.reconciler(), f.reconciler(), f.reconciler()}
 	var acts []Action
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, err := f.reconciler().pass(ctx)
-			if err != nil {
-				t.Errorf("pass: %v", err)
-			}
-			mu.Lock()
-			acts = append(acts, a...)
-			mu.Unlock()
-		}()
+	for round := 0; round < 40 && count(acts, actionStuck) < 4; round++ {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, rec := range recs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a, err := rec.pass(ctx)
+				if err != nil {
+					t.Errorf("pass: %v", err)
+				}
+				mu.Lock()
+				acts = append(acts, a...)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	if n := count(acts, actionStuck); n != 3 {
-		t.Errorf("%d re-drives, want 3 (asr, translate seg-1 and seg-2,seg-3): %+v", n, acts)
+	acts = append(acts, passes(t, recs[0], 2)...)
+	if n := count(acts, actionStuck); n != 4 {
+		t.Errorf("%d re-drives, want 4 (asr, translate seg-1, seg-2,seg-3 and the hashed part): %+v", n, acts)
 	}
-	if n := count(acts, actionUnrecoverable); n != 2 {
-		t.Errorf("%d reports, want the parked tts and the dead-lettered asr: %+v", n, acts)
+	if n := count(acts, actionUnrecoverable); n != 0 {
+		t.Errorf("%d parts could not be re-driven: %+v", n, acts)
 	}
 	asr := f.drain(t, broker.QueueASR)
 	if len(asr) != 1 || asr[0].TaskID != lostASR || asr[0].Attempt != 2 {
@@ -255,17 +468,111 @@ func TestStuckTasksAreRedrivenFromTheStepTheyWaitFor(t *testing.T) {
 		}
 		parts[strings.Join(p.SegmentIDs, ",")] = m.Attempt
 	}
-	if len(parts) != 2 || parts["seg-1"] != 2 || parts["seg-2,seg-3"] != 2 {
-		t.Errorf("translate re-drives %v, want both as attempt 2 (step.Replay numbers after the message's own attempt)", parts)
+	if len(parts) != 3 || parts["seg-1"] != 2 || parts["seg-2,seg-3"] != 2 || parts[strings.Join(long, ",")] != 2 {
+		t.Errorf("translate re-drives %v, want seg-1, seg-2,seg-3 and the 60 hashed segments, each as attempt 2", parts)
 	}
 	if n := len(f.drain(t, broker.QueueTTS)); n != 0 {
 		t.Errorf("parked tts re-driven %d times", n)
 	}
-	_ = fresh
-	// updated_at moved: the next pass waits STUCK_TASK_SECONDS again.
-	if again, err := f.reconciler().pass(ctx); err != nil || len(again) != 0 {
-		t.Errorf("immediate second pass: %+v, %v", again, err)
+	// Re-driven parts show activity now: the next passes leave them.
+	if again := passes(t, recs[0], 2); count(again, actionStuck)+count(again, actionSuspect) != 0 {
+		t.Errorf("passes after the re-drives: %+v", again)
 	}
+}
+
+// Issue 10 item 3: every non-terminal task has an owner that ends it after
+// a bound. A task left compensating past RECONCILE_COMPENSATING_MAX_SECONDS,
+// and a running task without progress past RECONCILE_TASK_MAX_IDLE_SECONDS,
+// end failed with the reason, and their event.task.failed leaves through
+// the outbox (committed with the failure: a broker outage delays it, never
+// loses it).
+func TestOverdueTasksEndFailedWithAReason(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	if _, err := f.ch.QueueDeclare("events", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ch.QueueBind("events", "event.task.failed", wire.Exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	compensating := f.task(t, 4*24*time.Hour)
+	f.exec(t, `UPDATE tasks SET status = 'compensating', error = 'tts: 2 segments failed after 3 retries' WHERE id = $1`, compensating)
+	f.succeeded(t, compensating, wire.StepExtractAudio, wire.StepASR, wire.StepTranslate)
+	f.attempt(t, compensating, message(t, wire.StepTTS, compensating, wire.TTS{TaskID: compensating}), "", "parked", 0)
+	stalled := f.task(t, 2*24*time.Hour)
+	f.succeeded(t, stalled, wire.StepExtractAudio)
+	// Still moving: compensating since yesterday; a long step holding a live lease.
+	recent := f.task(t, 24*time.Hour)
+	f.exec(t, `UPDATE tasks SET status = 'compensating' WHERE id = $1`, recent)
+	busy := f.task(t, 2*24*time.Hour)
+	f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status, lease_until) VALUES ($1, 'extract_audio', 1, 'running', now() + interval '1 minute')`, busy)
+
+	rec := f.reconciler()
+	rec.pub = failing{}
+	acts, err := rec.overdueTasks(ctx)
+	if err == nil {
+		t.Fatal("publishing through a broken publisher did not fail")
+	}
+	if n := count(acts, actionFailed); n != 2 {
+		t.Fatalf("%d tasks ended, want 2: %+v", n, acts)
+	}
+	for id, want := range map[uuid.UUID]string{compensating: "compensating", stalled: "no progress"} {
+		var status, errText string
+		if err := f.pool.QueryRow(ctx, `SELECT status, error FROM tasks WHERE id = $1`, id).Scan(&status, &errText); err != nil {
+			t.Fatal(err)
+		}
+		if status != "failed" || !strings.Contains(errText, want) {
+			t.Errorf("task %s is %s with %q, want failed saying %q", id, status, errText, want)
+		}
+	}
+	var inOutbox int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE routing_key = 'event.task.failed'`).Scan(&inOutbox); err != nil || inOutbox != 2 {
+		t.Fatalf("%d event.task.failed rows in the outbox (%v), want 2", inOutbox, err)
+	}
+	for _, id := range []uuid.UUID{recent, busy} {
+		var status string
+		if err := f.pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&status); err != nil || status == "failed" {
+			t.Errorf("task %s still moving is %s (%v)", id, status, err)
+		}
+	}
+
+	// The outbox check publishes them once the broker is back.
+	rec = f.reconciler()
+	rec.set.OutboxAge = 0
+	passes(t, rec, 1)
+	events := map[uuid.UUID]wire.Event{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(events) < 2 && time.Now().Before(deadline) {
+		d, ok, err := f.ch.Get("events", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		var ev wire.Event
+		if err := json.Unmarshal(d.Body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		events[ev.TaskID] = ev
+	}
+	if ev := events[compensating]; ev.Status != "failed" || ev.Step != wire.StepTTS || !strings.Contains(ev.Error, "tts_requeue") {
+		t.Errorf("event of the compensating task %+v", ev)
+	}
+	if ev := events[stalled]; ev.Status != "failed" || ev.Step != wire.StepASR || !strings.Contains(ev.Error, "no progress") {
+		t.Errorf("event of the stalled task %+v", ev)
+	}
+	if again, err := rec.overdueTasks(ctx); err != nil || len(again) != 0 {
+		t.Errorf("second check: %+v, %v", again, err)
+	}
+}
+
+// failing is a publisher whose broker is down.
+type failing struct{}
+
+func (failing) Publish(context.Context, string, string, amqp.Publishing) error {
+	return errors.New("broker down")
 }
 
 func TestServiceServesMetricsAndReconciles(t *testing.T) {
@@ -299,14 +606,29 @@ func TestServiceServesMetricsAndReconciles(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].TaskID != task {
 		t.Fatalf("task.extract_audio holds %+v", msgs)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	want := []string{`dubflow_reconciler_redrives_total{cause="lost",step="extract_audio"} 1`,
+		`dubflow_reconciler_actions_total{action="task_redriven",step="extract_audio"} 1`}
+	var b []byte
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(string(b), w)
+		}
+		if ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(b), `dubflow_reconciler_actions_total{action="task_redriven",step="extract_audio"} 1`) {
-		t.Errorf("metrics do not count the re-drive:\n%s", grep(string(b), "dubflow_reconciler"))
+	for _, w := range want {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("metrics lack %s:\n%s", w, grep(string(b), "dubflow_reconciler"))
+		}
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/worker"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -44,20 +43,12 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 	pub := broker.NewPublisher(conn)
 	defer pub.Close()
 
-	actions := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dubflow_reconciler_actions_total",
-		Help: "What the reconciler re-drove, by action (lease_redriven, outbox_published, task_redriven, unrecoverable) and step.",
-	}, []string{"action", "step"})
-	passes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dubflow_reconciler_passes_total",
-		Help: "Reconciliation passes, by result (ok, error).",
-	}, []string{"result"})
-	reg.MustRegister(actions, passes)
-
-	rec := &reconciler{pool: pool, pub: pub, set: cfg.Settings()}
+	m := newMetrics(reg)
+	rec := &reconciler{pool: pool, pub: pub, depths: brokerDepths(conn, broker.DefaultDelayTiers), set: cfg.Settings()}
 	interval := seconds(cfg.IntervalSeconds)
 	log.Info().Dur("interval", interval).Dur("stuck_task", rec.set.StuckTask).Dur("lease_grace", rec.set.LeaseGrace).
-		Dur("outbox_age", rec.set.OutboxAge).Int("batch", rec.set.Batch).Msg("reconciler starting")
+		Dur("outbox_age", rec.set.OutboxAge).Dur("task_max_idle", rec.set.TaskMaxIdle).
+		Dur("compensating_max", rec.set.CompensatingMax).Int("batch", rec.set.Batch).Msg("reconciler starting")
 	checks := map[string]ops.Check{
 		"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
 		"broker": func(context.Context) error {
@@ -75,22 +66,15 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 		for {
 			acts, err := rec.pass(gctx)
 			for _, a := range acts {
-				actions.WithLabelValues(a.Kind, a.Step).Inc()
-				ev := log.Warn()
-				if a.Kind == actionUnrecoverable {
-					ev = log.Error()
-				}
-				if a.Kind != actionOutbox {
-					ev = ev.Str("task_id", a.TaskID.String()).Str("step", a.Step).Str("part", a.Part).Int("attempt", a.Attempt)
-				}
-				ev.Str("action", a.Kind).Str("detail", a.Detail).Msg("reconciler action")
+				m.record(a)
+				logAction(log, a)
 			}
 			switch {
 			case err != nil && gctx.Err() == nil:
-				passes.WithLabelValues("error").Inc()
+				m.passes.WithLabelValues("error").Inc()
 				log.Error().Err(err).Msg("reconcile pass")
 			case err == nil:
-				passes.WithLabelValues("ok").Inc()
+				m.passes.WithLabelValues("ok").Inc()
 				log.Debug().Int("actions", len(acts)).Msg("reconcile pass done")
 			}
 			select {

@@ -26,23 +26,31 @@ type Task struct {
 type Options struct {
 	// Limit is the most tasks one pass re-drives.
 	Limit int
-	// MinIdle spares running tasks that made progress more recently (their
-	// tts message may still be on its way); compensating tasks are always
-	// taken.
+	// Running also takes running tasks with segments lacking audio whose tts
+	// step is neither running nor done and that made no progress for
+	// MinIdle. Off by default: the reconciler re-drives a running task's
+	// lost tts message on its own, and only when the message is really
+	// gone, not waiting in task.tts behind a backlog.
+	Running bool
+	// MinIdle spares running tasks that made progress more recently (with
+	// Running).
 	MinIdle time.Duration
 	// DryRun lists the tasks without re-driving them.
 	DryRun bool
 }
 
 // candidatesSQL selects, and locks (SKIP LOCKED: concurrent passes share
-// the work), tasks past translation with segments lacking audio whose tts
-// step is neither running nor done.
+// the work), tasks past translation whose tts step is neither running nor
+// done: every compensating task (one whose segments all have audio now,
+// after dubctl redub, say, moves on to mux_video), and with $3 running
+// tasks idle for $2 with segments lacking audio.
 const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
 	ARRAY(SELECT s.idx FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = ''
 	      ORDER BY s.idx) AS missing
   FROM tasks t
- WHERE EXISTS (SELECT 1 FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = '')
-   AND (t.status = 'compensating' OR (t.status = 'running' AND t.updated_at < now() - $2::interval))
+ WHERE (t.status = 'compensating'
+        OR ($3 AND t.status = 'running' AND t.updated_at < now() - $2::interval
+            AND EXISTS (SELECT 1 FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = '')))
    AND NOT EXISTS (SELECT 1 FROM task_steps ts WHERE ts.task_id = t.id AND ts.step = 'tts'
                    AND (ts.status = 'succeeded' OR (ts.status = 'running' AND ts.lease_until > now())))
    AND step_succeeded(t.id, 'translate')
@@ -58,7 +66,7 @@ func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts O
 	var tasks []Task
 	var outbox []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle)
+		rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle, opts.Running)
 		if err != nil {
 			return fmt.Errorf("find tasks missing tts audio: %w", err)
 		}

@@ -23,7 +23,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	limit := fs.Int("limit", 100, "re-drive at most this many tasks per pass")
 	dryRun := fs.Bool("dry-run", false, "list the tasks without re-driving them")
 	every := fs.Duration("every", 0, "run a pass every this long until stopped (0: one pass)")
-	minIdle := fs.Duration("min-idle", 2*time.Minute, "spare running tasks that made progress more recently than this")
+	running := fs.Bool("running", false, "also re-drive running tasks missing tts audio (the reconciler re-drives their lost messages on its own)")
+	minIdle := fs.Duration("min-idle", 2*time.Minute, "with -running: spare running tasks that made progress more recently than this")
 	asJSON := fs.Bool("json", false, "print each pass as a JSON array")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	pub := broker.NewPublisher(conn)
 	defer pub.Close()
 
-	opts := Options{Limit: *limit, MinIdle: *minIdle, DryRun: *dryRun}
+	opts := Options{Limit: *limit, Running: *running, MinIdle: *minIdle, DryRun: *dryRun}
 	pass := func() error {
 		tasks, err := requeue(ctx, pool, pub, opts)
 		if *asJSON {

@@ -1,8 +1,8 @@
 // Package api is the dispatcher's HTTP API: the seed's POST
 // /internal/ai/events (manual_service.request), the queue's entries and
-// project status, and the agents' presence, capacity and releases. Every
-// route but the health probes requires the bearer token. Bad input is a 4xx
-// with a JSON error, never a 500.
+// project status, the agents' presence, capacity and releases, and the
+// per-agent queue (seed 002). Every route requires the bearer token. Bad
+// input is a 4xx, never a 500; every error answers {"code", "message"}.
 package api
 
 import (
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dubflow/dubflow/services/dispatcher/internal/agentqueue"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -24,9 +25,31 @@ import (
 // maxBody caps request bodies.
 const maxBody = 1 << 20
 
+// Error codes of the {"code", "message"} error body.
+const (
+	CodeValidation       = "VALIDATION_ERROR"               // 400: malformed or missing input
+	CodeUnauthorized     = "UNAUTHORIZED"                   // 401: missing or wrong bearer token
+	CodeNotFound         = "NOT_FOUND"                      // 404: no such route, entry, agent or queued order
+	CodeTooLarge         = "PAYLOAD_TOO_LARGE"              // 413: body over 1 MiB
+	CodeQueueFull        = "BUSINESS_QUEUE_FULL"            // 400: the agent already has QUEUE_MAX_N queued
+	CodeIdempotency      = "BUSINESS_IDEMPOTENCY_VIOLATION" // 409: already queued / already waiting
+	CodeNotWaiting       = "BUSINESS_NOT_WAITING"           // 409: the entry was assigned or expired
+	CodeNothingToRelease = "BUSINESS_NOTHING_TO_RELEASE"    // 409: the agent holds no conversation
+	CodeNotAssigned      = "BUSINESS_NOT_ASSIGNED"          // 409: confirm/release of an entry that is not assigned
+	CodeCanceled         = "REQUEST_CANCELED"               // 499: the client went away
+	CodeInternal         = "INTERNAL_ERROR"                 // 500: logged; nothing else is said
+)
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // Server serves the API on a Queue.
 type Server struct {
 	q     *queue.Queue
+	aq    *agentqueue.Queue
 	token string
 	log   zerolog.Logger
 	// Assigned is called with every assignment the API's requests made
@@ -35,8 +58,8 @@ type Server struct {
 }
 
 // New returns a Server; token is the bearer token every request must carry.
-func New(q *queue.Queue, token string, log zerolog.Logger) *Server {
-	return &Server{q: q, token: token, log: log}
+func New(q *queue.Queue, aq *agentqueue.Queue, token string, log zerolog.Logger) *Server {
+	return &Server{q: q, aq: aq, token: token, log: log}
 }
 
 // Handler returns the API's routes, behind the token check.
@@ -45,12 +68,19 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /internal/ai/events", s.aiEvent)
 	mux.HandleFunc("GET /queue/entries/{id}", s.getEntry)
 	mux.HandleFunc("DELETE /queue/entries/{id}", s.cancelEntry)
+	mux.HandleFunc("POST /queue/entries/{id}/confirm", s.confirmEntry)
+	mux.HandleFunc("POST /queue/entries/{id}/release", s.releaseEntry)
 	mux.HandleFunc("GET /queue/projects/{id}/status", s.projectStatus)
 	mux.HandleFunc("PUT /staff/{id}", s.putStaff)
 	mux.HandleFunc("GET /staff/{id}", s.getStaff)
 	mux.HandleFunc("POST /staff/{id}/release", s.release)
+	mux.HandleFunc("POST /queue/agents/{agentId}/orders", s.agentEnqueue)
+	mux.HandleFunc("POST /queue/agents/{agentId}/consume-next", s.agentConsumeNext)
+	mux.HandleFunc("GET /queue/agents/{agentId}/status", s.agentStatus)
+	mux.HandleFunc("GET /queue/orders/{orderId}/position", s.orderPosition)
+	mux.HandleFunc("DELETE /queue/agents/{agentId}/orders/{orderId}", s.agentCancel)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 	return s.auth(mux)
 }
@@ -61,7 +91,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dispatcher"`)
-			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or invalid bearer token")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -103,12 +133,12 @@ func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.EventType != EventManualServiceRequest {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown event_type %q (want %q)", req.EventType, EventManualServiceRequest))
+		writeError(w, http.StatusBadRequest, CodeValidation, fmt.Sprintf("unknown event_type %q (want %q)", req.EventType, EventManualServiceRequest))
 		return
 	}
 	channelID, channelType, err := queue.ParseSessionID(req.Payload.SessionID)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
 		return
 	}
 	er := queue.EnqueueRequest{
@@ -124,14 +154,14 @@ func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 		Metadata:       req.Payload.Metadata,
 	}
 	if err := er.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
 		return
 	}
 	e, err := s.q.Enqueue(r.Context(), er)
 	var dup *queue.DuplicateError
 	if errors.As(err, &dup) {
 		writeJSON(w, http.StatusConflict, map[string]any{
-			"error": dup.Error(), "entry_id": dup.Existing.ID, "status": dup.Existing.Status,
+			"code": CodeIdempotency, "message": dup.Error(), "entry_id": dup.Existing.ID, "status": dup.Existing.Status,
 			"position": dup.Existing.Position, "priority": dup.Existing.Priority,
 		})
 		return
@@ -180,6 +210,42 @@ func (s *Server) cancelEntry(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, e)
 }
 
+// confirmEntry confirms an assignment: its reservation no longer expires.
+func (s *Server) confirmEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	e, err := s.q.Confirm(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// releaseEntry ends an assigned conversation and gives the agent's unit
+// back, once however often it is called; then matches the project.
+func (s *Server) releaseEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathUUID(w, r)
+	if !ok {
+		return
+	}
+	e, released, err := s.q.ReleaseAssignment(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if released {
+		a, err := s.q.Match(r.Context(), e.ProjectID)
+		s.assigned(len(a))
+		if err != nil {
+			s.log.Warn().Err(err).Str("project_id", e.ProjectID.String()).Msg("matching after a release failed; the scan will retry")
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"released": released, "entry": e})
+}
+
 func (s *Server) projectStatus(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathUUID(w, r)
 	if !ok {
@@ -189,7 +255,7 @@ func (s *Server) projectStatus(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 10000 {
-			writeError(w, http.StatusBadRequest, "limit must be an integer between 0 and 10000")
+			writeError(w, http.StatusBadRequest, CodeValidation, "limit must be an integer between 0 and 10000")
 			return
 		}
 		limit = n
@@ -219,13 +285,13 @@ func (s *Server) putStaff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.MaxConcurrent == nil {
-		writeError(w, http.StatusBadRequest, "max_concurrent is required")
+		writeError(w, http.StatusBadRequest, CodeValidation, "max_concurrent is required")
 		return
 	}
 	u := queue.StaffUpdate{ID: id, ProjectID: req.ProjectID,
 		Availability: queue.Availability(req.Availability), MaxConcurrent: *req.MaxConcurrent}
 	if err := u.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
 		return
 	}
 	st, err := s.q.PutStaff(r.Context(), u)
@@ -290,25 +356,38 @@ func (s *Server) assigned(n int) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, queue.ErrInvalid):
-		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, queue.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, queue.ErrNotWaiting), errors.Is(err, queue.ErrNothingToRelease):
-		writeError(w, http.StatusConflict, err.Error())
+		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
+	case errors.Is(err, agentqueue.ErrQueueFull):
+		writeError(w, http.StatusBadRequest, CodeQueueFull, err.Error())
+	case errors.Is(err, agentqueue.ErrDuplicate):
+		writeError(w, http.StatusConflict, CodeIdempotency, err.Error())
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, agentqueue.ErrNotQueued):
+		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.Is(err, queue.ErrNotWaiting):
+		writeError(w, http.StatusConflict, CodeNotWaiting, err.Error())
+	case errors.Is(err, queue.ErrNotAssigned):
+		writeError(w, http.StatusConflict, CodeNotAssigned, err.Error())
+	case errors.Is(err, queue.ErrNothingToRelease):
+		writeError(w, http.StatusConflict, CodeNothingToRelease, err.Error())
 	case errors.Is(err, context.Canceled):
-		writeError(w, 499, "request canceled")
+		writeError(w, 499, CodeCanceled, "request canceled")
 	default:
 		s.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
-		writeError(w, http.StatusInternalServerError, "internal error")
+		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error")
 	}
 }
 
 // pathUUID reads the {id} path value.
 func pathUUID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
-	raw := r.PathValue("id")
+	return parseUUID(w, "id", r.PathValue("id"))
+}
+
+// parseUUID parses a UUID named name, answering 400 itself when it is
+// missing or malformed.
+func parseUUID(w http.ResponseWriter, name, raw string) (uuid.UUID, bool) {
 	id, err := uuid.Parse(raw)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed id %q: want a UUID", raw))
+	if err != nil || id == uuid.Nil {
+		writeError(w, http.StatusBadRequest, CodeValidation, fmt.Sprintf("%s %q: want a UUID", name, raw))
 		return uuid.Nil, false
 	}
 	return id, true
@@ -319,19 +398,19 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, "request body too large")
 		return false
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		writeError(w, http.StatusBadRequest, CodeValidation, "read body: "+err.Error())
 		return false
 	}
 	if len(body) == 0 {
-		writeError(w, http.StatusBadRequest, "missing JSON body")
+		writeError(w, http.StatusBadRequest, CodeValidation, "missing JSON body")
 		return false
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		writeError(w, http.StatusBadRequest, CodeValidation, "invalid JSON body: "+err.Error())
 		return false
 	}
 	return true
@@ -344,8 +423,8 @@ func orDefault(v, def string) string {
 	return v
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorBody{Code: code, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

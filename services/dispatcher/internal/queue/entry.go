@@ -104,8 +104,16 @@ type Entry struct {
 	EnteredAt       time.Time       `json:"entered_at"`
 	AssignedAt      *time.Time      `json:"assigned_at"`
 	ExitedAt        *time.Time      `json:"exited_at"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
+	// ReservedUntil is when an unconfirmed assignment (a reservation of the
+	// agent's capacity) expires; nil once confirmed or released.
+	ReservedUntil *time.Time `json:"reserved_until"`
+	// ConfirmedAt is when the agent confirmed the assignment.
+	ConfirmedAt *time.Time `json:"confirmed_at"`
+	// ReleasedAt is when the assigned conversation ended (the agent's unit
+	// was given back).
+	ReleasedAt *time.Time `json:"released_at"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
 
 	// ArrivalSeq orders entries of equal priority by arrival.
 	ArrivalSeq int64 `json:"-"`
@@ -115,7 +123,7 @@ type Entry struct {
 const entryColumns = `id, project_id, visitor_id, session_id, assigned_staff_id, source, urgency,
 	arrival_seq, priority, status, visitor_message, reason, channel_id, channel_type,
 	extra_metadata, retry_count, last_attempt_at, entered_at, assigned_at, exited_at,
-	created_at, updated_at`
+	created_at, updated_at, reserved_until, confirmed_at, released_at`
 
 // positionExpr computes the live position of the row aliased e.
 const positionExpr = `CASE WHEN e.status = 'waiting' THEN 1 + (
@@ -131,7 +139,8 @@ func scanEntry(row pgx.Row, withPosition bool) (Entry, error) {
 	dest := []any{&e.ID, &e.ProjectID, &e.VisitorID, &e.SessionID, &e.AssignedStaffID,
 		&e.Source, &e.Urgency, &e.ArrivalSeq, &e.Priority, &e.Status, &e.VisitorMessage,
 		&e.Reason, &e.ChannelID, &e.ChannelType, &meta, &e.RetryCount, &e.LastAttemptAt,
-		&e.EnteredAt, &e.AssignedAt, &e.ExitedAt, &e.CreatedAt, &e.UpdatedAt}
+		&e.EnteredAt, &e.AssignedAt, &e.ExitedAt, &e.CreatedAt, &e.UpdatedAt,
+		&e.ReservedUntil, &e.ConfirmedAt, &e.ReleasedAt}
 	var pos int64
 	if withPosition {
 		dest = append(dest, &pos)
@@ -156,6 +165,9 @@ var (
 	ErrNotWaiting = errors.New("entry is not waiting")
 	// ErrNothingToRelease: the agent holds no conversation.
 	ErrNothingToRelease = errors.New("agent has no conversation to release")
+	// ErrNotAssigned: the entry is not assigned (waiting, cancelled or
+	// expired), so there is nothing to confirm or release.
+	ErrNotAssigned = errors.New("entry is not assigned")
 )
 
 // DuplicateError is returned by Enqueue when the visitor already has an

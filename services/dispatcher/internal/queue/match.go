@@ -11,7 +11,8 @@ import (
 )
 
 // assignSQL claims the head of a project's queue and reserves one unit of
-// the best agent's capacity in one statement (argument: project id). The
+// the best agent's capacity in one statement (arguments: project id, the
+// reservation timeout in seconds, 0 for an assignment confirmed at once). The
 // agent is the online one with the most free capacity, ties to the one idle
 // longest; rows another transaction holds are skipped (SKIP LOCKED), and the
 // reservation is a conditional update re-checked on the latest row version,
@@ -38,7 +39,10 @@ const assignSQL = `WITH agent AS (
 )
 UPDATE visitor_waiting_queue e
 SET status = 'assigned', assigned_staff_id = reserved.id, assigned_at = now(),
-    exited_at = now(), last_attempt_at = now(), updated_at = now()
+    exited_at = now(), last_attempt_at = now(), updated_at = now(),
+    reserved_until = CASE WHEN $2 > 0 THEN now() + make_interval(secs => $2) END,
+    confirmed_at = CASE WHEN $2 > 0 THEN NULL ELSE now() END,
+    released_at = NULL
 FROM reserved, entry
 WHERE e.id = entry.id AND e.status = 'waiting'
 RETURNING ` + entryColumnsQualified
@@ -48,7 +52,8 @@ RETURNING ` + entryColumnsQualified
 const entryColumnsQualified = `e.id, e.project_id, e.visitor_id, e.session_id, e.assigned_staff_id,
 	e.source, e.urgency, e.arrival_seq, e.priority, e.status, e.visitor_message, e.reason,
 	e.channel_id, e.channel_type, e.extra_metadata, e.retry_count, e.last_attempt_at,
-	e.entered_at, e.assigned_at, e.exited_at, e.created_at, e.updated_at`
+	e.entered_at, e.assigned_at, e.exited_at, e.created_at, e.updated_at,
+	e.reserved_until, e.confirmed_at, e.released_at`
 
 // contendedSQL tells whether a project still has both a waiting entry and
 // an agent with free capacity (argument: project id), locked or not.
@@ -101,18 +106,24 @@ func (q *Queue) assignOne(ctx context.Context, project uuid.UUID) (Entry, bool, 
 	var ok bool
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		var err error
-		e, err = scanEntry(tx.QueryRow(ctx, assignSQL, project), false)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		ok = true
-		return addEvent(ctx, tx, EventAssigned, e)
+		e, ok, err = q.assignIn(ctx, tx, project)
+		return err
 	})
+	if err != nil {
+		return Entry{}, false, err
+	}
+	return e, ok, nil
+}
+
+// assignIn makes at most one assignment in project inside tx, with its
+// event.waiting.assigned.
+func (q *Queue) assignIn(ctx context.Context, tx pgx.Tx, project uuid.UUID) (Entry, bool, error) {
+	e, err := scanEntry(tx.QueryRow(ctx, assignSQL, project, q.cfg.ReservationTimeout.Seconds()), false)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, false, nil
+	}
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("assign in project %s: %w", project, err)
 	}
-	return e, ok, nil
+	return e, true, addEvent(ctx, tx, EventAssigned, e)
 }

@@ -26,6 +26,19 @@ type Config struct {
 	// MaxWorkers caps the entries a scan attempts at once
 	// (QUEUE_PROCESS_MAX_WORKERS).
 	MaxWorkers int
+	// ReservationTimeout is how long an assignment reserves the agent's
+	// capacity without being confirmed; 0 confirms assignments at once
+	// (QUEUE_RESERVATION_TIMEOUT_SECONDS).
+	ReservationTimeout time.Duration
+	// StuckAfter: a waiting entry not attempted for RetryDelay+StuckAfter,
+	// or a reservation overdue by StuckAfter, is stuck
+	// (QUEUE_STUCK_ENTRY_SECONDS).
+	StuckAfter time.Duration
+}
+
+// querier is what the pool and a transaction have in common.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // Queue is the waiting queue on Postgres. It is safe for concurrent use and
@@ -147,7 +160,13 @@ func (q *Queue) activeEntry(ctx context.Context, project, visitor uuid.UUID) (En
 
 // Entry returns the entry with its live position.
 func (q *Queue) Entry(ctx context.Context, id uuid.UUID) (Entry, error) {
-	row := q.pool.QueryRow(ctx, `SELECT `+entryColumns+`, `+positionExpr+`
+	return entry(ctx, q.pool, id)
+}
+
+// entry reads an entry with its live position through db (the pool or a
+// transaction).
+func entry(ctx context.Context, db querier, id uuid.UUID) (Entry, error) {
+	row := db.QueryRow(ctx, `SELECT `+entryColumns+`, `+positionExpr+`
 		FROM visitor_waiting_queue e WHERE id = $1`, id)
 	e, err := scanEntry(row, true)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -190,66 +209,106 @@ type Outcome struct {
 	Expired bool
 }
 
-// Process is one attempt on an entry, the seed's per-entry processing: it
-// matches the entry's project (so the head of the queue is served first),
-// and if the entry is still waiting it records the attempt; the attempt
-// that reaches MaxRetries expires the entry. When onlyDue is set the attempt
-// is recorded only if RetryDelay has passed since the last one (the
-// periodic scan); otherwise it is always recorded (the trigger on enqueue).
+// Process is one attempt on an entry, the seed's per-entry processing. In
+// one transaction it serves the entry's project in order (the head of the
+// queue first) while agents are free, and if the entry is still waiting it
+// records the attempt; the attempt that reaches MaxRetries expires the
+// entry. The claims and the attempt commit together or not at all, so a
+// failure in between leaves neither an assignment nor a counted attempt.
+// When onlyDue is set the attempt is recorded only if RetryDelay has passed
+// since the last one (the periodic scan); otherwise it is always recorded
+// (the trigger on enqueue). Afterwards, when the entry is still waiting, a
+// Match picks up pairs that concurrent matchers held during the transaction.
 func (q *Queue) Process(ctx context.Context, id uuid.UUID, onlyDue bool) (Outcome, error) {
-	e, err := q.Entry(ctx, id)
+	var out Outcome
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = q.ProcessIn(ctx, tx, id, onlyDue)
+		return err
+	})
 	if err != nil {
 		return Outcome{}, err
 	}
-	out := Outcome{Entry: e}
-	if e.Status != StatusWaiting {
+	if out.Entry.Status != StatusWaiting {
 		return out, nil
 	}
-	out.Assigned, err = q.Match(ctx, e.ProjectID)
-	if err != nil {
-		return out, err
-	}
-	for _, a := range out.Assigned {
-		if a.ID == id {
-			out.Entry = a
-			return out, nil
-		}
-	}
-	if out.Expired, err = q.recordAttempt(ctx, id, onlyDue); err != nil {
+	more, err := q.Match(ctx, out.Entry.ProjectID)
+	out.Assigned = append(out.Assigned, more...)
+	if err != nil || len(more) == 0 {
 		return out, err
 	}
 	out.Entry, err = q.Entry(ctx, id)
 	return out, err
 }
 
-// recordAttempt counts an unsuccessful attempt and expires the entry when
-// it was the last one, publishing event.waiting.expired in the same
-// transaction. It reports whether it expired the entry.
-func (q *Queue) recordAttempt(ctx context.Context, id uuid.UUID, onlyDue bool) (bool, error) {
-	expired := false
-	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		row := tx.QueryRow(ctx, `UPDATE visitor_waiting_queue e
-			SET retry_count = retry_count + 1, last_attempt_at = now(), updated_at = now(),
-			    status = CASE WHEN retry_count + 1 >= $2 THEN 'expired' ELSE status END,
-			    exited_at = CASE WHEN retry_count + 1 >= $2 THEN now() ELSE exited_at END
-			WHERE id = $1 AND status = 'waiting'
-			  AND (NOT $3 OR last_attempt_at IS NULL OR last_attempt_at <= now() - make_interval(secs => $4))
-			RETURNING `+entryColumns, id, q.cfg.MaxRetries, onlyDue, q.cfg.RetryDelay.Seconds())
-		e, err := scanEntry(row, false)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // assigned, cancelled or attempted by another replica meanwhile
-		}
-		if err != nil {
-			return fmt.Errorf("record attempt on entry %s: %w", id, err)
-		}
-		if e.Status == StatusExpired {
-			expired = true
-			return addEvent(ctx, tx, EventExpired, e)
-		}
-		return nil
-	})
+// ProcessIn is Process's transaction, run inside the caller's: the step
+// runtime's success transaction, so that an attempt made for a message
+// commits with the message's step and a message run twice (its first
+// success commit failed) attempts once. It does not run the follow-up
+// Match; the scan's matching catches what concurrent matchers held.
+func (q *Queue) ProcessIn(ctx context.Context, tx pgx.Tx, id uuid.UUID, onlyDue bool) (Outcome, error) {
+	out, err := q.processIn(ctx, tx, id, onlyDue)
 	if err != nil {
-		expired = false
+		return Outcome{}, fmt.Errorf("process entry %s: %w", id, err)
 	}
-	return expired, err
+	return out, nil
+}
+
+func (q *Queue) processIn(ctx context.Context, tx pgx.Tx, id uuid.UUID, onlyDue bool) (Outcome, error) {
+	var out Outcome
+	// The entry's own row lock comes first, before any claim: it is the
+	// only lock this transaction waits for (the claims skip locked rows),
+	// so two attempts never wait on each other's claims.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM visitor_waiting_queue WHERE id = $1 FOR UPDATE`, id); err != nil {
+		return out, err
+	}
+	e, err := entry(ctx, tx, id)
+	if err != nil || e.Status != StatusWaiting {
+		out.Entry = e
+		return out, err
+	}
+	for {
+		a, ok, err := q.assignIn(ctx, tx, e.ProjectID)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			break
+		}
+		out.Assigned = append(out.Assigned, a)
+		if a.ID == id {
+			out.Entry = a
+			return out, nil
+		}
+	}
+	if out.Expired, err = recordAttempt(ctx, tx, id, q.cfg.MaxRetries, onlyDue, q.cfg.RetryDelay); err != nil {
+		return out, err
+	}
+	out.Entry, err = entry(ctx, tx, id)
+	return out, err
+}
+
+// recordAttempt counts an unsuccessful attempt inside tx and expires the
+// entry when it was the last one, adding event.waiting.expired in the same
+// transaction. It reports whether it expired the entry. Nothing happens when
+// the entry has left the queue or, with onlyDue, is not due yet.
+func recordAttempt(ctx context.Context, tx pgx.Tx, id uuid.UUID, maxRetries int, onlyDue bool, delay time.Duration) (bool, error) {
+	row := tx.QueryRow(ctx, `UPDATE visitor_waiting_queue e
+		SET retry_count = retry_count + 1, last_attempt_at = now(), updated_at = now(),
+		    status = CASE WHEN retry_count + 1 >= $2 THEN 'expired' ELSE status END,
+		    exited_at = CASE WHEN retry_count + 1 >= $2 THEN now() ELSE exited_at END
+		WHERE id = $1 AND status = 'waiting'
+		  AND (NOT $3 OR last_attempt_at IS NULL OR last_attempt_at <= now() - make_interval(secs => $4))
+		RETURNING `+entryColumns, id, maxRetries, onlyDue, delay.Seconds())
+	e, err := scanEntry(row, false)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // assigned, cancelled or attempted by another replica meanwhile
+	}
+	if err != nil {
+		return false, fmt.Errorf("record attempt on entry %s: %w", id, err)
+	}
+	if e.Status != StatusExpired {
+		return false, nil
+	}
+	return true, addEvent(ctx, tx, EventExpired, e)
 }

@@ -53,26 +53,28 @@ type ScanResult struct {
 	Attempted int
 	// Expired lists the entries that ran out of attempts.
 	Expired []Entry
+	// ReservationsExpired lists the unconfirmed assignments given back.
+	ReservationsExpired []Entry
 }
 
 // Scan is the periodic pass (the seed's process_waiting_queue): it first
-// matches every project that has both waiting entries and free capacity,
+// expires up to BatchSize overdue reservations, then matches every project
+// that has both waiting entries and free capacity,
 // then processes up to BatchSize due entries, MaxWorkers at a time. Several
 // replicas may scan at once: an attempt is recorded only while it is due,
 // under the entry's row lock, so each attempt counts once.
 func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	var res ScanResult
-	projects, err := q.ids(ctx, matchableSQL)
-	if err != nil {
-		return res, fmt.Errorf("scan: list matchable projects: %w", err)
-	}
 	var errs []error
-	for _, p := range projects {
-		a, err := q.Match(ctx, p)
-		res.Assigned = append(res.Assigned, a...)
-		if err != nil {
-			errs = append(errs, err)
-		}
+	expired, err := q.SweepReservations(ctx, q.cfg.BatchSize)
+	res.ReservationsExpired = expired
+	if err != nil {
+		errs = append(errs, err)
+	}
+	a, err := q.matchAll(ctx)
+	res.Assigned = a
+	if err != nil {
+		errs = append(errs, fmt.Errorf("scan: %w", err))
 	}
 	due, err := q.ids(ctx, ScanSQL, q.cfg.RetryDelay.Seconds(), q.cfg.BatchSize)
 	if err != nil {

@@ -117,15 +117,35 @@ func (q *Queue) Staff(ctx context.Context, id uuid.UUID) (Staff, error) {
 	return s, nil
 }
 
-// Release frees one unit of an agent's capacity (a conversation ended). An
-// agent with no load gives ErrNothingToRelease. Callers follow it with
-// Match on the agent's project.
+// releaseOldestSQL ends the agent's oldest open assignment and gives its
+// unit back in one statement (argument: staff id), keeping current_load
+// equal to the agent's open assignments. Assignments another transaction
+// is releasing are skipped, so concurrent releases end different ones.
+const releaseOldestSQL = `WITH one AS (
+	SELECT id FROM visitor_waiting_queue
+	WHERE assigned_staff_id = $1 AND status = 'assigned' AND released_at IS NULL
+	ORDER BY assigned_at, id
+	LIMIT 1
+	FOR UPDATE SKIP LOCKED
+), released AS (
+	UPDATE visitor_waiting_queue e SET released_at = now(), reserved_until = NULL, updated_at = now()
+	FROM one WHERE e.id = one.id AND e.released_at IS NULL
+	RETURNING e.assigned_staff_id
+)
+UPDATE staff s SET current_load = s.current_load - 1, updated_at = now()
+FROM released WHERE s.id = released.assigned_staff_id AND s.current_load > 0
+RETURNING ` + staffColumnsQualified
+
+// staffColumnsQualified is staffColumns qualified by the alias s.
+const staffColumnsQualified = `s.id, s.project_id, s.availability, s.max_concurrent, s.current_load,
+	s.idle_since, s.created_at, s.updated_at`
+
+// Release ends one of the agent's conversations without naming it (its
+// oldest open assignment) and frees its unit. An agent with none gives
+// ErrNothingToRelease. Callers follow it with Match on the agent's project.
+// ReleaseAssignment, which names the entry, is idempotent; this is not.
 func (q *Queue) Release(ctx context.Context, id uuid.UUID) (Staff, error) {
-	row := q.pool.QueryRow(ctx, `UPDATE staff
-		SET current_load = current_load - 1, updated_at = now()
-		WHERE id = $1 AND current_load > 0
-		RETURNING `+staffColumns, id)
-	s, err := scanStaff(row)
+	s, err := scanStaff(q.pool.QueryRow(ctx, releaseOldestSQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := q.Staff(ctx, id); err != nil {
 			return Staff{}, err
@@ -138,17 +158,15 @@ func (q *Queue) Release(ctx context.Context, id uuid.UUID) (Staff, error) {
 	return s, nil
 }
 
-// ReleaseIn frees one unit of an agent's capacity inside the caller's
-// transaction (the step runtime's success transaction, so a redelivered
-// message never releases twice).
+// ReleaseIn is Release inside the caller's transaction (the step runtime's
+// success transaction, so a redelivered message never releases twice).
 func ReleaseIn(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	tag, err := tx.Exec(ctx, `UPDATE staff SET current_load = current_load - 1, updated_at = now()
-		WHERE id = $1 AND current_load > 0`, id)
+	_, err := scanStaff(tx.QueryRow(ctx, releaseOldestSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
+	}
 	if err != nil {
 		return fmt.Errorf("release staff %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
 	}
 	return nil
 }

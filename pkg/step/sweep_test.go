@@ -1,0 +1,66 @@
+package step_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+)
+
+// TestBadOutboxRowsDoNotBlockTheSweep: rows the broker refuses (no queue
+// for the routing key, no such exchange) stay in the outbox with their
+// failure recorded, and the rows behind them are published.
+func TestBadOutboxRowsDoNotBlockTheSweep(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	env := asrEnvelope(t)
+	next, err := env.Next(wire.StepTranslate, wire.Translate{TaskID: env.TaskID, SegmentIDs: []string{"seg-0"},
+		SourceLanguage: "en", TargetLanguage: "es", BatchSize: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(next)
+	rows := []struct{ exchange, key string }{
+		{broker.Exchange, "task.nowhere"}, // unroutable
+		{"no_such_exchange", broker.QueueTranslate},
+		{broker.Exchange, broker.QueueTranslate}, // the good one, behind them
+	}
+	for _, r := range rows {
+		if _, err := h.db.Pool.Exec(ctx, `INSERT INTO outbox (message_id, exchange, routing_key, body, created_at)
+			VALUES ($1, $2, $3, $4, now() - interval '1 minute')`, uuid.New(), r.exchange, r.key, good); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls callLog
+	h.run(broker.QueueASR, route(effect(&calls)))
+	got, err := wire.Decode(h.next(broker.QueueTranslate, 30*time.Second))
+	if err != nil || got.TaskID != env.TaskID {
+		t.Fatalf("swept message = %+v, %v", got, err)
+	}
+	waitFor(t, 20*time.Second, "the bad rows' failures recorded", func() bool {
+		var n int
+		_ = h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE failures > 0`).Scan(&n)
+		return n == 2
+	})
+	var errs []string
+	r, err := h.db.Pool.Query(ctx, `SELECT last_error FROM outbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var s string
+		if err := r.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		errs = append(errs, s)
+	}
+	if len(errs) != 2 || !strings.Contains(errs[0], "unroutable") || !strings.Contains(errs[1], "no_such_exchange") {
+		t.Errorf("outbox rows left: %q, want the two bad ones with their reasons", errs)
+	}
+}

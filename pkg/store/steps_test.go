@@ -1,0 +1,121 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/google/uuid"
+)
+
+// TestOneRunningAttemptPerPart: two different attempts of one part claimed
+// at the same moment never both start; the refused one is held until the
+// running attempt ends or its lease runs out.
+func TestOneRunningAttemptPerPart(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	for round := range 40 {
+		task := uuid.New()
+		claims := make([]store.Claim, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				k := store.StepKey{TaskID: task, Step: "asr", Part: "", Attempt: i + 1}
+				claims[i], errs[i] = store.ClaimStep(ctx, db.Pool, k, "w"+string(rune('a'+i)), time.Minute, "", nil)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		outcomes := map[string]int{}
+		var running store.Claim
+		for _, c := range claims {
+			outcomes[c.Outcome]++
+			if c.Outcome == store.Claimed {
+				running = c
+			}
+		}
+		if outcomes[store.Claimed] != 1 || outcomes[store.Held] != 1 {
+			t.Fatalf("round %d: outcomes %v, want one claimed and one held", round, outcomes)
+		}
+		for _, c := range claims {
+			if c.Outcome == store.Held && c.HeldUntil.IsZero() {
+				t.Fatalf("round %d: held without held_until", round)
+			}
+		}
+		if round == 0 {
+			// Once the running attempt has ended, the other one may start.
+			var worker string
+			if err := db.Pool.QueryRow(ctx, `SELECT worker FROM task_steps WHERE id = $1`, running.StepID).Scan(&worker); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Pool.Exec(ctx, store.FinishStepSQL, running.StepID, worker, store.StatusFailed, "boom"); err != nil {
+				t.Fatal(err)
+			}
+			other := 2
+			if worker == "wb" {
+				other = 1
+			}
+			c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: task, Step: "asr", Attempt: other}, "wc", time.Minute, "", nil)
+			if err != nil || c.Outcome != store.Claimed {
+				t.Fatalf("claim after the running attempt ended: %+v, %v", c, err)
+			}
+		}
+	}
+
+	// An attempt whose lease ran out (its worker died) does not block the next.
+	task := uuid.New()
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, worker, lease_until)
+		VALUES ($1, 'asr', 1, 'running', 'dead', now() - interval '1 second')`, task); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: task, Step: "asr", Attempt: 2}, "w", time.Minute, "", nil)
+	if err != nil || c.Outcome != store.Claimed {
+		t.Fatalf("claim beside an expired lease: %+v, %v", c, err)
+	}
+	// Other parts are independent.
+	c, err = store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: task, Step: "asr", Part: "p2", Attempt: 3}, "w", time.Minute, "", nil)
+	if err != nil || c.Outcome != store.Claimed {
+		t.Fatalf("claim of another part: %+v, %v", c, err)
+	}
+}
+
+// TestMissingClaimRowIsClaimLost: a claim row that is gone (lost in a crash)
+// is ErrClaimLost, both when extending the lease and when finishing; a row
+// held by another worker is ErrLeaseLost.
+func TestMissingClaimRowIsClaimLost(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: uuid.New(), Step: "asr", Attempt: 1}, "w", time.Minute, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ExtendLease(ctx, db.Pool, c.StepID, "other", time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("extend by another worker: %v, want ErrLeaseLost", err)
+	}
+	_, err = db.Pool.Exec(ctx, store.FinishStepSQL, c.StepID, "other", store.StatusSucceeded, "")
+	if err := store.MapError(err); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("finish by another worker: %v, want ErrLeaseLost", err)
+	}
+	if _, err := db.Pool.Exec(ctx, `DELETE FROM task_steps WHERE id = $1`, c.StepID); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ExtendLease(ctx, db.Pool, c.StepID, "w", time.Minute); !errors.Is(err, store.ErrClaimLost) {
+		t.Errorf("extend a lost claim: %v, want ErrClaimLost", err)
+	}
+	_, err = db.Pool.Exec(ctx, store.FinishStepSQL, c.StepID, "w", store.StatusSucceeded, "")
+	if err := store.MapError(err); !errors.Is(err, store.ErrClaimLost) {
+		t.Errorf("finish a lost claim: %v, want ErrClaimLost", err)
+	}
+}

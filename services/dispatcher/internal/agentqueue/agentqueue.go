@@ -1,0 +1,287 @@
+// Package agentqueue is the per-agent queue of seed 002: orders waiting for
+// one busy agent, at most a fixed number per agent, handed out oldest first
+// and each exactly once. All state lives in Postgres (agent_queues,
+// agent_queue_items); every guarantee holds with any number of dispatcher
+// replicas:
+//
+//   - capacity: an enqueue raises the agent's queue_size with a conditional
+//     update (queue_size < capacity) in the transaction that inserts the item,
+//     so racing enqueues never exceed it;
+//   - no duplicate: a unique partial index on (agent, order) of queued items;
+//   - exactly once: consume-next claims the oldest queued item with FOR UPDATE
+//     SKIP LOCKED and marks it consumed in one statement;
+//   - queue_size: every status change of an item changes it in the same
+//     transaction.
+//
+// Every transaction takes item rows before the agent's row, so no two of
+// them wait on each other in a cycle.
+package agentqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Errors callers branch on.
+var (
+	// ErrQueueFull: the agent already has Capacity queued items.
+	ErrQueueFull = errors.New("agent queue is full")
+	// ErrDuplicate: the order is already queued for the agent.
+	ErrDuplicate = errors.New("order already queued for this agent")
+	// ErrNotQueued: the order is not queued for the agent.
+	ErrNotQueued = errors.New("order is not queued for this agent")
+)
+
+// Status of an item.
+const (
+	StatusQueued    = "queued"
+	StatusConsumed  = "consumed"
+	StatusCancelled = "cancelled"
+)
+
+// Item is one order queued for an agent; JSON carries the seed's camelCase
+// names. Position is the live rank among the agent's queued items (1 = next)
+// when the item is queued, 0 otherwise.
+type Item struct {
+	ID         uuid.UUID  `json:"id"`
+	AgentID    uuid.UUID  `json:"agentId"`
+	OrderID    uuid.UUID  `json:"orderId"`
+	TaskID     uuid.UUID  `json:"taskId"`
+	Status     string     `json:"status"`
+	Position   int        `json:"position"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ConsumedAt *time.Time `json:"consumedAt"`
+}
+
+// QueueStatus is an agent's queue at one moment.
+type QueueStatus struct {
+	AgentID     uuid.UUID `json:"agentId"`
+	QueuedCount int       `json:"queuedCount"`
+	Capacity    int       `json:"capacity"`
+	Available   int       `json:"available"`
+	// Items are the queued items in arrival order.
+	Items []Item `json:"items"`
+}
+
+// Queue is the per-agent queue on Postgres.
+type Queue struct {
+	pool     *pgxpool.Pool
+	capacity int
+}
+
+// New returns a Queue on pool allowing capacity queued items per agent
+// (QUEUE_MAX_N).
+func New(pool *pgxpool.Pool, capacity int) *Queue {
+	if capacity < 1 {
+		capacity = 1
+	}
+	return &Queue{pool: pool, capacity: capacity}
+}
+
+// Capacity is the number of queued items an agent may have.
+func (q *Queue) Capacity() int { return q.capacity }
+
+const itemColumns = `id, agent_id, order_id, task_id, status, created_at, consumed_at`
+
+func scanItem(row pgx.Row) (Item, error) {
+	var it Item
+	err := row.Scan(&it.ID, &it.AgentID, &it.OrderID, &it.TaskID, &it.Status, &it.CreatedAt, &it.ConsumedAt)
+	return it, err
+}
+
+// Enqueue queues order for agent. It gives ErrDuplicate when the order is
+// already queued for the agent and ErrQueueFull when the agent already has
+// Capacity queued items.
+func (q *Queue) Enqueue(ctx context.Context, agent, order, task uuid.UUID) (Item, error) {
+	var it Item
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_queues (agent_id) VALUES ($1)
+			ON CONFLICT (agent_id) DO NOTHING`, agent); err != nil {
+			return err
+		}
+		var err error
+		it, err = scanItem(tx.QueryRow(ctx, `INSERT INTO agent_queue_items (id, agent_id, order_id, task_id)
+			VALUES ($1, $2, $3, $4) RETURNING `+itemColumns, uuid.New(), agent, order, task))
+		var pg *pgconn.PgError
+		if errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == "agent_queue_items_queued_order" {
+			return ErrDuplicate
+		}
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE agent_queues SET queue_size = queue_size + 1, updated_at = now()
+			WHERE agent_id = $1 AND queue_size < $2`, agent, q.capacity)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrQueueFull
+		}
+		return tx.QueryRow(ctx, positionSQL, it.ID).Scan(&it.Position)
+	})
+	if err != nil {
+		return Item{}, fmt.Errorf("enqueue order %s for agent %s: %w", order, agent, err)
+	}
+	return it, nil
+}
+
+// positionSQL is the live position of a queued item (argument: item id).
+const positionSQL = `SELECT count(*) FROM agent_queue_items o, agent_queue_items i
+	WHERE i.id = $1 AND o.agent_id = i.agent_id AND o.status = 'queued' AND o.seq <= i.seq`
+
+// ConsumeNext hands out the agent's oldest queued item and marks it
+// consumed; ok is false when the agent has none (or every queued item is
+// being handed out to a concurrent caller). Each item is handed out once.
+func (q *Queue) ConsumeNext(ctx context.Context, agent uuid.UUID) (it Item, ok bool, err error) {
+	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		var err error
+		it, err = scanItem(tx.QueryRow(ctx, `WITH next AS (
+				SELECT id FROM agent_queue_items
+				WHERE agent_id = $1 AND status = 'queued'
+				ORDER BY seq
+				LIMIT 1
+				FOR UPDATE SKIP LOCKED
+			)
+			UPDATE agent_queue_items i SET status = 'consumed', consumed_at = now(), updated_at = now()
+			FROM next WHERE i.id = next.id AND i.status = 'queued'
+			RETURNING i.id, i.agent_id, i.order_id, i.task_id, i.status, i.created_at, i.consumed_at`, agent))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		return decrement(ctx, tx, agent)
+	})
+	if err != nil {
+		return Item{}, false, fmt.Errorf("consume next for agent %s: %w", agent, err)
+	}
+	return it, ok, nil
+}
+
+// Cancel takes a queued order out of the agent's queue. It reports whether
+// it cancelled something: an unknown, consumed or already cancelled order is
+// a quiet no-op.
+func (q *Queue) Cancel(ctx context.Context, agent, order uuid.UUID, by string) (bool, error) {
+	cancelled := false
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE agent_queue_items
+			SET status = 'cancelled', cancelled_at = now(), cancelled_by = $3, updated_at = now()
+			WHERE agent_id = $1 AND order_id = $2 AND status = 'queued'`, agent, order, by)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		cancelled = true
+		return decrement(ctx, tx, agent)
+	})
+	if err != nil {
+		return false, fmt.Errorf("cancel order %s for agent %s: %w", order, agent, err)
+	}
+	return cancelled, nil
+}
+
+// decrement lowers the agent's queue_size by the one item that just left
+// the queue inside tx.
+func decrement(ctx context.Context, tx pgx.Tx, agent uuid.UUID) error {
+	tag, err := tx.Exec(ctx, `UPDATE agent_queues SET queue_size = queue_size - 1, updated_at = now()
+		WHERE agent_id = $1`, agent)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("agent %s has no queue row", agent)
+	}
+	return err
+}
+
+// Status reads the agent's queue from one snapshot. An agent never seen has
+// an empty queue.
+func (q *Queue) Status(ctx context.Context, agent uuid.UUID) (QueueStatus, error) {
+	st := QueueStatus{AgentID: agent, Capacity: q.capacity, Items: []Item{}}
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := pgx.BeginTxFunc(ctx, q.pool, opts, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+itemColumns+` FROM agent_queue_items
+			WHERE agent_id = $1 AND status = 'queued' ORDER BY seq`, agent)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			it, err := scanItem(rows)
+			if err != nil {
+				return err
+			}
+			it.Position = len(st.Items) + 1
+			st.Items = append(st.Items, it)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return QueueStatus{}, fmt.Errorf("status of agent %s: %w", agent, err)
+	}
+	st.QueuedCount = len(st.Items)
+	st.Available = max(0, q.capacity-st.QueuedCount)
+	return st, nil
+}
+
+// Position is the order's live position in the agent's queue (1 = next);
+// ErrNotQueued when the order is not queued for the agent.
+func (q *Queue) Position(ctx context.Context, agent, order uuid.UUID) (int, error) {
+	var pos int
+	err := q.pool.QueryRow(ctx, `SELECT count(*) FROM agent_queue_items o
+		JOIN agent_queue_items i ON o.agent_id = i.agent_id AND o.seq <= i.seq
+		WHERE i.agent_id = $1 AND i.order_id = $2 AND i.status = 'queued' AND o.status = 'queued'`,
+		agent, order).Scan(&pos)
+	if err != nil {
+		return 0, fmt.Errorf("position of order %s for agent %s: %w", order, agent, err)
+	}
+	if pos == 0 {
+		return 0, fmt.Errorf("position of order %s for agent %s: %w", order, agent, ErrNotQueued)
+	}
+	return pos, nil
+}
+
+// RepairSizes sets queue_size to the number of queued items for every agent
+// where they differ (a safety net run at start) and returns how many it
+// changed. Each agent's row is locked before its items are counted, so a
+// concurrent enqueue, consume or cancel is counted exactly once. Any number
+// of replicas may run it at once.
+func (q *Queue) RepairSizes(ctx context.Context) (int, error) {
+	rows, err := q.pool.Query(ctx, `SELECT a.agent_id FROM agent_queues a WHERE a.queue_size <>
+		(SELECT count(*) FROM agent_queue_items i WHERE i.agent_id = a.agent_id AND i.status = 'queued')`)
+	if err != nil {
+		return 0, fmt.Errorf("find agents with a wrong queue size: %w", err)
+	}
+	suspects, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return 0, fmt.Errorf("find agents with a wrong queue size: %w", err)
+	}
+	repaired := 0
+	for _, agent := range suspects {
+		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			var stored, queued int
+			if err := tx.QueryRow(ctx, `SELECT queue_size FROM agent_queues WHERE agent_id = $1 FOR UPDATE`, agent).Scan(&stored); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM agent_queue_items
+				WHERE agent_id = $1 AND status = 'queued'`, agent).Scan(&queued); err != nil {
+				return err
+			}
+			if stored == queued {
+				return nil
+			}
+			repaired++
+			_, err := tx.Exec(ctx, `UPDATE agent_queues SET queue_size = $2, updated_at = now() WHERE agent_id = $1`, agent, queued)
+			return err
+		})
+		if err != nil {
+			return repaired, fmt.Errorf("repair queue size of agent %s: %w", agent, err)
+		}
+	}
+	return repaired, nil
+}

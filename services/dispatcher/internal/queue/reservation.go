@@ -1,0 +1,262 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Reservations (seed 003). An assignment reserves one unit of the agent's
+// capacity until ReservationTimeout has passed; the agent confirms it, or
+// the reservation expires and the entry goes back to the queue at its place
+// with the unit given back. A release ends an assignment once, whatever the
+// number of calls. Lock order everywhere: entry rows, then staff rows; the
+// claims of assignSQL skip locked rows, so nothing waits in a cycle.
+
+// EventReservationExpired: an unconfirmed assignment expired; the entry is
+// waiting again (or expired, when the visitor queued anew meanwhile).
+const EventReservationExpired = "event.waiting.reservation_expired"
+
+// Confirm confirms an assignment: the reservation becomes final and no
+// longer expires. Confirming twice is confirming once. An entry that is not
+// assigned (never was, or its reservation already expired) or whose
+// conversation was released gives ErrNotAssigned.
+func (q *Queue) Confirm(ctx context.Context, id uuid.UUID) (Entry, error) {
+	tag, err := q.pool.Exec(ctx, `UPDATE visitor_waiting_queue
+		SET confirmed_at = now(), reserved_until = NULL, updated_at = now()
+		WHERE id = $1 AND status = 'assigned' AND released_at IS NULL AND confirmed_at IS NULL`, id)
+	if err != nil {
+		return Entry{}, fmt.Errorf("confirm entry %s: %w", id, err)
+	}
+	e, err := q.Entry(ctx, id)
+	if err != nil {
+		return Entry{}, err
+	}
+	if tag.RowsAffected() == 0 && (e.Status != StatusAssigned || e.ReleasedAt != nil) {
+		return e, fmt.Errorf("confirm entry %s (%s): %w", id, e.Status, ErrNotAssigned)
+	}
+	return e, nil
+}
+
+// ReleaseAssignment ends the entry's assigned conversation and gives the
+// agent's unit back, in one transaction. Releasing a released assignment
+// changes nothing and reports released = false (twice = once). An entry
+// that is not assigned gives ErrNotAssigned. Callers follow a release with
+// Match on the entry's project.
+func (q *Queue) ReleaseAssignment(ctx context.Context, id uuid.UUID) (e Entry, released bool, err error) {
+	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		var staff uuid.UUID
+		err := tx.QueryRow(ctx, `UPDATE visitor_waiting_queue
+			SET released_at = now(), reserved_until = NULL, updated_at = now()
+			WHERE id = $1 AND status = 'assigned' AND released_at IS NULL
+			RETURNING assigned_staff_id`, id).Scan(&staff)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		released = true
+		return giveBack(ctx, tx, staff)
+	})
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("release entry %s: %w", id, err)
+	}
+	if e, err = q.Entry(ctx, id); err != nil {
+		return Entry{}, false, err
+	}
+	if !released && e.Status != StatusAssigned {
+		return e, false, fmt.Errorf("release entry %s (%s): %w", id, e.Status, ErrNotAssigned)
+	}
+	return e, released, nil
+}
+
+// giveBack lowers the agent's load by the one assignment that just ended
+// inside tx.
+func giveBack(ctx context.Context, tx pgx.Tx, staff uuid.UUID) error {
+	tag, err := tx.Exec(ctx, `UPDATE staff SET current_load = current_load - 1, updated_at = now()
+		WHERE id = $1 AND current_load > 0`, staff)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("staff %s has no load to give back", staff)
+	}
+	return err
+}
+
+// SweepReservations expires up to limit overdue reservations, oldest first,
+// each in its own transaction: the entry goes back to waiting at its place
+// (arrival_seq is kept; or expires when the visitor queued anew meanwhile),
+// the agent's unit is given back, and event.waiting.reservation_expired is
+// added. Several replicas may sweep at once: rows another one holds are
+// skipped. It returns the entries as they are afterwards; the caller matches
+// their projects.
+func (q *Queue) SweepReservations(ctx context.Context, limit int) ([]Entry, error) {
+	var out []Entry
+	for len(out) < limit {
+		var e Entry
+		var found bool
+		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			var id, staff uuid.UUID
+			err := tx.QueryRow(ctx, `SELECT id, assigned_staff_id FROM visitor_waiting_queue
+				WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
+				  AND reserved_until < now()
+				ORDER BY reserved_until
+				LIMIT 1
+				FOR UPDATE SKIP LOCKED`).Scan(&id, &staff)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found = true
+			e, err = scanEntry(tx.QueryRow(ctx, `UPDATE visitor_waiting_queue e
+				SET status = CASE WHEN again THEN 'expired' ELSE 'waiting' END,
+				    exited_at = CASE WHEN again THEN now() END,
+				    assigned_staff_id = NULL, assigned_at = NULL, reserved_until = NULL,
+				    updated_at = now()
+				FROM (SELECT EXISTS (
+					SELECT 1 FROM visitor_waiting_queue o, visitor_waiting_queue me
+					WHERE me.id = $1 AND o.project_id = me.project_id AND o.visitor_id = me.visitor_id
+					  AND o.status = 'waiting' AND o.id <> me.id) AS again) visitor
+				WHERE e.id = $1
+				RETURNING `+entryColumnsQualified, id), false)
+			if err != nil {
+				return err
+			}
+			if err := giveBack(ctx, tx, staff); err != nil {
+				return err
+			}
+			return addEvent(ctx, tx, EventReservationExpired, e)
+		})
+		if err != nil {
+			return out, fmt.Errorf("sweep reservations: %w", err)
+		}
+		if !found {
+			return out, nil
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// StuckEntries counts the entries no replica is moving on: waiting entries
+// not attempted for RetryDelay+StuckAfter (the scan should have attempted or
+// expired them), and reservations overdue by StuckAfter (the sweep should
+// have expired them). It is the value of dubflow_dispatcher_stuck_entries.
+func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
+	var n int
+	err := q.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM visitor_waiting_queue
+		 WHERE status = 'waiting' AND coalesce(last_attempt_at, entered_at) < now() - make_interval(secs => $1::float8 + $2::float8))
+		+ (SELECT count(*) FROM visitor_waiting_queue
+		 WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
+		   AND reserved_until < now() - make_interval(secs => $2::float8))`,
+		q.cfg.RetryDelay.Seconds(), q.cfg.StuckAfter.Seconds()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count stuck entries: %w", err)
+	}
+	return n, nil
+}
+
+// Recovery reports what Recover did.
+type Recovery struct {
+	// ReservationsExpired lists the overdue reservations given back.
+	ReservationsExpired []Entry
+	// LoadsRepaired counts agents whose current_load differed from their
+	// open assignments.
+	LoadsRepaired int
+	// Assigned lists the assignments made for pairs left unmatched.
+	Assigned []Entry
+}
+
+// Recover finishes what a crashed replica left undone. Every change of the
+// queue is one transaction, so a crash leaves no half-written row; what it
+// can leave is the work that was due after a commit: reservations it handed
+// out that will never be confirmed (expired now, not after the next scan),
+// a release or an enqueue whose matching never ran (every project with both
+// a waiting entry and free capacity is matched), and — a safety net for
+// manual edits — agents whose load differs from their open assignments
+// (recomputed under the agent's row lock, so a concurrent assignment or
+// release is counted exactly once). Any number of replicas may recover at
+// once, alongside live traffic.
+func (q *Queue) Recover(ctx context.Context) (Recovery, error) {
+	var rec Recovery
+	var errs []error
+	expired, err := q.SweepReservations(ctx, 1<<30)
+	rec.ReservationsExpired = expired
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if rec.LoadsRepaired, err = q.repairLoads(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	a, err := q.matchAll(ctx)
+	rec.Assigned = a
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return rec, errors.Join(errs...)
+}
+
+// openAssignmentsSQL counts an agent's open assignments (argument: staff id).
+const openAssignmentsSQL = `SELECT count(*) FROM visitor_waiting_queue
+	WHERE assigned_staff_id = $1 AND status = 'assigned' AND released_at IS NULL`
+
+// repairLoads sets current_load to the number of open assignments for every
+// agent where they differ, and returns how many it changed.
+func (q *Queue) repairLoads(ctx context.Context) (int, error) {
+	suspects, err := q.ids(ctx, `SELECT s.id FROM staff s WHERE s.current_load <>
+		(SELECT count(*) FROM visitor_waiting_queue w
+		 WHERE w.assigned_staff_id = s.id AND w.status = 'assigned' AND w.released_at IS NULL)`)
+	if err != nil {
+		return 0, fmt.Errorf("find agents with a wrong load: %w", err)
+	}
+	repaired := 0
+	for _, id := range suspects {
+		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			// Lock first, count after: the count's snapshot then includes
+			// every assignment committed before the lock, and no new one can
+			// be made while it is held (the claims skip locked agents).
+			var load int
+			if err := tx.QueryRow(ctx, `SELECT current_load FROM staff WHERE id = $1 FOR UPDATE`, id).Scan(&load); err != nil {
+				return err
+			}
+			var open int
+			if err := tx.QueryRow(ctx, openAssignmentsSQL, id).Scan(&open); err != nil {
+				return err
+			}
+			if open == load {
+				return nil
+			}
+			repaired++
+			_, err := tx.Exec(ctx, `UPDATE staff SET current_load = $2, updated_at = now() WHERE id = $1`, id, open)
+			return err
+		})
+		if err != nil {
+			return repaired, fmt.Errorf("repair load of staff %s: %w", id, err)
+		}
+	}
+	return repaired, nil
+}
+
+// matchAll matches every project with both a waiting entry and an agent
+// with free capacity.
+func (q *Queue) matchAll(ctx context.Context) ([]Entry, error) {
+	projects, err := q.ids(ctx, matchableSQL)
+	if err != nil {
+		return nil, fmt.Errorf("list matchable projects: %w", err)
+	}
+	var out []Entry
+	var errs []error
+	for _, p := range projects {
+		a, err := q.Match(ctx, p)
+		out = append(out, a...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}

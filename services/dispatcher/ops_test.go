@@ -1,0 +1,59 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
+)
+
+// get fetches url without a token and returns the status and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestOpsEndpointsAreOffThePublicPort: the public API port answers a bare
+// /healthz and nothing else without the token; /readyz and /metrics are
+// served on OPS_ADDR only.
+func TestOpsEndpointsAreOffThePublicPort(t *testing.T) {
+	db := testenv.Postgres(t)
+	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), nil))
+	if code, body := get(t, d.base+"/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Errorf("public /healthz = %d %q, want 200 ok", code, body)
+	}
+	for _, path := range []string{"/readyz", "/metrics"} {
+		if code, body := get(t, d.base+path); code != http.StatusUnauthorized || strings.Contains(body, "dispatcher_") {
+			t.Errorf("public %s without a token = %d, want 401 and nothing of the ops endpoint", path, code)
+		}
+	}
+	if code, _ := get(t, d.ops+"/healthz"); code != 200 {
+		t.Errorf("ops /healthz = %d", code)
+	}
+	if code, body := get(t, d.ops+"/readyz"); code != 200 || !strings.Contains(body, "ready") {
+		t.Errorf("ops /readyz = %d %q", code, body)
+	}
+	if code, body := get(t, d.ops+"/metrics"); code != 200 || !strings.Contains(body, "dispatcher_scans_total") {
+		t.Errorf("ops /metrics = %d, want the dispatcher's metrics", code)
+	}
+}
+
+func TestConfigRefusesOpsOnThePublicPort(t *testing.T) {
+	env := map[string]string{"DISPATCHER_API_TOKEN": testToken, "DATABASE_URL": "postgres://x/y",
+		"AMQP_URL": "amqp://x/", "DISPATCHER_HTTP_ADDR": ":8090", "OPS_ADDR": ":8090"}
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "OPS_ADDR") {
+		t.Fatalf("loadConfig with OPS_ADDR = DISPATCHER_HTTP_ADDR: %v, want an OPS_ADDR error", err)
+	}
+	env["OPS_ADDR"] = ":8081"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// partKey names one part of one step of a task.
+type partKey struct {
+	task       uuid.UUID
+	step, part string
+}
+
+// taskRow is what a rebuilt message is made from.
+type taskRow struct {
+	id                                     uuid.UUID
+	trace, speaker                         string
+	sourceVideo, outputVideo, srcLang, dst string
+}
+
+// overtakeMargin is how much later than a part's last activity a message
+// claimed by its step's workers must have been emitted for the part to
+// count as overtaken: more than the longest delay tier (a retry re-enters
+// its queue up to a minute after it was recorded) and the settle time.
+const overtakeMargin = 2 * time.Minute
+
+// lostMessages re-drives parts whose message was lost, and only those.
+//
+// A part of a queued or running task is pending while its message is on
+// its way to a worker (store.CountPendingParts says exactly when). Under a
+// backlog a pending part may wait for hours without any activity, so
+// silence alone proves nothing; what tells "waiting" from "lost" is whether
+// the broker still holds a message for it. RabbitMQ cannot be searched for
+// one message, but it tells how many messages wait in a queue (a passive
+// queue declaration: no management plugin). So, per step, the check
+// compares
+//
+//	messages = outbox rows of the step's routing key (committed, not yet
+//	           published) + ready messages in the step's work queue + ready
+//	           messages in every delay tier (retries of any step)
+//	pending  = parts of the step waiting for a message
+//
+// read in that order (a message moving from outbox to queue to a worker is
+// counted once or twice, never missed, and a part claimed meanwhile is no
+// longer pending). When messages >= pending every pending part may have
+// its message in the broker: nothing is re-driven, and the idle ones are
+// counted as skipped_waiting. When pending exceeds messages by d, at least
+// d messages are missing. Which ones? When the step's queues hold nothing
+// at all, every pending part; else only parts the step's workers overtook:
+// within the last STUCK_TASK_SECONDS they claimed a message emitted more
+// than overtakeMargin after the part's last activity, and a queue hands out
+// its oldest messages first, so the part's message is not waiting behind
+// them (with no recent claims, nothing is suspected: the queue does not
+// move, and a lost message holds nothing up until it does). Of those, the d
+// idle longest are the suspects; a suspect is re-driven when the next check
+// finds it missing again with no activity in between.
+// Counting errs towards waiting: stale duplicates and other steps' retries
+// make messages larger, which delays a re-drive until the queue drains,
+// never causes one.
+//
+// A re-drive never starts a second concurrent attempt: only a part with no
+// attempt holding a live lease is pending, the part is checked again under
+// its task's row lock before the replay is staged, and an expired attempt is
+// closed in the same transaction (its late outcome is refused).
+func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
+	var acts []Action
+	var outbox []int64
+	th := store.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		// One replica at a time: two counting the same deficit would each
+		// re-drive it.
+		var mine bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('dubflow reconciler lost messages', 0))`).
+			Scan(&mine); err != nil {
+			return fmt.Errorf("lock the lost-message check: %w", err)
+		}
+		if !mine {
+			return nil
+		}
+		keys := make([]string, len(wire.Pipeline))
+		for i, s := range wire.Pipeline {
+			keys[i] = wire.RoutingKey(s)
+		}
+		unpublished, err := store.OutboxByRoutingKey(ctx, tx, keys)
+		if err != nil {
+			return err
+		}
+		depth, err := r.depths(ctx)
+		if err != nil {
+			return fmt.Errorf("read queue depths (waiting cannot be told from lost; nothing re-driven): %w", err)
+		}
+		counts, err := store.CountPendingParts(ctx, tx, wire.Pipeline, th)
+		if err != nil {
+			return err
+		}
+		progress, err := store.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask)
+		if err != nil {
+			return err
+		}
+		suspects := map[partKey]time.Time{}
+		for _, stepName := range wire.Pipeline {
+			c := counts[stepName]
+			if c.Idle == 0 {
+				continue
+			}
+			key := wire.RoutingKey(stepName)
+			queued := unpublished[key] + depth.Ready[key] + depth.Delayed
+			missing := c.Pending - queued
+			var before time.Time // zero: every pending part is missing
+			if missing > 0 && queued > 0 {
+				// Some have their message queued: suspect only parts the
+				// step's workers overtook.
+				if at, ok := progress[stepName]; ok {
+					before = at.Add(-overtakeMargin)
+				} else {
+					missing = 0 // no recent claims: nothing tells which are missing
+				}
+			}
+			if missing <= 0 {
+				acts = append(acts, Action{Kind: actionWaiting, Step: stepName, Count: c.Idle,
+					Detail: fmt.Sprintf("%d parts idle for %s; %d pending, %d messages queued", c.Idle, r.set.StuckTask,
+						c.Pending, queued)})
+				continue
+			}
+			parts, err := store.IdlePendingParts(ctx, tx, stepName, th, before, min(missing, r.set.Batch))
+			if err != nil {
+				return err
+			}
+			if waiting := c.Idle - len(parts); waiting > 0 {
+				acts = append(acts, Action{Kind: actionWaiting, Step: stepName, Count: waiting,
+					Detail: fmt.Sprintf("%d parts idle but fewer missing (%d)", c.Idle, missing)})
+			}
+			for _, p := range parts {
+				k := partKey{task: p.TaskID, step: p.Step, part: p.Part}
+				if seen, ok := r.suspects[k]; !ok || !seen.Equal(p.LastActivity) {
+					suspects[k] = p.LastActivity
+					acts = append(acts, Action{Kind: actionSuspect, TaskID: p.TaskID, Step: p.Step, Part: p.Part,
+						Detail: fmt.Sprintf("message missing (%d pending, %d fewer messages); re-driven if still missing at the next pass", c.Pending, missing)})
+					continue
+				}
+				a, id, err := r.redrive(ctx, tx, p)
+				if err != nil {
+					return err
+				}
+				acts = append(acts, a)
+				if id != 0 {
+					outbox = append(outbox, id)
+				}
+			}
+		}
+		r.suspects = suspects
+		return nil
+	})
+	if err != nil {
+		return nil, err // rolled back: nothing was re-driven
+	}
+	return acts, flush(ctx, r.pool, r.pub, outbox)
+}
+
+// redrive replays the lost message of pending part p inside tx, after
+// checking under its task's row lock that nothing happened to it since it
+// was counted. It returns the action and the outbox id (0 when nothing was
+// re-driven).
+func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p store.PendingPart) (Action, int64, error) {
+	act := Action{TaskID: p.TaskID, Step: p.Step, Part: p.Part}
+	var t taskRow
+	err := tx.QueryRow(ctx, `SELECT id, trace_id, speaker_id, source_video_key, output_video_key, source_language, target_language
+		  FROM tasks WHERE id = $1 AND status IN ('queued', 'running') FOR UPDATE SKIP LOCKED`, p.TaskID).
+		Scan(&t.id, &t.trace, &t.speaker, &t.sourceVideo, &t.outputVideo, &t.srcLang, &t.dst)
+	if errors.Is(err, pgx.ErrNoRows) {
+		act.Kind, act.Detail = actionWaiting, "task changed or is locked; checked again at the next pass"
+		return act, 0, nil
+	}
+	if err != nil {
+		return act, 0, fmt.Errorf("lock task %s: %w", p.TaskID, err)
+	}
+	// A claim does not lock the task row: look again at the part itself.
+	var moved bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM task_steps s
+			WHERE s.task_id = $1 AND s.step = $2 AND s.part = $3
+			  AND (s.id > $4 OR s.status = 'succeeded' OR (s.status = 'running' AND s.lease_until >= now())))`,
+		p.TaskID, p.Step, p.Part, p.AttemptID).Scan(&moved); err != nil {
+		return act, 0, fmt.Errorf("check %s/%s part %q again: %w", p.TaskID, p.Step, p.Part, err)
+	}
+	if moved {
+		act.Kind, act.Detail = actionWaiting, "the part moved on while it was checked"
+		return act, 0, nil
+	}
+	var env *wire.Envelope
+	if p.Message != nil {
+		env, _ = wire.Decode(p.Message)
+	}
+	if env == nil {
+		if env, err = rebuild(t, p.Step, p.Part); err != nil {
+			act.Kind, act.Detail = actionUnrecoverable, err.Error()
+			return act, 0, nil
+		}
+	}
+	kind := actionStuck
+	reason := fmt.Sprintf("%s message lost: no activity for %s and fewer messages queued than parts waiting",
+		store.RedriveReasonPrefix, r.set.StuckTask)
+	if p.Status == store.StatusRunning {
+		kind = actionLease
+		reason = store.RedriveReasonPrefix + " lease expired with no worker and its message is not queued"
+		tag, err := tx.Exec(ctx, `UPDATE task_steps SET status = 'failed', finished_at = now(), lease_until = NULL,
+			error = 'lease expired with no worker; re-driven by the reconciler'
+			WHERE id = $1 AND status = 'running' AND lease_until < now()`, p.AttemptID)
+		if err != nil {
+			return act, 0, fmt.Errorf("close expired attempt %d: %w", p.AttemptID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			act.Kind, act.Detail = actionWaiting, "the attempt was taken over while it was checked"
+			return act, 0, nil
+		}
+	}
+	a, id, err := replay(ctx, tx, env, reason)
+	if err != nil {
+		return act, 0, err
+	}
+	a.Kind = kind
+	return a, id, nil
+}

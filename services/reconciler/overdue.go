@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// overdueTasks ends the tasks nobody moves on any more, each with a recorded
+// reason, so that every task ends:
+//
+//   - queued or running with no progress (tasks.updated_at, which every
+//     step success moves) for TaskMaxIdle and no attempt holding a live
+//     lease: its work is stuck beyond what re-drives fix (or waited in a
+//     backlog that long);
+//   - compensating for CompensatingMax: nobody re-drove the failed speech
+//     synthesis (tts_requeue).
+//
+// The task becomes failed, its error says why, and event.task.failed is
+// committed to the outbox in the same transaction.
+func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
+	var acts []Action
+	var outbox []int64
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT t.id, t.status, t.trace_id, t.error, now() - t.updated_at
+			  FROM tasks t
+			 WHERE (t.status IN ('queued', 'running') AND t.updated_at < now() - $1::interval
+			        AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = t.id
+			                        AND s.status = 'running' AND s.lease_until >= now()))
+			    OR (t.status = 'compensating' AND t.updated_at < now() - $2::interval)
+			 ORDER BY t.updated_at LIMIT $3
+			 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch)
+		if err != nil {
+			return fmt.Errorf("find overdue tasks: %w", err)
+		}
+		type overdue struct {
+			id                   uuid.UUID
+			status, trace, cause string
+			idle                 time.Duration
+		}
+		tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (overdue, error) {
+			var o overdue
+			return o, row.Scan(&o.id, &o.status, &o.trace, &o.cause, &o.idle)
+		})
+		if err != nil {
+			return fmt.Errorf("find overdue tasks: %w", err)
+		}
+		for _, o := range tasks {
+			stalled, err := firstUnfinished(ctx, tx, o.id)
+			if err != nil {
+				return err
+			}
+			reason := fmt.Sprintf("reconciler: no progress for %s (RECONCILE_TASK_MAX_IDLE_SECONDS) while %s, waiting for %s",
+				o.idle.Round(time.Second), o.status, or(stalled, "nothing"))
+			if o.status == "compensating" {
+				stalled = wire.StepTTS
+				reason = fmt.Sprintf("reconciler: compensating for %s (RECONCILE_COMPENSATING_MAX_SECONDS) and nobody re-drove the speech synthesis (tts_requeue)",
+					o.idle.Round(time.Second))
+			}
+			if o.cause != "" {
+				reason += "; last error: " + cut(o.cause, 2000)
+			}
+			id, err := failTask(ctx, tx, o.id, o.trace, stalled, reason)
+			if err != nil {
+				return err
+			}
+			outbox = append(outbox, id)
+			acts = append(acts, Action{Kind: actionFailed, TaskID: o.id, Step: stalled, Detail: reason})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return acts, flush(ctx, r.pool, r.pub, outbox)
+}
+
+// firstUnfinished returns the first pipeline step of task that has not
+// succeeded ("" when all have).
+func firstUnfinished(ctx context.Context, tx pgx.Tx, task uuid.UUID) (string, error) {
+	var name *string
+	err := tx.QueryRow(ctx, `SELECT s FROM unnest($2::text[]) WITH ORDINALITY AS p(s, i)
+		WHERE NOT step_succeeded($1, s) ORDER BY i LIMIT 1`, task, wire.Pipeline).Scan(&name)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("find the step %s waits for: %w", task, err)
+	}
+	if name == nil {
+		return "", nil
+	}
+	return *name, nil
+}
+
+// failTask marks task failed with reason and stages event.task.failed in
+// the outbox, inside tx; it returns the outbox id.
+func failTask(ctx context.Context, tx pgx.Tx, task uuid.UUID, trace, stepName, reason string) (int64, error) {
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'failed', error = $2, updated_at = now() WHERE id = $1`,
+		task, reason); err != nil {
+		return 0, fmt.Errorf("fail task %s: %w", task, err)
+	}
+	ev := &wire.Event{Event: wire.EventTaskFailed, TaskID: task, Status: "failed", Step: stepName,
+		Error: reason, OccurredAt: time.Now().UTC(), TraceID: trace}
+	body, err := ev.Marshal()
+	if err != nil {
+		return 0, fmt.Errorf("encode %s event of %s: %w", ev.Event, task, err)
+	}
+	return store.AddOutbox(ctx, tx, wire.Exchange, ev.RoutingKey(), body)
+}
+
+// cut shortens s to at most n bytes without splitting a character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
