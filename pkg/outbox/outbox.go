@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -30,9 +31,15 @@ type Message struct {
 	Body       []byte
 }
 
-// New returns a message with a fresh message id, not added yet.
+// New returns a message, not added yet, under the id its body carries (an
+// event's event_id, an envelope's message_id; see wire.MessageID), else a
+// fresh one.
 func New(exchange, routingKey string, body []byte) *Message {
-	return &Message{MessageID: uuid.New(), Exchange: exchange, RoutingKey: routingKey, Body: body}
+	id, ok := wire.MessageID(body)
+	if !ok {
+		id = uuid.New()
+	}
+	return &Message{MessageID: id, Exchange: exchange, RoutingKey: routingKey, Body: body}
 }
 
 // InsertSQL adds a message to the outbox and returns its row id (arguments:

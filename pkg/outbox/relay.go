@@ -2,9 +2,11 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,12 +89,10 @@ func (r *Relay) DeleteLoop(ctx context.Context) {
 		}
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		// A delete lost in a crash only re-publishes a message consumers
-		// skip as a duplicate: no need to wait for the WAL flush.
-		batch := &pgx.Batch{}
-		batch.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-		batch.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, ids)
-		if err := r.pool.SendBatch(c, batch).Close(); err != nil {
+		// The delete waits for the WAL flush: a delete lost in a crash
+		// would publish again a message whose confirm was not lost (a
+		// second event.task.succeeded for integrators).
+		if _, err := r.pool.Exec(c, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
 			// The rows stay; the sweep publishes them again and consumers
 			// skip the duplicates.
 			r.log.Warn().Err(err).Int("rows", len(ids)).Msg("delete published outbox rows")
@@ -153,18 +153,19 @@ func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, e
 	return len(sent), err
 }
 
-// Sweep publishes up to limit outbox rows older than age, in order, each
-// confirmed, and deletes them, in one transaction that locks the rows (SKIP
-// LOCKED), so processes sweeping at once never publish the same row twice.
-// It returns the messages published; a publish failure stops it, and the
-// rows left wait for the next sweep.
+// Sweep publishes up to limit outbox rows older than age (and not pausing
+// after a failed publish), in order, each confirmed, and deletes them, in
+// one transaction that locks the rows (SKIP LOCKED), so processes sweeping at
+// once never publish the same row twice. It returns the messages published;
+// rows whose publish failed wait for a later sweep (see publishLocked).
 func Sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) ([]*Message, error) {
 	var sent []*Message
 	var perr error
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
 		sent, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
-			WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
+			WHERE created_at < now() - $1::interval AND (next_try_at IS NULL OR next_try_at <= now())
+			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
 		return err
 	})
 	if err != nil {
@@ -194,10 +195,18 @@ func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) 
 	return perr
 }
 
+// publishTimeout bounds one publish of a sweep or flush: the publisher
+// retries a publish lost with its channel until its context ends.
+const publishTimeout = 10 * time.Second
+
 // publishLocked selects outbox rows with query (which locks them), publishes
-// them in order, each confirmed, and deletes those published. A publish
-// failure stops it and is returned as perr (the rows left stay for a later
-// try; those published are still deleted when tx commits); err reports a
+// them in order, each confirmed, and deletes those published. A row the
+// broker refuses (unroutable, nacked, its exchange missing) does not block
+// the others: its failure is recorded on the row (failures, last_error) and
+// it is tried again after a growing pause (next_try_at, at most a minute).
+// A publish that times out (the broker is unreachable) stops the run, as
+// the rows after it would fail too. The publish failures are returned as
+// perr (those published are still deleted when tx commits); err reports a
 // database failure, after which tx must roll back.
 func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent []*Message, perr, err error) {
 	rows, err := tx.Query(ctx, query, args...)
@@ -212,14 +221,28 @@ func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, 
 		return nil, nil, fmt.Errorf("read outbox: %w", err)
 	}
 	var ids []int64
+	var failed []error
 	for _, m := range msgs {
-		if perr = pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); perr != nil {
-			perr = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.RoutingKey, perr)
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		err := pub.Publish(pctx, m.Exchange, m.RoutingKey, m.Publishing())
+		cancel()
+		if err == nil {
+			ids = append(ids, m.ID)
+			sent = append(sent, m)
+			continue
+		}
+		err = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.RoutingKey, err)
+		failed = append(failed, err)
+		if _, uerr := tx.Exec(ctx, `UPDATE outbox SET failures = failures + 1, last_error = $2,
+				next_try_at = now() + least(interval '1 second' * power(2, least(failures, 6)), interval '1 minute')
+			WHERE id = $1`, m.ID, wire.Reason(err.Error())); uerr != nil {
+			return nil, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", m.ID, uerr)
+		}
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			break
 		}
-		ids = append(ids, m.ID)
-		sent = append(sent, m)
 	}
+	perr = errors.Join(failed...)
 	if len(ids) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
 			return nil, perr, fmt.Errorf("delete published outbox rows: %w", err)

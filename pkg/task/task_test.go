@@ -52,18 +52,19 @@ func seed(t *testing.T, pool *pgxpool.Pool, status string) uuid.UUID {
 // against the wire schema.
 func events(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) []*wire.Event {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT routing_key, body FROM outbox
+	rows, err := pool.Query(context.Background(), `SELECT message_id, routing_key, body FROM outbox
 		WHERE routing_key LIKE 'event.%' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type msg struct {
+		id   uuid.UUID
 		key  string
 		body []byte
 	}
 	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (msg, error) {
 		var m msg
-		return m, r.Scan(&m.key, &m.body)
+		return m, r.Scan(&m.id, &m.key, &m.body)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +77,9 @@ func events(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) []*wire.Event {
 		}
 		if m.key != e.RoutingKey() {
 			t.Fatalf("event %s published under %s", e.Event, m.key)
+		}
+		if e.EventID == uuid.Nil || e.EventID != m.id {
+			t.Fatalf("event %s has event_id %s, published as message %s; want one stable id", e.Event, e.EventID, m.id)
 		}
 		if e.TaskID == id {
 			out = append(out, e)
@@ -252,17 +256,17 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "engine said \x00no\xff")); err != nil {
 			t.Fatal(err)
 		}
-		if r := read(t, db.Pool, id); r.err != "asr: engine said no\uFFFD" {
+		if r := read(t, db.Pool, id); r.err != "asr: engine said \uFFFDno\uFFFD" {
 			t.Fatalf("error after fail = %q", r.err)
 		}
 		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "tts"}, "", "later")); err != nil {
 			t.Fatal(err)
 		}
-		if r := read(t, db.Pool, id); r.err != "asr: engine said no\uFFFD" {
+		if r := read(t, db.Pool, id); r.err != "asr: engine said \uFFFDno\uFFFD" {
 			t.Fatalf("a second failure replaced the first error: %q", r.err)
 		}
 		evs := events(t, db.Pool, id)
-		if len(evs) != 1 || evs[0].Error != "asr: engine said no\uFFFD" || evs[0].Step != "asr" {
+		if len(evs) != 1 || evs[0].Error != "asr: engine said \uFFFDno\uFFFD" || evs[0].Step != "asr" {
 			t.Fatalf("events: %+v; want one task.failed naming asr", evs)
 		}
 	})
@@ -293,7 +297,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 		if r := read(t, db.Pool, id); r.err != "asr: "+long {
 			t.Fatalf("the task's error was cut: %d bytes", len(r.err))
 		}
-		if e := events(t, db.Pool, id)[0]; len(e.Error) > 4000 {
+		if e := events(t, db.Pool, id)[0]; len(e.Error) > 4096 {
 			t.Fatalf("event error %d bytes", len(e.Error))
 		}
 	})

@@ -87,9 +87,9 @@ func Touch(id uuid.UUID) Transition {
 // some of its speech could not be synthesized and waits for tts_requeue. A
 // task compensating already only records the new reason.
 func Compensate(ref Ref, reason string) Transition {
-	reason = clean(reason)
+	reason = wire.CleanText(reason)
 	return compensate.transition(ref, map[string]any{"error": reason},
-		func(e *wire.Event) { e.Error = eventText(reason) })
+		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
 // Resume sets a compensating task running again (task.resumed) and clears
@@ -116,21 +116,21 @@ func Succeed(ref Ref, result json.RawMessage, outputVideoKey string) Transition 
 // stale dead letter of a duplicate). A task failed already keeps its first
 // error and is not announced again.
 func Fail(ref Ref, part, reason string) Transition {
-	reason = clean(reason)
+	reason = wire.CleanText(reason)
 	if ref.Step != "" {
 		reason = ref.Step + ": " + reason
 	}
 	return fail.transition(ref, map[string]any{"error": reason, "step": ref.Step, "part": part},
-		func(e *wire.Event) { e.Error = eventText(reason) })
+		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
 // Cancel ends a task that is not finished: it becomes failed with the
 // error "cancelled: <reason>" (task.cancelled). A task done or failed
 // already is refused.
 func Cancel(ref Ref, reason string) Transition {
-	reason = "cancelled: " + clean(reason)
+	reason = "cancelled: " + wire.CleanText(reason)
 	return cancel.transition(ref, map[string]any{"error": reason},
-		func(e *wire.Event) { e.Error = eventText(reason) })
+		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
 // Retry sets a failed (or still queued) task running again with its error
@@ -262,7 +262,7 @@ func eventBody(source string) string {
 
 // newEvent builds the event of a transition to status.
 func newEvent(ref Ref, name, status string, edit func(*wire.Event)) *outbox.Message {
-	e := &wire.Event{Event: name, TaskID: ref.ID, Status: status, Step: ref.Step,
+	e := &wire.Event{EventID: uuid.New(), Event: name, TaskID: ref.ID, Status: status, Step: ref.Step,
 		OccurredAt: time.Now().UTC(), TraceID: ref.Trace}
 	if edit != nil {
 		edit(e)
@@ -270,8 +270,8 @@ func newEvent(ref Ref, name, status string, edit func(*wire.Event)) *outbox.Mess
 	body, err := e.Marshal()
 	if err != nil {
 		// Only an unencodable Data could fail, and Data is JSON already.
-		body = []byte(fmt.Sprintf(`{"event":%q,"task_id":%q,"status":%q,"occurred_at":%q}`,
-			name, ref.ID, status, e.OccurredAt.Format(time.RFC3339Nano)))
+		body = []byte(fmt.Sprintf(`{"event_id":%q,"event":%q,"task_id":%q,"status":%q,"occurred_at":%q}`,
+			e.EventID, name, ref.ID, status, e.OccurredAt.Format(time.RFC3339Nano)))
 	}
 	return outbox.New(wire.Exchange, e.RoutingKey(), body)
 }
@@ -329,20 +329,3 @@ func list(statuses []string) string {
 }
 
 func quote(s string) string { return "'" + s + "'" }
-
-// clean makes text storable in Postgres and valid in a message: valid
-// UTF-8 without NUL bytes.
-func clean(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
-}
-
-// maxEventText bounds the error an event carries (the wire schema allows
-// 4096 bytes).
-const maxEventText = 4000
-
-func eventText(s string) string {
-	if len(s) <= maxEventText {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxEventText], "")
-}
