@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -42,10 +45,9 @@ type Source interface {
 	Consume(ctx context.Context, handle func(context.Context, Delivery)) error
 }
 
-// Publisher publishes one message and waits for the broker's confirm.
-type Publisher interface {
-	Publish(ctx context.Context, exchange, routingKey string, msg amqp.Publishing) error
-}
+// Publisher publishes one message and waits for the broker's confirm (the
+// outbox's Publisher).
+type Publisher = outbox.Publisher
 
 // DelayFunc names the delay-tier exchange for a wanted delay and the delay it
 // really gives.
@@ -148,7 +150,7 @@ func (c *Config) defaults() error {
 type Runner struct {
 	cfg     Config
 	routes  map[string]Route
-	relay   *relay
+	relay   *outbox.Relay
 	running atomic.Bool
 	// troubles counts hand-backs in a row (the database or the broker is
 	// down); it spaces them out so an outage does not burn through the
@@ -165,7 +167,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	for _, route := range cfg.Routes {
 		r.routes[route.Step] = route
 	}
-	r.relay = newRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics)
+	r.relay = outbox.NewRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
 	return r, nil
 }
 
@@ -200,8 +202,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); r.relay.deleteLoop(workCtx) }()
-	go func() { defer wg.Done(); r.relay.sweepLoop(ctx, r.cfg.SweepInterval, r.cfg.SweepAge) }()
+	go func() { defer wg.Done(); r.relay.DeleteLoop(workCtx) }()
+	go func() { defer wg.Done(); r.relay.SweepLoop(ctx, r.cfg.SweepInterval, r.cfg.SweepAge) }()
 	r.running.Store(true)
 	err := r.cfg.Source.Consume(ctx, func(_ context.Context, d Delivery) { r.handle(workCtx, d) })
 	r.running.Store(false)
@@ -272,7 +274,7 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 			// Counted across the delay tiers, which the broker's own
 			// delivery limit forgets.
 			log.Error().Int("hand_backs", n).Msg("message handed back too often; not run again")
-			herr := Permanent(fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", env.Step, n))
+			herr := fault.Permanent(fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", env.Step, n))
 			r.settle(ctx, d, env, route, claim, &Message{Envelope: env, Part: part, Log: log}, herr, 0, log)
 			return
 		}
@@ -341,7 +343,7 @@ func (r *Runner) settle(ctx context.Context, d Delivery, env *wire.Envelope, rou
 	}
 	commitCtx := context.WithoutCancel(ctx)
 	out, cerr := commit(commitCtx, r.cfg.Pool, fns, stmts)
-	if cerr = store.MapError(cerr); cerr != nil && !settled(cerr) {
+	if cerr = store.MapError(cerr); cerr != nil && !settled(cerr) && !errors.Is(cerr, task.ErrRefused) {
 		// The outcome cannot be committed (a statement the handler staged
 		// fails, say). Record the attempt as failed for that reason
 		// instead: a commit that keeps failing uses up the retry budget and
@@ -351,6 +353,17 @@ func (r *Runner) settle(ctx context.Context, d Delivery, env *wire.Envelope, rou
 		outcome, stmts = r.outcome(env, route, claim, msg, fmt.Errorf("commit %s outcome: %w", outcome, cerr), log)
 		out, cerr = commit(commitCtx, r.cfg.Pool, nil, stmts)
 		cerr = store.MapError(cerr)
+	}
+	if errors.Is(cerr, task.ErrRefused) {
+		// The task's status refuses the step's change of it (the task was
+		// cancelled or failed while the step ran): nothing the step staged
+		// is committed; the attempt ends failed with the refusal as its
+		// reason, without retry or dead letter.
+		log.Warn().Err(cerr).Str("outcome", outcome).Msg("task refused the step's outcome; attempt closed")
+		r.cfg.Metrics.outcome(env.Step, "refused")
+		_, cerr = commit(commitCtx, r.cfg.Pool, nil, []stmt{r.finish(claim, store.StatusFailed, cerr.Error())})
+		cerr = store.MapError(cerr)
+		out = nil
 	}
 	if cerr != nil {
 		switch {
@@ -376,7 +389,7 @@ func (r *Runner) settle(ctx context.Context, d Delivery, env *wire.Envelope, rou
 	// The publish right after the commit gives up well before the sweep
 	// may take the rows (SweepAge), so the two never publish one row both.
 	pubCtx, cancelPub := context.WithTimeout(commitCtx, r.cfg.SweepAge/2)
-	perr := r.relay.publish(pubCtx, out)
+	perr := r.relay.Publish(pubCtx, out)
 	cancelPub()
 	if perr != nil {
 		log.Warn().Err(perr).Msg("publish after commit failed; the outbox sweep will publish; message handed back")
@@ -393,17 +406,21 @@ func settled(err error) bool {
 	return errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrDuplicate)
 }
 
+// finish is the statement that ends the claimed attempt with status.
+func (r *Runner) finish(claim store.Claim, status, errText string) stmt {
+	return stmt{sql: store.FinishStepSQL, args: []any{claim.StepID, r.cfg.Worker, status, wire.Reason(errText)}}
+}
+
 // outcome turns the handler's result into the statements that record it.
 func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg *Message, herr error, log zerolog.Logger) (string, []stmt) {
-	finish := func(status, errText string) stmt {
-		return stmt{sql: store.FinishStepSQL, args: []any{claim.StepID, r.cfg.Worker, status, wire.Reason(errText)}}
-	}
+	finish := func(status, errText string) stmt { return r.finish(claim, status, errText) }
 	switch {
 	case herr == nil:
 		log.Info().Msg("step succeeded")
 		stmts := append([]stmt{finish(store.StatusSucceeded, "")}, msg.stmts...)
-		return "succeeded", append(stmts, stmt{sql: store.TouchTaskSQL, args: []any{env.TaskID}})
-	case IsParked(herr):
+		start := task.Start(task.RefOf(env))
+		return "succeeded", append(stmts, stmt{sql: start.SQL, args: start.Args, transition: &start})
+	case fault.IsParked(herr):
 		log.Warn().Err(herr).Msg("step parked for an operator")
 		stmts := append([]stmt{finish(store.StatusParked, herr.Error())}, msg.stmts...)
 		return "parked", stmts
@@ -412,7 +429,7 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 	used := env.Attempt - max(claim.BaseAttempt, 1) + 1
 	if class != wire.ClassPermanent && used <= r.cfg.MaxRetries {
 		delay := r.cfg.Backoff(used)
-		if hint, ok := RetryAfterHint(herr); ok && hint > delay {
+		if hint, ok := fault.RetryAfterHint(herr); ok && hint > delay {
 			delay = hint
 		}
 		exchange, actual := r.cfg.Delay(delay)
@@ -422,9 +439,8 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 			log.Error().Err(err).Msg("encode retry")
 		}
 		log.Warn().Err(herr).Str("error_class", class).Dur("retry_in", actual).Msg("step failed; retry scheduled")
-		o := &outMsg{messageID: retry.MessageID, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
 		return "retried", []stmt{finish(store.StatusFailed, herr.Error()),
-			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+			insert(outbox.New(exchange, wire.RoutingKey(env.Step), body))}
 	}
 	reason := herr.Error()
 	if class != wire.ClassPermanent {
@@ -432,22 +448,22 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 	}
 	log.Error().Err(herr).Str("error_class", class).Msg("step failed; dead-lettered")
 	original, _ := json.Marshal(env)
-	o := r.deadLetter(uuid.New(), original, env, class, reason)
+	fail := task.Fail(task.RefOf(env), msg.Part, env.Step+": "+reason)
 	return "dead_lettered", []stmt{finish(store.StatusFailed, herr.Error()),
-		{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, reason))}},
-		{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+		{sql: fail.SQL, args: fail.Args, transition: &fail},
+		insert(r.deadLetter(uuid.New(), original, env, class, reason))}
 }
 
 // deadLetter builds the seed's dead-letter envelope for the DLQ, published
 // under id.
-func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outMsg {
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outbox.Message {
 	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
 			"error_class": class, "failed_at": time.Now().UTC()})
 	}
-	return &outMsg{messageID: id, exchange: "", routingKey: r.cfg.DLQ, body: body}
+	return &outbox.Message{MessageID: id, Exchange: "", RoutingKey: r.cfg.DLQ, Body: body}
 }
 
 // reject dead-letters a message that never reached a handler (invalid, or
@@ -466,14 +482,18 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	// Published directly, not through the outbox: its id comes from the
 	// delivery, so that a redelivery's dead letter is recorded once.
 	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error())
-	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
+	if perr := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, o.Publishing()); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)
 		return
 	}
 	if env != nil && env.TaskID != uuid.Nil {
-		fail := stmt{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, err))}}
-		if _, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{fail}); ferr != nil {
+		fail := task.Fail(task.RefOf(env), "", fmt.Sprintf("%s: %s", env.Step, err))
+		out, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{{sql: fail.SQL, args: fail.Args, transition: &fail}})
+		if ferr == nil {
+			ferr = r.relay.Publish(ctx, out)
+		}
+		if ferr != nil {
 			log.Warn().Err(ferr).Msg("mark task failed")
 		}
 	}
@@ -525,8 +545,8 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 	if id == uuid.Nil {
 		id = uuid.NewSHA1(messageSpace, d.Body)
 	}
-	o := &outMsg{messageID: id, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
-	msg := publishing(o)
+	o := &outbox.Message{MessageID: id, Exchange: exchange, RoutingKey: wire.RoutingKey(env.Step), Body: d.Body}
+	msg := o.Publishing()
 	msg.Headers = amqp.Table{handBacksHeader: int64(handBacks(d.Headers))}
 	if held {
 		since, ok := heldSince(d.Headers)
@@ -535,7 +555,7 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 		}
 		msg.Headers[heldSinceHeader] = since.UnixMilli()
 	}
-	if err := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, msg); err != nil {
+	if err := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, msg); err != nil {
 		log.Error().Err(err).Msg("delay publish failed; message handed back")
 		r.handBack(ctx, d, log)
 		return
@@ -675,14 +695,26 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepI
 // commit is the runtime's boundary to Postgres: every text argument (error
 // texts, reasons, what handlers stage) is made clean text (wire.CleanText)
 // on its way in, so that no text makes a commit fail.
-func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context, pgx.Tx) error, stmts []stmt) ([]*outMsg, error) {
+func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context, pgx.Tx) error, stmts []stmt) ([]*outbox.Message, error) {
 	batch := &pgx.Batch{}
 	for _, s := range stmts {
 		batch.Queue(s.sql, cleanArgs(s.args)...)
 	}
-	read := func(br pgx.BatchResults) ([]*outMsg, error) {
-		var out []*outMsg
+	read := func(br pgx.BatchResults) ([]*outbox.Message, error) {
+		var out []*outbox.Message
 		for _, s := range stmts {
+			if s.transition != nil {
+				// A step of a task without a row (a waiting-queue
+				// entry's, a test's) changes no task.
+				res, err := s.transition.Scan(br.QueryRow())
+				if err != nil && !errors.Is(err, task.ErrNotFound) {
+					return nil, err
+				}
+				if res.EventID != 0 {
+					out = append(out, s.transition.Event)
+				}
+				continue
+			}
 			if s.outbox == nil {
 				if _, err := br.Exec(); err != nil {
 					return nil, err
@@ -694,7 +726,7 @@ func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context,
 				return nil, err
 			}
 			if id != nil {
-				s.outbox.id = *id
+				s.outbox.ID = *id
 				out = append(out, s.outbox)
 			}
 		}
@@ -710,7 +742,7 @@ func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context,
 		}
 		return out, nil
 	}
-	var out []*outMsg
+	var out []*outbox.Message
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, fn := range fns {
 			if err := fn(ctx, tx); err != nil {
@@ -762,14 +794,4 @@ func cleanArgs(args []any) []any {
 		}
 	}
 	return out
-}
-
-func publishing(o *outMsg) amqp.Publishing {
-	return amqp.Publishing{
-		MessageId:    o.messageID.String(),
-		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
-		Timestamp:    time.Now(),
-		Body:         o.body,
-	}
 }

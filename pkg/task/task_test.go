@@ -251,15 +251,15 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 		}
 	})
 
-	t.Run("fail names the step and keeps the first error", func(t *testing.T) {
+	t.Run("fail records its reason and keeps the first error", func(t *testing.T) {
 		id := seed(t, db.Pool, task.Running)
-		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "engine said \x00no\xff")); err != nil {
+		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "asr: engine said \x00no\xff")); err != nil {
 			t.Fatal(err)
 		}
 		if r := read(t, db.Pool, id); r.err != "asr: engine said \uFFFDno\uFFFD" {
 			t.Fatalf("error after fail = %q", r.err)
 		}
-		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "tts"}, "", "later")); err != nil {
+		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "tts"}, "", "tts: later")); err != nil {
 			t.Fatal(err)
 		}
 		if r := read(t, db.Pool, id); r.err != "asr: engine said \uFFFDno\uFFFD" {
@@ -291,7 +291,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 	t.Run("an event error is cut to the wire's bound", func(t *testing.T) {
 		id := seed(t, db.Pool, task.Running)
 		long := strings.Repeat("é", 5000)
-		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", long)); err != nil {
+		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "asr: "+long)); err != nil {
 			t.Fatal(err)
 		}
 		if r := read(t, db.Pool, id); r.err != "asr: "+long {

@@ -14,15 +14,15 @@ import (
 
 // Event names of the task lifecycle, published under "event.<name>".
 const (
-	EventQueued       = "task.queued"
-	EventStarted      = "task.started"
-	EventCompensating = "task.compensating"
-	EventResumed      = "task.resumed"
+	EventQueued       = wire.EventTaskQueued
+	EventStarted      = wire.EventTaskStarted
+	EventCompensating = wire.EventTaskCompensating
+	EventResumed      = wire.EventTaskResumed
 	EventSucceeded    = wire.EventTaskSucceeded
 	EventFailed       = wire.EventTaskFailed
-	EventCancelled    = "task.cancelled"
-	EventRetried      = "task.retried"
-	EventRedubbing    = "task.redubbing"
+	EventCancelled    = wire.EventTaskCancelled
+	EventRetried      = wire.EventTaskRetried
+	EventRedubbing    = wire.EventTaskRedubbing
 )
 
 // Ref names the task a transition changes and what its event reports.
@@ -110,16 +110,15 @@ func Succeed(ref Ref, result json.RawMessage, outputVideoKey string) Transition 
 		func(e *wire.Event) { e.OutputVideoKey, e.Data = outputVideoKey, result })
 }
 
-// Fail sets a task failed because ref.Step (part part) failed for reason
-// (task.failed); the task's error becomes "<step>: <reason>". A task that is
-// done is kept, and so is a task whose failing part has succeeded since (a
-// stale dead letter of a duplicate). A task failed already keeps its first
-// error and is not announced again.
+// Fail sets a task failed for reason (task.failed, naming ref.Step): a
+// step's part failed for good, or nobody moved the task on in time. The
+// reason is stored as given (the step runtime and the dead-letter recorder
+// write "<step>: <why>"). A task that is done is kept, and so is a task
+// whose failing part (ref.Step, part) has succeeded since: a stale dead
+// letter of a duplicate. A task failed already keeps its first error and
+// is not announced again.
 func Fail(ref Ref, part, reason string) Transition {
 	reason = wire.CleanText(reason)
-	if ref.Step != "" {
-		reason = ref.Step + ": " + reason
-	}
 	return fail.transition(ref, map[string]any{"error": reason, "step": ref.Step, "part": part},
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
