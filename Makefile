@@ -11,10 +11,16 @@ export GOTOOLCHAIN ?= local
 ALL_SERVICES := $(sort $(patsubst services/%/,%,$(dir $(shell grep -l '^package main$$' services/*/*.go 2>/dev/null))))
 # SERVICES: which services `make build` builds (all by default).
 SERVICES ?= $(ALL_SERVICES)
-# TEST_TIMEOUT, TEST_FLAGS, TEST_PKGS: how `make test` runs go test.
-TEST_TIMEOUT ?= 15m
+# TEST_TIMEOUT, TEST_FLAGS, TEST_PKGS: how `make test` runs go test;
+# TEST_RACE=0 turns the race detector off (on by default).
+TEST_TIMEOUT ?= 30m
 TEST_FLAGS ?=
 TEST_PKGS ?= work
+TEST_RACE ?= 1
+RACE_FLAG := $(if $(filter 1,$(TEST_RACE)),-race)
+# staticcheck, pinned (a release that builds with Go 1.26), installed into .tools/.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := .tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 # BENCH_PKGS: packages with benchmarks (found by default); BENCHTIME, BENCH_COUNT,
 # BENCH_TIMEOUT (services/e2e dubs a 10-minute video).
 BENCH_PKGS ?= $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' pkg services 2>/dev/null))))
@@ -38,9 +44,9 @@ help: ## List the targets
 	@echo "Usage: make <target> [VARIABLE=value ...]"
 	@echo
 	@grep -hE '^[a-z][a-z_-]*:.*## ' $(MAKEFILE_LIST) | sort | \
-		awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+		awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: SERVICES (build), TEST_PKGS TEST_TIMEOUT TEST_FLAGS (test),"
+	@echo "Variables: SERVICES (build), TEST_PKGS TEST_TIMEOUT TEST_FLAGS TEST_RACE (test),"
 	@echo "  BENCH_PKGS BENCHTIME BENCH_COUNT (bench); the stack reads AMQP_URL, DATABASE_URL, S3_*"
 	@echo "  (see scripts/stack.sh)."
 
@@ -71,11 +77,10 @@ status: ## Show what runs where
 	scripts/stack.sh status
 
 .PHONY: test
-test: ## Run every module's tests against the real stack (starts it if needed)
+test: ## Run every module's tests with -race against the real stack (starts what is missing, stops it after)
 	@$(MIGRATE)
-	scripts/stack.sh up --infra-only
 	$(GO) build $(TEST_PKGS)
-	$(WITH_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
+	scripts/stack.sh with-infra $(GO) test -count=1 $(RACE_FLAG) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: demo
 demo: ## Build, start the stack and workers, dub a sample video (scripts/demo.sh)
@@ -92,6 +97,21 @@ bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 soak: build ## Run the soak test (scripts/soak.sh)
 	bash scripts/soak.sh
 
+# CHAOS_FLAGS: flags of bin/chaos (-tasks 200 -seed S -duration 8m -settle 15m -keep; see
+# services/chaos/README.md). The MinIO it runs is the one scripts/stack.sh builds.
+CHAOS_FLAGS ?=
+MINIO_VERSION = $(shell sed -n 's/^MINIO_VERSION=//p' scripts/stack.sh)
+
+.PHONY: chaos
+chaos: build ## Chaos run on a private stack: 200 tasks under kills, restarts, cuts (CHAOS_FLAGS)
+	@test -x .tools/minio || { echo "chaos: building .tools/minio as scripts/stack.sh does (about 5 minutes the first time)"; \
+		mkdir -p .tools && cd /tmp && GOWORK=off GOBIN=$(CURDIR)/.tools $(GO) install "github.com/minio/minio@$(MINIO_VERSION)"; }
+	bin/chaos $(CHAOS_FLAGS)
+
+.PHONY: image-smoke
+image-smoke: ## Build every image with podman on debootstrap bases and smoke-run each (scripts/image-smoke.sh)
+	bash scripts/image-smoke.sh
+
 .PHONY: fmt
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)
@@ -100,8 +120,16 @@ fmt: ## Format every Go file with gofmt
 vet: ## Run go vet on every module
 	$(GO) vet work
 
+$(STATICCHECK):
+	@mkdir -p $(dir $@)
+	cd /tmp && GOWORK=off GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: staticcheck
+staticcheck: $(STATICCHECK) ## Run staticcheck (pinned, installed into .tools/) on every module
+	$(STATICCHECK) $(TEST_PKGS)
+
 .PHONY: lint
-lint: vet ## Check formatting (gofmt -l must be empty), go vet and the shell scripts
+lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck and the shell scripts
 	@out=$$(gofmt -l $(GOFILES)); \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (make fmt):" >&2; echo "$$out" >&2; exit 1; fi
 	@for f in scripts/*.sh .ci/run; do bash -n "$$f"; done

@@ -89,9 +89,17 @@ func parseDockerfile(t *testing.T, path string) dockerfile {
 	return df
 }
 
-// expand substitutes ${NAME} and $NAME with the global ARG defaults.
+// expand substitutes ${NAME} and $NAME with the global ARG defaults (which
+// may name earlier ARGs themselves).
 func (d dockerfile) expand(s string) string {
-	return os.Expand(s, func(k string) string { return d.args[k] })
+	for range 5 {
+		next := os.Expand(s, func(k string) string { return d.args[k] })
+		if next == s {
+			break
+		}
+		s = next
+	}
+	return s
 }
 
 func (d dockerfile) stage(name string) *stage {

@@ -161,9 +161,19 @@ func (r *rendered) checkDeployment(t *testing.T, d *appsv1.Deployment) {
 		if grace <= timeout {
 			t.Errorf("%s: terminationGracePeriodSeconds %d is not longer than %s=%d", id, grace, svc.timeout, timeout)
 		}
-		if timeout >= brokerConsumerTimeoutSeconds {
-			t.Errorf("%s: %s=%d reaches RabbitMQ's consumer_timeout (%d s): the broker would close the channel mid-step",
-				id, svc.timeout, timeout, brokerConsumerTimeoutSeconds)
+		// The same rule the worker enforces at start (config.Common.CheckStepTimeout).
+		code := loadCodeConfig(t)
+		brokerRaw, set := env["BROKER_CONSUMER_TIMEOUT_SECONDS"]
+		if !set {
+			brokerRaw, _ = code.def(svc.name, "BROKER_CONSUMER_TIMEOUT_SECONDS")
+		}
+		broker, err := strconv.ParseInt(brokerRaw, 10, 64)
+		if err != nil {
+			t.Errorf("%s: BROKER_CONSUMER_TIMEOUT_SECONDS=%q: %v", id, brokerRaw, err)
+		}
+		if limit := stepTimeoutLimit(t, code, broker); broker != 0 && timeout > limit {
+			t.Errorf("%s: %s=%d is not at most %d, a margin below BROKER_CONSUMER_TIMEOUT_SECONDS=%d: "+
+				"the worker refuses to start, and the broker would close the channel mid-step", id, svc.timeout, timeout, limit, broker)
 		}
 	} else if grace < 30 {
 		t.Errorf("%s: terminationGracePeriodSeconds %d, want at least 30", id, grace)

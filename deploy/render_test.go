@@ -34,6 +34,7 @@ type rendered struct {
 	pdbs            []*policyv1.PodDisruptionBudget
 	scaledObjects   []*scaledObject
 	triggerAuths    []*triggerAuthentication
+	prometheusRules []*prometheusRule
 	namespacedNames []string // kind/name of every namespaced object
 	namespaceOf     map[string]string
 }
@@ -109,6 +110,10 @@ func render(t *testing.T, overlay string) *rendered {
 			case *triggerAuthentication:
 				out.triggerAuths = append(out.triggerAuths, o)
 			}
+			continue
+		}
+		if gvk.Group == monitoringGroup {
+			out.prometheusRules = append(out.prometheusRules, decodePrometheusRule(t, overlay, gvk, doc))
 			continue
 		}
 		obj, _, err := dec.Decode(doc, nil, nil)

@@ -6,10 +6,18 @@
 #   scripts/stack.sh status              what runs where
 #   scripts/stack.sh env                 print the export lines of .devstack/env
 #
+#   scripts/stack.sh with-infra CMD...   `up --infra-only`, run CMD with the
+#                                        stack's environment, then stop what
+#                                        this call started (`make test`)
+#
 # Each backing service is found at its configured address (AMQP_URL,
 # DATABASE_URL, S3_ENDPOINT). Whatever already answers there is used and never
 # stopped; otherwise a private instance is started with its data under
 # .devstack/ and recorded in .devstack/started/, so `down` stops only that.
+# A server that another checkout's stack started (its data or working folder
+# is another checkout's) is never adopted: for MinIO at the default endpoint
+# a private server is started on the next free port instead; otherwise
+# stack.sh stops with a message naming that checkout.
 #
 # Settings (environment):
 #   AMQP_URL, DATABASE_URL, S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY,
@@ -22,6 +30,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DEV=$ROOT/.devstack
+# Which addresses the caller gave (as opposed to the defaults below).
+S3_ENDPOINT_GIVEN=${S3_ENDPOINT:+1}
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa espeak-ng flite sox)
 OPS_BASE_PORT=18081
@@ -213,6 +223,49 @@ free_port() {
 	printf '%s\n' "$p"
 }
 
+# listener_pid PORT: the process listening on the local TCP port, if visible.
+listener_pid() {
+	ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2
+}
+
+# foreign_owner PORT: when the server listening on PORT belongs to another
+# checkout — an argument (its data folder) lies in another checkout's
+# .devstack/ or /var/tmp/dubflow-devstack-* folder, or its working folder is
+# another checkout — print that folder; otherwise fail.
+foreign_owner() {
+	local pid arg cwd mine
+	pid=$(listener_pid "$1")
+	[[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
+	mine=/var/tmp/dubflow-devstack-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)
+	while IFS= read -r -d '' arg; do
+		case $arg in
+		*/.devstack | */.devstack/*)
+			arg=${arg%%/.devstack*}
+			[[ $arg == "$ROOT" ]] || { printf '%s\n' "$arg"; return 0; }
+			;;
+		/var/tmp/dubflow-devstack-*)
+			[[ $arg == "$mine" || $arg == "$mine"/* ]] || { printf '%s\n' "$arg"; return 0; }
+			;;
+		esac
+	done <"/proc/$pid/cmdline"
+	cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null) || return 1
+	if [[ $cwd != "$ROOT" && -f $cwd/scripts/stack.sh ]]; then
+		printf '%s\n' "$cwd"
+		return 0
+	fi
+	return 1
+}
+
+# refuse_foreign NAME HOST PORT SETTING: stop when the server at a local
+# HOST:PORT belongs to another checkout.
+refuse_foreign() {
+	local owner
+	is_local "$2" || return 0
+	owner=$(foreign_owner "$3") || return 0
+	die "$1: the server on $2:$3 belongs to the checkout in $owner (pid $(listener_pid "$3")); " \
+		"this stack does not adopt it. Stop it there (scripts/stack.sh down in $owner) or set $4 to another address"
+}
+
 # ---------------------------------------------------------------- RabbitMQ
 
 rabbit_up() {
@@ -225,6 +278,7 @@ rabbit_up() {
 			RABBIT_NODE=$node
 		else
 			forget rabbitmq
+			refuse_foreign rabbitmq "$host" "$port" AMQP_URL
 			log "rabbitmq: using the broker at $host:$port"
 		fi
 		return
@@ -313,6 +367,7 @@ postgres_up() {
 			log "postgres: private server answers at $host:$port"
 		else
 			forget postgres
+			refuse_foreign postgres "$host" "$port" DATABASE_URL
 			log "postgres: using the server at $host:$port"
 		fi
 		return
@@ -396,16 +451,28 @@ minio_live() {
 }
 
 minio_up() {
-	local host port pid
+	local host port pid owner
+	use_recorded_minio
 	read -r host port < <(split_hostport "$S3_ENDPOINT" 9000)
 	if answers "$host" "$port"; then
 		if minio_mine; then
 			log "minio: private server answers at $host:$port"
-		else
-			forget minio
-			log "minio: using the S3 endpoint at $host:$port"
+			return
 		fi
-		return
+		forget minio
+		if ! is_local "$host" || ! owner=$(foreign_owner "$port"); then
+			log "minio: using the S3 endpoint at $host:$port"
+			return
+		fi
+		if [[ -n $S3_ENDPOINT_GIVEN ]]; then
+			die "minio: the server on $host:$port (S3_ENDPOINT) belongs to the checkout in $owner" \
+				"(pid $(listener_pid "$port")); this stack does not adopt it. Stop it there" \
+				"(scripts/stack.sh down in $owner) or unset S3_ENDPOINT to get a private server on a free port"
+		fi
+		port=$(free_port $((port + 1)))
+		log "minio: the server on $host:9000 belongs to the checkout in $owner; not adopting it," \
+			"starting a private one on port $port"
+		S3_ENDPOINT=$host:$port
 	fi
 	is_local "$host" || die "minio: nothing answers at $host:$port (S3_ENDPOINT), and it is not this machine"
 	[[ $S3_USE_SSL != true ]] || die "minio: a private MinIO serves plain HTTP; set S3_USE_SSL=false"
@@ -418,16 +485,28 @@ minio_up() {
 		setsid "$ROOT/.tools/minio" server --quiet --address "$host:$port" "$DEV/minio" \
 		>>"$DEV/logs/minio.log" 2>&1 </dev/null 9>&- &
 	pid=$!
-	record minio "pid=$pid"
+	record minio "pid=$pid" "endpoint=$S3_ENDPOINT"
 	if ! wait_for minio "$STACK_WAIT_SECONDS" minio_live "$host" "$port"; then
 		pid_alive "$pid" || die "minio: exited at start; see $DEV/logs/minio.log"
 		die "minio: not live after ${STACK_WAIT_SECONDS}s; see $DEV/logs/minio.log"
 	fi
 }
 
+# use_recorded_minio: without S3_ENDPOINT given, the private server an
+# earlier `up` started (perhaps away from the default port) is the endpoint.
+use_recorded_minio() {
+	local endpoint
+	endpoint=$(recorded minio endpoint)
+	if [[ -z $S3_ENDPOINT_GIVEN && -n $endpoint ]] && minio_mine; then
+		S3_ENDPOINT=$endpoint
+	fi
+}
+
 # minio_mine: the endpoint answering is the private MinIO this script started.
 minio_mine() {
-	pid_alive "$(recorded minio pid)"
+	local pid
+	pid=$(recorded minio pid)
+	pid_alive "$pid" && [[ /proc/$pid/exe -ef $ROOT/.tools/minio ]]
 }
 
 minio_down() {
@@ -628,12 +707,43 @@ cmd_down() {
 	log "stopped"
 }
 
+# cmd_with_infra CMD...: start what the stack lacks, run CMD with the
+# stack's environment, then stop what this call started (and nothing that
+# ran before it); exits with CMD's status.
+cmd_with_infra() {
+	local before=" " f name status=0
+	(($#)) || die "usage: stack.sh with-infra CMD..."
+	for f in "$DEV"/started/*; do
+		[[ -f $f ]] && before+="$(basename "$f") "
+	done
+	cmd_up --infra-only
+	exec 9>&- # release the lock while CMD runs
+	# An interrupt ends CMD, not the clean-up below.
+	trap : INT TERM
+	(
+		set -a
+		# shellcheck source=/dev/null
+		source "$DEV/env"
+		set +a
+		"$@"
+	) || status=$?
+	trap - INT TERM
+	lock
+	for name in rabbitmq postgres minio; do
+		[[ -f $DEV/started/$name && $before != *" $name "* ]] || continue
+		log "$name: stopping what this run started"
+		"${name/rabbitmq/rabbit}_down"
+	done
+	return "$status"
+}
+
 cmd_status() {
 	local host port name pid state
 	read -r host port < <(split_hostport "$AMQP_URL" 5672)
 	status_line rabbitmq "$host" "$port" "$(recorded rabbitmq node)"
 	read -r host port < <(split_hostport "$DATABASE_URL" 5432)
 	status_line postgres "$host" "$port" "$(recorded postgres dir)"
+	use_recorded_minio
 	read -r host port < <(split_hostport "$S3_ENDPOINT" 9000)
 	status_line minio "$host" "$port" "$(recorded minio pid)"
 	while read -r name port; do
@@ -665,17 +775,19 @@ status_line() {
 }
 
 cmd_env() {
+	use_recorded_minio
 	write_env
 	cat "$DEV/env"
 }
 
 case ${1:-} in
 up) cmd_up "${@:2}" ;;
+with-infra) cmd_with_infra "${@:2}" ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cmd_env ;;
 *)
-	echo "usage: scripts/stack.sh up [--infra-only] | down | status | env" >&2
+	echo "usage: scripts/stack.sh up [--infra-only] | down | status | env | with-infra CMD..." >&2
 	exit 2
 	;;
 esac

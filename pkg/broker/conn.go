@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ type options struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	heartbeat  time.Duration
+	dial       func(network, addr string) (net.Conn, error) // nil: amqp.DefaultDial
 }
 
 // WithTopology declares t instead of the default topology after every
@@ -176,7 +178,8 @@ func (c *Conn) Connected() bool {
 }
 
 // Channel opens a channel on the current connection, waiting for a
-// reconnect if c is down. The caller owns the channel: it must drain every
+// reconnect if c is down and opening again if an open fails; it returns an
+// error only once ctx is done or c is closed. The caller owns the channel: it must drain every
 // notification channel it registers and close it when done. The channel
 // does not survive a reconnect.
 func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
@@ -185,7 +188,7 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 }
 
 func (c *Conn) channel(ctx context.Context) (*amqp.Channel, *session, error) {
-	for {
+	for attempt := 1; ; attempt++ {
 		s, err := c.session(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -194,12 +197,15 @@ func (c *Conn) channel(ctx context.Context) (*amqp.Channel, *session, error) {
 		if err == nil {
 			return ch, s, nil
 		}
-		if !s.conn.IsClosed() {
-			return nil, nil, fmt.Errorf("open channel: %w", err)
-		}
-		// The connection died under us: wait for the supervisor to notice.
+		// A failed open means the connection is dying — amqp091-go marks it
+		// closed only after the failed write, in another goroutine, so
+		// IsClosed may still say false here — or the broker refuses a
+		// channel for now. Either way wait for the supervisor to notice the
+		// loss, or back off, and open again, until ctx is done.
+		c.log.Debug().Err(err).Int("attempt", attempt).Msg("open channel failed, retrying")
 		select {
 		case <-s.lost:
+		case <-time.After(c.backoff(attempt)):
 		case <-ctx.Done():
 			return nil, nil, fmt.Errorf("open channel: %w", errors.Join(ctx.Err(), err))
 		case <-c.closing:
@@ -249,11 +255,15 @@ func (c *Conn) session(ctx context.Context) (*session, error) {
 func (c *Conn) connect() (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props["connection_name"] = c.name
+	dial := c.opts.dial
+	if dial == nil {
+		dial = amqp.DefaultDial(defaultDialTimeout)
+	}
 	conn, err := amqp.DialConfig(c.url, amqp.Config{
 		Heartbeat:  c.opts.heartbeat,
 		Locale:     "en_US",
 		Properties: props,
-		Dial:       amqp.DefaultDial(defaultDialTimeout),
+		Dial:       dial,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)

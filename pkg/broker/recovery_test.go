@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,15 +33,37 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
+	// The test's state, guarded by mu; changed is closed and replaced on
+	// every change, so that waiting never polls.
 	var (
 		mu        sync.Mutex
 		received  = map[int]int{}
 		confirmed = map[int]bool{}
+		published int
+		changed   = make(chan struct{})
 	)
-	unique := func() int {
+	update := func(f func()) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(received)
+		f()
+		close(changed)
+		changed = make(chan struct{})
+	}
+	// await blocks until cond (called with mu held) holds or ctx is done.
+	await := func(ctx context.Context, cond func() bool) bool {
+		for {
+			mu.Lock()
+			ok, wait := cond(), changed
+			mu.Unlock()
+			if ok {
+				return true
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return false
+			}
+		}
 	}
 	cctx, stopConsuming := context.WithCancel(ctx)
 	consumed := make(chan error, 1)
@@ -53,48 +74,45 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 				if err != nil {
 					t.Errorf("message id %q: %v", d.MessageId, err)
 				}
-				mu.Lock()
-				received[id]++
-				mu.Unlock()
+				update(func() { received[id]++ })
 				// An ack lost with its channel is fine: the message comes
 				// back and is counted once more.
 				_ = d.Ack()
 			})
 	}()
 
-	var next atomic.Int64
-	stopProducing := make(chan struct{})
+	// Producers publish back to back, at most window messages ahead of the
+	// consumer, so that publishes are in flight whenever the broker goes.
+	const window = 200
+	pctx, stopProducing := context.WithCancel(ctx)
 	var producers sync.WaitGroup
 	for range 4 {
 		producers.Add(1)
 		go func() {
 			defer producers.Done()
 			for {
-				select {
-				case <-stopProducing:
+				id := 0
+				if pctx.Err() != nil || !await(pctx, func() bool { return published-len(received) < window }) {
 					return
-				case <-time.After(5 * time.Millisecond):
 				}
-				id := int(next.Add(1))
+				update(func() { published++; id = published })
 				msg := amqp.Publishing{MessageId: strconv.Itoa(id), Body: []byte(`{"n":` + strconv.Itoa(id) + `}`)}
 				if err := pub.Publish(ctx, Exchange, QueueASR, msg); err != nil {
 					t.Errorf("publish %d: %v", id, err)
+					cancel() // ends the test's waits at once
 					return
 				}
-				mu.Lock()
-				confirmed[id] = true
-				mu.Unlock()
+				update(func() { confirmed[id] = true })
 			}
 		}()
 	}
 
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting until %s (received %d unique)", what, unique())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !await(ctx, cond) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("timed out waiting until %s (%d confirmed, %d received unique)", what, len(confirmed), len(received))
 		}
 	}
 	// flowing is true once both more messages have been confirmed and more
@@ -103,11 +121,7 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 		mu.Lock()
 		sent, got := len(confirmed)+more, len(received)+more
 		mu.Unlock()
-		return func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(confirmed) >= sent && len(received) >= got
-		}
+		return func() bool { return len(confirmed) >= sent && len(received) >= got }
 	}
 
 	waitUntil("messages flow", flowing(50))
@@ -118,12 +132,10 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 		t.Fatalf("close_all_connections: %v: %s", err, out)
 	}
 	waitUntil("messages flow after the forced close", flowing(50))
-	close(stopProducing)
+	stopProducing()
 	producers.Wait()
 
 	waitUntil("every confirmed message is delivered", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
 		for id := range confirmed {
 			if received[id] == 0 {
 				return false

@@ -27,7 +27,10 @@ type S3 struct {
 type Common struct {
 	AMQPURL     string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/"`
 	DatabaseURL string `env:"DATABASE_URL" envDefault:"postgres://postgres@localhost:5432/dubflow?sslmode=disable"`
-	S3          S3
+	// DatabaseWaitSeconds is how long a long-running service waits at start
+	// for a database that is away or still starting (0: not at all).
+	DatabaseWaitSeconds int `env:"DATABASE_WAIT_SECONDS" envDefault:"120"`
+	S3                  S3
 	// OpsAddr serves /healthz, /readyz and /metrics.
 	OpsAddr   string `env:"OPS_ADDR" envDefault:":8081"`
 	LogLevel  string `env:"LOG_LEVEL" envDefault:"info"`
@@ -40,8 +43,9 @@ type Common struct {
 	// prefetch).
 	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"1"`
 	// MaxRetries is the retry budget of a step: a transient failure is
-	// retried this many times (after 1s, 2s, 4s, ...) before the message is
-	// dead-lettered.
+	// retried up to 3 times (after 1 s, 2 s, 4 s), then sent to the DLQ with
+	// retry_count 3 — with the default of 3; n retries wait 1 s, 2 s, 4 s, …
+	// doubling.
 	MaxRetries int `env:"STEP_MAX_RETRIES" envDefault:"3"`
 	// LeaseSeconds is how long a step's claim lives without a heartbeat.
 	LeaseSeconds int `env:"STEP_LEASE_SECONDS" envDefault:"30"`
@@ -49,6 +53,51 @@ type Common struct {
 	ShutdownGraceSeconds int `env:"SHUTDOWN_GRACE_SECONDS" envDefault:"30"`
 	// DeliveryLimit is the work queues' x-delivery-limit.
 	DeliveryLimit int `env:"QUEUE_DELIVERY_LIMIT" envDefault:"20"`
+	// BrokerConsumerTimeoutSeconds is the broker's consumer timeout
+	// (RabbitMQ's consumer_timeout, 30 minutes unless rabbitmq.conf says
+	// otherwise; 0 when it is disabled). A delivery left unacknowledged
+	// longer closes the consumer's channel, so a worker refuses to start
+	// with a step timeout that does not end StepTimeoutMargin before it.
+	BrokerConsumerTimeoutSeconds int `env:"BROKER_CONSUMER_TIMEOUT_SECONDS" envDefault:"1800"`
+}
+
+// DatabaseWait is DatabaseWaitSeconds as a duration.
+func (c Common) DatabaseWait() time.Duration {
+	return time.Duration(c.DatabaseWaitSeconds) * time.Second
+}
+
+// StepTimeoutMargin is what a step timeout leaves below the broker's
+// consumer timeout: time to record the outcome, publish with confirms and
+// acknowledge the input.
+const StepTimeoutMargin = 60 * time.Second
+
+// StepTimeoutVar names the variable that sets a step's timeout (DESIGN.md
+// section 3).
+func StepTimeoutVar(step string) string {
+	if step == "mux_video" {
+		return "TIMEOUT_MUX_SECONDS"
+	}
+	return "TIMEOUT_" + strings.ToUpper(step) + "_SECONDS"
+}
+
+// CheckStepTimeout refuses a step timeout that does not end
+// StepTimeoutMargin before the broker's consumer timeout: the broker would
+// cut the step off (close the channel, requeue the message) before the
+// worker's own timeout records the failure.
+func (c *Common) CheckStepTimeout(step string, timeout time.Duration) error {
+	if c.BrokerConsumerTimeoutSeconds == 0 {
+		return nil
+	}
+	limit := c.BrokerConsumerTimeout() - StepTimeoutMargin
+	if timeout > limit {
+		return fmt.Errorf("%s=%d: a step timeout must stay at least %d s below the broker's consumer timeout "+
+			"(BROKER_CONSUMER_TIMEOUT_SECONDS=%d), so at most %d; otherwise RabbitMQ closes the channel mid-step "+
+			"and requeues the message: lower %s, or raise consumer_timeout in rabbitmq.conf and "+
+			"BROKER_CONSUMER_TIMEOUT_SECONDS with it (deploy/README.md)",
+			StepTimeoutVar(step), int(timeout/time.Second), int(StepTimeoutMargin/time.Second),
+			c.BrokerConsumerTimeoutSeconds, int(limit/time.Second), StepTimeoutVar(step))
+	}
+	return nil
 }
 
 // Validate checks values that parsing cannot.
@@ -69,8 +118,15 @@ func (c *Common) Validate() error {
 	if c.MaxRetries < 0 || c.MaxRetries > 7 {
 		errs = append(errs, fmt.Errorf("STEP_MAX_RETRIES %d: want 0..7 (the delay tiers end at 60s)", c.MaxRetries))
 	}
+	if c.DatabaseWaitSeconds < 0 {
+		errs = append(errs, fmt.Errorf("DATABASE_WAIT_SECONDS %d: want 0 or more", c.DatabaseWaitSeconds))
+	}
 	if c.LeaseSeconds < 3 {
 		errs = append(errs, fmt.Errorf("STEP_LEASE_SECONDS %d: want at least 3", c.LeaseSeconds))
+	}
+	if c.BrokerConsumerTimeoutSeconds != 0 && c.BrokerConsumerTimeout() <= StepTimeoutMargin {
+		errs = append(errs, fmt.Errorf("BROKER_CONSUMER_TIMEOUT_SECONDS %d: want 0 (the broker has none) or more than %d",
+			c.BrokerConsumerTimeoutSeconds, int(StepTimeoutMargin/time.Second)))
 	}
 	if c.ShutdownGraceSeconds < 0 {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_GRACE_SECONDS %d: want 0 or more", c.ShutdownGraceSeconds))
@@ -85,6 +141,11 @@ func (c *Common) Validate() error {
 
 // Lease is LeaseSeconds as a duration.
 func (c *Common) Lease() time.Duration { return time.Duration(c.LeaseSeconds) * time.Second }
+
+// BrokerConsumerTimeout is BrokerConsumerTimeoutSeconds as a duration.
+func (c *Common) BrokerConsumerTimeout() time.Duration {
+	return time.Duration(c.BrokerConsumerTimeoutSeconds) * time.Second
+}
 
 // ShutdownGrace is ShutdownGraceSeconds as a duration.
 func (c *Common) ShutdownGrace() time.Duration {

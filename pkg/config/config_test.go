@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 )
@@ -51,5 +52,55 @@ func TestLimitsDefaultAndValidate(t *testing.T) {
 	err := config.Load(map[string]string{"MAX_VIDEO_SECONDS": "0", "MAX_CLIP_BYTES": "-1"}, &l)
 	if err == nil || !strings.Contains(err.Error(), "MAX_VIDEO_SECONDS") || !strings.Contains(err.Error(), "MAX_CLIP_BYTES") {
 		t.Fatalf("invalid limits: %v", err)
+	}
+}
+
+// A step timeout must end a minute before the broker's consumer timeout:
+// the old defaults (1800 s against RabbitMQ's 30 minutes) are refused.
+func TestStepTimeoutStaysBelowTheBrokerConsumerTimeout(t *testing.T) {
+	var c config.Common
+	if err := config.Load(map[string]string{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.BrokerConsumerTimeoutSeconds != 1800 {
+		t.Fatalf("BROKER_CONSUMER_TIMEOUT_SECONDS default %d, want RabbitMQ's 1800", c.BrokerConsumerTimeoutSeconds)
+	}
+	if err := c.CheckStepTimeout("asr", 1740*time.Second); err != nil {
+		t.Errorf("1740 s refused: %v", err)
+	}
+	for _, tc := range []struct {
+		step    string
+		seconds int
+	}{{"asr", 1800}, {"mux_video", 1741}, {"tts", 3600}} {
+		err := c.CheckStepTimeout(tc.step, time.Duration(tc.seconds)*time.Second)
+		if err == nil {
+			t.Errorf("%s %d s accepted against a consumer timeout of 1800 s", tc.step, tc.seconds)
+			continue
+		}
+		for _, want := range []string{config.StepTimeoutVar(tc.step), "BROKER_CONSUMER_TIMEOUT_SECONDS=1800", "at most 1740"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	}
+	if got := config.StepTimeoutVar("mux_video"); got != "TIMEOUT_MUX_SECONDS" {
+		t.Errorf("StepTimeoutVar(mux_video) = %s", got)
+	}
+	// A raised consumer timeout admits a longer step; 0 means the broker has none.
+	if err := config.Load(map[string]string{"BROKER_CONSUMER_TIMEOUT_SECONDS": "3600"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckStepTimeout("asr", 1800*time.Second); err != nil {
+		t.Errorf("1800 s refused against 3600 s: %v", err)
+	}
+	if err := config.Load(map[string]string{"BROKER_CONSUMER_TIMEOUT_SECONDS": "0"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckStepTimeout("asr", 24*time.Hour); err != nil {
+		t.Errorf("no consumer timeout, yet refused: %v", err)
+	}
+	if err := config.Load(map[string]string{"BROKER_CONSUMER_TIMEOUT_SECONDS": "30"}, &c); err == nil ||
+		!strings.Contains(err.Error(), "BROKER_CONSUMER_TIMEOUT_SECONDS") {
+		t.Errorf("a 30 s consumer timeout accepted: %v", err)
 	}
 }

@@ -216,6 +216,11 @@ func classifyProbeError(path, stderr string, err error) error {
 	if !errors.As(err, &exitErr) {
 		return err // unsafe path (already permanent), missing file or tool, timeout
 	}
+	if !exitErr.Exited() {
+		// Killed by a signal (the OOM killer, a container stopping): says
+		// nothing about the file, so it is worth another try.
+		return fmt.Errorf("ffprobe of %s did not finish: %w", path, err)
+	}
 	switch {
 	case notWhitelisted.MatchString(stderr):
 		format := notWhitelisted.FindStringSubmatch(stderr)[1]

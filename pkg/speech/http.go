@@ -2,7 +2,6 @@ package speech
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -136,9 +135,4 @@ func bearer(req *http.Request, key string) {
 // joinURL appends path to base without doubling slashes.
 func joinURL(base, path string) string {
 	return strings.TrimRight(base, "/") + path
-}
-
-// isContextErr reports whether err is a cancellation or deadline.
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

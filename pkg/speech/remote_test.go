@@ -352,11 +352,11 @@ func TestRemoteErrorClasses(t *testing.T) {
 			w.WriteHeader(503)
 			io.WriteString(w, "<html><body>upstream down")
 		}, transient},
-		{"408", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "timeout", 408) }, transient},
+		{"408", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "timeout", http.StatusRequestTimeout) }, transient},
 		{"400", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"error":{"message":"invalid model"}}`, http.StatusBadRequest)
 		}, permanent},
-		{"401", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no key", 401) }, permanent},
+		{"401", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no key", http.StatusUnauthorized) }, permanent},
 		{"200 with a malformed body", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "<html><body>welcome to nginx</body></html>")
 		}, permanent},

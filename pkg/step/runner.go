@@ -444,20 +444,22 @@ func (r *Runner) outcome(env *wire.Envelope, route Route, claim store.Claim, msg
 	}
 	reason := herr.Error()
 	if class != wire.ClassPermanent {
-		reason = fmt.Sprintf("%s (gave up after %d tries)", reason, used)
+		reason = fmt.Sprintf("%s (retried %d times)", reason, used-1)
 	}
 	log.Error().Err(herr).Str("error_class", class).Msg("step failed; dead-lettered")
 	original, _ := json.Marshal(env)
 	fail := task.Fail(task.RefOf(env), msg.Part, env.Step+": "+reason)
 	return "dead_lettered", []stmt{finish(store.StatusFailed, herr.Error()),
 		{sql: fail.SQL, args: fail.Args, transition: &fail},
-		insert(r.deadLetter(uuid.New(), original, env, class, reason))}
+		insert(r.deadLetter(uuid.New(), original, env, class, reason, used-1))}
 }
 
 // deadLetter builds the seed's dead-letter envelope for the DLQ, published
-// under id.
-func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string) *outbox.Message {
-	body, err := wire.NewDeadLetter(original, env, class, reason, time.Now()).Marshal()
+// under id; retries is how often the step was retried before it gave up.
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string, retries int) *outbox.Message {
+	dl := wire.NewDeadLetter(original, env, class, reason, time.Now())
+	dl.RetryCount = retries
+	body, err := dl.Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
@@ -481,7 +483,7 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	r.cfg.Metrics.outcome(step, "rejected")
 	// Published directly, not through the outbox: its id comes from the
 	// delivery, so that a redelivery's dead letter is recorded once.
-	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error())
+	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error(), 0)
 	if perr := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, o.Publishing()); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)

@@ -17,10 +17,18 @@ import (
 // DefaultDatabaseURL is the local stack's database.
 const DefaultDatabaseURL = "postgres://postgres@localhost:5432/dubflow?sslmode=disable"
 
-// Env returns the variable's value or def when it is unset or empty.
+// Env returns the variable's value or def when it is unset or empty. When
+// the tests run on containers (BackendContainers: no AMQP_URL, DATABASE_URL
+// or S3_ENDPOINT set and a Docker engine answers), those three come from the
+// containers, started on first use.
 func Env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
+	}
+	for _, b := range backendVars {
+		if name == b && currentBackend() == BackendContainers {
+			return containerEnv(name)
+		}
 	}
 	return def
 }

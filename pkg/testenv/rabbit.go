@@ -273,6 +273,9 @@ func (r *Rabbit) logTail() string {
 // rabbitctl runs rabbitmqctl against node (the machine's default node when
 // empty).
 func rabbitctl(node string, args ...string) error {
+	if node == "" && containersUp != nil {
+		return containerRabbitctl(args...)
+	}
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		return fmt.Errorf("rabbitmqctl not found (install rabbitmq-server): %w", err)
 	}

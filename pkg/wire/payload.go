@@ -82,7 +82,12 @@ type DeadLetter struct {
 	FailedAt          time.Time `json:"failed_at"`
 	FailureReason     string    `json:"failure_reason"`
 	// Attempt is the attempt that failed last, 0 if the message was unreadable.
-	Attempt    int       `json:"attempt"`
+	Attempt int `json:"attempt"`
+	// RetryCount is how many times the step was retried before it was
+	// dead-lettered: a transient failure is retried up to STEP_MAX_RETRIES
+	// times (3 by default: after 1 s, 2 s, 4 s), then sent to the DLQ with
+	// retry_count 3; a permanent or invalid message is never retried (0).
+	RetryCount int       `json:"retry_count"`
 	Step       string    `json:"step,omitempty"`
 	ErrorClass string    `json:"error_class"`
 	TaskID     uuid.UUID `json:"task_id,omitzero"`

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -61,7 +63,7 @@ type Deps struct {
 func Open(ctx context.Context, service string, cfg config.Common, log zerolog.Logger) (*Deps, error) {
 	d := &Deps{Service: service, Config: cfg, Log: log, Registry: ops.NewRegistry(),
 		topo: broker.Topology{DeliveryLimit: cfg.DeliveryLimit}}
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := OpenDB(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +102,20 @@ func (d *Deps) Close() {
 // Serve removes the service's stale scratch folders, then consumes queue
 // with routes until ctx is cancelled, serving the ops endpoints beside it,
 // and returns after a graceful stop.
+//
+// It refuses a route whose timeout does not end well before the broker's
+// consumer timeout (config.Common.CheckStepTimeout). The queue is consumed by
+// WORKER_CONCURRENCY consumers, each handling one message at a time under a
+// worker id of its own (WorkerIDs): a lease names the one consumer that holds
+// it, so a consumer of the same process can never take over a step another
+// one is still running as if it were its own.
 func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) error {
 	cfg := d.Config
+	for _, r := range routes {
+		if err := cfg.CheckStepTimeout(r.Step, r.Timeout); err != nil {
+			return fmt.Errorf("%s: %w", d.Service, err)
+		}
+	}
 	d.removeStaleTemp(routes)
 	consConn, err := broker.Dial(ctx, cfg.AMQPURL, d.Service+"-consume", d.Log,
 		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
@@ -109,29 +123,40 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		return err
 	}
 	defer consConn.Close()
-	runner, err := step.NewRunner(step.Config{
-		Queue:  queue,
-		Routes: routes,
-		Pool:   d.Pool,
-		Source: Source(consConn, broker.ConsumeOptions{
-			Queue: queue, Prefetch: cfg.Concurrency, Concurrency: cfg.Concurrency, Tag: d.Service,
-		}),
-		Publisher:     d.pub,
-		Delay:         d.topo.DelayExchange,
-		DLQ:           broker.DLQ,
-		MaxRetries:    cfg.MaxRetries,
-		DeliveryLimit: d.topo.DeliveryLimit,
-		Lease:         cfg.Lease(),
-		ShutdownGrace: cfg.ShutdownGrace(),
-		Log:           d.Log,
-		Metrics:       step.NewMetrics(d.Registry),
-	})
-	if err != nil {
-		return err
+	metrics := step.NewMetrics(d.Registry)
+	ids := WorkerIDs(d.Service, max(cfg.Concurrency, 1))
+	runners := make([]*step.Runner, len(ids))
+	for i, id := range ids {
+		runners[i], err = step.NewRunner(step.Config{
+			Queue:  queue,
+			Routes: routes,
+			Pool:   d.Pool,
+			Source: Source(consConn, broker.ConsumeOptions{
+				Queue: queue, Prefetch: 1, Concurrency: 1, Tag: fmt.Sprintf("%s-%d", d.Service, i+1),
+			}),
+			Worker:        id,
+			Publisher:     d.pub,
+			Delay:         d.topo.DelayExchange,
+			DLQ:           broker.DLQ,
+			MaxRetries:    cfg.MaxRetries,
+			DeliveryLimit: d.topo.DeliveryLimit,
+			Lease:         cfg.Lease(),
+			ShutdownGrace: cfg.ShutdownGrace(),
+			Log:           d.Log.With().Str("worker", id).Logger(),
+			Metrics:       metrics,
+		})
+		if err != nil {
+			return err
+		}
 	}
 	checks := map[string]ops.Check{
 		"consumer": func(context.Context) error {
-			if !runner.Running() || !consConn.Consuming() {
+			for _, r := range runners {
+				if !r.Running() {
+					return errors.New("not consuming")
+				}
+			}
+			if !consConn.Consuming() {
 				return errors.New("not consuming")
 			}
 			return nil
@@ -153,14 +178,36 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		}
 		return nil
 	})
+	var running sync.WaitGroup
+	for _, r := range runners {
+		running.Add(1)
+		g.Go(func() error {
+			defer running.Done()
+			return r.Run(gctx)
+		})
+	}
 	g.Go(func() error {
-		defer stopOps()
-		return runner.Run(gctx)
+		running.Wait()
+		stopOps()
+		return nil
 	})
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("%s: %w", d.Service, err)
 	}
 	return nil
+}
+
+// WorkerIDs returns n worker ids for one process of service, one per
+// consumer: service, host, process id, a random tag (a restarted process with
+// the same pid is someone else) and the consumer's number.
+func WorkerIDs(service string, n int) []string {
+	host, _ := os.Hostname()
+	base := fmt.Sprintf("%s-%s-%d-%s", service, host, os.Getpid(), uuid.NewString()[:8])
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", base, i+1)
+	}
+	return ids
 }
 
 // Source adapts a broker consumer to the step runtime.
@@ -195,4 +242,14 @@ func Main(service string, run func(ctx context.Context, environ map[string]strin
 		fmt.Fprintln(os.Stderr, service+":", err)
 		os.Exit(1)
 	}
+}
+
+// OpenDB connects a long-running service to Postgres, waiting up to
+// DATABASE_WAIT_SECONDS for a database that is away or still starting (a
+// service started before its database, or during a Postgres restart)
+// instead of exiting, and logging each retry.
+func OpenDB(ctx context.Context, cfg config.Common, log zerolog.Logger) (*pgxpool.Pool, error) {
+	return store.OpenWait(ctx, cfg.DatabaseURL, cfg.DatabaseWait(), func(err error, next time.Duration) {
+		log.Warn().Err(err).Dur("retry_in", next).Msg("database not reachable yet; waiting")
+	})
 }

@@ -15,7 +15,7 @@ type Config struct {
 	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
-	TimeoutSeconds int `env:"TIMEOUT_ASR_SECONDS" envDefault:"1800"`
+	TimeoutSeconds int `env:"TIMEOUT_ASR_SECONDS" envDefault:"1200"`
 
 	// Engine selection (see pkg/speech): pocketsphinx (embedded) or openai
 	// (an OpenAI-compatible /v1/audio/transcriptions server).

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/agentqueue"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/api"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
@@ -37,7 +38,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Int("queue_max_n", cfg.QueueMaxN).
 		Float64("reservation_timeout_seconds", cfg.ReservationTimeoutSeconds).Msg("dispatcher starting")
 
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := worker.OpenDB(ctx, cfg.Common, log)
 	if err != nil {
 		return err
 	}

@@ -455,7 +455,10 @@ func TestNothingIsAckedBeforeItIsRecorded(t *testing.T) {
 	if got[0].Class != wire.ClassTransient || got[0].Step != wire.StepTTS {
 		t.Errorf("recorded %+v", got[0])
 	}
-	if n := scrape(t, s.ops, `dubflow_dead_letters_total{error_class="transient",source="service",step="tts"}`); n != 1 {
+	// The row commits before the recorder counts it: wait for the count.
+	const metric = `dubflow_dead_letters_total{error_class="transient",source="service",step="tts"}`
+	eventually(t, "the dead letter to be counted", func() bool { return scrape(t, s.ops, metric) >= 1 })
+	if n := scrape(t, s.ops, metric); n != 1 {
 		t.Errorf("dead letter metric %v, want 1", n)
 	}
 }

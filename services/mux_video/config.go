@@ -15,7 +15,7 @@ type Config struct {
 	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
-	TimeoutSeconds int `env:"TIMEOUT_MUX_SECONDS" envDefault:"1800"`
+	TimeoutSeconds int `env:"TIMEOUT_MUX_SECONDS" envDefault:"900"`
 	// MaxSpeedup is the fastest tempo a clip may be played at to fit its
 	// slot (1.0..1.5).
 	MaxSpeedup float64 `env:"MUX_MAX_SPEEDUP" envDefault:"1.35"`

@@ -21,7 +21,7 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 		return err
 	}
 	log := worker.NewLogger("reconciler", cfg.Common, logOut)
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := worker.OpenDB(ctx, cfg.Common, log)
 	if err != nil {
 		return err
 	}

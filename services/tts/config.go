@@ -15,7 +15,7 @@ type Config struct {
 	config.Common
 
 	// TimeoutSeconds bounds one run of the step (the whole task).
-	TimeoutSeconds int `env:"TIMEOUT_TTS_SECONDS" envDefault:"1800"`
+	TimeoutSeconds int `env:"TIMEOUT_TTS_SECONDS" envDefault:"1200"`
 
 	// Engine selection (see pkg/speech): espeak (embedded), tts_service
 	// (the seed's POST /synthesize) or openai (/v1/audio/speech).

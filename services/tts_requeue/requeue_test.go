@@ -18,10 +18,9 @@ import (
 )
 
 type fixture struct {
-	pool    *pgxpool.Pool
-	env     map[string]string
-	ch      *amqp.Channel
-	started time.Time
+	pool *pgxpool.Pool
+	env  map[string]string
+	ch   *amqp.Channel
 }
 
 func setup(t *testing.T) *fixture {

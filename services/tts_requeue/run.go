@@ -11,7 +11,6 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
 
@@ -40,7 +39,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 	log := worker.NewLogger("tts_requeue", cfg, stderr)
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := worker.OpenDB(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,24 @@
+package media
+
+import (
+	"os/exec"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/step"
+)
+
+// A probe killed by a signal says nothing about the file: it is retried,
+// while a probe that exits with an error on the file is permanent.
+func TestProbeKilledBySignalIsNotPermanent(t *testing.T) {
+	killed := exec.Command("sh", "-c", "kill -TERM $$").Run()
+	if killed == nil {
+		t.Fatal("sh survived its own SIGTERM")
+	}
+	if err := classifyProbeError("in.mp4", "", killed); step.IsPermanent(err) {
+		t.Fatalf("killed probe classified permanent: %v", err)
+	}
+	failed := exec.Command("sh", "-c", "exit 1").Run()
+	if err := classifyProbeError("in.mp4", "", failed); !step.IsPermanent(err) {
+		t.Fatalf("a probe that exited 1 on the file is not permanent: %v", err)
+	}
+}

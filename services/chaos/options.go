@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// options are the command-line flags.
+type options struct {
+	// tasks is how many tasks are submitted.
+	tasks int
+	// seed drives every random choice (0: one from the clock, printed).
+	seed uint64
+	// duration is how long faults are injected; tasks are submitted during
+	// its first half.
+	duration time.Duration
+	// settle bounds the wait, after the faults stop, for every task to end.
+	settle time.Duration
+	// keep leaves the work folder (logs, data) in place and prints it.
+	keep bool
+	// root is the checkout (bin/, .tools/minio); bin and minio default
+	// below it.
+	root, bin, minio string
+	// fixtures is the folder holding the speech WAV files.
+	fixtures string
+}
+
+// parseOptions reads the flags; env supplies the defaults that come from
+// the environment (DUBFLOW_FIXTURES).
+func parseOptions(args []string, env func(string) string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-seed S] [-duration D] [-settle D] [-keep] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
+		fmt.Fprintln(stderr, "Runs dubflow's workers on a private RabbitMQ, Postgres and MinIO while killing, restarting,")
+		fmt.Fprintln(stderr, "cutting and slowing them, then checks that every task ended done, once. See services/chaos/README.md.")
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&o.tasks, "tasks", 200, "tasks to submit")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of every random choice (0: from the clock; the seed used is printed)")
+	fs.DurationVar(&o.duration, "duration", 8*time.Minute, "how long faults are injected (tasks are submitted during the first half)")
+	fs.DurationVar(&o.settle, "settle", 15*time.Minute, "how long to wait, after the faults stop, for every task to end")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (service logs, databases, objects) and print where it is")
+	fs.StringVar(&o.root, "root", "", "the checkout (default: the folder holding go.work, from the working directory up)")
+	fs.StringVar(&o.bin, "bin", "", "folder of the built services (default ROOT/bin; make build)")
+	fs.StringVar(&o.minio, "minio", "", "MinIO server binary (default ROOT/.tools/minio, built by scripts/stack.sh)")
+	fs.StringVar(&o.fixtures, "fixtures", env("DUBFLOW_FIXTURES"), "folder with the speech fixtures (jfk.wav, two_cities.wav)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, o.validate()
+}
+
+// validate checks what parsing cannot.
+func (o *options) validate() error {
+	var errs []error
+	if o.tasks < 1 || o.tasks > 100000 {
+		errs = append(errs, fmt.Errorf("-tasks %d: want 1..100000", o.tasks))
+	}
+	if o.duration < 10*time.Second {
+		errs = append(errs, fmt.Errorf("-duration %s: want at least 10s", o.duration))
+	}
+	if o.settle < 10*time.Second {
+		errs = append(errs, fmt.Errorf("-settle %s: want at least 10s", o.settle))
+	}
+	if o.fixtures == "" {
+		errs = append(errs, errors.New("no speech fixtures: set -fixtures or DUBFLOW_FIXTURES to the folder holding jfk.wav and two_cities.wav"))
+	}
+	return errors.Join(errs...)
+}
+
+// resolve fills the default paths and checks that what the run needs
+// exists.
+func (o *options) resolve(wd string) error {
+	if o.root == "" {
+		root, err := findRoot(wd)
+		if err != nil {
+			return err
+		}
+		o.root = root
+	}
+	if o.bin == "" {
+		o.bin = o.root + "/bin"
+	}
+	if o.minio == "" {
+		o.minio = o.root + "/.tools/minio"
+	}
+	var errs []error
+	for _, name := range append(append([]string{}, services...), "dubctl", "migrate") {
+		if _, err := os.Stat(o.bin + "/" + name); err != nil {
+			errs = append(errs, fmt.Errorf("%s/%s missing (make build): %w", o.bin, name, err))
+		}
+	}
+	if _, err := os.Stat(o.minio); err != nil {
+		errs = append(errs, fmt.Errorf("MinIO binary %s missing (make chaos builds it as scripts/stack.sh does): %w", o.minio, err))
+	}
+	for _, f := range fixtureFiles {
+		if _, err := os.Stat(o.fixtures + "/" + f); err != nil {
+			errs = append(errs, fmt.Errorf("speech fixture: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// findRoot walks up from dir to the folder holding go.work.
+func findRoot(dir string) (string, error) {
+	for d := dir; ; {
+		if _, err := os.Stat(d + "/go.work"); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no go.work above %s: run from the checkout or pass -root", dir)
+		}
+		d = parent
+	}
+}

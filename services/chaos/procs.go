@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// services are the programs the run starts, kills and restarts: the five
+// workers and the helpers that end or re-drive tasks.
+var services = []string{"extract_audio", "asr", "translate", "tts", "mux_video", "reconciler", "dlq_recorder", "tts_requeue"}
+
+// serviceArgs are the command-line arguments of a service (tts_requeue
+// passes periodically instead of once).
+var serviceArgs = map[string][]string{"tts_requeue": {"-every", "15s", "-min-idle", "1m"}}
+
+// proc is one service, restarted after each kill.
+type proc struct {
+	name  string
+	path  string
+	env   []string
+	ops   string // OPS_ADDR
+	log   string
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{}
+	kills int
+	exits int
+	// onStart, when set, runs after each start.
+	onStart func()
+}
+
+// procs are the running services.
+type procs struct {
+	list []*proc
+}
+
+func newProcs(bin, logs string, env map[string]string) (*procs, error) {
+	ps := &procs{}
+	for _, name := range services {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p := &proc{name: name, path: filepath.Join(bin, name), ops: hostPort(port), log: filepath.Join(logs, name+".log")}
+		p.env = append(environ(env), "OPS_ADDR="+p.ops)
+		ps.list = append(ps.list, p)
+	}
+	return ps, nil
+}
+
+// start starts the process (it must not be running).
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "=== chaos: start %s at %s\n", p.name, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.path, serviceArgs[p.name]...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+	if p.onStart != nil {
+		p.onStart()
+	}
+	return nil
+}
+
+// running reports whether the process is alive.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ready reports whether the service answers /readyz (tts_requeue has no
+// ops endpoint: alive is ready).
+func (p *proc) ready() bool {
+	if !p.running() {
+		return false
+	}
+	if p.name == "tts_requeue" {
+		return true
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + p.ops + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// signal sends sig and waits (bounded) until the process has exited; then
+// its process group gets SIGKILL. SIGKILL goes to the whole group at once:
+// ffmpeg, pocketsphinx, espeak-ng children die with the service, as they
+// would with its container. SIGTERM goes to the service alone, as
+// Kubernetes sends it to a container's main process, so the service
+// decides what happens to the work of its children.
+func (p *proc) signal(sig syscall.Signal, wait time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	if sig == syscall.SIGKILL {
+		p.kills++
+	}
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		_ = syscall.Kill(-cmd.Process.Pid, sig)
+	} else {
+		_ = cmd.Process.Signal(sig)
+	}
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
+	// Whatever is left of the group (children the service did not stop).
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// supervise keeps p running until ctx ends: a kill request (the down
+// time) SIGKILLs it and starts it again after that time; an exit of its own
+// is counted and followed by a start a second later (as a container
+// runtime would restart it).
+func (p *proc) supervise(ctx context.Context, kills <-chan time.Duration, logf func(string, ...any)) {
+	for {
+		p.mu.Lock()
+		done := p.done
+		p.mu.Unlock()
+		var down time.Duration
+		select {
+		case <-ctx.Done():
+			return
+		case down = <-kills:
+			p.signal(syscall.SIGKILL, 10*time.Second)
+		case <-done:
+			p.mu.Lock()
+			p.exits++
+			code := p.cmd.ProcessState.ExitCode()
+			p.mu.Unlock()
+			logf("%s exited by itself (exit code %d); starting it again in 1s", p.name, code)
+			down = time.Second
+		}
+		sleepCtx(ctx, down)
+		if ctx.Err() != nil {
+			return
+		}
+		if err := p.start(); err != nil {
+			logf("%v", err)
+		}
+	}
+}
+
+// startAll starts every service.
+func (ps *procs) startAll() error {
+	for _, p := range ps.list {
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopAll sends SIGTERM to every service and waits for them.
+func (ps *procs) stopAll() {
+	var wg sync.WaitGroup
+	for _, p := range ps.list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p.running() {
+				p.signal(syscall.SIGTERM, 30*time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (ps *procs) byName(name string) *proc {
+	for _, p := range ps.list {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}

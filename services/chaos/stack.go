@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
+)
+
+// cleanups runs what the run started, last first, once.
+type cleanups struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (c *cleanups) add(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fns = append(c.fns, f)
+}
+
+func (c *cleanups) run() {
+	c.mu.Lock()
+	fns := c.fns
+	c.fns = nil
+	c.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+}
+
+// ---------------------------------------------------------------- RabbitMQ
+
+// fatal is what tbAdapter.Fatalf panics with; try turns it into an error.
+type fatal struct{ err error }
+
+// tbAdapter lets this program drive pkg/testenv's private RabbitMQ node,
+// which reports through testing.TB: Fatalf panics with fatal (try recovers
+// it), Cleanup registers with the run's cleanups. The embedded nil
+// testing.TB supplies the interface's unexported method; every method the
+// testenv code calls is defined here.
+type tbAdapter struct {
+	testing.TB
+	cl  *cleanups
+	log func(format string, args ...any)
+}
+
+func (t *tbAdapter) Helper()                           {}
+func (t *tbAdapter) Cleanup(f func())                  { t.cl.add(f) }
+func (t *tbAdapter) Logf(format string, args ...any)   { t.log(format, args...) }
+func (t *tbAdapter) Errorf(format string, args ...any) { t.log(format, args...) }
+func (t *tbAdapter) Fatalf(format string, args ...any) {
+	panic(fatal{fmt.Errorf(format, args...)})
+}
+func (t *tbAdapter) Fatal(args ...any) { panic(fatal{errors.New(fmt.Sprint(args...))}) }
+
+// try runs f and returns the error a tbAdapter.Fatalf inside it raised.
+func try(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ft, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			err = ft.err
+		}
+	}()
+	f()
+	return nil
+}
+
+// rabbit is the private RabbitMQ node.
+type rabbit struct {
+	mu sync.Mutex
+	r  *testenv.Rabbit
+}
+
+func startRabbit(cl *cleanups, logf func(string, ...any)) (*rabbit, error) {
+	var r *testenv.Rabbit
+	err := try(func() { r = testenv.PrivateRabbit(&tbAdapter{cl: cl, log: logf}) })
+	if err != nil {
+		return nil, fmt.Errorf("private rabbitmq: %w", err)
+	}
+	return &rabbit{r: r}, nil
+}
+
+func (b *rabbit) url() string { return b.r.URL() }
+
+// restart stops the node cleanly, or kills it when crash is set, and
+// starts it again on the same data.
+func (b *rabbit) restart(crash bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return try(func() {
+		if crash {
+			b.r.Kill()
+		} else {
+			b.r.Stop()
+		}
+		b.r.Start()
+	})
+}
+
+// ---------------------------------------------------------------- Postgres
+
+// postgres is a private server on a folder the postgres user owns.
+type postgres struct {
+	mu   sync.Mutex
+	bin  string
+	dir  string
+	data string
+	port int
+}
+
+func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, error) {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(bins) == 0 {
+		return nil, errors.New("postgres: no /usr/lib/postgresql/*/bin/pg_ctl (install the Debian package postgresql)")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &postgres{bin: filepath.Dir(bins[len(bins)-1]), dir: filepath.Join(work, "postgres"), port: port}
+	p.data = filepath.Join(p.dir, "data")
+	if err := os.Mkdir(p.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := chownTo(p.dir, "postgres"); err != nil {
+		return nil, err
+	}
+	if out, err := p.ctl(ctx, "initdb", "-D", p.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-locale"); err != nil {
+		return nil, fmt.Errorf("postgres: initdb: %w\n%s", err, out)
+	}
+	conf := "listen_addresses = '127.0.0.1'\nport = " + strconv.Itoa(port) + "\nunix_socket_directories = ''\nmax_connections = 300\nfsync = on\n"
+	f, err := os.OpenFile(filepath.Join(p.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.WriteString(conf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	cl.add(func() {
+		_, _ = p.ctl(context.Background(), "pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "60", "stop")
+	})
+	if err := p.start(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *postgres) url(port int) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/dubflow?sslmode=disable", port)
+}
+
+func (p *postgres) start(ctx context.Context) error {
+	out, err := p.ctl(ctx, "pg_ctl", "-D", p.data, "-l", filepath.Join(p.dir, "postgres.log"), "-w", "-t", "120", "start")
+	if err != nil {
+		return fmt.Errorf("postgres: start: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// crash stops the server the way a power cut would (immediate: no
+// checkpoint, crash recovery at the next start) and starts it again after
+// down.
+func (p *postgres) crash(ctx context.Context, down time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if out, err := p.ctl(context.WithoutCancel(ctx), "pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "60", "stop"); err != nil {
+		return fmt.Errorf("postgres: immediate stop: %w\n%s", err, out)
+	}
+	sleepCtx(ctx, down)
+	return p.start(context.WithoutCancel(ctx))
+}
+
+// ctl runs one of the server's programs as the postgres user.
+func (p *postgres) ctl(ctx context.Context, prog string, args ...string) ([]byte, error) {
+	path := filepath.Join(p.bin, prog)
+	var cmd *exec.Cmd
+	if os.Getuid() == 0 {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", path}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, path, args...)
+	}
+	cmd.Dir = p.dir
+	// Its own process group: a Ctrl-C at the terminal must not reach the
+	// server before the run's cleanup stops it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd.CombinedOutput()
+}
+
+// chownTo gives dir to the named user when running as root (initdb
+// refuses to run as root).
+func chownTo(dir, name string) error {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("look up user %s: %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(dir, uid, gid)
+}
+
+// ---------------------------------------------------------------- MinIO
+
+// minioServer is a private MinIO.
+type minioServer struct {
+	mu   sync.Mutex
+	bin  string
+	dir  string
+	log  string
+	port int
+	proc *exec.Cmd
+	done chan struct{}
+}
+
+const (
+	s3AccessKey = "minioadmin"
+	s3SecretKey = "minioadmin"
+	s3Bucket    = "dubflow"
+)
+
+func startMinio(ctx context.Context, bin, work string, cl *cleanups) (*minioServer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	m := &minioServer{bin: bin, dir: filepath.Join(work, "minio"), log: filepath.Join(work, "logs", "minio.log"), port: port}
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		return nil, err
+	}
+	cl.add(func() { m.stop(syscall.SIGTERM) })
+	return m, m.start(ctx)
+}
+
+func (m *minioServer) start(ctx context.Context) error {
+	f, err := os.OpenFile(m.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(m.bin, "server", "--quiet", "--address", fmt.Sprintf("127.0.0.1:%d", m.port), m.dir)
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s3AccessKey, "MINIO_ROOT_PASSWORD="+s3SecretKey, "MINIO_BROWSER=off")
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("minio: start %s: %w", m.bin, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	m.proc, m.done = cmd, done
+	url := fmt.Sprintf("http://127.0.0.1:%d/minio/health/live", m.port)
+	return waitUntil(ctx, 90*time.Second, "minio live", func() bool {
+		select {
+		case <-done:
+			return false
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stop ends the server with sig and waits until it has exited.
+func (m *minioServer) stop(sig syscall.Signal) {
+	if m.proc == nil {
+		return
+	}
+	_ = m.proc.Process.Signal(sig)
+	select {
+	case <-m.done:
+	case <-time.After(20 * time.Second):
+		_ = m.proc.Process.Kill()
+		<-m.done
+	}
+}
+
+// restart stops the server (SIGKILL when crash is set) and starts it
+// again after down.
+func (m *minioServer) restart(ctx context.Context, crash bool, down time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sig := syscall.SIGTERM
+	if crash {
+		sig = syscall.SIGKILL
+	}
+	m.stop(sig)
+	sleepCtx(ctx, down)
+	return m.start(context.WithoutCancel(ctx))
+}
+
+// ---------------------------------------------------------------- helpers
+
+// freePort returns a TCP port free on the loopback interface now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitUntil polls cond every 200 ms until it holds, ctx ends or within
+// passes.
+func waitUntil(ctx context.Context, within time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, within)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// sleepCtx pauses for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// hostPort is "127.0.0.1:port".
+func hostPort(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// portOf returns the port of a "host:port" address.
+func portOf(addr string) int {
+	i := strings.LastIndexByte(addr, ':')
+	p, _ := strconv.Atoi(addr[i+1:])
+	return p
+}

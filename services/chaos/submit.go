@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/google/uuid"
+)
+
+// fixtureFiles are the speech recordings clips are cut from, with their
+// lengths in seconds.
+var fixtureFiles = []string{"jfk.wav", "two_cities.wav"}
+
+var fixtureSeconds = map[string]float64{"jfk.wav": 11.0, "two_cities.wav": 44.3}
+
+// clip is a short video made from a stretch of real speech.
+type clip struct {
+	path          string
+	from          string
+	start, length float64
+}
+
+// clipCount is how many different clips the tasks share.
+const clipCount = 12
+
+// makeClips cuts clipCount stretches of 3 to 5 seconds of speech at
+// random places of the fixtures and makes each a small video (a still
+// colour picture, H.264 and AAC) in dir.
+func makeClips(ctx context.Context, rng *rand.Rand, fixtures, dir string) ([]clip, error) {
+	var clips []clip
+	for i := range clipCount {
+		from := fixtureFiles[rng.IntN(len(fixtureFiles))]
+		length := 3 + 2*rng.Float64()
+		start := rng.Float64() * max(0, fixtureSeconds[from]-length)
+		c := clip{path: filepath.Join(dir, fmt.Sprintf("clip%02d.mp4", i)), from: from, start: start, length: length}
+		cmd := exec.CommandContext(ctx, "ffmpeg", "-nostdin", "-y", "-v", "error",
+			"-f", "lavfi", "-i", fmt.Sprintf("color=c=0x%06x:s=160x90:r=10", rng.IntN(1<<24)),
+			"-ss", fmt.Sprintf("%.2f", start), "-t", fmt.Sprintf("%.2f", length), "-i", filepath.Join(fixtures, from),
+			"-map", "0:v", "-map", "1:a", "-t", fmt.Sprintf("%.2f", length),
+			"-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "64k",
+			"-shortest", c.path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("make clip %s from %s: %w\n%s", c.path, from, err, out)
+		}
+		if _, err := media.ProbeInput(ctx, c.path, media.Limits{RequireAudio: true, RequireVideo: true}); err != nil {
+			return nil, fmt.Errorf("made clip %s: %w", c.path, err)
+		}
+		clips = append(clips, c)
+	}
+	return clips, nil
+}
+
+// submitter runs `dubctl submit` against the private stack.
+type submitter struct {
+	dubctl string
+	env    []string
+}
+
+// submit uploads the clip and creates its task the way an operator does,
+// retrying (bounded) while the stack is down; it returns the task id.
+// A failed attempt may still have created a task (the commit succeeded,
+// its answer was lost); the checks read every task from the database, so
+// such a task is judged like the others.
+func (s *submitter) submit(ctx context.Context, c clip) (uuid.UUID, int, error) {
+	var last error
+	for try := 1; try <= 30; try++ {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		cmd := exec.CommandContext(cctx, s.dubctl, "submit", "--input", c.path)
+		cmd.Env = s.env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err == nil {
+			id, perr := uuid.Parse(strings.TrimSpace(stdout.String()))
+			if perr != nil {
+				return uuid.Nil, try, fmt.Errorf("dubctl submit printed %q: %w", stdout.String(), perr)
+			}
+			return id, try, nil
+		}
+		last = fmt.Errorf("dubctl submit: %w: %s", err, strings.TrimSpace(stderr.String()))
+		if ctx.Err() != nil {
+			break
+		}
+		sleepCtx(ctx, 2*time.Second)
+	}
+	return uuid.Nil, 30, last
+}
