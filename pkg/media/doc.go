@@ -7,5 +7,5 @@
 //
 // Inputs are treated as untrusted: a file that is not media, has no audio
 // stream, is truncated or is too long yields an error marked with
-// step.Permanent, so the step runtime dead-letters it instead of retrying.
+// fault.Permanent, so the step runtime dead-letters it instead of retrying.
 package media

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // ASRSampleRate is the sample rate of extracted audio: what speech
@@ -48,7 +48,7 @@ func ExtractAudio(ctx context.Context, in, outWav string, maxDuration time.Durat
 			return classifyFFmpegError(in, stderr, fmt.Errorf("extract audio from %s: %w", in, err))
 		}
 		if strings.Contains(stderr, "partial file") {
-			return step.Permanent(fmt.Errorf("truncated media file (data missing): %s", in))
+			return fault.Permanent(fmt.Errorf("truncated media file (data missing): %s", in))
 		}
 		path := strings.TrimPrefix(tmp, "file:")
 		if err := checkSize("extract audio from "+in, path, maxBytes); err != nil {
@@ -98,15 +98,15 @@ func classifyFFmpegError(in, stderr string, err error) error {
 	}
 	switch {
 	case strings.Contains(stderr, "Stream map '0:a") && strings.Contains(stderr, "matches no streams"):
-		return step.Permanent(fmt.Errorf("no audio stream in %s", in))
+		return fault.Permanent(fmt.Errorf("no audio stream in %s", in))
 	case notWhitelisted.MatchString(stderr):
-		return step.Permanent(fmt.Errorf("unsupported format %s: %s", notWhitelisted.FindStringSubmatch(stderr)[1], in))
+		return fault.Permanent(fmt.Errorf("unsupported format %s: %s", notWhitelisted.FindStringSubmatch(stderr)[1], in))
 	case strings.Contains(stderr, "Decoder (codec") && strings.Contains(stderr, "not found"):
-		return step.Permanent(fmt.Errorf("unsupported codec in %s: %s", in, stderr))
+		return fault.Permanent(fmt.Errorf("unsupported codec in %s: %s", in, stderr))
 	case strings.Contains(stderr, "moov atom not found") && hasMP4Header(in):
-		return step.Permanent(fmt.Errorf("truncated media file (moov atom missing): %s", in))
+		return fault.Permanent(fmt.Errorf("truncated media file (moov atom missing): %s", in))
 	case strings.Contains(stderr, "Invalid data found"), strings.Contains(stderr, "moov atom not found"):
-		return step.Permanent(fmt.Errorf("not a media file: %s", in))
+		return fault.Permanent(fmt.Errorf("not a media file: %s", in))
 	}
 	return err
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -99,7 +99,7 @@ func wantPermanent(t *testing.T, err error, substr string) {
 	if err == nil {
 		t.Fatalf("got no error, want a permanent one containing %q", substr)
 	}
-	if !step.IsPermanent(err) {
+	if !fault.IsPermanent(err) {
 		t.Errorf("error %q is not permanent", err)
 	}
 	if !strings.Contains(err.Error(), substr) {

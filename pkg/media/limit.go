@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // ErrTooLong is wrapped by the permanent error of media that really runs
@@ -34,7 +34,7 @@ const (
 // the tolerance that encoders' padding needs.
 func CheckLength(what string, d, limit time.Duration) error {
 	if limit > 0 && d > limit+lengthTolerance {
-		return step.Permanent(fmt.Errorf("%w: %s runs at least %s, limit %s", ErrTooLong, what, FormatDuration(d), FormatDuration(limit)))
+		return fault.Permanent(fmt.Errorf("%w: %s runs at least %s, limit %s", ErrTooLong, what, FormatDuration(d), FormatDuration(limit)))
 	}
 	return nil
 }
@@ -63,7 +63,7 @@ func checkSize(what, out string, maxBytes int64) error {
 		return fmt.Errorf("stat %s: %w", out, err)
 	}
 	if fi.Size() >= maxBytes {
-		return step.Permanent(fmt.Errorf("%s: output reached its size cap of %d bytes", what, maxBytes))
+		return fault.Permanent(fmt.Errorf("%s: output reached its size cap of %d bytes", what, maxBytes))
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/text/language"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Subtitle is a soft subtitle track to add to the output, from an SRT file.
@@ -73,7 +73,7 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 		length = info.Duration
 	}
 	if length <= 0 {
-		return step.Permanent(fmt.Errorf("mux: duration of %s is unknown", in.Video))
+		return fault.Permanent(fmt.Errorf("mux: duration of %s is unknown", in.Video))
 	}
 	if err := CheckLength(in.Video+" (as its container claims)", length, in.MaxDuration); err != nil {
 		return fmt.Errorf("mux: %w", err)

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // StreamType is the kind of an elementary stream.
@@ -82,17 +82,17 @@ type Limits struct {
 // Check reports, as a permanent error, the first limit that i breaks.
 func (i *Info) Check(lim Limits) error {
 	if lim.RequireAudio && len(i.StreamsOf(AudioStream)) == 0 {
-		return step.Permanent(fmt.Errorf("no audio stream in %s", i.Path))
+		return fault.Permanent(fmt.Errorf("no audio stream in %s", i.Path))
 	}
 	if lim.RequireVideo && len(i.StreamsOf(VideoStream)) == 0 {
-		return step.Permanent(fmt.Errorf("no video stream in %s", i.Path))
+		return fault.Permanent(fmt.Errorf("no video stream in %s", i.Path))
 	}
 	if lim.MaxDuration > 0 {
 		if i.Duration <= 0 {
-			return step.Permanent(fmt.Errorf("duration of %s is unknown, limit %s", i.Path, FormatDuration(lim.MaxDuration)))
+			return fault.Permanent(fmt.Errorf("duration of %s is unknown, limit %s", i.Path, FormatDuration(lim.MaxDuration)))
 		}
 		if i.Duration > lim.MaxDuration {
-			return step.Permanent(fmt.Errorf("%w: video is %s, limit %s", ErrTooLong, FormatDuration(i.Duration), FormatDuration(lim.MaxDuration)))
+			return fault.Permanent(fmt.Errorf("%w: video is %s, limit %s", ErrTooLong, FormatDuration(i.Duration), FormatDuration(lim.MaxDuration)))
 		}
 	}
 	return nil
@@ -168,7 +168,7 @@ func Probe(ctx context.Context, path string) (*Info, error) {
 		info.Streams = append(info.Streams, st)
 	}
 	if len(info.Streams) == 0 {
-		return nil, step.Permanent(fmt.Errorf("not a media file: %s has no streams", path))
+		return nil, fault.Permanent(fmt.Errorf("not a media file: %s has no streams", path))
 	}
 	return info, nil
 }
@@ -224,13 +224,13 @@ func classifyProbeError(path, stderr string, err error) error {
 	switch {
 	case notWhitelisted.MatchString(stderr):
 		format := notWhitelisted.FindStringSubmatch(stderr)[1]
-		return step.Permanent(fmt.Errorf("unsupported format %s: %s", format, path))
+		return fault.Permanent(fmt.Errorf("unsupported format %s: %s", format, path))
 	case strings.Contains(stderr, "moov atom not found") && hasMP4Header(path):
-		return step.Permanent(fmt.Errorf("truncated media file (moov atom missing): %s", path))
+		return fault.Permanent(fmt.Errorf("truncated media file (moov atom missing): %s", path))
 	case strings.Contains(stderr, "Invalid data found"), strings.Contains(stderr, "moov atom not found"):
-		return step.Permanent(fmt.Errorf("not a media file: %s", path))
+		return fault.Permanent(fmt.Errorf("not a media file: %s", path))
 	}
-	return step.Permanent(fmt.Errorf("unreadable media file %s: %w", path, err))
+	return fault.Permanent(fmt.Errorf("unreadable media file %s: %w", path, err))
 }
 
 // hasMP4Header reports whether the file starts with an ISO BMFF box that an

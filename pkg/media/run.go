@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 const (
@@ -57,7 +57,7 @@ func localInput(path string) (string, error) {
 		return "", fmt.Errorf("stat %q: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return "", step.Permanent(fmt.Errorf("%w: %q is not a regular file", ErrUnsafePath, path))
+		return "", fault.Permanent(fmt.Errorf("%w: %q is not a regular file", ErrUnsafePath, path))
 	}
 	return fileURL(path)
 }
@@ -74,13 +74,13 @@ func localOutput(path string) (string, error) {
 func checkPathSyntax(path string) error {
 	switch {
 	case path == "":
-		return step.Permanent(fmt.Errorf("%w: empty path", ErrUnsafePath))
+		return fault.Permanent(fmt.Errorf("%w: empty path", ErrUnsafePath))
 	case strings.HasPrefix(path, "-"):
-		return step.Permanent(fmt.Errorf("%w: %q looks like an option", ErrUnsafePath, path))
+		return fault.Permanent(fmt.Errorf("%w: %q looks like an option", ErrUnsafePath, path))
 	case urlLike.MatchString(path):
-		return step.Permanent(fmt.Errorf("%w: %q looks like a URL, only local files are accepted", ErrUnsafePath, path))
+		return fault.Permanent(fmt.Errorf("%w: %q looks like a URL, only local files are accepted", ErrUnsafePath, path))
 	case strings.ContainsAny(path, "\x00\n\r"):
-		return step.Permanent(fmt.Errorf("%w: %q contains control characters", ErrUnsafePath, path))
+		return fault.Permanent(fmt.Errorf("%w: %q contains control characters", ErrUnsafePath, path))
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Apertium is the embedded translator: it runs `apertium -u <mode>`
@@ -69,7 +69,7 @@ func (a *Apertium) Translate(ctx context.Context, texts []string, from, to strin
 }
 
 func (a *Apertium) unsupported(from, to string) error {
-	return step.Permanent(fmt.Errorf("apertium: pair %s→%s: %w (installed modes: `apertium -l`; install the apertium-<pair> package or set TRANSLATE_ENGINE=openai or apy)", from, to, ErrUnsupportedLanguage))
+	return fault.Permanent(fmt.Errorf("apertium: pair %s→%s: %w (installed modes: `apertium -l`; install the apertium-<pair> package or set TRANSLATE_ENGINE=openai or apy)", from, to, ErrUnsupportedLanguage))
 }
 
 // validMode keeps anything that could be read as an option or a path out

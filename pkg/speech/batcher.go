@@ -9,7 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Batcher is a Translator that sends texts to Engine in batches of
@@ -21,7 +21,7 @@ import (
 // sentence boundaries (else at spaces), translated piece by piece and
 // joined again.
 //
-// A rate limit (an error carrying step.RetryAfter) or a cancelled context
+// A rate limit (an error carrying fault.RetryAfter) or a cancelled context
 // is returned at once: hammering a limited engine with single items does
 // not help. A text whose tries are all used up fails the whole call with
 // its last error, which keeps its class.
@@ -112,7 +112,7 @@ func (b *Batcher) batch(ctx context.Context, src, dst []string, from, to string,
 				break
 			}
 			last = err
-			if stop(ctx, err) || step.IsPermanent(err) {
+			if stop(ctx, err) || fault.IsPermanent(err) {
 				break
 			}
 		}
@@ -125,7 +125,7 @@ func (b *Batcher) batch(ctx context.Context, src, dst []string, from, to string,
 
 // stop reports whether err ends the call instead of a fallback or retry.
 func stop(ctx context.Context, err error) bool {
-	_, limited := step.RetryAfterHint(err)
+	_, limited := fault.RetryAfterHint(err)
 	return limited || ctx.Err() != nil || errors.Is(err, context.Canceled)
 }
 

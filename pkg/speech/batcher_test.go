@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
-	"github.com/dubflow/dubflow/pkg/step"
 )
 
 // fakeTranslator upper-cases texts and records the batches it was sent.
@@ -108,7 +108,7 @@ func TestBatcherCountMismatchIsBatchFailure(t *testing.T) {
 }
 
 func TestBatcherItemExhaustedKeepsClass(t *testing.T) {
-	perm := step.Permanent(errors.New("http 400: sensitive content"))
+	perm := fault.Permanent(errors.New("http 400: sensitive content"))
 	f := &fakeTranslator{fail: func(texts []string, _ int) ([]string, error) {
 		for _, t := range texts {
 			if t == "line 1" {
@@ -118,7 +118,7 @@ func TestBatcherItemExhaustedKeepsClass(t *testing.T) {
 		return nil, nil
 	}}
 	_, err := (&speech.Batcher{Engine: f, BatchSize: 3, ItemMaxRetries: 3}).Translate(context.Background(), numbered(3), "en", "es")
-	if !step.IsPermanent(err) || !strings.Contains(err.Error(), "text 1") {
+	if !fault.IsPermanent(err) || !strings.Contains(err.Error(), "text 1") {
 		t.Fatalf("want a permanent error naming text 1, got %v", err)
 	}
 	if len(f.calls) != 1+2 { // batch, line 0, line 1 once (permanent: no retry)
@@ -128,7 +128,7 @@ func TestBatcherItemExhaustedKeepsClass(t *testing.T) {
 	transient := errors.New("http 502")
 	f = &fakeTranslator{fail: func([]string, int) ([]string, error) { return nil, transient }}
 	_, err = (&speech.Batcher{Engine: f, BatchSize: 2, ItemMaxRetries: 3}).Translate(context.Background(), numbered(2), "en", "es")
-	if !errors.Is(err, transient) || step.IsPermanent(err) {
+	if !errors.Is(err, transient) || fault.IsPermanent(err) {
 		t.Fatalf("want the transient error, got %v", err)
 	}
 	if len(f.calls) != 1+3 {
@@ -138,10 +138,10 @@ func TestBatcherItemExhaustedKeepsClass(t *testing.T) {
 
 func TestBatcherStopsOnRateLimit(t *testing.T) {
 	f := &fakeTranslator{fail: func([]string, int) ([]string, error) {
-		return nil, step.RetryAfter(errors.New("http 429"), 30*time.Second)
+		return nil, fault.RetryAfter(errors.New("http 429"), 30*time.Second)
 	}}
 	_, err := (&speech.Batcher{Engine: f, BatchSize: 5}).Translate(context.Background(), numbered(5), "en", "es")
-	if d, ok := step.RetryAfterHint(err); !ok || d != 30*time.Second {
+	if d, ok := fault.RetryAfterHint(err); !ok || d != 30*time.Second {
 		t.Fatalf("want the RetryAfter hint, got %v", err)
 	}
 	if len(f.calls) != 1 {

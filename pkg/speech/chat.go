@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // ChatTranslator translates through an OpenAI-compatible chat completions
@@ -81,7 +81,7 @@ func (c *ChatTranslator) Translate(ctx context.Context, texts []string, from, to
 	}
 	input, err := json.Marshal(items)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: encode texts: %w", op, err))
+		return nil, fault.Permanent(fmt.Errorf("%s: encode texts: %w", op, err))
 	}
 	prompt := fmt.Sprintf("Translate each string of the JSON array below from %s to %s. "+
 		"Answer with only a JSON array of %d strings: the translations, in the same order, one per input string, "+
@@ -96,11 +96,11 @@ func (c *ChatTranslator) Translate(ctx context.Context, texts []string, from, to
 		Temperature: 0.1,
 	})
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
+		return nil, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 	}
 	req, err := http.NewRequest(http.MethodPost, joinURL(c.BaseURL, "/chat/completions"), bytes.NewReader(reqBody))
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: %w (check TRANSLATE_BASE_URL)", op, err))
+		return nil, fault.Permanent(fmt.Errorf("%s: %w (check TRANSLATE_BASE_URL)", op, err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	bearer(req, c.APIKey)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -54,10 +54,10 @@ func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]S
 	defer f.Close()
 	h, err := readWAVHeader(f)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("chunk %s: %w", wavPath, err))
+		return nil, fault.Permanent(fmt.Errorf("chunk %s: %w", wavPath, err))
 	}
 	if h.Channels != 1 || h.BitsPerSample != 16 {
-		return nil, step.Permanent(fmt.Errorf("chunk %s: %d channels, %d bit: want mono 16 bit: %w", wavPath, h.Channels, h.BitsPerSample, ErrNotWAV))
+		return nil, fault.Permanent(fmt.Errorf("chunk %s: %d channels, %d bit: want mono 16 bit: %w", wavPath, h.Channels, h.BitsPerSample, ErrNotWAV))
 	}
 	secs := c.ChunkSeconds
 	if secs <= 0 {

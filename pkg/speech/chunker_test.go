@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
-	"github.com/dubflow/dubflow/pkg/step"
 )
 
 // writeToneWAV streams a 16 kHz mono WAV of d of tone to a file, with
@@ -147,9 +147,9 @@ func TestChunkerShortAudioGoesWhole(t *testing.T) {
 func TestChunkerPropagatesErrorsAndCleansUp(t *testing.T) {
 	dir := t.TempDir()
 	p := writeToneWAV(t, 40*time.Second)
-	boom := step.Permanent(errors.New("bad audio"))
+	boom := fault.Permanent(errors.New("bad audio"))
 	_, err := (&speech.Chunker{Engine: &chunkRecorder{fail: boom}, ChunkSeconds: 5, TempDir: dir}).Transcribe(context.Background(), p, "en")
-	if !errors.Is(err, boom) || !step.IsPermanent(err) {
+	if !errors.Is(err, boom) || !fault.IsPermanent(err) {
 		t.Fatalf("want the engine's permanent error, got %v", err)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
@@ -163,7 +163,7 @@ func TestChunkerRejectsStereo(t *testing.T) {
 	binary.LittleEndian.PutUint16(b[22:], 2)
 	os.WriteFile(p, b, 0o644)
 	_, err := (&speech.Chunker{Engine: &chunkRecorder{}}).Transcribe(context.Background(), p, "en")
-	if !step.IsPermanent(err) || !errors.Is(err, speech.ErrNotWAV) {
+	if !fault.IsPermanent(err) || !errors.Is(err, speech.ErrNotWAV) {
 		t.Fatalf("want a permanent ErrNotWAV, got %v", err)
 	}
 }

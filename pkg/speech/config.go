@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Engine names accepted in Config.
@@ -82,7 +82,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return step.Permanent(fmt.Errorf("speech config: %w", err))
+		return fault.Permanent(fmt.Errorf("speech config: %w", err))
 	}
 	return nil
 }

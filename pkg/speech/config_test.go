@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
-	"github.com/dubflow/dubflow/pkg/step"
 )
 
 func TestConfigPicksEngines(t *testing.T) {
@@ -49,7 +49,7 @@ func TestConfigPicksEngines(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	err := speech.Config{ASREngine: "vosk", TranslateEngine: "apy", TTSEngine: "openai", TranslateBatchSize: -1}.Validate()
-	if err == nil || !step.IsPermanent(err) {
+	if err == nil || !fault.IsPermanent(err) {
 		t.Fatalf("want a permanent error, got %v", err)
 	}
 	for _, want := range []string{"ASR_ENGINE", "TRANSLATE_BASE_URL", "TTS_BASE_URL", "TRANSLATE_BATCH_SIZE"} {

@@ -11,9 +11,9 @@
 // items; Chunker splits long audio at silences and transcribes the chunks
 // with bounded concurrency.
 //
-// Errors follow the step runtime's classes: step.Permanent for errors no
+// Errors follow the step runtime's classes: fault.Permanent for errors no
 // retry can fix (a 4xx other than 408/429, an unsupported language, a
-// response that is not the protocol's shape), step.RetryAfter for a 429
+// response that is not the protocol's shape), fault.RetryAfter for a 429
 // with Retry-After, and plain errors for everything transient (5xx,
 // timeouts, connection errors, a tool that crashed).
 //

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Speaking rates of Espeak, in words per minute.
@@ -60,7 +60,7 @@ func (e *Espeak) Synthesize(ctx context.Context, req SynthesisRequest) (*Audio, 
 	}
 	voice = espeakVoice(voice, req.Language)
 	if !validVoice(voice) {
-		return nil, step.Permanent(fmt.Errorf("espeak-ng: voice %q is not a voice name (TTS_VOICE or the task's speaker_id)", voice))
+		return nil, fault.Permanent(fmt.Errorf("espeak-ng: voice %q is not a voice name (TTS_VOICE or the task's speaker_id)", voice))
 	}
 	def, fastest := e.DefaultWPM, e.MaxWPM
 	if def <= 0 {
@@ -113,7 +113,7 @@ func (e *Espeak) take(ctx context.Context, dir, text, voice string, wpm int) ([]
 	out := filepath.Join(dir, fmt.Sprintf("take-%d.wav", wpm))
 	if _, err := run(ctx, []byte(text), cmdName, "-v", voice, "-s", fmt.Sprint(wpm), "-w", out, "--stdin"); err != nil {
 		if strings.Contains(err.Error(), "voice does not exist") {
-			return nil, 0, step.Permanent(fmt.Errorf("espeak-ng: voice %q: %w (set TTS_VOICE or the task's speaker_id to a voice of `espeak-ng --voices`, or another TTS_ENGINE)", voice, ErrUnsupportedLanguage))
+			return nil, 0, fault.Permanent(fmt.Errorf("espeak-ng: voice %q: %w (set TTS_VOICE or the task's speaker_id to a voice of `espeak-ng --voices`, or another TTS_ENGINE)", voice, ErrUnsupportedLanguage))
 		}
 		return nil, 0, fmt.Errorf("espeak-ng: %w", err)
 	}

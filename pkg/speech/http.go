@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
@@ -45,13 +45,13 @@ func classifyStatus(err error, status int, header http.Header) error {
 	switch {
 	case status == http.StatusTooManyRequests:
 		if d, ok := retryAfter(header.Get("Retry-After"), time.Now()); ok {
-			return step.RetryAfter(err, d)
+			return fault.RetryAfter(err, d)
 		}
 		return err
 	case status == http.StatusRequestTimeout, status >= 500:
 		return err
 	default:
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 }
 
@@ -94,7 +94,7 @@ func do(ctx context.Context, client *http.Client, req *http.Request, op string) 
 		return nil, nil, fmt.Errorf("%s: read response: %w", op, err)
 	}
 	if len(body) > maxResponseBytes {
-		return nil, nil, step.Permanent(fmt.Errorf("%s: response larger than %d bytes", op, maxResponseBytes))
+		return nil, nil, fault.Permanent(fmt.Errorf("%s: response larger than %d bytes", op, maxResponseBytes))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		herr := &HTTPError{StatusCode: resp.StatusCode, Body: snippet(body)}
@@ -122,7 +122,7 @@ func snippet(b []byte) string {
 // URL pointing at the wrong service, a proxy's HTML page). Bodies of 5xx
 // answers never get here: their status already made them transient.
 func malformed(op string, err error) error {
-	return step.Permanent(fmt.Errorf("%s: malformed response: %w", op, err))
+	return fault.Permanent(fmt.Errorf("%s: malformed response: %w", op, err))
 }
 
 // bearer sets the Authorization header when key is not empty.

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // OpenAITranscriber speaks the OpenAI-compatible transcription API:
@@ -72,7 +72,7 @@ func (o *OpenAITranscriber) Transcribe(ctx context.Context, wavPath, language st
 	req, err := http.NewRequest(http.MethodPost, joinURL(o.BaseURL, "/v1/audio/transcriptions"), pr)
 	if err != nil {
 		pr.Close()
-		return nil, step.Permanent(fmt.Errorf("%s: %w (check ASR_BASE_URL)", op, err))
+		return nil, fault.Permanent(fmt.Errorf("%s: %w (check ASR_BASE_URL)", op, err))
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	bearer(req, o.APIKey)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // DefaultMaxSegment is the longest segment Pocketsphinx emits before it
@@ -39,7 +39,7 @@ func NewPocketsphinx() *Pocketsphinx { return &Pocketsphinx{} }
 // languages are a permanent error naming ASR_ENGINE.
 func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string) ([]Segment, error) {
 	if lang := baseLanguage(language); lang != "en" {
-		return nil, step.Permanent(fmt.Errorf("pocketsphinx: language %q: %w (the embedded recogniser knows English only; set ASR_ENGINE=openai for other languages)", language, ErrUnsupportedLanguage))
+		return nil, fault.Permanent(fmt.Errorf("pocketsphinx: language %q: %w (the embedded recogniser knows English only; set ASR_ENGINE=openai for other languages)", language, ErrUnsupportedLanguage))
 	}
 	if err := checkASRInput(wavPath); err != nil {
 		return nil, fmt.Errorf("pocketsphinx: %w", err)
@@ -70,10 +70,10 @@ func checkASRInput(path string) error {
 	defer f.Close()
 	h, err := readWAVHeader(f)
 	if err != nil {
-		return step.Permanent(fmt.Errorf("read %s: %w", path, err))
+		return fault.Permanent(fmt.Errorf("read %s: %w", path, err))
 	}
 	if h.SampleRate != 16000 || h.Channels != 1 || h.BitsPerSample != 16 {
-		return step.Permanent(fmt.Errorf("%s is %d Hz, %d channels, %d bit: want 16000 Hz mono 16 bit: %w", path, h.SampleRate, h.Channels, h.BitsPerSample, ErrNotWAV))
+		return fault.Permanent(fmt.Errorf("%s is %d Hz, %d channels, %d bit: want 16000 Hz mono 16 bit: %w", path, h.SampleRate, h.Channels, h.BitsPerSample, ErrNotWAV))
 	}
 	return nil
 }
@@ -96,7 +96,7 @@ func run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte
 			return nil, fmt.Errorf("run %s: %w", name, ctxErr)
 		}
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, step.Permanent(fmt.Errorf("run %s: %w (install the Debian package that provides it)", name, err))
+			return nil, fault.Permanent(fmt.Errorf("run %s: %w (install the Debian package that provides it)", name, err))
 		}
 		return nil, fmt.Errorf("run %s: %w: %s", name, err, snippet(tail(stderr.Bytes(), 600)))
 	}

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/speech/speechtest"
-	"github.com/dubflow/dubflow/pkg/step"
 )
 
 const testKey = "sk-test"
@@ -186,7 +186,7 @@ func TestChatTranslatorCountMismatchFallsBack(t *testing.T) {
 	chat := speech.NewChatTranslator(srv.URL+"/api/paas/v4/", testKey, "glm-4-flash")
 	in := []string{"one", "two", "three"}
 	_, err := chat.Translate(context.Background(), in, "en", "es")
-	if !errors.Is(err, speech.ErrCountMismatch) || step.IsPermanent(err) {
+	if !errors.Is(err, speech.ErrCountMismatch) || fault.IsPermanent(err) {
 		t.Fatalf("short answer: want a transient ErrCountMismatch, got %v", err)
 	}
 	calls.Store(0)
@@ -378,18 +378,18 @@ func TestRemoteErrorClasses(t *testing.T) {
 				if err == nil {
 					t.Fatal("no error")
 				}
-				hint, hinted := step.RetryAfterHint(err)
+				hint, hinted := fault.RetryAfterHint(err)
 				switch tc.want {
 				case permanent:
-					if !step.IsPermanent(err) {
+					if !fault.IsPermanent(err) {
 						t.Errorf("want permanent, got %v", err)
 					}
 				case transient:
-					if step.IsPermanent(err) || hinted {
-						t.Errorf("want plain transient, got %v (permanent %v, hint %v)", err, step.IsPermanent(err), hint)
+					if fault.IsPermanent(err) || hinted {
+						t.Errorf("want plain transient, got %v (permanent %v, hint %v)", err, fault.IsPermanent(err), hint)
 					}
 				case retryAfter:
-					if step.IsPermanent(err) || hint != 7*time.Second {
+					if fault.IsPermanent(err) || hint != 7*time.Second {
 						t.Errorf("want RetryAfter 7s, got %v (hint %v)", err, hint)
 					}
 				}
@@ -400,7 +400,7 @@ func TestRemoteErrorClasses(t *testing.T) {
 			base := srv.URL
 			srv.Close()
 			err := call(context.Background(), base, nil, wav)
-			if err == nil || step.IsPermanent(err) {
+			if err == nil || fault.IsPermanent(err) {
 				t.Errorf("want transient, got %v", err)
 			}
 		})

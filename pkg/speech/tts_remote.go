@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // TTSService speaks the seed's tts_service protocol:
@@ -50,7 +50,7 @@ func (t *TTSService) Synthesize(ctx context.Context, req SynthesisRequest) (*Aud
 	speaker := firstNonEmpty(req.Voice, t.Speaker, "default")
 	body, err := json.Marshal(ttsServiceRequest{Text: req.Text, SpeakerID: speaker, Language: baseLanguage(req.Language)})
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
+		return nil, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 	}
 	wav, err := postForWAV(ctx, t.Client, joinURL(t.BaseURL, "/synthesize"), t.APIKey, body, op, "TTS_BASE_URL")
 	if err != nil {
@@ -113,7 +113,7 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 	take := func(speed float64) ([]byte, int64, error) {
 		body, err := json.Marshal(speechRequest{Model: o.Model, Input: req.Text, Voice: voice, ResponseFormat: "wav", Speed: speed})
 		if err != nil {
-			return nil, 0, step.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
+			return nil, 0, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 		}
 		wav, err := postForWAV(ctx, o.Client, joinURL(o.BaseURL, "/v1/audio/speech"), o.APIKey, body, op, "TTS_BASE_URL")
 		if err != nil {
@@ -145,7 +145,7 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 func postForWAV(ctx context.Context, client *http.Client, url, key string, body []byte, op, setting string) ([]byte, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: %w (check %s)", op, err, setting))
+		return nil, fault.Permanent(fmt.Errorf("%s: %w (check %s)", op, err, setting))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "audio/wav")

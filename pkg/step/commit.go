@@ -2,12 +2,13 @@ package step
 
 import (
 	"context"
-	"time"
 
+	"errors"
+	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // commit runs fns and stmts in one transaction and returns the outbox
@@ -17,14 +18,26 @@ import (
 // commit is the runtime's boundary to Postgres: every text argument (error
 // texts, reasons, what handlers stage) is made clean text (wire.CleanText)
 // on its way in, so that no text makes a commit fail.
-func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context, pgx.Tx) error, stmts []stmt) ([]*outMsg, error) {
+func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context, pgx.Tx) error, stmts []stmt) ([]*outbox.Message, error) {
 	batch := &pgx.Batch{}
 	for _, s := range stmts {
 		batch.Queue(s.sql, cleanArgs(s.args)...)
 	}
-	read := func(br pgx.BatchResults) ([]*outMsg, error) {
-		var out []*outMsg
+	read := func(br pgx.BatchResults) ([]*outbox.Message, error) {
+		var out []*outbox.Message
 		for _, s := range stmts {
+			if s.transition != nil {
+				// A step of a task without a row (a waiting-queue
+				// entry's, a test's) changes no task.
+				res, err := s.transition.Scan(br.QueryRow())
+				if err != nil && !errors.Is(err, task.ErrNotFound) {
+					return nil, err
+				}
+				if res.EventID != 0 {
+					out = append(out, s.transition.Event)
+				}
+				continue
+			}
 			if s.outbox == nil {
 				if _, err := br.Exec(); err != nil {
 					return nil, err
@@ -36,7 +49,7 @@ func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context,
 				return nil, err
 			}
 			if id != nil {
-				s.outbox.id = *id
+				s.outbox.ID = *id
 				out = append(out, s.outbox)
 			}
 		}
@@ -52,7 +65,7 @@ func commit(ctx context.Context, pool *pgxpool.Pool, fns []func(context.Context,
 		}
 		return out, nil
 	}
-	var out []*outMsg
+	var out []*outbox.Message
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, fn := range fns {
 			if err := fn(ctx, tx); err != nil {
@@ -104,14 +117,4 @@ func cleanArgs(args []any) []any {
 		}
 	}
 	return out
-}
-
-func publishing(o *outMsg) amqp.Publishing {
-	return amqp.Publishing{
-		MessageId:    o.messageID.String(),
-		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
-		Timestamp:    time.Now(),
-		Body:         o.body,
-	}
 }

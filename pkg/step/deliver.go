@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -107,14 +109,18 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	// Published directly, not through the outbox: its id comes from the
 	// delivery, so that a redelivery's dead letter is recorded once.
 	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error(), 0)
-	if perr := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, publishing(o)); perr != nil {
+	if perr := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, o.Publishing()); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
 		r.handBack(ctx, d, log)
 		return
 	}
 	if env != nil && env.TaskID != uuid.Nil {
-		fail := stmt{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, err))}}
-		if _, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{fail}); ferr != nil {
+		fail := task.Fail(task.RefOf(env), "", fmt.Sprintf("%s: %s", env.Step, err))
+		out, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{{sql: fail.SQL, args: fail.Args, transition: &fail}})
+		if ferr == nil {
+			ferr = r.relay.Publish(ctx, out)
+		}
+		if ferr != nil {
 			log.Warn().Err(ferr).Msg("mark task failed")
 		}
 	}
@@ -132,8 +138,8 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 	if id == uuid.Nil {
 		id = uuid.NewSHA1(messageSpace, d.Body)
 	}
-	o := &outMsg{messageID: id, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: d.Body}
-	msg := publishing(o)
+	o := &outbox.Message{MessageID: id, Exchange: exchange, RoutingKey: wire.RoutingKey(env.Step), Body: d.Body}
+	msg := o.Publishing()
 	msg.Headers = amqp.Table{handBacksHeader: int64(handBacks(d.Headers))}
 	if held {
 		since, ok := heldSince(d.Headers)
@@ -142,7 +148,7 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 		}
 		msg.Headers[heldSinceHeader] = since.UnixMilli()
 	}
-	if err := r.cfg.Publisher.Publish(ctx, o.exchange, o.routingKey, msg); err != nil {
+	if err := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, msg); err != nil {
 		log.Error().Err(err).Msg("delay publish failed; message handed back")
 		r.handBack(ctx, d, log)
 		return

@@ -4,57 +4,29 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
-// permanentError marks an error that no retry can fix.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+// The retry decisions a handler returns live in pkg/fault, which engine
+// packages (media, speech) use without depending on the runtime; these are
+// the same functions under the runtime's name.
 
 // Permanent marks err as permanent: the runtime dead-letters the message at
-// once instead of retrying it. Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err: err}
-}
+// once instead of retrying it (see fault.Permanent).
+func Permanent(err error) error { return fault.Permanent(err) }
 
-// IsPermanent reports whether err, or an error it wraps, was marked Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
+// IsPermanent reports whether err, or an error it wraps, was marked
+// Permanent (see fault.IsPermanent).
+func IsPermanent(err error) bool { return fault.IsPermanent(err) }
 
-// retryAfterError is a transient error that names the earliest time a retry
-// is useful (an HTTP 429 with Retry-After, for example).
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
+// RetryAfter marks err as transient with the earliest useful retry (see
+// fault.RetryAfter).
+func RetryAfter(err error, d time.Duration) error { return fault.RetryAfter(err, d) }
 
-func (e *retryAfterError) Error() string { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-// RetryAfter marks err as transient with a hint that a retry makes sense no
-// sooner than d. The runtime picks the first delay tier not shorter than d.
-func RetryAfter(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &retryAfterError{err: err, after: d}
-}
-
-// RetryAfterHint returns the delay hint carried by err, if any.
-func RetryAfterHint(err error) (time.Duration, bool) {
-	var r *retryAfterError
-	if errors.As(err, &r) {
-		return r.after, true
-	}
-	return 0, false
-}
+// RetryAfterHint returns the delay hint carried by err, if any (see
+// fault.RetryAfterHint).
+func RetryAfterHint(err error) (time.Duration, bool) { return fault.RetryAfterHint(err) }
 
 // ErrorClass names the class of err for dead letters and metrics:
 // "permanent", "timeout" or "transient" (wire.ClassPermanent, ...).
@@ -62,7 +34,7 @@ func ErrorClass(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case IsPermanent(err):
+	case fault.IsPermanent(err):
 		return wire.ClassPermanent
 	case errors.Is(err, errDeadline):
 		return wire.ClassTimeout

@@ -3,14 +3,14 @@ package step
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 )
@@ -62,26 +62,26 @@ type Message struct {
 
 // stmt is one statement of the success transaction.
 type stmt struct {
-	sql    string
-	args   []any
-	outbox *outMsg // set when the statement returns an outbox id
+	sql  string
+	args []any
+	// outbox is set when the statement returns the id of the outbox row
+	// it added (NULL when it added none): the message is kept in memory so
+	// the runtime can publish it right after the commit.
+	outbox *outbox.Message
+	// transition is set when the statement is a task transition.
+	transition *task.Transition
 }
 
-// outMsg is a message added to the outbox, kept in memory so the runtime can
-// publish it right after the commit.
-type outMsg struct {
-	id         int64
-	messageID  uuid.UUID
-	exchange   string
-	routingKey string
-	body       []byte
+// insert stages the insert of o into the outbox.
+func insert(o *outbox.Message) stmt {
+	return stmt{sql: outbox.InsertSQL, args: o.Args(), outbox: o}
 }
 
 // Decode unmarshals the payload into v. The payload was already validated
 // against its schema, so an error here is permanent.
 func (m *Message) Decode(v any) error {
 	if err := json.Unmarshal(m.Envelope.Payload, v); err != nil {
-		return Permanent(fmt.Errorf("decode %s payload: %w", m.Envelope.Step, err))
+		return fault.Permanent(fmt.Errorf("decode %s payload: %w", m.Envelope.Step, err))
 	}
 	return nil
 }
@@ -109,10 +109,9 @@ func (m *Message) Emit(step string, payload any) error {
 	if err != nil {
 		return err
 	}
-	o := &outMsg{messageID: next.MessageID, exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
 	m.stmts = append(m.stmts,
 		stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part, body}},
-		stmt{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o})
+		insert(outbox.New(wire.Exchange, wire.RoutingKey(step), body)))
 	return nil
 }
 
@@ -128,10 +127,10 @@ func (m *Message) EmitWhenStepDone(step string, payload any) error {
 	if err != nil {
 		return err
 	}
-	o := &outMsg{messageID: next.MessageID, exchange: broker.Exchange, routingKey: wire.RoutingKey(step), body: body}
+	o := outbox.New(wire.Exchange, wire.RoutingKey(step), body)
 	m.stmts = append(m.stmts, stmt{
 		sql:    store.EmitWhenDoneSQL,
-		args:   []any{m.Envelope.TaskID, m.Envelope.Step, step, part, o.messageID, o.exchange, o.routingKey, o.body},
+		args:   []any{m.Envelope.TaskID, m.Envelope.Step, step, part, o.MessageID, o.Exchange, o.RoutingKey, o.Body},
 		outbox: o,
 	})
 	return nil
@@ -140,11 +139,19 @@ func (m *Message) EmitWhenStepDone(step string, payload any) error {
 // Publish stages a message to any exchange and routing key (an event for
 // integrators, a compensation message), committed with the step's success.
 // It is published under the id its body carries (an event's event_id), else
-// a fresh one: the same id on every republish (store.OutboxMessageID).
+// a fresh one: the same id on every republish (outbox.New).
 func (m *Message) Publish(exchange, routingKey string, body []byte) {
-	o := &outMsg{messageID: store.OutboxMessageID(body), exchange: exchange, routingKey: routingKey, body: body}
-	m.stmts = append(m.stmts, stmt{sql: store.AddOutboxSQL,
-		args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o})
+	m.stmts = append(m.stmts, insert(outbox.New(exchange, routingKey, body)))
+}
+
+// Apply stages a change of the task's row (task.Start, task.Succeed, ...)
+// in the success transaction; its event is published after the commit. A
+// transition the task's status refuses (the task was cancelled or failed
+// while the step ran, say) discards everything the step staged: the attempt
+// is recorded as failed with the refusal as its reason, and the message is
+// acked without retry or dead letter.
+func (m *Message) Apply(t task.Transition) {
+	m.stmts = append(m.stmts, stmt{sql: t.SQL, args: t.Args, transition: &t})
 }
 
 func (m *Message) next(step string, payload any) (*wire.Envelope, []byte, error) {
@@ -159,25 +166,9 @@ func (m *Message) next(step string, payload any) (*wire.Envelope, []byte, error)
 	return next, body, nil
 }
 
-// parkError stops a step without retry and without dead letter.
-type parkError struct{ err error }
+// Park stops the step without a retry and without a dead letter (see
+// fault.Park).
+func Park(err error) error { return fault.Park(err) }
 
-func (e *parkError) Error() string { return e.err.Error() }
-func (e *parkError) Unwrap() error { return e.err }
-
-// Park stops the step without a retry and without a dead letter, committing
-// what the handler staged (its compensation messages, say); the attempt is
-// recorded as parked with err as its reason, and an operator re-drives it
-// later with a fresh retry budget. Park(nil) is nil.
-func Park(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &parkError{err: err}
-}
-
-// IsParked reports whether err was made by Park.
-func IsParked(err error) bool {
-	var p *parkError
-	return errors.As(err, &p)
-}
+// IsParked reports whether err was made by Park (see fault.IsParked).
+func IsParked(err error) bool { return fault.IsParked(err) }

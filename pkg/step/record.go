@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,22 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 	commitCtx := context.WithoutCancel(ctx)
 	out, err := commit(commitCtx, r.cfg.Pool, fns, r.statements(dl, dec))
 	err = store.MapError(err)
+	if errors.Is(err, task.ErrRefused) {
+		// The task's status refuses the step's change of it (the task was
+		// cancelled or failed while the step ran): nothing the step staged
+		// is committed; the attempt ends failed with the refusal as its
+		// reason, without retry or dead letter, and the message is acked.
+		dl.log.Warn().Err(err).Msg("task refused the step's outcome; attempt closed")
+		r.cfg.Metrics.outcome(dl.env.Step, "refused")
+		closeErr := store.MapError(closeRefused(commitCtx, r, dl, err))
+		if closeErr == nil {
+			f := &dl.facts
+			f.Commits++
+			f.Recorded, f.Commit, f.CommitErr = dec.Record, commitSettled, err
+			return
+		}
+		err = closeErr
+	}
 	f := &dl.facts
 	f.Commits++
 	f.Recorded, f.Commit, f.CommitErr = dec.Record, commitResultOf(err), err
@@ -33,7 +50,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 	// The publish right after the commit gives up well before the sweep
 	// may take the rows (SweepAge), so the two never publish one row both.
 	pubCtx, cancelPub := context.WithTimeout(commitCtx, r.cfg.SweepAge/2)
-	f.PublishErr = r.relay.publish(pubCtx, out)
+	f.PublishErr = r.relay.Publish(pubCtx, out)
 	cancelPub()
 }
 
@@ -64,7 +81,8 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 	switch dec.Record {
 	case recSucceeded:
 		stmts := append([]stmt{finish(store.StatusSucceeded)}, dl.msg.stmts...)
-		return append(stmts, stmt{sql: store.TouchTaskSQL, args: []any{env.TaskID}})
+		start := task.Start(task.RefOf(env))
+		return append(stmts, stmt{sql: start.SQL, args: start.Args, transition: &start})
 	case recParked:
 		return append([]stmt{finish(store.StatusParked)}, dl.msg.stmts...)
 	case recRetried:
@@ -74,21 +92,19 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 		if err != nil {
 			dl.log.Error().Err(err).Msg("encode retry")
 		}
-		o := &outMsg{messageID: retry.MessageID, exchange: exchange, routingKey: wire.RoutingKey(env.Step), body: body}
-		return []stmt{finish(store.StatusFailed),
-			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+		return []stmt{finish(store.StatusFailed), insert(outbox.New(exchange, wire.RoutingKey(env.Step), body))}
 	default: // recDeadLettered
 		original, _ := json.Marshal(env)
-		o := r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason, dec.Retries)
+		fail := task.Fail(task.RefOf(env), dl.msg.Part, env.Step+": "+dec.Reason)
 		return []stmt{finish(store.StatusFailed),
-			{sql: store.FailTaskSQL, args: []any{env.TaskID, wire.Reason(fmt.Sprintf("%s: %s", env.Step, dec.Reason))}},
-			{sql: store.AddOutboxSQL, args: []any{o.messageID, o.exchange, o.routingKey, o.body}, outbox: o}}
+			{sql: fail.SQL, args: fail.Args, transition: &fail},
+			insert(r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason, dec.Retries))}
 	}
 }
 
 // deadLetter builds the seed's dead-letter envelope for the DLQ, published
 // under id; retries is how often the step was retried before it gave up.
-func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string, retries int) *outMsg {
+func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string, retries int) *outbox.Message {
 	dl := wire.NewDeadLetter(original, env, class, reason, time.Now())
 	dl.RetryCount = retries
 	body, err := dl.Marshal()
@@ -97,5 +113,12 @@ func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, c
 		body, _ = json.Marshal(map[string]any{"original_message": string(original), "failure_reason": reason,
 			"error_class": class, "failed_at": time.Now().UTC()})
 	}
-	return &outMsg{messageID: id, exchange: "", routingKey: r.cfg.DLQ, body: body}
+	return &outbox.Message{MessageID: id, Exchange: "", RoutingKey: r.cfg.DLQ, Body: body}
+}
+
+// closeRefused closes the attempt as failed with refusal as its reason.
+func closeRefused(ctx context.Context, r *Runner, dl *delivery, refusal error) error {
+	_, err := commit(ctx, r.cfg.Pool, nil, []stmt{{sql: store.FinishStepSQL,
+		args: []any{dl.stepID, r.cfg.Worker, store.StatusFailed, wire.Reason(refusal.Error())}}})
+	return err
 }

@@ -5,18 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Replay stages, inside tx, a new run of env's step with a fresh retry
 // budget: the message gets the next unused attempt number of its part, that
 // attempt is recorded as the base of a new budget (step_replays), and the
 // message is added to the outbox. Earlier attempts stay in task_steps as
-// history. Commit tx, then Flush the returned outbox id (or leave it to a
-// worker's outbox sweep).
+// history. Commit tx, then publish the returned outbox id (outbox.Flush) or
+// leave it to a sweep.
 func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (*wire.Envelope, int64, error) {
 	part, err := PartOf(env)
 	if err != nil {
@@ -43,30 +42,9 @@ func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (
 	if err != nil {
 		return nil, 0, fmt.Errorf("replay %s/%s: encode: %w", env.TaskID, env.Step, err)
 	}
-	id, err := store.AddOutbox(ctx, tx, wire.Exchange, wire.RoutingKey(env.Step), body)
-	if err != nil {
+	o := outbox.New(wire.Exchange, wire.RoutingKey(env.Step), body)
+	if err := outbox.Add(ctx, tx, o); err != nil {
 		return nil, 0, err
 	}
-	return fresh, id, nil
-}
-
-// Flush publishes the given outbox rows now, each confirmed, and deletes
-// them; rows another process is publishing at the same moment are skipped.
-// Tools that write to the outbox (replays, requeues) call it after their
-// commit so they do not wait for a worker's sweep.
-func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	var perr error
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		_, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
-			WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return perr
+	return fresh, o.ID, nil
 }

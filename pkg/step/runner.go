@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -32,10 +33,9 @@ type Source interface {
 	Consume(ctx context.Context, handle func(context.Context, Delivery)) error
 }
 
-// Publisher publishes one message and waits for the broker's confirm.
-type Publisher interface {
-	Publish(ctx context.Context, exchange, routingKey string, msg amqp.Publishing) error
-}
+// Publisher publishes one message and waits for the broker's confirm (the
+// outbox's Publisher).
+type Publisher = outbox.Publisher
 
 // DelayFunc names the delay-tier exchange for a wanted delay and the delay it
 // really gives.
@@ -46,7 +46,7 @@ type Runner struct {
 	cfg     Config
 	routes  map[string]Route
 	policy  policy
-	relay   *relay
+	relay   *outbox.Relay
 	running atomic.Bool
 	// now is the clock decisions are taken by.
 	now func() time.Time
@@ -67,7 +67,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	r.policy = policy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, lease: cfg.Lease,
 		dependencyWait: cfg.DependencyWait, deliveryLimit: cfg.DeliveryLimit}
-	r.relay = newRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics)
+	r.relay = outbox.NewRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
 	return r, nil
 }
 
@@ -102,8 +102,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); r.relay.deleteLoop(workCtx) }()
-	go func() { defer wg.Done(); r.relay.sweepLoop(ctx, r.cfg.SweepInterval, r.cfg.SweepAge) }()
+	go func() { defer wg.Done(); r.relay.DeleteLoop(workCtx) }()
+	go func() { defer wg.Done(); r.relay.SweepLoop(ctx, r.cfg.SweepInterval, r.cfg.SweepAge) }()
 	r.running.Store(true)
 	err := r.cfg.Source.Consume(ctx, func(_ context.Context, d Delivery) { r.handle(workCtx, d) })
 	r.running.Store(false)

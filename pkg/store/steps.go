@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -126,52 +125,16 @@ func ReleaseLease(ctx context.Context, q Querier, stepID int64, worker string) e
 // longer holds the attempt, DF002 — ErrClaimLost — when its row is gone.
 const FinishStepSQL = `SELECT finish_step($1, $2, $3, $4)`
 
-// TouchTaskSQL records progress on a task (argument: task id): a queued task
-// becomes running and its updated_at moves.
-const TouchTaskSQL = `UPDATE tasks SET updated_at = now(),
-	status = CASE WHEN status = 'queued' THEN 'running' ELSE status END
-	WHERE id = $1 AND status IN ('queued', 'running')`
-
-// FailTaskSQL marks a task failed with an error (arguments: task id, error).
-const FailTaskSQL = `UPDATE tasks SET status = 'failed', error = $2, updated_at = now()
-	WHERE id = $1 AND status <> 'done'`
-
 // AddPartSQL records that a step has a part and the message emitted for it
 // (arguments: task id, step, part, message body), so that a part whose
 // message is lost before it ran can be re-driven from what was sent.
 const AddPartSQL = `INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
-
-// AddOutboxSQL adds a message to the outbox (arguments: message id, exchange,
-// routing key, body) and returns its id.
-const AddOutboxSQL = `INSERT INTO outbox (message_id, exchange, routing_key, body) VALUES ($1, $2, $3, $4) RETURNING id`
 
 // EmitWhenDoneSQL is the fan-in (arguments: task id, step, next step, next
 // part, message id, exchange, routing key, body): it returns the outbox id,
 // or NULL when the step is not complete yet or the next part was already
 // emitted.
 const EmitWhenDoneSQL = `SELECT emit_when_done($1, $2, $3, $4, $5, $6, $7, $8)`
-
-// AddOutbox adds one message to the outbox inside the caller's transaction;
-// the step runtime's relay publishes it after the commit (or its sweep does,
-// after a crash), under the message id OutboxMessageID gives it.
-func AddOutbox(ctx context.Context, tx pgx.Tx, exchange, routingKey string, body []byte) (int64, error) {
-	var id int64
-	if err := tx.QueryRow(ctx, AddOutboxSQL, OutboxMessageID(body), exchange, routingKey, body).Scan(&id); err != nil {
-		return 0, fmt.Errorf("add %s message to outbox: %w", routingKey, err)
-	}
-	return id, nil
-}
-
-// OutboxMessageID is the id an outbox message is published under (the AMQP
-// message_id, the same on every republish): the id its body carries (an
-// event's event_id, an envelope's message_id; see wire.MessageID), else a
-// fresh one.
-func OutboxMessageID(body []byte) uuid.UUID {
-	if id, ok := wire.MessageID(body); ok {
-		return id
-	}
-	return uuid.New()
-}
 
 // MapError turns the store's own Postgres errors into sentinel errors:
 // DF001 into ErrLeaseLost, DF002 into ErrClaimLost, a second success of one

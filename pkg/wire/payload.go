@@ -168,11 +168,19 @@ func NewCompensation(taskID uuid.UUID, idx int, cause error, traceID string, now
 	}
 }
 
-// Integrator events, published under EventPrefix + the event name.
+// Integrator events, published under EventPrefix + the event name. The
+// task.* events are the task lifecycle's transitions (pkg/task).
 const (
-	EventTaskSucceeded   = "task.succeeded"
-	EventTaskFailed      = "task.failed"
-	EventWaitingAssigned = "waiting.assigned"
+	EventTaskQueued       = "task.queued"
+	EventTaskStarted      = "task.started"
+	EventTaskCompensating = "task.compensating"
+	EventTaskResumed      = "task.resumed"
+	EventTaskSucceeded    = "task.succeeded"
+	EventTaskFailed       = "task.failed"
+	EventTaskCancelled    = "task.cancelled"
+	EventTaskRetried      = "task.retried"
+	EventTaskRedubbing    = "task.redubbing"
+	EventWaitingAssigned  = "waiting.assigned"
 )
 
 // Event is a notification for systems outside dubflow, published under

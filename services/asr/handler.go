@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -209,16 +210,7 @@ var noSpeech = json.RawMessage(`{"no_speech":true}`)
 // finishWithoutSpeech ends a task with no speech: it is done, with nothing to
 // dub, and integrators hear so.
 func finishWithoutSpeech(msg *step.Message) error {
-	env := msg.Envelope
-	ev := wire.Event{Event: wire.EventTaskSucceeded, TaskID: env.TaskID, Status: "done", Step: env.Step,
-		OccurredAt: time.Now().UTC(), TraceID: env.TraceID, Data: noSpeech}
-	body, err := ev.Marshal()
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", ev.Event, err)
-	}
-	msg.Exec(`UPDATE tasks SET status = 'done', result = $2, error = '', updated_at = now() WHERE id = $1`,
-		env.TaskID, []byte(noSpeech))
-	msg.Publish(wire.Exchange, ev.RoutingKey(), body)
+	msg.Apply(task.Succeed(task.RefOf(msg.Envelope), noSpeech, ""))
 	msg.Log.Info().Msg("no speech in the audio; task done")
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,12 +30,13 @@ type recorded struct {
 	Failed bool
 }
 
-// deadLetter records dl, marks its task failed and stages event.task.failed
-// in one transaction, then publishes the event. A dead letter recorded
+// deadLetter records dl, marks its task failed (task.Fail: announced by
+// event.task.failed unless the task had failed already) in one
+// transaction, then publishes the event. A dead letter recorded
 // before (same message id) changes nothing.
 func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, error) {
 	var out recorded
-	var outbox []int64
+	var ids []int64
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		id, err := insertDeadLetter(ctx, tx, dl)
 		if err != nil {
@@ -45,42 +46,27 @@ func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, er
 		if id == 0 || dl.TaskID == nil {
 			return nil
 		}
-		taskErr := dl.Reason
+		reason := dl.Reason
 		if dl.Step != "" {
-			taskErr = dl.Step + ": " + dl.Reason
+			reason = dl.Step + ": " + dl.Reason
 		}
-		var trace string
-		err = tx.QueryRow(ctx, `UPDATE tasks
-			SET status = 'failed', updated_at = now(),
-			    error = CASE WHEN status = 'failed' AND error <> '' THEN error ELSE $2 END
-			WHERE id = $1 AND status <> 'done'
-			  AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = $1 AND s.step = $3
-			                  AND s.part = $4 AND s.status = 'succeeded')
-			RETURNING trace_id`, *dl.TaskID, taskErr, dl.Step, dl.Part).Scan(&trace)
-		if errors.Is(err, pgx.ErrNoRows) {
+		res, err := task.Apply(ctx, tx, task.Fail(task.Ref{ID: *dl.TaskID, Step: dl.Step, Trace: dl.TraceID}, dl.Part, reason))
+		switch {
+		case errors.Is(err, task.ErrNotFound):
 			return nil
-		}
-		if err != nil {
+		case err != nil:
 			return fmt.Errorf("mark task %s failed: %w", *dl.TaskID, err)
 		}
-		out.Failed = true
-		ev := &wire.Event{Event: wire.EventTaskFailed, TaskID: *dl.TaskID, Status: "failed", Step: dl.Step,
-			Error: truncate(taskErr, 4000), OccurredAt: time.Now().UTC(), TraceID: firstNonEmpty(dl.TraceID, trace)}
-		body, err := ev.Marshal()
-		if err != nil {
-			return fmt.Errorf("encode event: %w", err)
+		out.Failed = res.To == task.Failed && res.Changed
+		if res.EventID != 0 {
+			ids = append(ids, res.EventID)
 		}
-		oid, err := store.AddOutbox(ctx, tx, wire.Exchange, ev.RoutingKey(), body)
-		if err != nil {
-			return err
-		}
-		outbox = append(outbox, oid)
 		return nil
 	})
 	if err != nil {
 		return recorded{}, fmt.Errorf("record dead letter %s: %w", dl.MessageID, err)
 	}
-	if err := step.Flush(ctx, r.pool, r.pub, outbox); err != nil {
+	if err := outbox.Flush(ctx, r.pool, r.pub, ids); err != nil {
 		// Committed: the outbox sweep (reconciler, workers) publishes it.
 		return out, fmt.Errorf("publish event.task.failed: %w", err)
 	}
@@ -152,15 +138,6 @@ func (r *recorder) compensation(ctx context.Context, messageID string, c *wire.C
 		return false, fmt.Errorf("record compensation of %s segment %d: %w", c.TaskID, c.SegmentIdx, err)
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

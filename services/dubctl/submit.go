@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/media"
-	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -103,11 +103,11 @@ func runSubmit(cmd *cobra.Command, o submitOptions) error {
 	if err := objects.PutFile(ctx, payload.SourceVideoKey, o.input, "video/mp4"); err != nil {
 		return err
 	}
-	outboxID, err := createTask(ctx, pool, env, payload)
+	ids, err := createTask(ctx, pool, env, payload)
 	if err != nil {
 		return err
 	}
-	if err := step.Flush(ctx, pool, pub, []int64{outboxID}); err != nil {
+	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
 		// The message is committed in the outbox; a worker's sweep publishes it.
 		fmt.Fprintf(cmd.ErrOrStderr(), "dubctl: warning: publish deferred to the outbox sweep: %v\n", err)
 	}
@@ -146,27 +146,34 @@ func checkInput(ctx context.Context, path string, probe bool) error {
 	return nil
 }
 
-// createTask inserts the task row and its first message in one
-// transaction, and returns the message's outbox id.
-func createTask(ctx context.Context, pool *pgxpool.Pool, env *wire.Envelope, p wire.ExtractAudio) (int64, error) {
+// createTask creates the task (queued, announced by event.task.queued) and
+// adds its first message to the outbox in one transaction, and returns the
+// outbox rows to publish.
+func createTask(ctx context.Context, pool *pgxpool.Pool, env *wire.Envelope, p wire.ExtractAudio) ([]int64, error) {
 	body, err := json.Marshal(env)
 	if err != nil {
-		return 0, fmt.Errorf("encode %s message: %w", env.Step, err)
+		return nil, fmt.Errorf("encode %s message: %w", env.Step, err)
 	}
-	var outboxID int64
+	var ids []int64
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, speaker_id,
-			source_video_key, output_video_key, trace_id) VALUES ($1, 'queued', $2, $3, $4, $5, $6, $7)`,
-			env.TaskID, p.SourceLanguage, p.TargetLanguage, p.SpeakerID, p.SourceVideoKey,
-			wire.DefaultKeys(env.TaskID).OutputVideo, env.TraceID)
+		res, err := task.Apply(ctx, tx, task.Create(task.Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
+			TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
+			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID}))
 		if err != nil {
-			return fmt.Errorf("create task %s: %w", env.TaskID, err)
+			return err
 		}
-		outboxID, err = store.AddOutbox(ctx, tx, wire.Exchange, env.RoutingKey(), body)
-		return err
+		if !res.Changed {
+			return fmt.Errorf("create task %s: it exists already", env.TaskID)
+		}
+		first := outbox.New(wire.Exchange, env.RoutingKey(), body)
+		if err := outbox.Add(ctx, tx, first); err != nil {
+			return err
+		}
+		ids = []int64{res.EventID, first.ID}
+		return nil
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return outboxID, nil
+	return ids, nil
 }

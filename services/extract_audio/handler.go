@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
+	lifecycle "github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/jackc/pgx/v5"
@@ -84,32 +85,13 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 
 	// The task row holds what every later step reads: the settled
 	// languages, the speaker and the keys.
-	msg.Exec(upsertTaskSQL, env.TaskID, t.sourceLanguage, t.targetLanguage, t.speakerID,
-		p.SourceVideoKey, t.outputVideoKey, env.TraceID)
+	msg.Apply(lifecycle.Settle(t.details(env, p)))
 	return msg.Emit(wire.StepASR, wire.ASR{
 		AudioKey:  p.OutputAudioKey,
 		Language:  t.sourceLanguage,
 		OutputKey: wire.DefaultKeys(env.TaskID).ASR,
 	})
 }
-
-// insertTaskSQL creates the task row of a message published straight to the
-// exchange (without dubctl), so that the task's progress and failure are
-// recorded from the first step on.
-const insertTaskSQL = `INSERT INTO tasks (id, source_language, target_language, speaker_id,
-	source_video_key, output_video_key, trace_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`
-
-// upsertTaskSQL records the settled languages, speaker and keys with the
-// step's success.
-const upsertTaskSQL = `INSERT INTO tasks (id, source_language, target_language, speaker_id,
-	source_video_key, output_video_key, trace_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7)
-	ON CONFLICT (id) DO UPDATE SET source_language = EXCLUDED.source_language,
-	    target_language = EXCLUDED.target_language, speaker_id = EXCLUDED.speaker_id,
-	    source_video_key = EXCLUDED.source_video_key, output_video_key = EXCLUDED.output_video_key,
-	    trace_id = CASE WHEN tasks.trace_id = '' THEN EXCLUDED.trace_id ELSE tasks.trace_id END,
-	    updated_at = now()`
 
 // resolve settles the task's languages, speaker and output key, and makes
 // sure its row exists.
@@ -131,12 +113,21 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 		return task{}, step.Permanent(fmt.Errorf("task's output_video_key: %w", err))
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := h.db.Exec(ctx, insertTaskSQL, env.TaskID, t.sourceLanguage, t.targetLanguage,
-			t.speakerID, p.SourceVideoKey, t.outputVideoKey, env.TraceID); err != nil {
+		// A message published straight to the exchange (without dubctl):
+		// the task's row is made now, so that its progress and failure are
+		// recorded from the first step on. Its event.task.queued waits in
+		// the outbox for the runtime's sweep.
+		if _, err := lifecycle.Apply(ctx, h.db, lifecycle.Create(t.details(env, p))); err != nil {
 			return task{}, fmt.Errorf("create task %s: %w", env.TaskID, err)
 		}
 	}
 	return t, nil
+}
+
+// details are what the task's row records of t.
+func (t task) details(env *wire.Envelope, p wire.ExtractAudio) lifecycle.Details {
+	return lifecycle.Details{ID: env.TaskID, SourceLanguage: t.sourceLanguage, TargetLanguage: t.targetLanguage,
+		SpeakerID: t.speakerID, SourceVideoKey: p.SourceVideoKey, OutputVideoKey: t.outputVideoKey, TraceID: env.TraceID}
 }
 
 // download fetches the video into path, refusing a missing or empty

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -157,15 +158,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	ev := wire.Event{Event: wire.EventTaskSucceeded, TaskID: id, Status: "done", Step: msg.Envelope.Step,
-		OutputVideoKey: p.OutputVideoKey, OccurredAt: time.Now().UTC(), TraceID: msg.Envelope.TraceID, Data: result}
-	body, err := ev.Marshal()
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", ev.Event, err)
-	}
-	msg.Exec(`UPDATE tasks SET status = 'done', result = $2, output_video_key = $3, error = '', updated_at = now()
-		WHERE id = $1`, id, result, p.OutputVideoKey)
-	msg.Publish(wire.Exchange, ev.RoutingKey(), body)
+	msg.Apply(task.Succeed(task.RefOf(msg.Envelope), result, p.OutputVideoKey))
 	msg.Log.Info().Str("output_video_key", p.OutputVideoKey).Int("segments", len(segs)).
 		Int("sped_up", report.Summary.SpedUp).Int("truncated", report.Summary.Truncated).Msg("video dubbed")
 	return nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -71,7 +71,9 @@ func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 			if err != nil {
 				return err
 			}
-			outbox = append(outbox, id)
+			if id != 0 {
+				outbox = append(outbox, id)
+			}
 			acts = append(acts, Action{Kind: actionFailed, TaskID: o.id, Step: stalled, Detail: reason})
 		}
 		return nil
@@ -82,14 +84,14 @@ func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 	return acts, flush(ctx, r.pool, r.pub, outbox)
 }
 
-// firstUnfinished returns the first pipeline step of task that has not
+// firstUnfinished returns the first pipeline step of task id that has not
 // succeeded ("" when all have).
-func firstUnfinished(ctx context.Context, tx pgx.Tx, task uuid.UUID) (string, error) {
+func firstUnfinished(ctx context.Context, tx pgx.Tx, id uuid.UUID) (string, error) {
 	var name *string
 	err := tx.QueryRow(ctx, `SELECT s FROM unnest($2::text[]) WITH ORDINALITY AS p(s, i)
-		WHERE NOT step_succeeded($1, s) ORDER BY i LIMIT 1`, task, wire.Pipeline).Scan(&name)
+		WHERE NOT step_succeeded($1, s) ORDER BY i LIMIT 1`, id, wire.Pipeline).Scan(&name)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("find the step %s waits for: %w", task, err)
+		return "", fmt.Errorf("find the step %s waits for: %w", id, err)
 	}
 	if name == nil {
 		return "", nil
@@ -98,19 +100,13 @@ func firstUnfinished(ctx context.Context, tx pgx.Tx, task uuid.UUID) (string, er
 }
 
 // failTask marks task failed with reason and stages event.task.failed in
-// the outbox, inside tx; it returns the outbox id.
-func failTask(ctx context.Context, tx pgx.Tx, task uuid.UUID, trace, stepName, reason string) (int64, error) {
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'failed', error = $2, updated_at = now() WHERE id = $1`,
-		task, reason); err != nil {
-		return 0, fmt.Errorf("fail task %s: %w", task, err)
-	}
-	ev := &wire.Event{Event: wire.EventTaskFailed, TaskID: task, Status: "failed", Step: stepName,
-		Error: reason, OccurredAt: time.Now().UTC(), TraceID: trace}
-	body, err := ev.Marshal()
+// the outbox, inside tx; it returns the outbox id (0 when nothing changed).
+func failTask(ctx context.Context, tx pgx.Tx, id uuid.UUID, trace, stepName, reason string) (int64, error) {
+	res, err := task.Apply(ctx, tx, task.Fail(task.Ref{ID: id, Step: stepName, Trace: trace}, "", reason))
 	if err != nil {
-		return 0, fmt.Errorf("encode %s event of %s: %w", ev.Event, task, err)
+		return 0, fmt.Errorf("fail task %s: %w", id, err)
 	}
-	return store.AddOutbox(ctx, tx, wire.Exchange, ev.RoutingKey(), body)
+	return res.EventID, nil
 }
 
 // cut shortens s to at most n bytes without splitting a character.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -144,7 +145,7 @@ func (r *reconciler) outbox(ctx context.Context) ([]Action, error) {
 	for i, o := range old {
 		ids[i] = o.id
 	}
-	ferr := step.Flush(ctx, r.pool, r.pub, ids)
+	ferr := outbox.Flush(ctx, r.pool, r.pub, ids)
 	// Rows gone were published (by this pass or by a concurrent sweep).
 	rows, err = r.pool.Query(ctx, `SELECT id FROM outbox WHERE id = ANY($1)`, ids)
 	if err != nil {
@@ -216,7 +217,7 @@ func replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (
 }
 
 func flush(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, ids []int64) error {
-	if err := step.Flush(ctx, pool, pub, ids); err != nil {
+	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
 		return fmt.Errorf("publish re-driven messages (they stay in the outbox): %w", err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	lifecycle "github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -152,7 +153,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fmt.Errorf("%d segments of task %s still without audio", missing, t.id)
 	}
 	msg.Log.Info().Int("synthesized", done).Msg("every segment has audio")
-	msg.Exec(`UPDATE tasks SET status = 'running', error = '', updated_at = now() WHERE id = $1 AND status = 'compensating'`, t.id)
+	msg.Apply(lifecycle.Resume(lifecycle.RefOf(msg.Envelope)))
 	keys := wire.DefaultKeys(t.id)
 	return msg.Emit(wire.StepMuxVideo, wire.MuxVideo{
 		TaskID:         t.id,
@@ -284,8 +285,7 @@ func compensate(msg *step.Message, t task, failed []failure, set settings) error
 		msg.Publish(wire.Exchange, wire.RoutingKeyTTSCompensation, body)
 	}
 	reason := fmt.Sprintf("tts: %d segments failed after %d retries; first: %v", len(failed), set.maxRetries, failed[0].err)
-	msg.Exec(`UPDATE tasks SET status = 'compensating', error = $2, updated_at = now()
-		WHERE id = $1 AND status IN ('queued', 'running', 'compensating')`, t.id, reason)
+	msg.Apply(lifecycle.Compensate(lifecycle.RefOf(msg.Envelope), reason))
 	return step.Park(errors.New(reason))
 }
 

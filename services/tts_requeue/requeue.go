@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -64,7 +66,7 @@ const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
 // compensations requeued; after the commit it publishes the messages.
 func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts Options) ([]Task, error) {
 	var tasks []Task
-	var outbox []int64
+	var ids []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle, opts.Running)
 		if err != nil {
@@ -99,8 +101,8 @@ func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts O
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', updated_at = now()
-				WHERE id = $1 AND status IN ('compensating', 'running')`, c.TaskID); err != nil {
+			res, err := task.Apply(ctx, tx, task.Resume(task.Ref{ID: c.TaskID, Step: wire.StepTTS, Trace: c.trace}))
+			if err != nil {
 				return fmt.Errorf("set task %s running: %w", c.TaskID, err)
 			}
 			if _, err := tx.Exec(ctx, `UPDATE tts_compensations SET requeued_at = now()
@@ -109,7 +111,10 @@ func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts O
 			}
 			c.Attempt = fresh.Attempt
 			tasks = append(tasks, c.Task)
-			outbox = append(outbox, id)
+			ids = append(ids, id)
+			if res.EventID != 0 {
+				ids = append(ids, res.EventID)
+			}
 		}
 		if opts.DryRun {
 			return errDryRun
@@ -119,7 +124,7 @@ func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts O
 	if err != nil && !errors.Is(err, errDryRun) {
 		return nil, err
 	}
-	if err := step.Flush(ctx, pool, pub, outbox); err != nil {
+	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
 		return tasks, fmt.Errorf("re-drive committed; messages wait in the outbox for a sweep: %w", err)
 	}
 	return tasks, nil

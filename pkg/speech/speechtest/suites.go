@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
-	"github.com/dubflow/dubflow/pkg/step"
 )
 
 // WAV returns d of 16 kHz mono 16-bit audio as WAV bytes: a square-wave
@@ -157,7 +157,7 @@ func CheckTimeline(t testing.TB, segs []speech.Segment, dur time.Duration) {
 // CheckUnsupported checks that err is a permanent ErrUnsupportedLanguage.
 func CheckUnsupported(t testing.TB, err error) {
 	t.Helper()
-	if !errors.Is(err, speech.ErrUnsupportedLanguage) || !step.IsPermanent(err) {
+	if !errors.Is(err, speech.ErrUnsupportedLanguage) || !fault.IsPermanent(err) {
 		t.Errorf("want a permanent ErrUnsupportedLanguage, got %v", err)
 	}
 }

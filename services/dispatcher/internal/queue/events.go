@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 )
@@ -40,6 +40,5 @@ func addEvent(ctx context.Context, tx pgx.Tx, routingKey string, e Entry) error 
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", routingKey, err)
 	}
-	_, err = store.AddOutbox(ctx, tx, wire.Exchange, routingKey, body)
-	return err
+	return outbox.Add(ctx, tx, outbox.New(wire.Exchange, routingKey, body))
 }

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -138,7 +140,7 @@ type Replayed struct {
 }
 
 // Publisher publishes one message with the broker's confirm.
-type Publisher = step.Publisher
+type Publisher = outbox.Publisher
 
 // Options tune Replay.
 type Options struct {
@@ -151,71 +153,78 @@ type Options struct {
 // running again, in one transaction; then it publishes the message.
 func Replay(ctx context.Context, pool *pgxpool.Pool, pub Publisher, id int64, opts Options) (Replayed, error) {
 	var out Replayed
-	var outbox int64
+	var ids []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		out, outbox, err = replay(ctx, tx, id, opts)
+		out, ids, err = replay(ctx, tx, id, opts)
 		return err
 	})
 	if err != nil {
 		return Replayed{}, err
 	}
-	if err := step.Flush(ctx, pool, pub, []int64{outbox}); err != nil {
+	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
 		return out, fmt.Errorf("dead letter %d replayed, but its message waits in the outbox for a sweep: %w", id, err)
 	}
 	return out, nil
 }
 
-func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, int64, error) {
+// replay stages the replay of dead letter id in tx and returns the outbox
+// rows to publish after the commit: the message, and the task's
+// event.task.retried when it was failed.
+func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, []int64, error) {
 	var d DeadLetter
 	var orig []byte
 	err := scan(tx.QueryRow(ctx, `SELECT `+columns+`, original_message FROM dead_letters WHERE id = $1 FOR UPDATE`, id),
 		&d, &orig)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
+		return Replayed{}, nil, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Replayed{}, 0, fmt.Errorf("read dead letter %d: %w", id, err)
+		return Replayed{}, nil, fmt.Errorf("read dead letter %d: %w", id, err)
 	}
 	if d.ReplayedAt != nil && !opts.Force {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d (replayed at %s; --force replays it again): %w",
+		return Replayed{}, nil, fmt.Errorf("dead letter %d (replayed at %s; --force replays it again): %w",
 			id, d.ReplayedAt.Format(time.RFC3339), ErrReplayed)
 	}
 	if orig == nil {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d: original message is not JSON: %w", id, ErrNotReplayable)
+		return Replayed{}, nil, fmt.Errorf("dead letter %d: original message is not JSON: %w", id, ErrNotReplayable)
 	}
 	env, err := wire.Decode(orig)
 	if err != nil {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d: original message: %v: %w", id, err, ErrNotReplayable)
+		return Replayed{}, nil, fmt.Errorf("dead letter %d: original message: %v: %w", id, err, ErrNotReplayable)
 	}
 	part, err := step.PartOf(env)
 	if err != nil {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d: %v: %w", id, err, ErrNotReplayable)
+		return Replayed{}, nil, fmt.Errorf("dead letter %d: %v: %w", id, err, ErrNotReplayable)
 	}
 	var status string
 	err = tx.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1 FOR UPDATE`, env.TaskID).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d: task %s does not exist: %w", id, env.TaskID, ErrNotReplayable)
+		return Replayed{}, nil, fmt.Errorf("dead letter %d: task %s does not exist: %w", id, env.TaskID, ErrNotReplayable)
 	}
 	if err != nil {
-		return Replayed{}, 0, fmt.Errorf("read task %s: %w", env.TaskID, err)
+		return Replayed{}, nil, fmt.Errorf("read task %s: %w", env.TaskID, err)
 	}
 	if status == "done" {
-		return Replayed{}, 0, fmt.Errorf("dead letter %d: task %s: %w", id, env.TaskID, ErrTaskDone)
+		return Replayed{}, nil, fmt.Errorf("dead letter %d: task %s: %w", id, env.TaskID, ErrTaskDone)
 	}
-	fresh, outbox, err := step.Replay(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
+	fresh, msgID, err := step.Replay(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
 	if err != nil {
-		return Replayed{}, 0, err
+		return Replayed{}, nil, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
 		WHERE id = $1`, id); err != nil {
-		return Replayed{}, 0, fmt.Errorf("mark dead letter %d replayed: %w", id, err)
+		return Replayed{}, nil, fmt.Errorf("mark dead letter %d replayed: %w", id, err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', error = '', updated_at = now()
-		WHERE id = $1 AND status IN ('failed', 'queued')`, env.TaskID); err != nil {
-		return Replayed{}, 0, fmt.Errorf("set task %s running: %w", env.TaskID, err)
+	res, err := task.Apply(ctx, tx, task.Retry(task.RefOf(env)))
+	if err != nil {
+		return Replayed{}, nil, fmt.Errorf("set task %s running: %w", env.TaskID, err)
 	}
-	return Replayed{ID: id, TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: fresh.Attempt}, outbox, nil
+	ids := []int64{msgID}
+	if res.EventID != 0 {
+		ids = append(ids, res.EventID)
+	}
+	return Replayed{ID: id, TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: fresh.Attempt}, ids, nil
 }
 
 // ReplayAll replays every dead letter not replayed yet (of one step when

@@ -1,0 +1,85 @@
+// Package fault holds the retry decisions a step handler returns as errors:
+// Permanent (no retry can fix it: dead-letter now), RetryAfter (transient,
+// with the earliest useful retry) and Park (stop without retry for an
+// operator). Any other error is transient. It depends on nothing but the
+// standard library, so that engine packages (media, speech) can mark their
+// errors without importing the step runtime, Postgres or the broker.
+package fault
+
+import (
+	"errors"
+	"time"
+)
+
+// permanentError marks an error that no retry can fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as permanent: the runtime dead-letters the message at
+// once instead of retrying it. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// retryAfterError is a transient error that names the earliest time a retry
+// is useful (an HTTP 429 with Retry-After, for example).
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter marks err as transient with a hint that a retry makes sense no
+// sooner than d. The runtime picks the first delay tier not shorter than d.
+// RetryAfter(nil, d) is nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{err: err, after: d}
+}
+
+// RetryAfterHint returns the delay hint carried by err, if any.
+func RetryAfterHint(err error) (time.Duration, bool) {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.after, true
+	}
+	return 0, false
+}
+
+// parkError stops a step without retry and without dead letter.
+type parkError struct{ err error }
+
+func (e *parkError) Error() string { return e.err.Error() }
+func (e *parkError) Unwrap() error { return e.err }
+
+// Park stops the step without a retry and without a dead letter, committing
+// what the handler staged (its compensation messages, say); the attempt is
+// recorded as parked with err as its reason, and an operator re-drives it
+// later with a fresh retry budget. Park(nil) is nil.
+func Park(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &parkError{err: err}
+}
+
+// IsParked reports whether err, or an error it wraps, was made by Park.
+func IsParked(err error) bool {
+	var p *parkError
+	return errors.As(err, &p)
+}

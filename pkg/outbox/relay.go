@@ -1,0 +1,252 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Metrics count what the outbox published.
+type Metrics struct {
+	published *prometheus.CounterVec
+	swept     prometheus.Counter
+}
+
+// NewMetrics creates the outbox metrics and registers them on reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dubflow_outbox_published_total",
+			Help: "Outbox messages published right after their commit, by routing key.",
+		}, []string{"routing_key"}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dubflow_outbox_swept_total",
+			Help: "Outbox messages published by the sweep (left behind by a crash or a broker outage).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.published, m.swept)
+	}
+	return m
+}
+
+// Relay moves committed outbox messages to the broker: right after their
+// commit (Publish), and by a periodic sweep for rows a crash left behind
+// (SweepLoop). Rows published right after their commit are deleted in
+// batches by DeleteLoop.
+type Relay struct {
+	pool    *pgxpool.Pool
+	pub     Publisher
+	log     zerolog.Logger
+	metrics *Metrics
+	done    chan int64
+}
+
+// NewRelay returns a relay publishing through pub. m may be nil.
+func NewRelay(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger, m *Metrics) *Relay {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Relay{pool: pool, pub: pub, log: log, metrics: m, done: make(chan int64, 4096)}
+}
+
+// Publish publishes msgs, committed just before, in order, each confirmed,
+// and queues their rows for DeleteLoop. It stops at the first failure; the
+// rows left are the sweep's.
+func (r *Relay) Publish(ctx context.Context, msgs []*Message) error {
+	for _, m := range msgs {
+		if err := r.pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); err != nil {
+			return fmt.Errorf("publish %s: %w", m.RoutingKey, err)
+		}
+		r.metrics.published.WithLabelValues(m.RoutingKey).Inc()
+		select {
+		case r.done <- m.ID:
+		default:
+			// The deleter is behind; delete inline rather than block.
+			if _, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, m.ID); err != nil {
+				r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("delete published outbox row")
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteLoop deletes the rows Publish published, in batches, until ctx is
+// done, then flushes what it holds.
+func (r *Relay) DeleteLoop(ctx context.Context) {
+	ids := make([]int64, 0, 512)
+	flush := func() {
+		if len(ids) == 0 {
+			return
+		}
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		// The delete waits for the WAL flush: a delete lost in a crash
+		// would publish again a message whose confirm was not lost (a
+		// second event.task.succeeded for integrators).
+		if _, err := r.pool.Exec(c, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+			// The rows stay; the sweep publishes them again and consumers
+			// skip the duplicates.
+			r.log.Warn().Err(err).Int("rows", len(ids)).Msg("delete published outbox rows")
+		}
+		ids = ids[:0]
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case id := <-r.done:
+			ids = append(ids, id)
+			if len(ids) >= cap(ids) {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		case <-ctx.Done():
+			for {
+				select {
+				case id := <-r.done:
+					ids = append(ids, id)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// SweepLoop publishes outbox rows older than age every interval until ctx
+// is done.
+func (r *Relay) SweepLoop(ctx context.Context, interval, age time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := r.Sweep(ctx, age, 100)
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn().Err(err).Msg("outbox sweep")
+			}
+			if n > 0 {
+				r.log.Info().Int("messages", n).Msg("outbox sweep published messages left behind")
+			}
+		}
+	}
+}
+
+// Sweep publishes up to limit outbox rows older than age and deletes them
+// (see the package's Sweep), counting them in the relay's metrics.
+func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
+	sent, err := Sweep(ctx, r.pool, r.pub, age, limit)
+	r.metrics.swept.Add(float64(len(sent)))
+	return len(sent), err
+}
+
+// Sweep publishes up to limit outbox rows older than age (and not pausing
+// after a failed publish), in order, each confirmed, and deletes them, in
+// one transaction that locks the rows (SKIP LOCKED), so processes sweeping at
+// once never publish the same row twice. It returns the messages published;
+// rows whose publish failed wait for a later sweep (see publishLocked).
+func Sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) ([]*Message, error) {
+	var sent []*Message
+	var perr error
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		sent, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+			WHERE created_at < now() - $1::interval AND (next_try_at IS NULL OR next_try_at <= now())
+			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sent, perr
+}
+
+// Flush publishes the given outbox rows now, each confirmed, and deletes
+// them; rows another process is publishing at the same moment are skipped.
+// Tools that write to the outbox (replays, requeues, dead-letter records)
+// call it after their commit so they do not wait for a sweep.
+func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var perr error
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		_, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+			WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+// publishTimeout bounds one publish of a sweep or flush: the publisher
+// retries a publish lost with its channel until its context ends.
+const publishTimeout = 10 * time.Second
+
+// publishLocked selects outbox rows with query (which locks them), publishes
+// them in order, each confirmed, and deletes those published. A row the
+// broker refuses (unroutable, nacked, its exchange missing) does not block
+// the others: its failure is recorded on the row (failures, last_error) and
+// it is tried again after a growing pause (next_try_at, at most a minute).
+// A publish that times out (the broker is unreachable) stops the run, as
+// the rows after it would fail too. The publish failures are returned as
+// perr (those published are still deleted when tx commits); err reports a
+// database failure, after which tx must roll back.
+func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent []*Message, perr, err error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("select outbox: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) {
+		m := &Message{}
+		return m, row.Scan(&m.ID, &m.MessageID, &m.Exchange, &m.RoutingKey, &m.Body)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read outbox: %w", err)
+	}
+	var ids []int64
+	var failed []error
+	for _, m := range msgs {
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		err := pub.Publish(pctx, m.Exchange, m.RoutingKey, m.Publishing())
+		cancel()
+		if err == nil {
+			ids = append(ids, m.ID)
+			sent = append(sent, m)
+			continue
+		}
+		err = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.RoutingKey, err)
+		failed = append(failed, err)
+		if _, uerr := tx.Exec(ctx, `UPDATE outbox SET failures = failures + 1, last_error = $2,
+				next_try_at = now() + least(interval '1 second' * power(2, least(failures, 6)), interval '1 minute')
+			WHERE id = $1`, m.ID, wire.Reason(err.Error())); uerr != nil {
+			return nil, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", m.ID, uerr)
+		}
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+	}
+	perr = errors.Join(failed...)
+	if len(ids) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+			return nil, perr, fmt.Errorf("delete published outbox rows: %w", err)
+		}
+	}
+	return sent, perr, nil
+}

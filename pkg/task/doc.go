@@ -1,0 +1,40 @@
+// Package task owns the lifecycle of a dubbing task: every change of a row
+// of the tasks table is one of its transitions, and no other package writes
+// that table.
+//
+//	transition  moves                              keeps                  event
+//	Create      (no row) → queued                  an existing row        task.queued
+//	Start       queued → running                   compensating, done,    task.started
+//	                                               failed
+//	Compensate  running → compensating                                    task.compensating
+//	Resume      compensating → running                                    task.resumed
+//	Succeed     running → done                                            task.succeeded
+//	Fail        queued, running, compensating      done; a part that      task.failed
+//	            → failed                           succeeded since
+//	Cancel      queued, running, compensating                             task.cancelled
+//	            → failed
+//	Retry       failed, queued → running           running, compensating  task.retried
+//	Redub       done → running                                            task.redubbing
+//
+// A transition applied to the status it leads to refreshes the row without
+// an event (Start or Resume of a running task, Compensate of a compensating
+// one, Fail of a failed one, which keeps its first error). Touch and Settle
+// change no status: Touch moves updated_at of an unfinished task, Settle
+// records the languages, speaker and keys the first step settled. Every
+// status a transition neither moves nor keeps is refused.
+//
+// A Transition is a value: one SQL statement with its arguments and the
+// event.* message it announces. The statement locks the row, checks the
+// status it leaves, writes the row and adds the event to the outbox, all or
+// nothing. A status the transition may not leave is refused: the statement
+// fails (the table's status CHECK constraint rejects the row it would write),
+// so the transaction it runs in rolls back and the caller gets a
+// *RefusedError (MapError turns the Postgres error into one). A status it
+// tolerates without change (Fail of a task already done, Start of a task
+// that is compensating) is kept: nothing is written and nothing announced.
+//
+// The same value runs in a plain transaction (Apply: dubctl, the
+// reconciler, the dead-letter recorder, tts_requeue) and inside a step's
+// success commit (the step runtime stages SQL and Args with the step's other
+// statements and publishes Event after the commit).
+package task
