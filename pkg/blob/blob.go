@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -75,7 +79,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // PutFile uploads a local file under key.
 func (s *Store) PutFile(ctx context.Context, key, path, contentType string) error {
 	if _, err := s.client.FPutObject(ctx, s.bucket, key, path, minio.PutObjectOptions{ContentType: contentType}); err != nil {
-		return fmt.Errorf("upload %s: %w", key, err)
+		return fmt.Errorf("upload %s: %w", key, mapErr(err))
 	}
 	return nil
 }
@@ -83,7 +87,7 @@ func (s *Store) PutFile(ctx context.Context, key, path, contentType string) erro
 // Put uploads r (size bytes, -1 if unknown) under key.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error {
 	if _, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{ContentType: contentType}); err != nil {
-		return fmt.Errorf("upload %s: %w", key, err)
+		return fmt.Errorf("upload %s: %w", key, mapErr(err))
 	}
 	return nil
 }
@@ -198,5 +202,23 @@ func mapErr(err error) error {
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
+	if unreachable(err, resp) {
+		return fault.Unavailable(err)
+	}
 	return err
+}
+
+// unreachable tells an outage of the object store (no connection, a
+// connection cut mid-request, a server answering 5xx or "not ready") from
+// an answer about the object.
+func unreachable(err error, resp minio.ErrorResponse) bool {
+	switch {
+	case resp.StatusCode >= 500,
+		resp.Code == "ServiceUnavailable", resp.Code == "SlowDown", resp.Code == "XMinioServerNotInitialized":
+		return true
+	}
+	var urlErr *url.Error
+	var netErr net.Error
+	return errors.As(err, &urlErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }

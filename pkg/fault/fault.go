@@ -83,3 +83,29 @@ func IsParked(err error) bool {
 	var p *parkError
 	return errors.As(err, &p)
 }
+
+// unavailableError marks an error that says a service the step depends on
+// (the object store, say) cannot be reached right now.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// Unavailable marks err as an outage of a service the step depends on, not
+// a failure of the step: the runtime hands the message back after a growing
+// pause without spending one of the step's retries, so that a storage
+// restart does not use up a task's retry budget in seconds. The queue's
+// delivery limit still bounds how long it waits. Unavailable(nil) is nil.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err: err}
+}
+
+// IsUnavailable reports whether err, or an error it wraps, was marked
+// Unavailable. A Permanent mark wins.
+func IsUnavailable(err error) bool {
+	var u *unavailableError
+	return errors.As(err, &u) && !IsPermanent(err)
+}

@@ -231,6 +231,14 @@ func (p policy) afterRun(f facts) decision {
 		// Shutdown cut the step short: hand it back for another worker.
 		return decision{Action: actHandBack, Release: true, Err: f.Err, Metric: "handed_back",
 			Why: "step interrupted by shutdown; handed back", Level: sevWarn}
+	case IsUnavailable(f.Err) && f.HandBacks+1 < p.deliveryLimit:
+		// A service the step needs is down (the object store restarting):
+		// not the step's failure. Wait for it through hand-backs, which
+		// pause longer and longer, instead of spending the step's retries
+		// in seconds; the last delivery the limit allows runs the normal
+		// retries.
+		return decision{Action: actHandBack, Release: true, Err: f.Err, Metric: "unavailable",
+			Why: "a service the step needs is unavailable; handed back without spending a retry", Level: sevWarn}
 	default:
 		return p.result(f, f.Err)
 	}

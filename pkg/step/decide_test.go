@@ -102,6 +102,15 @@ func TestDecide(t *testing.T) {
 			f.Claim, f.HeldUntil, f.HeldSince = claimHeld, now.Add(10*time.Second), now.Add(-11*time.Minute-31*time.Second)
 		}), decision{Action: actReject, Class: wire.ClassTransient, Metric: "rejected"}, "longer than a step may run (11m30s)"},
 		{"a claimed step runs", claimed(1), decision{Action: actRun}, ""},
+		// An outage of a service the step needs spends no retry.
+		{"an unavailable store hands back without spending a retry", ran(4, Unavailable(errDown)),
+			decision{Action: actHandBack, Release: true, Metric: "unavailable"}, "connection refused"},
+		{"an unavailable store at the last delivery the limit allows uses the retries", with(ran(1, Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: recRetried}, "connection refused"},
+		{"an unavailable store with the budget spent at the limit is dead-lettered", with(ran(4, Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "retried 3 times"},
+		{"permanent wins over unavailable", ran(1, Permanent(Unavailable(errDown))),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "connection refused"},
 		{"a step handed back below the limit runs", with(claimed(1), func(f *facts) { f.HandBacks = 19 }), decision{Action: actRun}, ""},
 		{"a step handed back up to the limit is dead-lettered", with(claimed(1), func(f *facts) { f.HandBacks = 20 }),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "handed back 20 times"},

@@ -42,3 +42,11 @@ func ErrorClass(err error) string {
 		return wire.ClassTransient
 	}
 }
+
+// IsUnavailable reports whether err was marked fault.Unavailable: an outage
+// of a service the step depends on, waited for without spending a retry.
+func IsUnavailable(err error) bool { return fault.IsUnavailable(err) }
+
+// Unavailable marks err as an outage of a service the step depends on (see
+// fault.Unavailable).
+func Unavailable(err error) error { return fault.Unavailable(err) }
