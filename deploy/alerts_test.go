@@ -103,11 +103,9 @@ func TestAlerts(t *testing.T) {
 	promtool(t, dir, "check", "rules", "rules.yaml")
 	promtool(t, dir, "test", "rules", "alerts_test.yaml")
 
-	var alerts []string
 	var exprs bytes.Buffer
 	for _, g := range rule.Spec.Groups {
 		for _, rl := range g.Rules {
-			alerts = append(alerts, rl.Alert)
 			exprs.WriteString(rl.Expr + "\n")
 			if rl.Alert != "" && rl.Labels["severity"] == "" {
 				t.Errorf("alert %s has no severity label", rl.Alert)
