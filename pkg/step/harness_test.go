@@ -149,27 +149,7 @@ func (h *harness) publishRaw(key string, body []byte) {
 // next waits for one message on queue and returns its body.
 func (h *harness) next(queue string, within time.Duration) []byte {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		h.t.Fatalf("channel: %v", err)
-	}
-	defer ch.Close()
-	for {
-		d, ok, err := ch.Get(queue, true)
-		if err != nil {
-			h.t.Fatalf("get %s: %v", queue, err)
-		}
-		if ok {
-			return d.Body
-		}
-		select {
-		case <-ctx.Done():
-			h.t.Fatalf("no message on %s within %s", queue, within)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return h.nextDelivery(queue, within).Body
 }
 
 // drain counts the messages that arrive on queue within d.
