@@ -25,6 +25,9 @@ STATICCHECK := .tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 # BENCH_TIMEOUT (services/e2e dubs a 10-minute video).
 BENCH_PKGS ?= $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' pkg services 2>/dev/null))))
 BENCHTIME ?= 1s
+# BENCH: which benchmarks (a go test -bench pattern); e.g. BENCH='Pipeline|LongAndFair'
+# BENCHTIME=1x for the dubbing figures alone (44 s clip, long video, short beside long).
+BENCH ?= .
 BENCH_COUNT ?= 1
 BENCH_TIMEOUT ?= 60m
 # Go files to format, outside the git-ignored folders.
@@ -91,7 +94,18 @@ bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 	@test -n "$(strip $(BENCH_PKGS))" || { echo "bench: no benchmarks found" >&2; exit 1; }
 	@$(MIGRATE)
 	scripts/stack.sh up --infra-only
-	$(WITH_ENV) $(GO) test -run '^$$' -bench . -benchmem -timeout $(BENCH_TIMEOUT) -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
+	$(WITH_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout $(BENCH_TIMEOUT) -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
+
+# CLUSTER_TEST_TIMEOUT bounds the cluster test; scripts/cluster.sh reads CLUSTER_DIR,
+# CLUSTER_BASE_PORT and CLUSTER_DIST_BASE_PORT.
+CLUSTER_TEST_TIMEOUT ?= 15m
+
+.PHONY: cluster-test
+cluster-test: ## Kill a node of a private 3-node RabbitMQ cluster mid-batch; every task done once (not in `make test`)
+	scripts/cluster.sh up
+	trap 'scripts/cluster.sh down' EXIT; \
+		$(if $(wildcard .devstack/env),$(WITH_ENV)) DUBFLOW_CLUSTER_URL="$$(scripts/cluster.sh urls)" \
+		$(GO) test -count=1 -v -timeout $(CLUSTER_TEST_TIMEOUT) -run 'TestCluster' ./pkg/step/
 
 .PHONY: soak
 soak: build ## Run the soak test (scripts/soak.sh)

@@ -115,6 +115,12 @@ func loadCodeConfig(t *testing.T) *codeConfig {
 // collect adds the env-tagged fields of st to vars, following nested and
 // embedded structs of pkg and of pkg/config.
 func (c *codeConfig) collect(t *testing.T, st *ast.StructType, pkg goPackage, vars map[string]codeVar) {
+	c.collectPrefixed(t, st, pkg, vars, "")
+}
+
+// collectPrefixed is collect for a struct read under an envPrefix (a
+// field such as config.Engine, whose own env tag is read too).
+func (c *codeConfig) collectPrefixed(t *testing.T, st *ast.StructType, pkg goPackage, vars map[string]codeVar, prefix string) {
 	for _, f := range st.Fields.List {
 		var tag reflect.StructTag
 		if f.Tag != nil {
@@ -126,18 +132,21 @@ func (c *codeConfig) collect(t *testing.T, st *ast.StructType, pkg goPackage, va
 		}
 		if name, _, _ := strings.Cut(tag.Get("env"), ","); name != "" {
 			def, has := tag.Lookup("envDefault")
-			vars[name] = codeVar{def: def, hasDef: has}
-			continue
+			vars[prefix+name] = codeVar{def: def, hasDef: has}
+			if _, ok := tag.Lookup("envPrefix"); !ok {
+				continue
+			}
 		}
+		inner := prefix + tag.Get("envPrefix")
 		switch typ := f.Type.(type) {
 		case *ast.Ident:
 			if nested, ok := pkg.structs[typ.Name]; ok {
-				c.collect(t, nested, pkg, vars)
+				c.collectPrefixed(t, nested, pkg, vars, inner)
 			}
 		case *ast.SelectorExpr:
 			if x, ok := typ.X.(*ast.Ident); ok && x.Name == "config" {
 				if nested, ok := c.common.structs[typ.Sel.Name]; ok {
-					c.collect(t, nested, c.common, vars)
+					c.collectPrefixed(t, nested, c.common, vars, inner)
 				}
 			}
 		}
@@ -187,18 +196,51 @@ func (c *codeConfig) durationConst(t *testing.T, name string) time.Duration {
 	return time.Duration(n) * u
 }
 
-// brokerQueues returns the string constants of pkg/broker (queue names).
-func brokerConsts(t *testing.T) map[string]string {
+// wireConsts returns the string constants of pkg/wire, the one place that
+// names the queues; a constant may be built from others with +.
+func wireConsts(t *testing.T) map[string]string {
 	t.Helper()
-	pkg := parseGoPackage(t, filepath.Join(repoRoot(t), "pkg", "broker"))
+	pkg := parseGoPackage(t, filepath.Join(repoRoot(t), "pkg", "wire"))
 	out := map[string]string{}
-	for name, e := range pkg.consts {
-		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-			v, _ := strconv.Unquote(lit.Value)
+	for name := range pkg.consts {
+		if v, ok := stringConst(pkg.consts, name, 0); ok {
 			out[name] = v
 		}
 	}
 	return out
+}
+
+// stringConst evaluates the string constant name: a literal, another
+// constant, or a sum of those.
+func stringConst(consts map[string]ast.Expr, name string, depth int) (string, bool) {
+	e, ok := consts[name]
+	if !ok || depth > 10 {
+		return "", false
+	}
+	var eval func(ast.Expr) (string, bool)
+	eval = func(e ast.Expr) (string, bool) {
+		switch x := e.(type) {
+		case *ast.BasicLit:
+			if x.Kind != token.STRING {
+				return "", false
+			}
+			v, err := strconv.Unquote(x.Value)
+			return v, err == nil
+		case *ast.Ident:
+			return stringConst(consts, x.Name, depth+1)
+		case *ast.ParenExpr:
+			return eval(x.X)
+		case *ast.BinaryExpr:
+			if x.Op != token.ADD {
+				return "", false
+			}
+			a, ok1 := eval(x.X)
+			b, ok2 := eval(x.Y)
+			return a + b, ok1 && ok2
+		}
+		return "", false
+	}
+	return eval(e)
 }
 
 // readEnvFile reads a Kustomize env file: NAME=value lines, # comments.
@@ -295,14 +337,14 @@ func sameValue(a, b string) bool {
 func TestServicesTableAgreesWithTheCode(t *testing.T) {
 	code := loadCodeConfig(t)
 	queues := map[string]bool{}
-	for _, v := range brokerConsts(t) {
+	for _, v := range wireConsts(t) {
 		if strings.HasPrefix(v, "task.") {
 			queues[v] = true
 		}
 	}
 	for _, s := range services {
 		if s.queue != "" && !queues[s.queue] {
-			t.Errorf("service %s: queue %s is not a queue constant of pkg/broker", s.name, s.queue)
+			t.Errorf("service %s: queue %s is not a queue constant of pkg/wire", s.name, s.queue)
 		}
 		if s.timeout != "" {
 			if _, ok := code.def(s.name, s.timeout); !ok {

@@ -61,9 +61,16 @@ type kedaSchemas map[schema.GroupVersionKind]*jsonschema.Schema
 // fields (Kubernetes would prune them silently; here they are mistakes).
 func loadKEDASchemas(t *testing.T) kedaSchemas {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "crds", "*.yaml"))
+	return loadCRDSchemas(t, filepath.Join("testdata", "crds"))
+}
+
+// loadCRDSchemas compiles the CRDs of the YAML files in dir (see
+// loadKEDASchemas).
+func loadCRDSchemas(t *testing.T, dir string) kedaSchemas {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("KEDA CRDs in testdata/crds: %v (found %d)", err, len(files))
+		t.Fatalf("CRDs in %s: %v (found %d)", dir, err, len(files))
 	}
 	out := kedaSchemas{}
 	c := jsonschema.NewCompiler()

@@ -32,6 +32,7 @@ var services = []service{
 	{name: "reconciler", object: "reconciler", kind: "Deployment", runtime: "static"},
 	{name: "migrate", object: "migrate", kind: "Job", runtime: "static"},
 	{name: "tts_requeue", object: "tts-requeue", kind: "CronJob", runtime: "static"},
+	{name: "console", object: "console", kind: "Deployment", runtime: "media"},
 	{name: "dubctl", runtime: "static"},
 }
 

@@ -1,7 +1,7 @@
 // Package proto holds dubflow's wire contracts: the JSON Schema (draft
 // 2020-12) of the task envelope, of every step's payload, of the dead-letter
 // envelope, of the TTS compensation message and of integrator events, with
-// example messages taken from the seed specification. The schemas are
+// an example message of each. The schemas are
 // embedded so that the runtime (pkg/wire) validates messages against exactly
 // the files in this folder; README.md documents each message.
 package proto

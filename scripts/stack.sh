@@ -23,6 +23,8 @@
 #   AMQP_URL, DATABASE_URL, S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY,
 #   S3_BUCKET, S3_USE_SSL   the stack (DESIGN.md's defaults)
 #   DISPATCHER_API_TOKEN     kept in .devstack/ when unset (generated once)
+#   DUBFLOW_API_TOKEN        the console's token, kept in .devstack/ when unset (generated once)
+#   CONSOLE_HTTP_ADDR        where the console listens (127.0.0.1:8080)
 #   STACK_WAIT_SECONDS       how long to wait for a service to be ready (90)
 #   DOWN_GRACE_SECONDS       how long a worker gets to exit on SIGTERM (30)
 #   STACK_SKIP_PACKAGES=1    do not check or install the media/speech packages
@@ -33,7 +35,10 @@ DEV=$ROOT/.devstack
 # Which addresses the caller gave (as opposed to the defaults below).
 S3_ENDPOINT_GIVEN=${S3_ENDPOINT:+1}
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
-MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa espeak-ng flite sox)
+MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat espeak-ng flite sox)
+# TEST_PACKAGES: what only the tests need (the console's browser tests drive
+# Debian's chromium); installed by `with-infra`, the way `make test` runs.
+TEST_PACKAGES=(chromium)
 OPS_BASE_PORT=18081
 
 : "${AMQP_URL:=amqp://guest:guest@localhost:5672/}"
@@ -622,6 +627,15 @@ write_env() {
 		token=$(cat "$DEV/dispatcher_token")
 	fi
 	local node=${RABBIT_NODE:-$(recorded rabbitmq node)}
+	local console_token=${DUBFLOW_API_TOKEN:-}
+	if [[ -z $console_token ]]; then
+		if [[ ! -s $DEV/console_token ]]; then
+			(umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$DEV/console_token")
+		fi
+		console_token=$(cat "$DEV/console_token")
+	fi
+	local console_addr=${CONSOLE_HTTP_ADDR:-127.0.0.1:8080}
+	local dispatcher_addr=${DISPATCHER_HTTP_ADDR:-:8090}
 	{
 		echo "# Written by scripts/stack.sh; source it to use the local stack."
 		export_line AMQP_URL "$AMQP_URL"
@@ -632,7 +646,11 @@ write_env() {
 		export_line S3_BUCKET "$S3_BUCKET"
 		export_line S3_USE_SSL "$S3_USE_SSL"
 		export_line DISPATCHER_API_TOKEN "$token"
-		export_line DISPATCHER_HTTP_ADDR "${DISPATCHER_HTTP_ADDR:-:8090}"
+		export_line DISPATCHER_HTTP_ADDR "$dispatcher_addr"
+		export_line DISPATCHER_URL "http://127.0.0.1:${dispatcher_addr##*:}"
+		export_line DUBFLOW_API_TOKEN "$console_token"
+		export_line CONSOLE_HTTP_ADDR "$console_addr"
+		export_line CONSOLE_URL "http://$console_addr"
 		if [[ -n $node ]]; then
 			echo "# The private RabbitMQ node, for rabbitmqctl and pkg/testenv."
 			export_line RABBITMQ_NODENAME "$node"
@@ -694,6 +712,7 @@ cmd_up() {
 	migrate
 	if ((!infra_only)); then
 		workers_up
+		log "console: $(grep -o "CONSOLE_URL='[^']*'" "$DEV/env" | cut -d"'" -f2) (log in with DUBFLOW_API_TOKEN from .devstack/env)"
 	fi
 	log "ready: source .devstack/env"
 }
@@ -717,6 +736,9 @@ cmd_with_infra() {
 		[[ -f $f ]] && before+="$(basename "$f") "
 	done
 	cmd_up --infra-only
+	if [[ ${STACK_SKIP_PACKAGES:-0} != 1 ]]; then
+		ensure_packages "${TEST_PACKAGES[@]}"
+	fi
 	exec 9>&- # release the lock while CMD runs
 	# An interrupt ends CMD, not the clean-up below.
 	trap : INT TERM

@@ -1,7 +1,8 @@
 // Package blob stores media in S3-compatible object storage (MinIO in the
 // local stack) through minio-go. Keys come from messages and are checked by
 // the caller (wire.CheckKey) before they reach this package; blob only moves
-// bytes and files.
+// bytes and files. Copy, whose two keys may belong to two tasks, checks both
+// itself.
 package blob
 
 import (
@@ -18,6 +19,8 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -221,4 +224,37 @@ func unreachable(err error, resp minio.ErrorResponse) bool {
 	var netErr net.Error
 	return errors.As(err, &urlErr) || errors.As(err, &netErr) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// Ref names an object of one task: Key must be a key of that task
+// (wire.CheckKey).
+type Ref struct {
+	Task uuid.UUID
+	Key  string
+}
+
+// Copy copies the object src to dst inside the bucket, server-side (one S3
+// CopyObject: no byte passes through this process; objects up to the S3
+// limit of 5 GiB). Both keys must be safe keys of kind that belong to their
+// tasks (wire.CheckKey); a violation is a permanent error and nothing is
+// copied. A missing src is a permanent error wrapping ErrNotFound; an
+// outage of the store is fault.Unavailable. Copying again over an earlier
+// copy rewrites the same bytes, so a repeated Copy is harmless.
+func (s *Store) Copy(ctx context.Context, kind string, src, dst Ref) error {
+	if err := wire.CheckKey(src.Key, kind, src.Task); err != nil {
+		return fault.Permanent(fmt.Errorf("copy from %q: %w", src.Key, err))
+	}
+	if err := wire.CheckKey(dst.Key, kind, dst.Task); err != nil {
+		return fault.Permanent(fmt.Errorf("copy to %q: %w", dst.Key, err))
+	}
+	_, err := s.client.CopyObject(ctx, minio.CopyDestOptions{Bucket: s.bucket, Object: dst.Key},
+		minio.CopySrcOptions{Bucket: s.bucket, Object: src.Key})
+	if err == nil {
+		return nil
+	}
+	err = mapErr(err)
+	if errors.Is(err, ErrNotFound) {
+		err = fault.Permanent(err)
+	}
+	return fmt.Errorf("copy %s to %s: %w", src.Key, dst.Key, err)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,14 +79,15 @@ func WithHeartbeat(d time.Duration) Option {
 // carry on. A Conn is safe for concurrent use. Use one Conn for publishing
 // and another for consuming.
 type Conn struct {
-	url  string
+	urls []string // the cluster's nodes, tried in turn
 	name string
 	log  zerolog.Logger
 	opts options
 
-	mu  sync.Mutex
-	cur *session      // nil while disconnected
-	up  chan struct{} // closed once cur is set; replaced when cur is lost
+	mu   sync.Mutex
+	node int           // index in urls of the node last connected to
+	cur  *session      // nil while disconnected
+	up   chan struct{} // closed once cur is set; replaced when cur is lost
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -98,14 +101,39 @@ type Conn struct {
 // has noticed that it died.
 type session struct {
 	conn *amqp.Connection
+	addr string // host:port of the node it is connected to
 	lost chan struct{}
 }
 
+// ParseURLs splits an AMQP_URL that names several nodes of one cluster,
+// separated by commas ("amqp://u:p@rabbit-0:5672/,amqp://u:p@rabbit-1:5672/"),
+// and checks each. A single URL is a cluster of one.
+func ParseURLs(s string) ([]string, error) {
+	var urls []string
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if _, err := amqp.ParseURI(part); err != nil {
+			return nil, fmt.Errorf("broker url %d: %w", len(urls)+1, err)
+		}
+		urls = append(urls, part)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("no broker url")
+	}
+	return urls, nil
+}
+
 // Dial connects to url and returns a Conn that keeps itself connected until
-// Close. name is shown in the broker's connection list and labels logs and
-// metrics. Dial retries with backoff until the first connection succeeds or
-// ctx is done. By default the topology of Topology{} is declared after every
-// connect.
+// Close. url may name several nodes of a cluster, separated by commas
+// (ParseURLs): Dial connects to the first that answers, and after a loss the
+// Conn tries the next node first, going round the list, so that it fails over
+// when the node it was connected to dies. name is shown in the broker's
+// connection list and labels logs and metrics. Dial retries with backoff
+// until the first connection succeeds or ctx is done. By default the topology
+// of Topology{} is declared after every connect.
 func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Option) (*Conn, error) {
 	o := options{
 		topology:   &Topology{},
@@ -116,7 +144,7 @@ func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Opt
 	for _, opt := range opts {
 		opt(&o)
 	}
-	uri, err := amqp.ParseURI(url)
+	urls, err := ParseURLs(url)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", name, err)
 	}
@@ -126,17 +154,17 @@ func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Opt
 		}
 	}
 	c := &Conn{
-		url:     url,
+		urls:    urls,
 		name:    name,
-		log:     log.With().Str("conn", name).Str("broker", fmt.Sprintf("%s:%d", uri.Host, uri.Port)).Str("vhost", uri.Vhost).Logger(),
+		log:     log.With().Str("conn", name).Logger(),
 		opts:    o,
 		up:      make(chan struct{}),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	var conn *amqp.Connection
+	var s *session
 	for attempt := 1; ; attempt++ {
-		conn, err = c.connect()
+		s, err = c.connectAny(0)
 		if err == nil {
 			break
 		}
@@ -147,9 +175,47 @@ func Dial(ctx context.Context, url, name string, log zerolog.Logger, opts ...Opt
 		case <-time.After(c.backoff(attempt)):
 		}
 	}
-	c.log.Info().Msg("broker connected")
-	go c.supervise(conn)
+	c.log.Info().Str("broker", s.addr).Msg("broker connected")
+	go c.supervise(s)
 	return c, nil
+}
+
+// Addr returns host:port of the node c is connected to, or "" while it is
+// reconnecting.
+func (c *Conn) Addr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return ""
+	}
+	return c.cur.addr
+}
+
+// connectAny tries every node once, starting with urls[from], and returns
+// the first connection made; the errors of all when none answers.
+func (c *Conn) connectAny(from int) (*session, error) {
+	var errs []error
+	for i := range c.urls {
+		n := (from + i) % len(c.urls)
+		conn, err := c.connect(c.urls[n])
+		if err == nil {
+			c.mu.Lock()
+			c.node = n
+			c.mu.Unlock()
+			return &session{conn: conn, addr: hostPort(c.urls[n]), lost: make(chan struct{})}, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", hostPort(c.urls[n]), err))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// hostPort is the address of a URL that ParseURLs accepted, for logs.
+func hostPort(url string) string {
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		return "?"
+	}
+	return net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port))
 }
 
 // Name returns the connection name given to Dial.
@@ -251,15 +317,15 @@ func (c *Conn) session(ctx context.Context) (*session, error) {
 	}
 }
 
-// connect dials once and declares the topology.
-func (c *Conn) connect() (*amqp.Connection, error) {
+// connect dials url once and declares the topology.
+func (c *Conn) connect(url string) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props["connection_name"] = c.name
 	dial := c.opts.dial
 	if dial == nil {
 		dial = amqp.DefaultDial(defaultDialTimeout)
 	}
-	conn, err := amqp.DialConfig(c.url, amqp.Config{
+	conn, err := amqp.DialConfig(url, amqp.Config{
 		Heartbeat:  c.opts.heartbeat,
 		Locale:     "en_US",
 		Properties: props,
@@ -288,76 +354,93 @@ func (c *Conn) connect() (*amqp.Connection, error) {
 
 // supervise owns the connection: it publishes it to waiters, drains its
 // close and blocked notifications, and redials when it is lost.
-func (c *Conn) supervise(conn *amqp.Connection) {
+func (c *Conn) supervise(s *session) {
 	defer close(c.done)
 	for {
-		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-		blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
-		s := &session{conn: conn, lost: make(chan struct{})}
-		c.mu.Lock()
-		c.cur = s
-		close(c.up)
-		c.mu.Unlock()
-
-		var reason *amqp.Error
-	watch:
-		for {
-			select {
-			case b, ok := <-blocked:
-				if !ok {
-					blocked = nil
-					continue
-				}
-				if b.Active {
-					c.log.Warn().Str("reason", b.Reason).Msg("broker blocked the connection")
-				} else {
-					c.log.Info().Msg("broker unblocked the connection")
-				}
-			case reason = <-closed:
-				break watch
-			case <-c.closing:
-				c.mu.Lock()
-				c.cur = nil
-				c.mu.Unlock()
-				if err := conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
-					c.log.Warn().Err(err).Msg("broker close")
-				}
-				close(s.lost)
-				c.log.Info().Msg("broker connection closed")
-				return
-			}
+		reason, closing := c.watch(s)
+		if closing {
+			return
 		}
-
-		c.mu.Lock()
-		c.cur = nil
-		c.up = make(chan struct{})
-		c.mu.Unlock()
-		close(s.lost)
-		ev := c.log.Warn()
+		ev := c.log.Warn().Str("broker", s.addr)
 		if reason != nil {
 			ev = ev.Int("code", reason.Code).Str("reason", reason.Reason)
 		}
 		ev.Msg("broker connection lost")
-
-		var err error
-		for attempt := 1; ; attempt++ {
-			select {
-			case <-c.closing:
-				return
-			case <-time.After(c.backoff(attempt)):
-			}
-			conn, err = c.connect()
-			if err == nil {
-				c.log.Info().Int("attempts", attempt).Msg("broker connection restored")
-				c.opts.metrics.reconnected(c.name)
-				break
-			}
-			ev := c.log.Debug()
-			if attempt <= 3 || attempt%10 == 0 {
-				ev = c.log.Warn()
-			}
-			ev.Err(err).Int("attempt", attempt).Msg("broker reconnect failed")
+		if s = c.redial(); s == nil {
+			return
 		}
+	}
+}
+
+// watch publishes s to waiters and follows it until it is lost (its close
+// reason) or c is closed (closing, s closed).
+func (c *Conn) watch(s *session) (reason *amqp.Error, closing bool) {
+	closed := s.conn.NotifyClose(make(chan *amqp.Error, 1))
+	blocked := s.conn.NotifyBlocked(make(chan amqp.Blocking, 1))
+	c.mu.Lock()
+	c.cur = s
+	close(c.up)
+	c.mu.Unlock()
+	for {
+		select {
+		case b, ok := <-blocked:
+			if !ok {
+				blocked = nil
+				continue
+			}
+			if b.Active {
+				c.log.Warn().Str("reason", b.Reason).Msg("broker blocked the connection")
+			} else {
+				c.log.Info().Msg("broker unblocked the connection")
+			}
+		case reason = <-closed:
+			c.mu.Lock()
+			c.cur = nil
+			c.up = make(chan struct{})
+			c.mu.Unlock()
+			close(s.lost)
+			return reason, false
+		case <-c.closing:
+			c.mu.Lock()
+			c.cur = nil
+			c.mu.Unlock()
+			if err := s.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+				c.log.Warn().Err(err).Msg("broker close")
+			}
+			close(s.lost)
+			c.log.Info().Msg("broker connection closed")
+			return nil, true
+		}
+	}
+}
+
+// redial connects again with backoff until it succeeds (the new session) or
+// c is closed (nil). With several nodes it tries the one after the node just
+// lost first, so that it fails over instead of waiting for a dead node.
+func (c *Conn) redial() *session {
+	c.mu.Lock()
+	from := (c.node + 1) % len(c.urls)
+	c.mu.Unlock()
+	if len(c.urls) == 1 {
+		from = 0
+	}
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-c.closing:
+			return nil
+		case <-time.After(c.backoff(attempt)):
+		}
+		s, err := c.connectAny(from)
+		if err == nil {
+			c.log.Info().Int("attempts", attempt).Str("broker", s.addr).Msg("broker connection restored")
+			c.opts.metrics.reconnected(c.name)
+			return s
+		}
+		ev := c.log.Debug()
+		if attempt <= 3 || attempt%10 == 0 {
+			ev = c.log.Warn()
+		}
+		ev.Err(err).Int("attempt", attempt).Msg("broker reconnect failed")
 	}
 }
 

@@ -147,33 +147,52 @@ type consumer struct {
 	all    sync.WaitGroup // every handler of every subscription
 }
 
+// subscription is one channel consuming the queue.
+type subscription struct {
+	ch         *amqp.Channel
+	closes     chan *amqp.Error
+	cancels    chan string
+	deliveries <-chan amqp.Delivery
+	// inflight are this subscription's handlers: the channel is closed only
+	// after they have settled their deliveries on it.
+	inflight sync.WaitGroup
+}
+
+// release closes the channel once the subscription's handlers are done.
+func (s *subscription) release() {
+	go func() {
+		s.inflight.Wait()
+		_ = s.ch.Close()
+	}()
+}
+
+// subscribe opens a channel and starts consuming the queue on it.
+func (cs *consumer) subscribe(ctx context.Context) (*subscription, error) {
+	opts := cs.opts
+	ch, _, err := cs.conn.channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &subscription{ch: ch, closes: ch.NotifyClose(make(chan *amqp.Error, 1)),
+		cancels: ch.NotifyCancel(make(chan string, 1))}
+	if err := ch.Qos(opts.Prefetch, 0, false); err != nil {
+		s.release()
+		return nil, fmt.Errorf("set prefetch on %s: %w", opts.Queue, err)
+	}
+	if s.deliveries, err = ch.Consume(opts.Queue, opts.Tag, false, false, false, false, nil); err != nil {
+		s.release()
+		return nil, fmt.Errorf("consume %s: %w", opts.Queue, err)
+	}
+	return s, nil
+}
+
 // run subscribes once and dispatches deliveries until the subscription
 // ends. subscribed reports whether the consumer got as far as receiving.
 func (cs *consumer) run(ctx context.Context) (subscribed bool, err error) {
 	c, opts := cs.conn, cs.opts
-	ch, _, err := c.channel(ctx)
+	s, err := cs.subscribe(ctx)
 	if err != nil {
 		return false, err
-	}
-	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	cancels := ch.NotifyCancel(make(chan string, 1))
-	// inflight are this subscription's handlers: the channel is closed only
-	// after they have settled their deliveries on it.
-	var inflight sync.WaitGroup
-	release := func() {
-		go func() {
-			inflight.Wait()
-			_ = ch.Close()
-		}()
-	}
-	if err := ch.Qos(opts.Prefetch, 0, false); err != nil {
-		release()
-		return false, fmt.Errorf("set prefetch on %s: %w", opts.Queue, err)
-	}
-	deliveries, err := ch.Consume(opts.Queue, opts.Tag, false, false, false, false, nil)
-	if err != nil {
-		release()
-		return false, fmt.Errorf("consume %s: %w", opts.Queue, err)
 	}
 	c.subscribed.Add(1)
 	c.opts.metrics.subscribed(c.name, opts.Queue)
@@ -186,37 +205,52 @@ func (cs *consumer) run(ctx context.Context) (subscribed bool, err error) {
 		select {
 		case <-ctx.Done():
 			unsubscribe()
-			cs.shutdown(ch, deliveries, &inflight)
+			cs.shutdown(s.ch, s.deliveries, &s.inflight)
 			return true, ctx.Err()
-		case e := <-closes:
-			release()
+		case e := <-s.closes:
+			s.release()
 			return true, fmt.Errorf("channel closed: %w", closeReason(e))
-		case tag := <-cancels:
-			release()
+		case tag := <-s.cancels:
+			s.release()
 			return true, fmt.Errorf("consumer %s cancelled by the broker", tag)
-		case d, ok := <-deliveries:
+		case d, ok := <-s.deliveries:
 			if !ok {
-				release()
+				s.release()
 				return true, fmt.Errorf("deliveries of %s ended: %w", opts.Queue, amqp.ErrClosed)
 			}
-			select {
-			case cs.slots <- struct{}{}:
-			case <-ctx.Done():
+			if !cs.acquire(ctx) {
 				_ = d.Nack(false, true)
 				unsubscribe()
-				cs.shutdown(ch, deliveries, &inflight)
+				cs.shutdown(s.ch, s.deliveries, &s.inflight)
 				return true, ctx.Err()
 			}
-			if ch.IsClosed() {
+			if s.ch.IsClosed() {
 				// The broker will redeliver it; an ack could not reach it.
 				<-cs.slots
 				continue
 			}
-			inflight.Add(1)
+			s.inflight.Add(1)
 			cs.all.Add(1)
-			go cs.dispatch(&Delivery{Delivery: d}, &inflight)
+			go cs.dispatch(&Delivery{Delivery: d}, &s.inflight)
 		}
 	}
+}
+
+// acquire waits for a free handler slot and takes it. It reports false,
+// holding no slot, when shutdown began while it waited: a select with both
+// cases ready picks either, so a slot freed by a handler that just finished
+// must not start a delivery once ctx is cancelled.
+func (cs *consumer) acquire(ctx context.Context) bool {
+	select {
+	case cs.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	if ctx.Err() != nil {
+		<-cs.slots
+		return false
+	}
+	return true
 }
 
 // dispatch runs the handler for one delivery and frees its slot.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
-	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -19,11 +18,7 @@ import (
 func TestPublishConsume(t *testing.T) {
 	t.Parallel()
 	url := testenv.AMQP(t)
-	reg := prometheus.NewRegistry()
-	metrics, err := NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, metrics := newMetrics(t)
 	pubConn := dial(t, url, "test-publish", WithMetrics(metrics))
 	subConn := dial(t, url, "test-consume", WithMetrics(metrics))
 	pub := NewPublisher(pubConn)
@@ -273,11 +268,7 @@ func TestPublishConsume(t *testing.T) {
 
 	t.Run("SilentNetworkCutIsDetectedAndSurvived", func(t *testing.T) {
 		proxy, purl := newCutProxy(t, url)
-		cutReg := prometheus.NewRegistry()
-		cutMetrics, err := NewMetrics(cutReg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cutReg, cutMetrics := newMetrics(t)
 		opts := []Option{WithHeartbeat(time.Second), WithBackoff(50*time.Millisecond, 500*time.Millisecond), WithMetrics(cutMetrics)}
 		cutPub := NewPublisher(dial(t, purl, "cut-publish", opts...))
 		cutSub := dial(t, purl, "cut-consume", opts...)
@@ -343,9 +334,7 @@ func TestPublishConsume(t *testing.T) {
 		go func() {
 			done <- c.Consume(ctx, ConsumeOptions{Queue: QueueExtractAudio}, func(context.Context, *Delivery) {})
 		}()
-		for !c.Consuming() && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually(t, 30*time.Second, "Consume to subscribe", c.Consuming)
 		_ = c.Close()
 		if err := <-done; !errors.Is(err, ErrClosed) {
 			t.Fatalf("Consume after Close: %v, want ErrClosed", err)

@@ -16,6 +16,17 @@
 //	err = conns.Consume.Consume(ctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 4, Concurrency: 2},
 //		func(ctx context.Context, d *broker.Delivery) { ...; _ = d.Ack() })
 //
+// A cluster: the url given to Dial may name several nodes of one RabbitMQ
+// cluster, separated by commas (AMQP_URL="amqp://u:p@rabbit-1:5672/,
+// amqp://u:p@rabbit-2:5672/,amqp://u:p@rabbit-3:5672/"). A Conn connects to
+// the first node that answers; when its connection is lost it tries the next
+// node first, going round the list, so a dead node costs one failed dial.
+// Publishers and consumers carry on over the new connection as after any
+// loss: a publish whose confirm was lost is published again (at-least-once),
+// a consumer subscribes again and the broker redelivers what was unacked.
+// The work queues are quorum queues, with a member on every node, so their
+// messages survive the node.
+//
 // Dead-lettering: every work queue and the waiting queue dead-letter through
 // the default exchange ("") with routing key task.dlq, so task.dlq receives
 // rejected, expired, overflowing and over-delivered messages without a

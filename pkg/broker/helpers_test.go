@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
@@ -32,16 +33,21 @@ func dial(t testing.TB, url, name string, opts ...Option) *Conn {
 // inspecting queues independently of the code under test.
 func rawChannel(t testing.TB, url string) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("raw dial: %v", err)
+	return testenv.Channel(t, url)
+}
+
+// eventually polls cond until it holds, failing the test when it does not
+// within the given time (scaled by testenv.Within).
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	within = testenv.Within(t, within)
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("raw channel: %v", err)
-	}
-	return ch
 }
 
 // getOne polls queue with basic.get until a message arrives or the
@@ -62,6 +68,17 @@ func getOne(t testing.TB, ch *amqp.Channel, queue string, within time.Duration) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// newMetrics returns broker metrics registered on a registry of their own.
+func newMetrics(t testing.TB) (*prometheus.Registry, *Metrics) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, m
 }
 
 // counter reads one counter series from a registry.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
-	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -21,11 +20,7 @@ import (
 func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 	t.Parallel()
 	rabbit := testenv.PrivateRabbit(t)
-	reg := prometheus.NewRegistry()
-	metrics, err := NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, metrics := newMetrics(t)
 	opts := []Option{WithMetrics(metrics), WithBackoff(50*time.Millisecond, time.Second), WithHeartbeat(2 * time.Second)}
 	pubConn := dial(t, rabbit.URL(), "recovery-publish", opts...)
 	subConn := dial(t, rabbit.URL(), "recovery-consume", opts...)

@@ -4,42 +4,39 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Names of the wire topology (DESIGN.md section 2).
+// Names of the topology. pkg/wire owns them (wire.Exchange, wire.QueueASR,
+// ...); these are the same constants, so the broker's API reads on its own.
 const (
 	// Exchange is the topic exchange every task, retry and event goes through.
-	Exchange = "task_exchange"
+	Exchange = wire.Exchange
 
 	// QueueExtractAudio is the extract_audio work queue and its routing key.
-	QueueExtractAudio = "task.extract_audio"
+	QueueExtractAudio = wire.QueueExtractAudio
 	// QueueASR is the asr work queue and its routing key.
-	QueueASR = "task.asr"
+	QueueASR = wire.QueueASR
 	// QueueTranslate is the translate work queue and its routing key.
-	QueueTranslate = "task.translate"
+	QueueTranslate = wire.QueueTranslate
 	// QueueTTS is the tts work queue and its routing key.
-	QueueTTS = "task.tts"
+	QueueTTS = wire.QueueTTS
 	// QueueMuxVideo is the mux_video work queue and its routing key.
-	QueueMuxVideo = "task.mux_video"
+	QueueMuxVideo = wire.QueueMuxVideo
 
 	// WaitingQueue is the dispatcher's queue, bound with WaitingBinding.
-	WaitingQueue = "task.waiting_queue"
+	WaitingQueue = wire.QueueWaiting
 	// WaitingBinding is the binding pattern of WaitingQueue.
-	WaitingBinding = "waiting.*"
+	WaitingBinding = wire.BindingWaiting
 
-	// DLQ is the dead-letter queue. Work queues dead-letter into it through
-	// the default exchange; it is also bound to Exchange under its own name,
-	// so services may publish dead-letter envelopes to either.
-	DLQ = "task.dlq"
-	// Compensation is the queue of tts segments whose synthesis still failed
-	// after all retries; it is bound to Exchange under its own name.
-	Compensation = "task.tts_compensation"
+	// DLQ is the dead-letter queue (wire.QueueDLQ).
+	DLQ = wire.QueueDLQ
+	// Compensation is the tts compensation queue (wire.QueueTTSCompensation).
+	Compensation = wire.QueueTTSCompensation
 
-	// EventPrefix starts the routing key of every integrator event published
-	// to Exchange (for example "event.task.succeeded"). Nothing is declared
-	// for events: integrators bind their own queues.
-	EventPrefix = "event."
+	// EventPrefix starts the routing key of every integrator event.
+	EventPrefix = wire.EventPrefix
 
 	// DefaultDeliveryLimit is the x-delivery-limit of work queues when
 	// Topology.DeliveryLimit is zero.
@@ -48,9 +45,8 @@ const (
 	delayPrefix = "task.delay."
 )
 
-// WorkQueues lists the five work queues of the dubbing chain in order. Each
-// is bound to Exchange with the routing key of the same name.
-var WorkQueues = []string{QueueExtractAudio, QueueASR, QueueTranslate, QueueTTS, QueueMuxVideo}
+// WorkQueues lists the five work queues of the dubbing chain in order.
+var WorkQueues = wire.WorkQueues
 
 // DefaultDelayTiers are the delay tiers declared when Topology.DelayTiers is
 // empty.

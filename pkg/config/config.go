@@ -103,8 +103,12 @@ func (c *Common) CheckStepTimeout(step string, timeout time.Duration) error {
 // Validate checks values that parsing cannot.
 func (c *Common) Validate() error {
 	var errs []error
-	if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
-		errs = append(errs, fmt.Errorf("AMQP_URL %q: want amqp:// or amqps://", Redact(c.AMQPURL)))
+	// AMQP_URL names one node, or the nodes of a cluster separated by commas.
+	for _, node := range strings.Split(c.AMQPURL, ",") {
+		node = strings.TrimSpace(node)
+		if u, err := url.Parse(node); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+			errs = append(errs, fmt.Errorf("AMQP_URL %q: want amqp:// or amqps:// (several nodes separated by commas)", Redact(node)))
+		}
 	}
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		errs = append(errs, fmt.Errorf("DATABASE_URL: want postgres://"))
@@ -112,18 +116,14 @@ func (c *Common) Validate() error {
 	if c.S3.Endpoint == "" || c.S3.Bucket == "" {
 		errs = append(errs, errors.New("S3_ENDPOINT and S3_BUCKET are required"))
 	}
-	if c.Concurrency < 1 || c.Concurrency > 256 {
-		errs = append(errs, fmt.Errorf("WORKER_CONCURRENCY %d: want 1..256", c.Concurrency))
-	}
+	errs = append(errs, Between("WORKER_CONCURRENCY", c.Concurrency, 1, 256))
 	if c.MaxRetries < 0 || c.MaxRetries > 7 {
 		errs = append(errs, fmt.Errorf("STEP_MAX_RETRIES %d: want 0..7 (the delay tiers end at 60s)", c.MaxRetries))
 	}
 	if c.DatabaseWaitSeconds < 0 {
 		errs = append(errs, fmt.Errorf("DATABASE_WAIT_SECONDS %d: want 0 or more", c.DatabaseWaitSeconds))
 	}
-	if c.LeaseSeconds < 3 {
-		errs = append(errs, fmt.Errorf("STEP_LEASE_SECONDS %d: want at least 3", c.LeaseSeconds))
-	}
+	errs = append(errs, AtLeast("STEP_LEASE_SECONDS", c.LeaseSeconds, 3))
 	if c.BrokerConsumerTimeoutSeconds != 0 && c.BrokerConsumerTimeout() <= StepTimeoutMargin {
 		errs = append(errs, fmt.Errorf("BROKER_CONSUMER_TIMEOUT_SECONDS %d: want 0 (the broker has none) or more than %d",
 			c.BrokerConsumerTimeoutSeconds, int(StepTimeoutMargin/time.Second)))
@@ -165,6 +165,17 @@ func Environ() map[string]string {
 
 // Validator is a configuration struct that checks itself.
 type Validator interface{ Validate() error }
+
+// Service is a service's configuration: a struct that embeds Common (which
+// gives it Shared) and checks itself.
+type Service interface {
+	Validator
+	Shared() *Common
+}
+
+// Shared returns the configuration every service shares; a service's
+// configuration gets it by embedding Common.
+func (c *Common) Shared() *Common { return c }
 
 // Load fills cfg (a pointer to a struct with env tags) from environ and
 // validates it when it implements Validator.

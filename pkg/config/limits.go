@@ -26,10 +26,7 @@ type Limits struct {
 
 // Validate checks that every limit is positive.
 func (l *Limits) Validate() error {
-	var errs []error
-	if l.MaxVideoSeconds < 1 {
-		errs = append(errs, fmt.Errorf("MAX_VIDEO_SECONDS %d: want at least 1", l.MaxVideoSeconds))
-	}
+	errs := []error{AtLeast("MAX_VIDEO_SECONDS", l.MaxVideoSeconds, 1)}
 	for _, b := range []struct {
 		name string
 		v    int64
@@ -39,6 +36,18 @@ func (l *Limits) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TranslateBatch is how many segments one translate message carries: asr
+// fans a transcript out in batches of this size and translate sends each
+// batch to its engine in one call. Both read it here, so they agree.
+type TranslateBatch struct {
+	TranslateBatchSize int `env:"TRANSLATE_BATCH_SIZE" envDefault:"20"`
+}
+
+// Validate checks the batch size.
+func (t *TranslateBatch) Validate() error {
+	return Between("TRANSLATE_BATCH_SIZE", t.TranslateBatchSize, 1, 1000)
 }
 
 // MaxDuration is MaxVideoSeconds as a duration.

@@ -2,158 +2,278 @@ package media
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
 
-// DubSampleRate is the sample rate of the assembled dub track (mono,
-// 16-bit): enough for speech synthesizers, which produce 16–24 kHz.
-const DubSampleRate = 24000
+// DubInput is what AssembleDub mixes.
+type DubInput struct {
+	// Placements are Fit's, in timeline order, not overlapping.
+	Placements []Placement
+	// Clip returns the path of segment idx's WAV clip.
+	Clip func(idx int) string
+	// TotalMS is the length of the timeline (the video).
+	TotalMS int
+	// Original is the media file whose first audio stream is the film's
+	// soundtrack; "" when there is none.
+	Original string
+	// OriginalChannels is the channel count of that stream when the
+	// caller knows it (from Probe); 0 has AssembleDub probe Original.
+	OriginalChannels int
+	// Speech are the source lines: the soundtrack is ducked under them
+	// as well as under the dubbed lines.
+	Speech []Span
+	// Mix says how the soundtrack and the voice are mixed.
+	Mix MixOptions
+}
 
-// AssembleDub writes the dub track for a timeline of totalMS milliseconds
-// to out as one mono WAV at DubSampleRate. It streams: for each placement,
-// in order, silence up to its start, then its clip (clipPath(idx)) played
-// at its tempo, resampled, and cut or padded to exactly OutMS; then silence
-// to the end. Memory does not grow with the timeline. Placements must be in
-// timeline order and must not overlap (Fit guarantees both); a clip that
-// runs past totalMS is cut there.
-func AssembleDub(ctx context.Context, placements []Placement, clipPath func(idx int) string, totalMS int, out string) error {
-	if totalMS < 0 {
-		return fmt.Errorf("assemble dub: timeline length %d ms is negative", totalMS)
+// AssembleDub writes the dub track to out: a 16-bit WAV at 48 kHz, stereo
+// when the soundtrack is, lasting exactly TotalMS. Each clip starts at its
+// placement's start (to the sample) and is stretched by rubberband when
+// its tempo is not 1; the soundtrack is mixed under the voice as
+// Mix.Background says; the result is brought to Mix.LoudnessLUFS (EBU R128,
+// sample peaks limited to -1.5 dBFS).
+//
+// The work is spread over the cores and grows linearly with the timeline,
+// whatever the number of segments. The timeline is cut, in the silence
+// between lines, into up to GOMAXPROCS stretches (fewer when little is to
+// be stretched); for each at once, Go joins the clips into one file and
+// one ffmpeg stretches the clips that need it and resamples to 48 kHz.
+// Meanwhile one ffmpeg decodes the soundtrack. Go mixes the voice over
+// the soundtrack with the ducking gain while measuring the loudness, then
+// applies the loudness gain and the peak limiter in a second pass over
+// the mix. Memory does not grow with the timeline: the passes stream
+// through files in the output's folder.
+func AssembleDub(ctx context.Context, in DubInput, out string) (*MixReport, error) {
+	if err := in.check(); err != nil {
+		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
 	outURL, err := localOutput(out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	outPath := strings.TrimPrefix(outURL, "file:")
 	work, err := os.MkdirTemp(filepath.Dir(outPath), ".dub-*")
 	if err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
+		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
 	defer os.RemoveAll(work)
+	rep, err := in.plan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("assemble dub: %w", err)
+	}
+	rate, err := voiceRate(in)
+	if err != nil {
+		return nil, fmt.Errorf("assemble dub: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	voice := startVoice(ctx, in, rate, runtime.GOMAXPROCS(0), work)
+	defer voice.wait() // after cancel: no ffmpeg writes into work once it is removed
+	defer cancel()
+	var bg *ffmpegStream
+	if rep.Background != BackgroundNone {
+		if bg, err = startSoundtrack(ctx, in.Original, rep.Channels, msToFrames(int64(in.TotalMS), mixRate)); err != nil {
+			return nil, fmt.Errorf("assemble dub: soundtrack: %w", err)
+		}
+		defer bg.Abort()
+	}
+	mixed := filepath.Join(work, "mix.f32")
+	if err := mixPass(ctx, voice, bg, rep, in, mixed); err != nil {
+		return nil, err
+	}
+	rep.Stretched, rep.Pieces = voice.stretched, voice.pieces
+	tmp := filepath.Join(work, "out.wav")
+	if err := normalizePass(ctx, mixed, rep, msToFrames(int64(in.TotalMS), mixRate), tmp); err != nil {
+		return nil, fmt.Errorf("assemble dub: normalize: %w", err)
+	}
+	if err := os.Rename(tmp, outPath); err != nil {
+		return nil, fmt.Errorf("assemble dub: %w", err)
+	}
+	return rep, nil
+}
 
-	track, err := os.Create(filepath.Join(work, "track.wav"))
-	if err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
+// check reports options out of range and placements out of order.
+func (in DubInput) check() error {
+	if err := in.Mix.Validate(); err != nil {
+		return err
 	}
-	defer track.Close()
-	w, err := NewWAVWriter(track, DubSampleRate, 1)
-	if err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
+	if in.TotalMS < 0 {
+		return fmt.Errorf("timeline length %d ms is negative", in.TotalMS)
 	}
-	a := assembler{w: w, clip: filepath.Join(work, "clip.wav"), buf: make([]int16, 16<<10), total: msToFrames(int64(totalMS), DubSampleRate)}
 	prevEnd := 0
-	for _, p := range placements {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("assemble dub: %w", err)
-		}
+	for _, p := range in.Placements {
 		if p.StartMS < prevEnd {
-			return fmt.Errorf("assemble dub: segment %d starts at %d ms, before the previous one ends (%d ms)", p.Idx, p.StartMS, prevEnd)
+			return fmt.Errorf("segment %d starts at %d ms, before the previous one ends (%d ms)", p.Idx, p.StartMS, prevEnd)
 		}
-		prevEnd = p.EndMS()
-		if err := a.place(ctx, p, clipPath(p.Idx)); err != nil {
-			return fmt.Errorf("assemble dub: segment %d: %w", p.Idx, err)
-		}
-	}
-	if err := a.silenceTo(a.total); err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
-	}
-	if err := track.Close(); err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
-	}
-	if err := os.Rename(track.Name(), outPath); err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
+		prevEnd = max(p.EndMS(), p.StartMS)
 	}
 	return nil
 }
 
-// assembler holds the state of one AssembleDub run: the track being
-// written, a reusable temporary clip file and one sample buffer.
-type assembler struct {
-	w     *WAVWriter
-	clip  string
-	buf   []int16
-	total int64 // timeline length in frames
+// plan decides the mode and channels of the mix.
+func (in DubInput) plan(ctx context.Context) (*MixReport, error) {
+	o := in.Mix.withDefaults()
+	rep := &MixReport{Background: o.Background, DuckDB: o.DuckDB, Channels: 1, SampleRate: mixRate, TargetLUFS: o.LoudnessLUFS}
+	if in.Original == "" || o.Background == BackgroundNone {
+		rep.Background, rep.DuckDB = BackgroundNone, 0
+		return rep, nil
+	}
+	channels := in.OriginalChannels
+	if channels <= 0 {
+		info, err := Probe(ctx, in.Original)
+		if err != nil {
+			return nil, fmt.Errorf("soundtrack: %w", err)
+		}
+		audio := info.StreamsOf(AudioStream)
+		if len(audio) == 0 {
+			rep.Background, rep.DuckDB = BackgroundNone, 0
+			return rep, nil
+		}
+		channels = audio[0].Channels
+	}
+	rep.Channels = min(max(channels, 1), 2)
+	if rep.Channels < 2 && rep.Background == BackgroundReduceCenter {
+		rep.Background = BackgroundDuck
+	}
+	return rep, nil
 }
 
-// silenceTo writes silence up to frame (never past the timeline).
-func (a *assembler) silenceTo(frame int64) error {
-	frame = min(frame, a.total)
-	if gap := frame - a.w.Frames(); gap > 0 {
-		return a.w.WriteSilence(gap)
-	}
-	return nil
-}
-
-func (a *assembler) place(ctx context.Context, p Placement, clip string) error {
-	start := msToFrames(int64(p.StartMS), DubSampleRate)
-	if err := a.silenceTo(start); err != nil {
-		return err
-	}
-	end := min(msToFrames(int64(p.EndMS()), DubSampleRate), a.total)
-	want := end - a.w.Frames()
-	if want <= 0 {
-		return nil
-	}
-	if err := renderClip(ctx, clip, p.Tempo, a.clip); err != nil {
-		return err
-	}
-	f, err := os.Open(a.clip)
+// startSoundtrack starts decoding the first audio stream of original to
+// frames of 16-bit samples at mixRate in channels, exactly frames long.
+func startSoundtrack(ctx context.Context, original string, channels int, frames int64) (*ffmpegStream, error) {
+	args, err := inputArgs(original, "")
 	if err != nil {
-		return fmt.Errorf("open rendered clip: %w", err)
+		return nil, err
+	}
+	n := strconv.FormatInt(frames, 10)
+	af := "aresample=" + strconv.Itoa(mixRate) + ",aformat=sample_fmts=s16:channel_layouts=" + layout(channels) +
+		",apad=whole_len=" + n + ",atrim=end_sample=" + n
+	args = append(args, "-map", "0:a:0", "-af", af, "-c:a", "pcm_s16le")
+	return startFFmpeg(ctx, append(args, outputArgs("s16le", "pipe:1")...)...)
+}
+
+// layout is the channel layout name ffmpeg uses for 1 or 2 channels.
+func layout(channels int) string {
+	if channels == 2 {
+		return "stereo"
+	}
+	return "mono"
+}
+
+// mixBlock is how many frames the passes handle at a time: 100 ms.
+const mixBlock = mixRate / 10
+
+// mixPass mixes the voice over the soundtrack (bg, nil without one) into
+// a raw file of 32-bit float frames, measuring its loudness.
+func mixPass(ctx context.Context, voice *voiceStream, bg *ffmpegStream, rep *MixReport, in DubInput, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return fmt.Errorf("assemble dub: %w", err)
 	}
 	defer f.Close()
-	r, err := NewWAVReader(f)
-	if err != nil {
-		return fmt.Errorf("read rendered clip: %w", err)
+	w := newFloatWriter(f)
+	ch, total := rep.Channels, msToFrames(int64(in.TotalMS), mixRate)
+	meter := newLoudnessMeter(ch, total)
+	duck := newDucker(in, rep.DuckDB)
+	v, b, m := make([]float32, mixBlock), make([]float32, mixBlock*ch), make([]float32, mixBlock*ch)
+	var soundtrack *sampleReader
+	if bg != nil {
+		soundtrack = newSampleReader(bg, 16)
 	}
-	for want > 0 {
-		n, err := r.ReadSamples(a.buf[:min(int64(len(a.buf)), want)])
-		if n > 0 {
-			if werr := a.w.WriteSamples(a.buf[:n]); werr != nil {
-				return werr
+	for at := int64(0); at < total; at += mixBlock {
+		n := int(min(mixBlock, total-at))
+		if err := voice.read(ctx, v[:n]); err != nil {
+			return fmt.Errorf("assemble dub: voice: %w", err)
+		}
+		if soundtrack == nil {
+			for i := range n {
+				for c := range ch {
+					m[i*ch+c] = v[i]
+				}
 			}
-			want -= int64(n)
+		} else if err := soundtrack.read(b[:n*ch]); err != nil {
+			return classifyFFmpegError(in.Original, bg.stderr.String(), fmt.Errorf("assemble dub: soundtrack: %w", err))
+		} else {
+			duck.mix(m[:n*ch], v[:n], b[:n*ch], at, ch, rep.Background == BackgroundReduceCenter)
 		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read rendered clip: %w", err)
+		meter.add(m[:n*ch])
+		if err := w.write(m[:n*ch]); err != nil {
+			return fmt.Errorf("assemble dub: %w", err)
 		}
 	}
-	return a.silenceTo(end) // a clip shorter than OutMS (rounding in atempo) is padded
+	if bg != nil {
+		if err := bg.Wait(); err != nil {
+			return classifyFFmpegError(in.Original, bg.stderr.String(), fmt.Errorf("assemble dub: soundtrack: %w", err))
+		}
+	}
+	rep.MeasuredLUFS = max(meter.integrated(), -70)
+	rep.GainDB = gainTo(rep.MeasuredLUFS, rep.TargetLUFS)
+	if err := w.flush(); err != nil {
+		return fmt.Errorf("assemble dub: %w", err)
+	}
+	return f.Close()
 }
 
-// renderClip converts clip to mono 16-bit WAV at DubSampleRate played at
-// tempo, overwriting out.
-func renderClip(ctx context.Context, clip string, tempo float64, out string) error {
-	input, err := inputArgs(clip, "")
+// Limiter timing: alimiter's defaults.
+const (
+	limiterAttackFrames  = 5 * mixRate / 1000
+	limiterReleaseFrames = 50 * mixRate / 1000
+)
+
+// normalizePass applies the loudness gain to the total frames of the mix
+// and limits their peaks, writing the 16-bit dub track.
+func normalizePass(ctx context.Context, mixed string, rep *MixReport, total int64, out string) error {
+	in, err := os.Open(mixed)
 	if err != nil {
 		return err
 	}
-	filter := "aresample=" + strconv.Itoa(DubSampleRate)
-	if tempo != 1 {
-		if tempo < 0.5 || tempo > 100 {
-			return fmt.Errorf("tempo %v outside atempo's range", tempo)
-		}
-		filter = "atempo=" + strconv.FormatFloat(tempo, 'f', -1, 64) + "," + filter
-	}
-	args := append(input, "-map", "0:a:0", "-af", filter,
-		"-ac", "1", "-ar", strconv.Itoa(DubSampleRate), "-c:a", "pcm_s16le",
-		"-fflags", "+bitexact")
-	args = append(args, outputArgs("wav", "file:"+out)...)
-	stderr, err := runFFmpeg(ctx, args...)
+	defer in.Close()
+	f, err := os.Create(out)
 	if err != nil {
-		return classifyFFmpegError(clip, stderr, fmt.Errorf("render clip %s: %w", clip, err))
+		return err
 	}
-	return nil
+	defer f.Close()
+	ch := rep.Channels
+	w, err := NewWAVWriter(f, mixRate, ch)
+	if err != nil {
+		return err
+	}
+	r, gain := newSampleReader(in, 32), float32(math.Pow(10, rep.GainDB/20))
+	lim := newLimiter(ch, peakLimit, limiterAttackFrames, limiterReleaseFrames)
+	buf, limited, samples := make([]float32, mixBlock*ch), make([]float32, mixBlock*ch), make([]int16, mixBlock*ch)
+	emit := func(n int) error {
+		for i, s := range limited[:n*ch] {
+			samples[i] = toInt16(s)
+		}
+		return w.WriteSamples(samples[:n*ch])
+	}
+	for at := int64(0); at < total; at += mixBlock {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := int(min(mixBlock, total-at))
+		if err := r.read(buf[:n*ch]); err != nil {
+			return fmt.Errorf("read mix: %w", err)
+		}
+		for i := range buf[:n*ch] {
+			buf[i] *= gain
+		}
+		if err := emit(lim.process(buf[:n*ch], limited)); err != nil {
+			return err
+		}
+	}
+	flush := buf[:(limiterAttackFrames-1)*ch] // the end: empty the limiter's delay line
+	clear(flush)
+	if err := emit(lim.process(flush, limited)); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return f.Close()
 }

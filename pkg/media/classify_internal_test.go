@@ -4,7 +4,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // A probe killed by a signal says nothing about the file: it is retried,
@@ -14,11 +14,11 @@ func TestProbeKilledBySignalIsNotPermanent(t *testing.T) {
 	if killed == nil {
 		t.Fatal("sh survived its own SIGTERM")
 	}
-	if err := classifyProbeError("in.mp4", "", killed); step.IsPermanent(err) {
+	if err := classifyProbeError("in.mp4", "", killed); fault.IsPermanent(err) {
 		t.Fatalf("killed probe classified permanent: %v", err)
 	}
 	failed := exec.Command("sh", "-c", "exit 1").Run()
-	if err := classifyProbeError("in.mp4", "", failed); !step.IsPermanent(err) {
+	if err := classifyProbeError("in.mp4", "", failed); !fault.IsPermanent(err) {
 		t.Fatalf("a probe that exited 1 on the file is not permanent: %v", err)
 	}
 }

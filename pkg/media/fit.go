@@ -7,14 +7,22 @@ import (
 	"math"
 )
 
-// Speed-up bounds for Fit.
+// Speed-up bounds for Fit. A speed-up is the whole factor a line is played
+// faster than the engine's natural rate: the synthesis rate (Slot.SynthRate)
+// times the tempo Fit stretches the clip by.
 const (
-	// DefaultMaxSpeedup is the speed-up Fit allows when none is configured.
-	DefaultMaxSpeedup = 1.35
+	// DefaultMaxSpeedup is the speed-up Fit allows to keep a line inside
+	// its own slot when none is configured: past about 1.3× listeners
+	// notice the hurry.
+	DefaultMaxSpeedup = 1.3
 	// MinMaxSpeedup and MaxMaxSpeedup bound the configurable speed-up:
 	// 1.0 disables speeding up; past 1.5 speech becomes hard to follow.
 	MinMaxSpeedup = 1.0
 	MaxMaxSpeedup = 1.5
+	// DefaultRescueSpeedup is how fast a line may be played, when nothing
+	// else makes it fit, before it is cut; MaxRescueSpeedup bounds it.
+	DefaultRescueSpeedup = 1.5
+	MaxRescueSpeedup     = 2.0
 )
 
 // Slot is one synthesized segment and its place in the original timeline.
@@ -28,14 +36,31 @@ type Slot struct {
 	NextStartMS int `json:"next_start_ms"`
 	// AudioMS is the length of the synthesized clip.
 	AudioMS int `json:"audio_ms"`
+	// SynthRate is how much faster than its default rate the engine spoke
+	// the clip (espeak-ng's words per minute over the default, a remote
+	// engine's speed); 0 means 1.
+	SynthRate float64 `json:"synth_rate,omitempty"`
+	// LeadMS and TrailMS are the silence at the clip's start and end
+	// (MeasureClip): Fit trims them to keepLeadMS and keepTrailMS, so
+	// that the line starts with its source line and no stretch is spent
+	// on silence.
+	LeadMS  int `json:"lead_ms,omitempty"`
+	TrailMS int `json:"trail_ms,omitempty"`
 }
 
 // FitOptions tune Fit.
 type FitOptions struct {
-	// MaxSpeedup is the largest tempo a clip may be played at; 0 means
-	// DefaultMaxSpeedup. Fit clamps it to [MinMaxSpeedup, MaxMaxSpeedup];
-	// Validate reports a value outside that range.
+	// MaxSpeedup is the largest speed-up (synthesis rate times stretch) a
+	// line gets to stay in its slot or, at that speed, with the silence it
+	// borrows; 0 means DefaultMaxSpeedup. Fit clamps it to
+	// [MinMaxSpeedup, MaxMaxSpeedup]; Validate reports a value outside.
 	MaxSpeedup float64
+	// RescueSpeedup is the largest speed-up for a line that does not fit
+	// even with the borrowed silence at MaxSpeedup (flagged
+	// NoteOverBound); past it the line is cut. 0 means
+	// max(DefaultRescueSpeedup, MaxSpeedup); a value below MaxSpeedup
+	// counts as MaxSpeedup (cut rather than hurry).
+	RescueSpeedup float64
 	// TotalMS is the length of the timeline. When set, the last segment may
 	// borrow the silence up to it; otherwise it has only its slot.
 	TotalMS int
@@ -45,6 +70,9 @@ type FitOptions struct {
 func (o FitOptions) Validate() error {
 	if o.MaxSpeedup != 0 && (o.MaxSpeedup < MinMaxSpeedup || o.MaxSpeedup > MaxMaxSpeedup || math.IsNaN(o.MaxSpeedup)) {
 		return fmt.Errorf("max speed-up %v outside [%v, %v]", o.MaxSpeedup, MinMaxSpeedup, MaxMaxSpeedup)
+	}
+	if o.RescueSpeedup != 0 && (o.RescueSpeedup < MinMaxSpeedup || o.RescueSpeedup > MaxRescueSpeedup || math.IsNaN(o.RescueSpeedup)) {
+		return fmt.Errorf("rescue speed-up %v outside [%v, %v]", o.RescueSpeedup, MinMaxSpeedup, MaxRescueSpeedup)
 	}
 	if o.TotalMS < 0 {
 		return fmt.Errorf("timeline length %d ms is negative", o.TotalMS)
@@ -64,13 +92,22 @@ func (o FitOptions) maxSpeedup() float64 {
 	return o.MaxSpeedup
 }
 
-// Placement notes, one per outcome of Fit.
+func (o FitOptions) rescueSpeedup() float64 {
+	r := o.RescueSpeedup
+	if r == 0 || math.IsNaN(r) {
+		r = DefaultRescueSpeedup
+	}
+	return min(max(r, o.maxSpeedup()), MaxRescueSpeedup)
+}
+
+// Placement notes, one per outcome of Fit, in the order Fit tries them.
 const (
-	NoteFits      = "fits"      // as long as its slot
-	NotePadded    = "padded"    // shorter: silence fills the rest of the slot
-	NoteBorrowed  = "borrowed"  // longer: runs into the silence before the next segment
-	NoteSpedUp    = "sped_up"   // longer than slot and silence: played faster
-	NoteTruncated = "truncated" // too long even at the maximum speed-up: cut
+	NoteFits      = "fits"       // as long as its slot
+	NotePadded    = "padded"     // shorter: silence fills the rest of the slot
+	NoteSpedUp    = "sped_up"    // stretched (within MaxSpeedup) to end with its slot
+	NoteBorrowed  = "borrowed"   // runs into the silence before the next segment: at MaxSpeedup, or unstretched when it overruns its slot by little (nearFitMS)
+	NoteOverBound = "over_bound" // fits only faster than MaxSpeedup (at most RescueSpeedup)
+	NoteTruncated = "truncated"  // too long even at RescueSpeedup: cut
 )
 
 // Placement says where and how one synthesized clip is played.
@@ -82,8 +119,15 @@ type Placement struct {
 	// SlotMS is the length of the original slot; AudioMS of the clip.
 	SlotMS  int `json:"slot_ms"`
 	AudioMS int `json:"audio_ms"`
-	// Tempo is the playback speed (1 = unchanged, never below 1).
-	Tempo float64 `json:"tempo"`
+	// TrimStartMS and TrimEndMS are the silence cut from the clip's start
+	// and end before it is placed and stretched.
+	TrimStartMS int `json:"trim_start_ms,omitempty"`
+	TrimEndMS   int `json:"trim_end_ms,omitempty"`
+	// Tempo is the stretch applied to the clip (1 = unchanged, never
+	// below 1); SynthRate the engine's own speed-up, Factor their product.
+	Tempo     float64 `json:"tempo"`
+	SynthRate float64 `json:"synth_rate"`
+	Factor    float64 `json:"factor"`
 	// OutMS is how long the clip plays in the dub track.
 	OutMS int `json:"out_ms"`
 	// PadMS is the silence after the clip up to the slot's end.
@@ -93,30 +137,50 @@ type Placement struct {
 	// TruncatedMS is how much of the sped-up clip was cut; non-zero flags
 	// a segment whose translation is too long for the scene.
 	TruncatedMS int `json:"truncated_ms"`
-	// Note names the outcome: NoteFits, NotePadded, NoteBorrowed,
-	// NoteSpedUp or NoteTruncated.
+	// StartDriftMS and EndDriftMS are where the dubbed speech starts and
+	// ends (the clip without its silence, after stretching and borrowing)
+	// relative to the source line (positive: later).
+	StartDriftMS int `json:"start_drift_ms"`
+	EndDriftMS   int `json:"end_drift_ms"`
+	// Note names the outcome: NoteFits, NotePadded, NoteSpedUp,
+	// NoteBorrowed, NoteOverBound or NoteTruncated.
 	Note string `json:"note"`
 }
 
 // EndMS is where the clip stops playing.
 func (p Placement) EndMS() int { return p.StartMS + p.OutMS }
 
-// Fit places each synthesized clip at the start of its slot. A clip shorter
-// than its slot is padded with silence, never stretched. A longer one first
-// borrows the silence before the next segment, then is sped up by at most
-// the maximum speed-up, and what still does not fit is cut: clips never
-// overlap, since two voices at once help nobody, and a cut is flagged with
-// TruncatedMS and NoteTruncated so the timing report shows it.
+// Trimming and near fits.
+const (
+	// keepLeadMS and keepTrailMS are the silence Fit leaves at a clip's
+	// start and end: enough for the onset of a soft consonant, little
+	// enough to start within 0.1 s of the source line.
+	keepLeadMS, keepTrailMS = 20, 60
+	// nearFitMS and nearFitShare bound the overrun of a clip played as it
+	// is into the silence after its slot (the lesser of the two): a line
+	// that ends a little late sounds better than one stretched by 1-5 %,
+	// and costs no stretching.
+	nearFitMS, nearFitShare = 200, 0.05
+)
+
+// Fit places each synthesized clip at the start of its slot, its silence
+// trimmed (Slot.LeadMS, TrailMS). The engine
+// has already chosen its rate (Slot.SynthRate); a clip still longer than
+// its slot is first stretched up to MaxSpeedup (counting the engine's
+// rate), then allowed to borrow the silence before the next segment, then
+// stretched up to RescueSpeedup (NoteOverBound), and what still does not
+// fit is cut (NoteTruncated). A shorter clip is padded with silence, never
+// slowed down. Clips never overlap: two voices at once help nobody.
 func Fit(slots []Slot, opts FitOptions) []Placement {
-	maxTempo := opts.maxSpeedup()
+	bound, rescue := opts.maxSpeedup(), opts.rescueSpeedup()
 	out := make([]Placement, 0, len(slots))
 	for _, s := range slots {
-		out = append(out, fitOne(s, opts.TotalMS, maxTempo))
+		out = append(out, fitOne(s, opts.TotalMS, bound, rescue))
 	}
 	return out
 }
 
-func fitOne(s Slot, totalMS int, maxTempo float64) Placement {
+func fitOne(s Slot, totalMS int, bound, rescue float64) Placement {
 	end := max(s.EndMS, s.StartMS)
 	limit := end // where the clip must stop at the latest
 	switch {
@@ -126,61 +190,92 @@ func fitOne(s Slot, totalMS int, maxTempo float64) Placement {
 	case totalMS > end:
 		limit = totalMS
 	}
-	slot, window, audio := end-s.StartMS, limit-s.StartMS, max(s.AudioMS, 0)
-	p := Placement{Idx: s.Idx, StartMS: s.StartMS, SlotMS: slot, AudioMS: audio, Tempo: 1}
+	p := Placement{Idx: s.Idx, StartMS: s.StartMS, SlotMS: end - s.StartMS, AudioMS: max(s.AudioMS, 0), Tempo: 1, SynthRate: max(s.SynthRate, 1)}
+	lead, trail := min(max(s.LeadMS, 0), p.AudioMS), max(s.TrailMS, 0)
+	if lead+trail < p.AudioMS { // a clip with sound: trim its silence
+		p.TrimStartMS, p.TrimEndMS = max(lead-keepLeadMS, 0), max(trail-keepTrailMS, 0)
+	}
+	slot, window, audio := p.SlotMS, limit-s.StartMS, p.AudioMS-p.TrimStartMS-p.TrimEndMS
+	// What the engine already sped up counts against the bounds.
+	stretch, last := max(roundDown(bound/p.SynthRate), 1), max(roundDown(rescue/p.SynthRate), 1)
 	switch {
 	case audio <= slot:
-		p.OutMS, p.PadMS, p.Note = audio, slot-audio, NotePadded
-		if p.PadMS == 0 {
+		p.Note = NotePadded
+		if audio == slot {
 			p.Note = NoteFits
 		}
-	case audio <= window:
-		p.OutMS, p.BorrowedMS, p.Note = audio, audio-slot, NoteBorrowed
-	case float64(audio) <= float64(window)*maxTempo:
-		p.Tempo = min(math.Ceil(float64(audio)/float64(window)*1000)/1000, maxTempo)
-		p.OutMS = min(int(math.Ceil(float64(audio)/p.Tempo)), window)
-		p.BorrowedMS, p.PadMS, p.Note = max(p.OutMS-slot, 0), max(slot-p.OutMS, 0), NoteSpedUp
+	case audio <= window && float64(audio-slot) <= min(nearFitMS, nearFitShare*float64(slot)):
+		p.Note = NoteBorrowed
+	case float64(audio) <= float64(slot)*stretch:
+		p.Tempo, p.Note = tempoFor(audio, slot), NoteSpedUp
+	case float64(audio) <= float64(window)*stretch:
+		p.Tempo, p.Note = max(stretch, tempoFor(audio, window)), NoteBorrowed
+	case float64(audio) <= float64(window)*last:
+		p.Tempo, p.Note = tempoFor(audio, window), NoteOverBound
 	default:
-		p.Tempo = maxTempo
-		p.OutMS = window
-		p.TruncatedMS = int(math.Ceil(float64(audio)/maxTempo)) - window
-		p.BorrowedMS, p.Note = window-slot, NoteTruncated
+		p.Tempo, p.Note = last, NoteTruncated
+		p.TruncatedMS = int(math.Ceil(float64(audio)/last)) - window
 	}
+	p.OutMS = min(played(audio, p.Tempo), window)
+	p.BorrowedMS, p.PadMS = max(p.OutMS-slot, 0), max(slot-p.OutMS, 0)
+	p.Factor = math.Round(p.SynthRate*p.Tempo*1000) / 1000
+	// The speech itself starts after the lead left and ends before the
+	// trail left.
+	p.StartDriftMS = int(math.Round(float64(lead-p.TrimStartMS) / p.Tempo))
+	speech := max(p.AudioMS-p.TrimStartMS-max(trail, p.TrimEndMS), 0)
+	p.EndDriftMS = p.StartMS + min(played(speech, p.Tempo), p.OutMS) - end
 	return p
 }
 
+// played is how long audio ms last at tempo, rounded up.
+func played(audio int, tempo float64) int {
+	return int(math.Ceil(float64(audio)/tempo - 1e-6)) // 1e-6: float noise, not a millisecond
+}
+
+// tempoFor is the tempo, rounded up to 1/1000, that plays audio ms in out ms.
+func tempoFor(audio, out int) float64 {
+	return math.Ceil(float64(audio)/float64(out)*1000) / 1000
+}
+
+func roundDown(x float64) float64 { return math.Floor(x*1000) / 1000 }
+
 // TimingReport is the per-segment timing report stored with a dubbed video.
 type TimingReport struct {
-	MaxSpeedup float64     `json:"max_speedup"`
-	TotalMS    int         `json:"total_ms"`
-	Segments   []Placement `json:"segments"`
-	Summary    struct {
+	MaxSpeedup    float64     `json:"max_speedup"`
+	RescueSpeedup float64     `json:"rescue_speedup"`
+	TotalMS       int         `json:"total_ms"`
+	Segments      []Placement `json:"segments"`
+	Summary       struct {
 		Segments  int `json:"segments"`
 		Padded    int `json:"padded"`
-		Borrowed  int `json:"borrowed"`
 		SpedUp    int `json:"sped_up"`
+		Borrowed  int `json:"borrowed"`
+		OverBound int `json:"over_bound"`
 		Truncated int `json:"truncated"`
+		// MaxFactor is the largest speed-up of any line, MaxStartDriftMS
+		// the largest start drift (absolute).
+		MaxFactor       float64 `json:"max_factor"`
+		MaxStartDriftMS int     `json:"max_start_drift_ms"`
 	} `json:"summary"`
+	// Mix says how the dub track was mixed, when it was.
+	Mix *MixReport `json:"mix,omitempty"`
 }
 
 // NewTimingReport summarizes placements made by Fit with opts.
 func NewTimingReport(placements []Placement, opts FitOptions) *TimingReport {
-	r := &TimingReport{MaxSpeedup: opts.maxSpeedup(), TotalMS: opts.TotalMS, Segments: placements}
+	r := &TimingReport{MaxSpeedup: opts.maxSpeedup(), RescueSpeedup: opts.rescueSpeedup(), TotalMS: opts.TotalMS, Segments: placements}
 	if r.Segments == nil {
 		r.Segments = []Placement{}
 	}
 	r.Summary.Segments = len(placements)
+	counts := map[string]*int{NotePadded: &r.Summary.Padded, NoteSpedUp: &r.Summary.SpedUp, NoteBorrowed: &r.Summary.Borrowed,
+		NoteOverBound: &r.Summary.OverBound, NoteTruncated: &r.Summary.Truncated}
 	for _, p := range placements {
-		switch p.Note {
-		case NotePadded:
-			r.Summary.Padded++
-		case NoteBorrowed:
-			r.Summary.Borrowed++
-		case NoteSpedUp:
-			r.Summary.SpedUp++
-		case NoteTruncated:
-			r.Summary.Truncated++
+		if n := counts[p.Note]; n != nil {
+			*n++
 		}
+		r.Summary.MaxFactor = max(r.Summary.MaxFactor, p.Factor)
+		r.Summary.MaxStartDriftMS = max(r.Summary.MaxStartDriftMS, p.StartDriftMS, -p.StartDriftMS)
 	}
 	return r
 }

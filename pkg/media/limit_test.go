@@ -68,8 +68,8 @@ func TestMuxEnforcesTheRealLength(t *testing.T) {
 	clip := filepath.Join(dir, "clip.wav")
 	makeTone(t, clip, 1000)
 	dub := filepath.Join(dir, "dub.wav")
-	if err := AssembleDub(ctx, Fit([]Slot{{Idx: 0, StartMS: 0, EndMS: 1000, AudioMS: 1000}}, FitOptions{TotalMS: 2000}),
-		func(int) string { return clip }, 2000, dub); err != nil {
+	if _, err := AssembleDub(ctx, DubInput{Placements: Fit([]Slot{{Idx: 0, StartMS: 0, EndMS: 1000, AudioMS: 1000}}, FitOptions{TotalMS: 2000}),
+		Clip: func(int) string { return clip }, TotalMS: 2000}, dub); err != nil {
 		t.Fatal(err)
 	}
 	outDir := t.TempDir()

@@ -1,6 +1,7 @@
 package media
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -35,6 +36,9 @@ type MuxInput struct {
 	// Subtitles become mov_text tracks. (MP4 marks the first subtitle
 	// track enabled; players still show subtitles only on request.)
 	Subtitles []Subtitle
+	// BurnSubtitles, when set, is an SRT file drawn into the picture: the
+	// video is re-encoded (H.264) instead of copied.
+	BurnSubtitles string
 	// MaxDuration (> 0) bounds the output whatever the video's container
 	// claims: a video claiming longer is refused, ffmpeg stops writing a
 	// little past the limit (-t), and an output that really runs longer is
@@ -43,113 +47,43 @@ type MuxInput struct {
 }
 
 // audioBytesPerSecond bounds the audio Mux writes per second: the dub at
-// 128 kbit/s plus the original track, copied or re-encoded, generously.
+// 192 kbit/s plus the original track, copied or re-encoded, generously.
 const audioBytesPerSecond = 64 << 10
+
+// burnBytesPerSecond bounds the video Mux writes per second when it burns
+// subtitles in and so re-encodes the picture (CRF 20 rarely passes 8 Mbit/s
+// at the sizes people upload; the cap stops a runaway, not a normal file).
+const burnBytesPerSecond = 1 << 20
 
 // copyableAudio are audio codecs an MP4 carries as they are; others are
 // re-encoded to AAC.
 var copyableAudio = []string{"aac", "mp3", "ac3", "eac3", "alac"}
 
-// Mux writes out as an MP4 with in.Video's video stream copied bit for bit,
-// the dub track as the default AAC audio track, the original audio as a
-// second track, and the subtitles, each tagged with its language and
-// titled (MP4 keeps titles as handler names); the index
-// is at the front (faststart) so players can stream it.
+// Mux writes out as an MP4 with in.Video's video stream copied bit for bit
+// (or, with BurnSubtitles, re-encoded with those subtitles drawn in), the
+// dub track as the default AAC audio track, the original audio as a second
+// track, and the subtitles, each tagged with its language and titled (MP4
+// keeps titles as handler names); the index is at the front (faststart) so
+// players can stream it.
 func Mux(ctx context.Context, in MuxInput, out string) error {
-	dubLang, err := ISO639(in.DubLanguage)
-	if err != nil {
-		return fmt.Errorf("mux: dub %w", err)
-	}
-	origLang, err := ISO639(in.OriginalLanguage)
-	if err != nil {
-		return fmt.Errorf("mux: original %w", err)
-	}
-	info, err := ProbeInput(ctx, in.Video, Limits{RequireVideo: true})
-	if err != nil {
-		return fmt.Errorf("mux: %w", err)
-	}
-	length := info.StreamsOf(VideoStream)[0].Duration
-	if length <= 0 {
-		length = info.Duration
-	}
-	if length <= 0 {
-		return fault.Permanent(fmt.Errorf("mux: duration of %s is unknown", in.Video))
-	}
-	if err := CheckLength(in.Video+" (as its container claims)", length, in.MaxDuration); err != nil {
-		return fmt.Errorf("mux: %w", err)
-	}
-	// The output holds the video's packets, the audio tracks and the
-	// subtitles: its size is bounded by the inputs (-fs).
-	outLen := length
-	if in.MaxDuration > 0 {
-		outLen = in.MaxDuration + decodeSlack
-	}
-	maxBytes := info.Size + int64(outLen.Seconds()+1)*audioBytesPerSecond + outputSizeMargin
-	for _, s := range in.Subtitles {
-		if fi, err := os.Stat(s.Path); err == nil {
-			maxBytes += fi.Size()
-		}
-	}
-
-	var args []string
-	video, err := inputArgs(in.Video, "")
+	job, err := in.plan(ctx)
 	if err != nil {
 		return err
 	}
-	dub, err := inputArgs(in.DubWav, "wav")
+	args, err := job.args()
 	if err != nil {
 		return err
-	}
-	args = append(append(args, video...), dub...)
-	subLangs := make([]string, len(in.Subtitles))
-	for i, s := range in.Subtitles {
-		if subLangs[i], err = ISO639(s.Language); err != nil {
-			return fmt.Errorf("mux: subtitle %s: %w", s.Path, err)
-		}
-		sub, err := inputArgs(s.Path, "srt")
-		if err != nil {
-			return err
-		}
-		args = append(args, sub...)
-	}
-
-	secs := strconv.FormatFloat(length.Seconds(), 'f', 6, 64)
-	args = append(args,
-		"-map", "0:v:0", "-c:v", "copy",
-		"-map", "1:a:0", "-c:a:0", "aac", "-b:a:0", "128k",
-		"-filter:a:0", "apad=whole_dur="+secs+",atrim=duration="+secs,
-		"-metadata:s:a:0", "language="+dubLang, "-metadata:s:a:0", "handler_name=Dub ("+dubLang+")",
-		"-disposition:a:0", "default")
-	if orig := info.StreamsOf(AudioStream); len(orig) > 0 {
-		codec := "aac"
-		if slices.Contains(copyableAudio, orig[0].Codec) {
-			codec = "copy"
-		}
-		args = append(args,
-			"-map", "0:a:0", "-c:a:1", codec,
-			"-metadata:s:a:1", "language="+origLang, "-metadata:s:a:1", "handler_name=Original ("+origLang+")",
-			"-disposition:a:1", "0")
-	}
-	for i, s := range in.Subtitles {
-		n := strconv.Itoa(i)
-		title := s.Title
-		if title == "" {
-			title = subLangs[i]
-		}
-		args = append(args,
-			"-map", strconv.Itoa(i+2)+":s:0", "-c:s:"+n, "mov_text",
-			"-metadata:s:s:"+n, "language="+subLangs[i], "-metadata:s:s:"+n, "handler_name="+title)
 	}
 	return writeAtomically(out, func(tmp string) error {
 		args := append(args, "-map_chapters", "-1", "-movflags", "+faststart")
-		args = append(args, capArgs(in.MaxDuration, maxBytes)...)
+		args = append(args, capArgs(in.MaxDuration, job.maxBytes)...)
 		args = append(args, outputArgs("mp4", tmp)...)
 		stderr, err := runFFmpeg(ctx, args...)
 		if err != nil {
 			return classifyFFmpegError(in.Video, stderr, fmt.Errorf("mux %s: %w", out, err))
 		}
 		path := strings.TrimPrefix(tmp, "file:")
-		if err := checkSize("mux "+in.Video, path, maxBytes); err != nil {
+		if err := checkSize("mux "+in.Video, path, job.maxBytes); err != nil {
 			return err
 		}
 		if in.MaxDuration <= 0 {
@@ -163,6 +97,132 @@ func Mux(ctx context.Context, in MuxInput, out string) error {
 		}
 		return CheckLength("the video of "+in.Video, got.Duration, in.MaxDuration)
 	})
+}
+
+// muxJob is a checked MuxInput with what Mux learned about its video.
+type muxJob struct {
+	MuxInput
+	dubLang, origLang string
+	subLangs          []string
+	info              *Info
+	length            time.Duration
+	maxBytes          int64
+}
+
+// plan checks the input and sizes the output.
+func (in MuxInput) plan(ctx context.Context) (*muxJob, error) {
+	j := &muxJob{MuxInput: in, subLangs: make([]string, len(in.Subtitles))}
+	var err error
+	if j.dubLang, err = ISO639(in.DubLanguage); err != nil {
+		return nil, fmt.Errorf("mux: dub %w", err)
+	}
+	if j.origLang, err = ISO639(in.OriginalLanguage); err != nil {
+		return nil, fmt.Errorf("mux: original %w", err)
+	}
+	for i, s := range in.Subtitles {
+		if j.subLangs[i], err = ISO639(s.Language); err != nil {
+			return nil, fmt.Errorf("mux: subtitle %s: %w", s.Path, err)
+		}
+	}
+	if j.info, err = ProbeInput(ctx, in.Video, Limits{RequireVideo: true}); err != nil {
+		return nil, fmt.Errorf("mux: %w", err)
+	}
+	if j.length = j.info.StreamsOf(VideoStream)[0].Duration; j.length <= 0 {
+		j.length = j.info.Duration
+	}
+	if j.length <= 0 {
+		return nil, fault.Permanent(fmt.Errorf("mux: duration of %s is unknown", in.Video))
+	}
+	if err := CheckLength(in.Video+" (as its container claims)", j.length, in.MaxDuration); err != nil {
+		return nil, fmt.Errorf("mux: %w", err)
+	}
+	// The output holds the video's packets (or the re-encoded picture), the
+	// audio tracks and the subtitles: its size is bounded (-fs).
+	outLen := j.length
+	if in.MaxDuration > 0 {
+		outLen = in.MaxDuration + decodeSlack
+	}
+	secs := int64(outLen.Seconds() + 1)
+	j.maxBytes = j.info.Size + secs*audioBytesPerSecond + outputSizeMargin
+	if in.BurnSubtitles != "" {
+		j.maxBytes += j.info.Size + secs*burnBytesPerSecond
+	}
+	for _, s := range in.Subtitles {
+		if fi, err := os.Stat(s.Path); err == nil {
+			j.maxBytes += fi.Size()
+		}
+	}
+	return j, nil
+}
+
+// args returns ffmpeg's inputs and stream mapping.
+func (j *muxJob) args() ([]string, error) {
+	args, err := inputArgs(j.Video, "")
+	if err != nil {
+		return nil, err
+	}
+	dub, err := inputArgs(j.DubWav, "wav")
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, dub...)
+	for _, s := range j.Subtitles {
+		sub, err := inputArgs(s.Path, "srt")
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, sub...)
+	}
+	video, err := j.videoArgs()
+	if err != nil {
+		return nil, err
+	}
+	secs := strconv.FormatFloat(j.length.Seconds(), 'f', 6, 64)
+	args = append(append(args, video...),
+		"-map", "1:a:0", "-c:a:0", "aac", "-b:a:0", "192k",
+		"-filter:a:0", "apad=whole_dur="+secs+",atrim=duration="+secs,
+		"-metadata:s:a:0", "language="+j.dubLang, "-metadata:s:a:0", "handler_name=Dub ("+j.dubLang+")",
+		"-disposition:a:0", "default")
+	if orig := j.info.StreamsOf(AudioStream); len(orig) > 0 {
+		codec := "aac"
+		if slices.Contains(copyableAudio, orig[0].Codec) {
+			codec = "copy"
+		}
+		args = append(args,
+			"-map", "0:a:0", "-c:a:1", codec,
+			"-metadata:s:a:1", "language="+j.origLang, "-metadata:s:a:1", "handler_name=Original ("+j.origLang+")",
+			"-disposition:a:1", "0")
+	}
+	for i, s := range j.Subtitles {
+		n := strconv.Itoa(i)
+		title := cmp.Or(s.Title, j.subLangs[i])
+		args = append(args,
+			"-map", strconv.Itoa(i+2)+":s:0", "-c:s:"+n, "mov_text",
+			"-metadata:s:s:"+n, "language="+j.subLangs[i], "-metadata:s:s:"+n, "handler_name="+title)
+	}
+	return args, nil
+}
+
+// videoArgs copies the video stream, or re-encodes it with the
+// BurnSubtitles file drawn in by libass.
+func (j *muxJob) videoArgs() ([]string, error) {
+	if j.BurnSubtitles == "" {
+		return []string{"-map", "0:v:0", "-c:v", "copy"}, nil
+	}
+	sub, err := localInput(j.BurnSubtitles)
+	if err != nil {
+		return nil, fmt.Errorf("mux: burn subtitles: %w", err)
+	}
+	vf := "subtitles=filename=" + filterQuote(strings.TrimPrefix(sub, "file:")) + ":charenc=UTF-8"
+	return []string{"-map", "0:v:0", "-filter:v:0", vf, "-c:v", "libx264", "-preset", "veryfast", "-crf", "20",
+		"-pix_fmt", "yuv420p"}, nil
+}
+
+// filterQuote quotes a value for an ffmpeg filter graph: escaped for the
+// option parser, then for the graph parser.
+func filterQuote(v string) string {
+	v = strings.NewReplacer(`\`, `\\`, `'`, `\'`, `:`, `\:`).Replace(v)
+	return strings.NewReplacer(`\`, `\\`, `'`, `\'`, `[`, `\[`, `]`, `\]`, `,`, `\,`, `;`, `\;`).Replace(v)
 }
 
 // ISO639 returns the ISO 639-2/T code that MP4 language tags use for a

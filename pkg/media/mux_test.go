@@ -2,9 +2,11 @@ package media
 
 import (
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +49,8 @@ func TestMux(t *testing.T) {
 	makeTone(t, clip, 1500)
 	dub := filepath.Join(dir, "dub track.wav")
 	total := int(videoLen.Milliseconds()) - 1000
-	if err := AssembleDub(ctx, Fit([]Slot{{Idx: 0, StartMS: 500, EndMS: 2000, AudioMS: 1500}}, FitOptions{TotalMS: total}),
-		func(int) string { return clip }, total, dub); err != nil {
+	if _, err := AssembleDub(ctx, DubInput{Placements: Fit([]Slot{{Idx: 0, StartMS: 500, EndMS: 2000, AudioMS: 1500}}, FitOptions{TotalMS: total}),
+		Clip: func(int) string { return clip }, TotalMS: total}, dub); err != nil {
 		t.Fatal(err)
 	}
 	es, en := filepath.Join(dir, "es.srt"), filepath.Join(dir, "en.srt")
@@ -67,7 +69,13 @@ func TestMux(t *testing.T) {
 	if got, want := videoMD5(t, out), videoMD5(t, video); got != want {
 		t.Errorf("video packets changed: %s, source %s", got, want)
 	}
-	info, err := Probe(ctx, out)
+	checkMuxed(t, out, videoLen)
+}
+
+// checkMuxed checks the tracks of TestMux's output.
+func checkMuxed(t *testing.T, out string, videoLen time.Duration) {
+	t.Helper()
+	info, err := Probe(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +178,62 @@ func moovBeforeMdat(t *testing.T, path string) bool {
 	}
 	moov, mdat := strings.Index(string(data), "moov"), strings.Index(string(data), "mdat")
 	return moov >= 0 && mdat >= 0 && moov < mdat
+}
+
+// grayFrame decodes the frame of path at second sec as 8-bit gray pixels.
+func grayFrame(t *testing.T, path string, sec float64) []byte {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-ss", strconv.FormatFloat(sec, 'f', 3, 64), "-i", path,
+		"-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", "-").Output()
+	if err != nil || len(out) == 0 {
+		t.Fatalf("frame of %s at %vs: %v", path, sec, err)
+	}
+	return out
+}
+
+// TestMuxBurnsSubtitles burns a subtitle into the picture: the frames
+// change in the bottom band while the cue shows, and nowhere else.
+func TestMuxBurnsSubtitles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	video := sample(t, SampleSpeech)
+	dub := filepath.Join(dir, "dub.wav")
+	makeTone(t, dub, 1000)
+	srt := filepath.Join(dir, "es: 'dub' [1].srt") // quoting in the filter graph
+	writeSRT(t, srt, []Cue{{StartMS: 500, EndMS: 2500, Text: "SUBTÍTULO GRANDE"}})
+	out := filepath.Join(dir, "burnt.mp4")
+	if err := Mux(ctx, MuxInput{Video: video, DubWav: dub, DubLanguage: "es", BurnSubtitles: srt}, out); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Probe(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := info.StreamsOf(VideoStream); len(v) != 1 || v[0].Codec != "h264" {
+		t.Fatalf("video streams %+v", v)
+	}
+	diff := func(at float64) (top, bottom float64) {
+		a, b := grayFrame(t, video, at), grayFrame(t, out, at)
+		if len(a) != len(b) {
+			t.Fatalf("frame sizes %d and %d", len(a), len(b))
+		}
+		split := len(a) * 3 / 4
+		for i := range a {
+			d := math.Abs(float64(a[i]) - float64(b[i]))
+			if i < split {
+				top += d / float64(split)
+			} else {
+				bottom += d / float64(len(a)-split)
+			}
+		}
+		return top, bottom
+	}
+	top, bottom := diff(1.5)
+	t.Logf("while the cue shows: mean pixel change %.2f above, %.2f in the bottom quarter", top, bottom)
+	if bottom < 2 || bottom < 4*top {
+		t.Errorf("no subtitle burnt in the bottom quarter (change %.2f there, %.2f above)", bottom, top)
+	}
+	if _, after := diff(3.2); after > bottom/4 {
+		t.Errorf("after the cue, the bottom quarter still changed by %.2f", after)
+	}
 }

@@ -211,3 +211,56 @@ func (t *tailBuffer) String() string {
 	}
 	return s
 }
+
+// ffmpegStream is an ffmpeg run whose output is read as it is written.
+type ffmpegStream struct {
+	io.Reader
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	stderr *tailBuffer
+}
+
+// startFFmpeg starts ffmpeg with args after the fixed safety options; its
+// output "pipe:1" is read from the returned stream, which must be closed.
+func startFFmpeg(ctx context.Context, args ...string) (*ffmpegStream, error) {
+	ctx, cancel := context.WithTimeout(ctx, ffmpegTimeout)
+	base := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error", "-filter_threads", "1", "-filter_complex_threads", "1"}
+	cmd := exec.CommandContext(ctx, "ffmpeg", append(base, args...)...)
+	s := &ffmpegStream{cmd: cmd, cancel: cancel, stderr: &tailBuffer{limit: stderrLimit}}
+	cmd.Stderr = s.stderr
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("ffmpeg: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("ffmpeg: %w", err)
+	}
+	s.Reader = out
+	return s, nil
+}
+
+// Wait reads what is left of the output, waits for ffmpeg to exit and
+// returns its error, quoting its stderr.
+func (s *ffmpegStream) Wait() error {
+	defer s.cancel()
+	_, copyErr := io.Copy(io.Discard, s.Reader)
+	err := s.cmd.Wait()
+	switch msg := s.stderr.String(); {
+	case err != nil && msg != "":
+		return fmt.Errorf("ffmpeg: %w: %s", err, msg)
+	case err != nil:
+		return fmt.Errorf("ffmpeg: %w", err)
+	case copyErr != nil:
+		return fmt.Errorf("ffmpeg: read output: %w", copyErr)
+	}
+	return nil
+}
+
+// Abort stops ffmpeg and waits for it to exit.
+func (s *ffmpegStream) Abort() {
+	s.cancel()
+	_ = s.cmd.Wait()
+}

@@ -87,15 +87,7 @@ func speak(ctx context.Context, work, text, voice, out string) error {
 // lead-in and lead-out. Variants for bad-input tests follow opts.Kind. It
 // is for demos and tests; text is passed to espeak-ng on stdin.
 func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) error {
-	if opts.Voice == "" {
-		opts.Voice = "en-us"
-	}
-	if opts.Width == 0 || opts.Height == 0 {
-		opts.Width, opts.Height = 320, 240
-	}
-	if opts.Lead == 0 {
-		opts.Lead = 500 * time.Millisecond
-	}
+	opts = opts.withDefaults()
 	outURL, err := localOutput(out)
 	if err != nil {
 		return err
@@ -110,67 +102,70 @@ func MakeSampleVideo(ctx context.Context, text, out string, opts SampleOptions) 
 	if err := speak(ctx, work, text, opts.Voice, speech); err != nil {
 		return fmt.Errorf("make sample video: %w", err)
 	}
-	f, err := os.Open(speech)
-	if err != nil {
-		return fmt.Errorf("make sample video: %w", err)
-	}
-	r, err := NewWAVReader(f)
-	f.Close()
+	speechDur, err := WAVFileDuration(speech) // from the file's size when the header is pipe-like
 	if err != nil {
 		return fmt.Errorf("make sample video: speech output: %w", err)
 	}
-	speechDur := r.Duration()
-	if speechDur < 0 { // the synthesizer wrote a pipe-like header; size from the file
-		fi, err := os.Stat(speech)
-		if err != nil {
-			return fmt.Errorf("make sample video: %w", err)
-		}
-		speechDur = framesToDuration((fi.Size()-wavHeaderSize)/int64(r.Format.frameBytes()), r.Format.SampleRate)
-	}
-	total := speechDur + 2*opts.Lead
-	format, name := "mp4", "full.mp4"
+	total, format, name := speechDur+2*opts.Lead, "mp4", "full.mp4"
 	if opts.Kind == SampleLongerThanClaimed {
-		total, format, name = cmp.Or(opts.Length, 20*time.Second), "matroska", "full.mkv"
-		opts.Claimed = cmp.Or(opts.Claimed, 2*time.Second)
+		total, format, name = opts.Length, "matroska", "full.mkv"
 	}
-	secs := strconv.FormatFloat(total.Seconds(), 'f', 3, 64)
-	leadMS := strconv.FormatInt(opts.Lead.Milliseconds(), 10)
+	full := filepath.Join(work, name)
+	if stderr, err := runFFmpeg(ctx, opts.ffmpegArgs(speech, total, format, full)...); err != nil {
+		return fmt.Errorf("make sample video: %w (%s)", err, stderr)
+	}
+	if err := opts.damage(full); err != nil {
+		return fmt.Errorf("make sample video: %w", err)
+	}
+	if err := copyFile(full, strings.TrimPrefix(outURL, "file:")); err != nil {
+		return fmt.Errorf("make sample video: %w", err)
+	}
+	return nil
+}
 
-	args := []string{"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", opts.Width, opts.Height)}
-	switch opts.Kind {
+func (o SampleOptions) withDefaults() SampleOptions {
+	o.Voice = cmp.Or(o.Voice, "en-us")
+	if o.Width == 0 || o.Height == 0 {
+		o.Width, o.Height = 320, 240
+	}
+	o.Lead = cmp.Or(o.Lead, 500*time.Millisecond)
+	if o.Kind == SampleLongerThanClaimed {
+		o.Length, o.Claimed = cmp.Or(o.Length, 20*time.Second), cmp.Or(o.Claimed, 2*time.Second)
+	}
+	return o
+}
+
+// ffmpegArgs makes the sample of kind o.Kind, total long, into the file
+// full: the test picture, and the speech delayed by o.Lead.
+func (o SampleOptions) ffmpegArgs(speech string, total time.Duration, format, full string) []string {
+	args := []string{"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", o.Width, o.Height)}
+	switch o.Kind {
 	case SampleNoAudio:
 		args = append(args, "-map", "0:v")
 	case SampleSilent:
 		args = append(args, "-f", "lavfi", "-i", "anullsrc=r=22050:cl=mono", "-map", "0:v", "-map", "1:a")
 	default:
-		args = append(args, "-protocol_whitelist", "file", "-f", "wav", "-i", "file:"+speech,
-			"-filter_complex", "[1:a]adelay="+leadMS+":all=1,apad[a]", "-map", "0:v", "-map", "[a]")
+		args = append(args, "-protocol_whitelist", "file", "-f", "wav", "-i", "file:"+speech, "-filter_complex",
+			"[1:a]adelay="+strconv.FormatInt(o.Lead.Milliseconds(), 10)+":all=1,apad[a]", "-map", "0:v", "-map", "[a]")
 	}
-	args = append(args, "-t", secs,
+	args = append(args, "-t", strconv.FormatFloat(total.Seconds(), 'f', 3, 64),
 		"-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-g", "50")
-	if opts.Kind != SampleNoAudio {
+	if o.Kind != SampleNoAudio {
 		args = append(args, "-c:a", "aac", "-b:a", "96k")
 	}
-	if opts.Kind != SampleTruncatedIndex && format == "mp4" {
+	if o.Kind != SampleTruncatedIndex && format == "mp4" {
 		args = append(args, "-movflags", "+faststart")
 	}
-	full := filepath.Join(work, name)
-	args = append(args, outputArgs(format, "file:"+full)...)
-	if stderr, err := runFFmpeg(ctx, args...); err != nil {
-		return fmt.Errorf("make sample video: %w (%s)", err, stderr)
-	}
-	if opts.Kind == SampleTruncatedIndex || opts.Kind == SampleTruncatedData {
-		if err := truncateFile(full, 0.6); err != nil {
-			return fmt.Errorf("make sample video: %w", err)
-		}
-	}
-	if opts.Kind == SampleLongerThanClaimed {
-		if err := claimDuration(full, opts.Claimed); err != nil {
-			return fmt.Errorf("make sample video: %w", err)
-		}
-	}
-	if err := copyFile(full, strings.TrimPrefix(outURL, "file:")); err != nil {
-		return fmt.Errorf("make sample video: %w", err)
+	return append(args, outputArgs(format, "file:"+full)...)
+}
+
+// damage turns a good sample into the bad input o.Kind asks for.
+func (o SampleOptions) damage(full string) error {
+	switch o.Kind {
+	case SampleTruncatedIndex, SampleTruncatedData:
+		return truncateFile(full, 0.6)
+	case SampleLongerThanClaimed:
+		return claimDuration(full, o.Claimed)
 	}
 	return nil
 }

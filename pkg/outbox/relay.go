@@ -15,8 +15,9 @@ import (
 
 // Metrics count what the outbox published.
 type Metrics struct {
-	published *prometheus.CounterVec
-	swept     prometheus.Counter
+	published    *prometheus.CounterVec
+	swept        prometheus.Counter
+	deadLettered *prometheus.CounterVec
 }
 
 // NewMetrics creates the outbox metrics and registers them on reg (nil: not
@@ -31,9 +32,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dubflow_outbox_swept_total",
 			Help: "Outbox messages published by the sweep (left behind by a crash or a broker outage).",
 		}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dubflow_outbox_dead_lettered_total",
+			Help: "Outbox messages the broker refused MaxFailures times, moved to dead_letters (source outbox), by routing key.",
+		}, []string{"routing_key"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.swept)
+		reg.MustRegister(m.published, m.swept, m.deadLettered)
 	}
 	return m
 }
@@ -146,10 +151,16 @@ func (r *Relay) SweepLoop(ctx context.Context, interval, age time.Duration) {
 }
 
 // Sweep publishes up to limit outbox rows older than age and deletes them
-// (see the package's Sweep), counting them in the relay's metrics.
+// (see the package's Sweep), counting them in the relay's metrics; the rows
+// it moved to dead_letters are counted and logged.
 func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
-	sent, err := Sweep(ctx, r.pool, r.pub, age, limit)
+	sent, moved, err := sweep(ctx, r.pool, r.pub, age, limit)
 	r.metrics.swept.Add(float64(len(sent)))
+	for _, m := range moved {
+		r.metrics.deadLettered.WithLabelValues(m.RoutingKey).Inc()
+		r.log.Error().Int64("outbox_id", m.ID).Str("message_id", m.MessageID.String()).Str("routing_key", m.RoutingKey).
+			Str("exchange", m.Exchange).Int("failures", MaxFailures).Msg("outbox message refused by the broker too often; moved to dead_letters")
+	}
 	return len(sent), err
 }
 
@@ -157,21 +168,27 @@ func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, e
 // after a failed publish), in order, each confirmed, and deletes them, in
 // one transaction that locks the rows (SKIP LOCKED), so processes sweeping at
 // once never publish the same row twice. It returns the messages published;
-// rows whose publish failed wait for a later sweep (see publishLocked).
+// rows whose publish failed wait for a later sweep, and a row the broker
+// refused MaxFailures times is moved to dead_letters (see publishLocked).
 func Sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) ([]*Message, error) {
-	var sent []*Message
+	sent, _, err := sweep(ctx, pool, pub, age, limit)
+	return sent, err
+}
+
+// sweep is Sweep, also returning the rows moved to dead_letters.
+func sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) (sent, moved []*Message, err error) {
 	var perr error
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		sent, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+		sent, moved, perr, err = publishLocked(ctx, tx, pub, true, `SELECT id, message_id, exchange, routing_key, body, failures FROM outbox
 			WHERE created_at < now() - $1::interval AND (next_try_at IS NULL OR next_try_at <= now())
 			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return sent, perr
+	return sent, moved, perr
 }
 
 // Flush publishes the given outbox rows now, each confirmed, and deletes
@@ -185,7 +202,7 @@ func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) 
 	var perr error
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		_, perr, err = publishLocked(ctx, tx, pub, `SELECT id, message_id, exchange, routing_key, body FROM outbox
+		_, _, perr, err = publishLocked(ctx, tx, pub, false, `SELECT id, message_id, exchange, routing_key, body, failures FROM outbox
 			WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
 		return err
 	})
@@ -199,30 +216,32 @@ func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) 
 // retries a publish lost with its channel until its context ends.
 const publishTimeout = 10 * time.Second
 
-// publishLocked selects outbox rows with query (which locks them), publishes
-// them in order, each confirmed, and deletes those published. A row the
-// broker refuses (unroutable, nacked, its exchange missing) does not block
-// the others: its failure is recorded on the row (failures, last_error) and
-// it is tried again after a growing pause (next_try_at, at most a minute).
+// MaxFailures is how often the broker may refuse an outbox row (no queue
+// for its routing key, its exchange missing, a nack) before the sweep moves
+// it to dead_letters with the last refusal as its reason: retried with
+// pauses growing to a minute, about six minutes. Publishes that time out
+// (the broker unreachable) count towards the pauses but never move a row.
+const MaxFailures = 10
+
+// publishLocked selects outbox rows with query (which locks them and reads
+// id, message_id, exchange, routing_key, body, failures), publishes them in
+// order, each confirmed, and deletes those published. A row the broker
+// refuses does not block the others: its failure is recorded on the row
+// (failures, last_error) and it is tried again after a growing pause
+// (next_try_at, at most a minute); with move, a row refused for the
+// MaxFailures-th time is moved to dead_letters instead (returned as moved).
 // A publish that times out (the broker is unreachable) stops the run, as
 // the rows after it would fail too. The publish failures are returned as
 // perr (those published are still deleted when tx commits); err reports a
 // database failure, after which tx must roll back.
-func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, args ...any) (sent []*Message, perr, err error) {
-	rows, err := tx.Query(ctx, query, args...)
+func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, move bool, query string, args ...any) (sent, moved []*Message, perr, err error) {
+	msgs, failures, err := readLocked(ctx, tx, query, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("select outbox: %w", err)
-	}
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) {
-		m := &Message{}
-		return m, row.Scan(&m.ID, &m.MessageID, &m.Exchange, &m.RoutingKey, &m.Body)
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("read outbox: %w", err)
+		return nil, nil, nil, err
 	}
 	var ids []int64
 	var failed []error
-	for _, m := range msgs {
+	for i, m := range msgs {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		err := pub.Publish(pctx, m.Exchange, m.RoutingKey, m.Publishing())
 		cancel()
@@ -233,20 +252,48 @@ func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, query string, 
 		}
 		err = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.RoutingKey, err)
 		failed = append(failed, err)
+		outage := ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)
+		if move && !outage && failures[i]+1 >= MaxFailures {
+			if derr := deadLetter(ctx, tx, m, failures[i]+1, err); derr != nil {
+				return nil, nil, errors.Join(failed...), derr
+			}
+			moved = append(moved, m)
+			continue
+		}
 		if _, uerr := tx.Exec(ctx, `UPDATE outbox SET failures = failures + 1, last_error = $2,
 				next_try_at = now() + least(interval '1 second' * power(2, least(failures, 6)), interval '1 minute')
 			WHERE id = $1`, m.ID, wire.Reason(err.Error())); uerr != nil {
-			return nil, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", m.ID, uerr)
+			return nil, nil, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", m.ID, uerr)
 		}
-		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		if outage {
 			break
 		}
 	}
 	perr = errors.Join(failed...)
 	if len(ids) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
-			return nil, perr, fmt.Errorf("delete published outbox rows: %w", err)
+			return nil, nil, perr, fmt.Errorf("delete published outbox rows: %w", err)
 		}
 	}
-	return sent, perr, nil
+	return sent, moved, perr, nil
+}
+
+// readLocked reads the outbox rows query selects, with their failures so far.
+func readLocked(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]*Message, []int, error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("select outbox: %w", err)
+	}
+	var failures []int
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) {
+		m := &Message{}
+		var n int
+		err := row.Scan(&m.ID, &m.MessageID, &m.Exchange, &m.RoutingKey, &m.Body, &n)
+		failures = append(failures, n)
+		return m, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read outbox: %w", err)
+	}
+	return msgs, failures, nil
 }

@@ -29,3 +29,35 @@ func BenchmarkApertiumBatching(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApertiumPerChunk measures what one translate part costs the
+// embedded engine: a chunk of 12 segments in one call, with the pipelines
+// kept running between calls and with `apertium` started for each call,
+// in ms per chunk:
+//
+//	go test -run '^$' -bench ApertiumPerChunk -benchtime 10x ./speech/
+func BenchmarkApertiumPerChunk(b *testing.B) {
+	chunk := make([]string, 12)
+	for i := range chunk {
+		chunk[i] = fmt.Sprintf("Segment %d: the meeting starts at noon, and the house near the river is big.", i)
+	}
+	for _, c := range []struct {
+		name      string
+		pipelines int
+	}{{"per-call", -1}, {"pipeline", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			a := &speech.Apertium{Pipelines: c.pipelines}
+			defer a.Close()
+			// The first call starts the pipeline: a worker pays it once.
+			if _, err := a.Translate(context.Background(), chunk, "en", "es"); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := a.Translate(context.Background(), chunk, "en", "es"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/chunk")
+		})
+	}
+}

@@ -37,6 +37,16 @@ type ChatTranslator struct {
 	Model string
 	// Client sends the requests; one with DefaultHTTPTimeout when nil.
 	Client *http.Client
+
+	// glossary is added to the prompt (WithGlossary).
+	glossary []Term
+}
+
+// withGlossary returns a copy of c that tells the model the glossary.
+func (c *ChatTranslator) withGlossary(terms []Term) Translator {
+	cp := *c
+	cp.glossary = terms
+	return &cp
 }
 
 // NewChatTranslator returns a translator for the API at baseURL.
@@ -83,18 +93,7 @@ func (c *ChatTranslator) Translate(ctx context.Context, texts []string, from, to
 	if err != nil {
 		return nil, fault.Permanent(fmt.Errorf("%s: encode texts: %w", op, err))
 	}
-	prompt := fmt.Sprintf("Translate each string of the JSON array below from %s to %s. "+
-		"Answer with only a JSON array of %d strings: the translations, in the same order, one per input string, "+
-		"without notes or explanations. Keep numbers, names and punctuation.\n\n%s",
-		languageName(from), languageName(to), len(items), input)
-	reqBody, err := json.Marshal(chatRequest{
-		Model: c.Model,
-		Messages: []chatMessage{
-			{Role: "system", Content: "You are a professional translator for video dubbing. You reply with JSON only."},
-			{Role: "user", Content: prompt},
-		},
-		Temperature: 0.1,
-	})
+	reqBody, err := c.request(from, to, items, input)
 	if err != nil {
 		return nil, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 	}
@@ -128,6 +127,26 @@ func (c *ChatTranslator) Translate(ctx context.Context, texts []string, from, to
 		out[i] = got[j]
 	}
 	return out, nil
+}
+
+// request builds the chat completion request for items (input: their JSON
+// array), with the glossary's instructions when there is one.
+func (c *ChatTranslator) request(from, to string, items []string, input []byte) ([]byte, error) {
+	prompt := fmt.Sprintf("Translate each string of the JSON array below from %s to %s. "+
+		"Answer with only a JSON array of %d strings: the translations, in the same order, one per input string, "+
+		"without notes or explanations. Keep numbers, names and punctuation.",
+		languageName(from), languageName(to), len(items))
+	if len(c.glossary) > 0 {
+		prompt += "\n\n" + glossaryPrompt(c.glossary)
+	}
+	return json.Marshal(chatRequest{
+		Model: c.Model,
+		Messages: []chatMessage{
+			{Role: "system", Content: "You are a professional translator for video dubbing. You reply with JSON only."},
+			{Role: "user", Content: prompt + "\n\n" + string(input)},
+		},
+		Temperature: 0.1,
+	})
 }
 
 // parseTranslations reads a model's answer: a JSON array of n strings,

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/dubflow/dubflow/pkg/fault"
 	"golang.org/x/sync/errgroup"
@@ -31,6 +30,10 @@ import (
 // The file is streamed: memory holds one chunk (plus the search window)
 // at a time, and at most Concurrency+1 chunk files exist at once. Audio
 // no longer than a chunk and its window goes to Engine as it is.
+//
+// Split exposes the cutting alone, so that the chunks can be transcribed
+// elsewhere (the asr step fans them out as parts) and placed back on the
+// timeline with Chunk.Place.
 type Chunker struct {
 	// Engine transcribes the chunks.
 	Engine Transcriber
@@ -45,141 +48,227 @@ type Chunker struct {
 	TempDir string
 }
 
+// Chunk is one piece of audio that Split cut: a temporary WAV file holding
+// the lead-in and then the chunk's own samples.
+type Chunk struct {
+	// Index counts the chunks from 0, in order.
+	Index int
+	// Path is the chunk's WAV file; the callback of Split owns it.
+	Path string
+	// OffsetMS is where the file starts on the whole file's timeline.
+	OffsetMS int
+	// LeadMS is how much of the file's start is lead-in, heard by the
+	// chunk before.
+	LeadMS int
+}
+
 // Transcribe implements Transcriber.
 func (c *Chunker) Transcribe(ctx context.Context, wavPath, language string) ([]Segment, error) {
-	f, err := os.Open(wavPath)
+	whole, err := c.Whole(wavPath)
 	if err != nil {
-		return nil, fmt.Errorf("chunk %s: %w", wavPath, err)
+		return nil, err
 	}
-	defer f.Close()
-	h, err := readWAVHeader(f)
-	if err != nil {
-		return nil, fault.Permanent(fmt.Errorf("chunk %s: %w", wavPath, err))
-	}
-	if h.Channels != 1 || h.BitsPerSample != 16 {
-		return nil, fault.Permanent(fmt.Errorf("chunk %s: %d channels, %d bit: want mono 16 bit: %w", wavPath, h.Channels, h.BitsPerSample, ErrNotWAV))
-	}
-	secs := c.ChunkSeconds
-	if secs <= 0 {
-		secs = 60
-	}
-	chunk := secs * h.SampleRate // samples
-	window := chunk / 5
-	if h.DataSize >= 0 && h.DataSize/2 <= int64(chunk+window) {
+	if whole {
 		return c.Engine.Transcribe(ctx, wavPath, language)
 	}
-	if total := int(h.DataSize / 2); total > 0 {
-		// Even chunks: 44 s in 30 s chunks is two of 22 s, not 30 + 14,
-		// so that concurrent chunks finish together.
-		parts := (total + chunk - 1) / chunk
-		chunk = (total + parts - 1) / parts
-		window = chunk / 5
-	}
-	var data io.Reader = f
-	if h.DataSize >= 0 {
-		data = io.LimitReader(f, h.DataSize)
-	}
-	data = bufio.NewReaderSize(data, 64<<10)
-
-	conc := c.Concurrency
-	if conc <= 0 {
-		conc = 2
-	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(conc)
-	var mu sync.Mutex
-	results := map[int][]Segment{}
-	offsets := map[int]int{} // chunk → start of its file in ms
-	leads := map[int]int{}   // chunk → lead-in to drop, in ms
-	leadSamples := c.LeadSeconds * h.SampleRate
-	if c.LeadSeconds == 0 {
-		leadSamples = 5 * h.SampleRate
-	}
-	leadSamples = max(leadSamples, 0)
-	tail := make([]byte, 0, 2*leadSamples) // the lead-in of the next chunk
-
-	buf := make([]byte, 0, 2*(chunk+window))
-	start := 0 // samples before buf
-	n := 0
-	for {
-		if err := gctx.Err(); err != nil {
-			break
-		}
-		m, rerr := io.ReadFull(data, buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		last := rerr != nil // io.EOF or io.ErrUnexpectedEOF: the data ends here
-		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
-			g.Wait()
-			return nil, fmt.Errorf("chunk %s: read: %w", wavPath, rerr)
-		}
-		buf = buf[:len(buf)&^1]
-		if len(buf) == 0 {
-			break
-		}
-		cut := len(buf) / 2
-		if !last {
-			cut = quietest(buf, chunk-window, chunk+window, h.SampleRate/50)
-		}
-		path, err := c.writeChunk(tail, buf[:2*cut], h.SampleRate, n)
-		if err != nil {
-			g.Wait()
-			return nil, fmt.Errorf("chunk %s: %w", wavPath, err)
-		}
-		leadMS := int(int64(len(tail)/2) * 1000 / int64(h.SampleRate))
-		idx, offsetMS := n, int(int64(start)*1000/int64(h.SampleRate))-leadMS
+	g.SetLimit(c.concurrency())
+	var results []*[]Segment // one slot per chunk, filled by its goroutine
+	err = c.Split(gctx, wavPath, func(ch Chunk) error {
+		slot := new([]Segment)
+		results = append(results, slot)
 		g.Go(func() error {
-			defer os.Remove(path)
-			segs, err := c.Engine.Transcribe(gctx, path, language)
-			if err != nil {
-				return fmt.Errorf("transcribe chunk %d at %d ms: %w", idx, offsetMS, err)
-			}
-			mu.Lock()
-			results[idx], offsets[idx], leads[idx] = segs, offsetMS, leadMS
-			mu.Unlock()
-			return nil
+			defer os.Remove(ch.Path)
+			segs, err := c.TranscribeChunk(gctx, ch, language)
+			*slot = segs
+			return err
 		})
-		n++
-		start += cut
-		keep := min(leadSamples, cut)
-		tail = append(tail[:0], buf[2*(cut-keep):2*cut]...)
-		rest := copy(buf, buf[2*cut:])
-		buf = buf[:rest]
-		if last {
-			break
-		}
+		return nil
+	})
+	if werr := g.Wait(); werr != nil {
+		return nil, werr
 	}
-	if err := g.Wait(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", wavPath, err)
 	}
 	var out []Segment
-	for i := 0; i < n; i++ {
-		off := offsets[i]
-		for _, s := range results[i] {
-			var ok bool
-			if s, ok = dropLead(s, leads[i]); !ok {
-				continue
-			}
-			s.StartMS += off
-			s.EndMS += off
-			if s.Words != nil {
-				ws := make([]Word, len(s.Words))
-				for j, w := range s.Words {
-					w.StartMS += off
-					w.EndMS += off
-					ws[j] = w
-				}
-				s.Words = ws
-			}
-			out = append(out, s)
-		}
+	for _, segs := range results {
+		out = append(out, *segs...)
 	}
 	return out, nil
 }
 
-// writeChunk writes 16-bit mono samples as a temporary WAV file.
+// Whole reports whether the audio in wavPath is short enough to be
+// transcribed whole, without cutting.
+func (c *Chunker) Whole(wavPath string) (bool, error) {
+	f, h, err := openMonoWAV(wavPath)
+	if err != nil {
+		return false, err
+	}
+	f.Close()
+	chunk := c.seconds() * h.SampleRate
+	return h.DataSize >= 0 && h.DataSize/2 <= int64(chunk+chunk/5), nil
+}
+
+// Split cuts the audio in wavPath into chunks and hands each to fn in
+// order as soon as its file is written; fn owns the file. Split stops at
+// the first error of fn or ctx. A file no longer than one chunk is still
+// handed over as one chunk (use Whole to avoid the copy).
+func (c *Chunker) Split(ctx context.Context, wavPath string, fn func(Chunk) error) error {
+	f, h, err := openMonoWAV(wavPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s := c.newSplitter(f, h)
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("chunk %s: %w", wavPath, err)
+		}
+		ch, ok, err := s.next()
+		if err != nil {
+			return fmt.Errorf("chunk %s: %w", wavPath, err)
+		}
+		if !ok {
+			return nil
+		}
+		if err := fn(ch); err != nil {
+			return err
+		}
+	}
+}
+
+// openMonoWAV opens a mono 16-bit WAV file positioned at its samples.
+func openMonoWAV(wavPath string) (*os.File, wavFormat, error) {
+	f, err := os.Open(wavPath)
+	if err != nil {
+		return nil, wavFormat{}, fmt.Errorf("chunk %s: %w", wavPath, err)
+	}
+	h, err := readWAVHeader(f)
+	if err != nil {
+		f.Close()
+		return nil, h, fault.Permanent(fmt.Errorf("chunk %s: %w", wavPath, err))
+	}
+	if h.Channels != 1 || h.BitsPerSample != 16 {
+		f.Close()
+		return nil, h, fault.Permanent(fmt.Errorf("chunk %s: %d channels, %d bit: want mono 16 bit: %w", wavPath, h.Channels, h.BitsPerSample, ErrNotWAV))
+	}
+	return f, h, nil
+}
+
+func (c *Chunker) seconds() int {
+	if c.ChunkSeconds <= 0 {
+		return 60
+	}
+	return c.ChunkSeconds
+}
+
+func (c *Chunker) concurrency() int {
+	if c.Concurrency <= 0 {
+		return 2
+	}
+	return c.Concurrency
+}
+
+// splitter streams the samples of one file into chunks.
+type splitter struct {
+	c             *Chunker
+	data          io.Reader
+	rate          int
+	chunk, window int    // samples
+	lead          int    // samples of lead-in before each cut
+	buf, tail     []byte // samples not cut yet; the next chunk's lead-in
+	start, n      int    // samples before buf; chunks written
+	done          bool
+}
+
+func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
+	chunk := c.seconds() * h.SampleRate
+	if total := int(h.DataSize / 2); h.DataSize >= 0 && total > 0 {
+		// Even chunks: 44 s in 30 s chunks is two of 22 s, not 30 + 14,
+		// so that concurrent chunks finish together.
+		parts := (total + chunk - 1) / chunk
+		chunk = (total + parts - 1) / parts
+	}
+	var data io.Reader = f
+	if h.DataSize >= 0 {
+		data = io.LimitReader(f, h.DataSize)
+	}
+	lead := c.LeadSeconds * h.SampleRate
+	if c.LeadSeconds == 0 {
+		lead = 5 * h.SampleRate
+	}
+	lead = max(lead, 0)
+	return &splitter{c: c, data: bufio.NewReaderSize(data, 64<<10), rate: h.SampleRate,
+		chunk: chunk, window: chunk / 5, lead: lead,
+		buf: make([]byte, 0, 2*(chunk+chunk/5)), tail: make([]byte, 0, 2*lead)}
+}
+
+// next writes the next chunk's file; ok is false when the samples ended.
+func (s *splitter) next() (Chunk, bool, error) {
+	if s.done {
+		return Chunk{}, false, nil
+	}
+	m, rerr := io.ReadFull(s.data, s.buf[len(s.buf):cap(s.buf)])
+	s.buf = s.buf[:len(s.buf)+m]
+	last := rerr != nil // io.EOF or io.ErrUnexpectedEOF: the data ends here
+	if last && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
+		return Chunk{}, false, fmt.Errorf("read: %w", rerr)
+	}
+	s.buf = s.buf[:len(s.buf)&^1]
+	if len(s.buf) == 0 {
+		s.done = true
+		return Chunk{}, false, nil
+	}
+	cut := len(s.buf) / 2
+	if !last {
+		cut = quietest(s.buf, s.chunk-s.window, s.chunk+s.window, s.rate/50)
+	}
+	path, err := s.c.writeChunk(s.tail, s.buf[:2*cut], s.rate, s.n)
+	if err != nil {
+		return Chunk{}, false, err
+	}
+	leadMS := int(int64(len(s.tail)/2) * 1000 / int64(s.rate))
+	ch := Chunk{Index: s.n, Path: path, LeadMS: leadMS,
+		OffsetMS: int(int64(s.start)*1000/int64(s.rate)) - leadMS}
+	s.n++
+	s.start += cut
+	keep := min(s.lead, cut)
+	s.tail = append(s.tail[:0], s.buf[2*(cut-keep):2*cut]...)
+	s.buf = s.buf[:copy(s.buf, s.buf[2*cut:])]
+	s.done = last
+	return ch, true, nil
+}
+
+// Place moves the segments the engine recognised in the chunk's file onto
+// the whole file's timeline, dropping what it heard in the lead-in.
+func (ch Chunk) Place(segs []Segment) []Segment {
+	var out []Segment
+	off := ch.OffsetMS
+	for _, s := range segs {
+		var ok bool
+		if s, ok = dropLead(s, ch.LeadMS); !ok {
+			continue
+		}
+		s.StartMS += off
+		s.EndMS += off
+		if s.Words != nil {
+			ws := make([]Word, len(s.Words))
+			for j, w := range s.Words {
+				w.StartMS += off
+				w.EndMS += off
+				ws[j] = w
+			}
+			s.Words = ws
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // dropLead removes from s what the engine heard in a chunk's lead-in (the
 // first leadMS ms, which the chunk before transcribed): the words that start
 // there, or without word timings the whole segment if its middle is there.
@@ -213,7 +302,7 @@ func dropLead(s Segment, leadMS int) (Segment, bool) {
 
 // writeChunk writes lead followed by samples as chunk n's WAV file.
 func (c *Chunker) writeChunk(lead, samples []byte, rate, n int) (string, error) {
-	f, err := os.CreateTemp(c.TempDir, fmt.Sprintf("dubflow-chunk-%03d-*.wav", n))
+	f, err := os.CreateTemp(c.TempDir, fmt.Sprintf(chunkFilePattern, n))
 	if err != nil {
 		return "", fmt.Errorf("create chunk file: %w", err)
 	}
@@ -273,4 +362,15 @@ func quietest(buf []byte, lo, hi, frame int) int {
 		last++
 	}
 	return lo + (first+last)/2*hop + frame/2
+}
+
+// TranscribeChunk transcribes one chunk that Split cut, wherever its file
+// is now, with Engine alone (a chunk is never cut again) and places the
+// segments on the whole file's timeline.
+func (c *Chunker) TranscribeChunk(ctx context.Context, ch Chunk, language string) ([]Segment, error) {
+	segs, err := c.Engine.Transcribe(ctx, ch.Path, language)
+	if err != nil {
+		return nil, fmt.Errorf("transcribe chunk %d at %d ms: %w", ch.Index, ch.OffsetMS, err)
+	}
+	return ch.Place(segs), nil
 }

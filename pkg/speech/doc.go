@@ -4,7 +4,7 @@
 // Debian command-line tool (pocketsphinx, apertium, espeak-ng) and remote
 // implementations that speak the real wire protocols of production
 // services (OpenAI-compatible transcription, chat completions and speech,
-// Apertium APy, the seed's tts_service).
+// Apertium APy, and tts_service's POST /synthesize).
 //
 // Two wrappers add the behaviour the pipeline needs on top of any engine:
 // Batcher batches translations, validates them and falls back to single

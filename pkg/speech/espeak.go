@@ -69,7 +69,10 @@ func (e *Espeak) Synthesize(ctx context.Context, req SynthesisRequest) (*Audio, 
 	if fastest <= 0 {
 		fastest = EspeakMaxWPM
 	}
-	dir, err := os.MkdirTemp("", "dubflow-espeak-")
+	if req.MaxRate >= 1 {
+		fastest = min(fastest, int(float64(def)*req.MaxRate))
+	}
+	dir, err := os.MkdirTemp("", espeakDirPattern)
 	if err != nil {
 		return nil, fmt.Errorf("espeak-ng: %w", err)
 	}

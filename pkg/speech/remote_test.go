@@ -229,7 +229,7 @@ func TestAPyConformance(t *testing.T) {
 	speechtest.TranslatorSuite{Engine: speech.NewAPy(srv.URL), From: "en", To: "es", Unsupported: [2]string{"en", "fr"}}.Run(t)
 }
 
-// ttsServer answers the seed's /synthesize and OpenAI's /v1/audio/speech
+// ttsServer answers tts_service's /synthesize and OpenAI's /v1/audio/speech
 // with a tone of 60 ms per character (divided by speed).
 func ttsServer(t *testing.T) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -41,10 +41,13 @@ type Synthesizer interface {
 
 // SynthesisRequest is one line to speak. TargetDuration, when positive, is
 // the length of the slot the line should fit; engines that can choose a
-// speaking rate aim for it.
+// speaking rate aim for it, but never faster than MaxRate times their
+// default rate when MaxRate is 1 or more (the rest is left to the timing
+// step, which stretches and borrows silence).
 type SynthesisRequest struct {
 	Text, Language, Voice string
 	TargetDuration        time.Duration
+	MaxRate               float64
 }
 
 // Audio is the synthesized speech of one segment: a complete WAV file and

@@ -10,7 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/fault"
 )
 
-// TTSService speaks the seed's tts_service protocol:
+// TTSService speaks the tts_service protocol (TTS_ENGINE=tts_service):
 //
 //	POST {BaseURL}/synthesize
 //	Content-Type: application/json
@@ -109,6 +109,9 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 	maxSpeed := o.MaxSpeed
 	if maxSpeed <= 0 {
 		maxSpeed = 1.5
+	}
+	if req.MaxRate >= 1 {
+		maxSpeed = min(maxSpeed, req.MaxRate)
 	}
 	take := func(speed float64) ([]byte, int64, error) {
 		body, err := json.Marshal(speechRequest{Model: o.Model, Input: req.Text, Voice: voice, ResponseFormat: "wav", Speed: speed})

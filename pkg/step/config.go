@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -28,7 +29,7 @@ type Config struct {
 	Worker string
 	// MaxRetries is the retry budget: how many times a transiently failed
 	// step is tried again before it is dead-lettered; zero means never. The
-	// services use 3, the seed's 最大重试次数: a step runs at most 4 times,
+	// services use 3 (STEP_MAX_RETRIES): a step runs at most 4 times,
 	// retried after 1s, 2s and 4s.
 	MaxRetries int
 	// Backoff gives the delay after failed try n (1-based) of a budget;
@@ -51,6 +52,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	Log           zerolog.Logger
 	Metrics       *Metrics
+	// Objects places each child's source video where a task of several
+	// languages fans out (languages.go); the workers pass their object
+	// store. A runner without it refuses to fan out.
+	Objects Copier
 }
 
 func (c *Config) defaults() error {
@@ -61,7 +66,7 @@ func (c *Config) defaults() error {
 		return errors.New("step runner: no routes")
 	}
 	if c.DLQ == "" {
-		c.DLQ = "task.dlq"
+		c.DLQ = wire.QueueDLQ
 	}
 	if c.Worker == "" {
 		host, _ := os.Hostname()

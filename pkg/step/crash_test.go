@@ -95,12 +95,16 @@ func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
 	killedAt := time.Now()
 
 	var calls callLog
-	r := h.run(broker.QueueASR, route(effect(&calls)))
+	r, stop := h.start(broker.QueueASR, route(effect(&calls)))
+	defer stop()
 	waitFor(t, 60*time.Second, "another worker to complete the step", func() bool { return h.effects(env.TaskID) == 1 })
 	if took := time.Since(killedAt); took < lease/2 {
 		t.Errorf("taken over after %s: sooner than the lease allows", took)
 	}
-	time.Sleep(time.Second)
+	// Nothing of the message is left to deliver, and what the runner took
+	// is settled: no later effect can come.
+	waitFor(t, 30*time.Second, "the work queue to be empty", func() bool { return h.ready(broker.QueueASR) == 0 })
+	stop()
 	if n := h.effects(env.TaskID); n != 1 {
 		t.Fatalf("effects = %d, want exactly 1", n)
 	}
@@ -122,7 +126,8 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 	rabbit := testenv.PrivateRabbit(t)
 	h := setupOn(t, rabbit.URL())
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)))
+	_, stop := h.start(broker.QueueASR, route(effect(&calls)))
+	defer stop()
 	const total = 1000
 	envs := make([]*wire.Envelope, total)
 	for i := range envs {
@@ -156,7 +161,11 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 120*time.Second, "every message to be processed", func() bool { return countEffects(h) >= total })
-	time.Sleep(2 * time.Second)
+	// Redeliveries after the restart are in the queue or with the runner:
+	// wait until the queue is empty, then stop the runner, which settles
+	// every delivery it took; no later effect can come.
+	waitFor(t, 60*time.Second, "the work queue to be empty", func() bool { return h.ready(broker.QueueASR) == 0 })
+	stop()
 	var distinct, all int
 	if err := h.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT task_id), count(*) FROM effects`).Scan(&distinct, &all); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ package step
 
 import (
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -208,7 +209,7 @@ func (p policy) afterClaim(f facts) decision {
 		if f.HandBacks >= p.deliveryLimit {
 			// Counted across the delay tiers, which the broker's own
 			// delivery limit forgets.
-			d := p.result(f, Permanent(fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", f.Step, f.HandBacks)))
+			d := p.result(f, fault.Permanent(fmt.Errorf("step %s handed back %d times without an outcome (the database or the broker kept failing)", f.Step, f.HandBacks)))
 			d.Why = "message handed back too often; not run again"
 			return d
 		}
@@ -231,7 +232,7 @@ func (p policy) afterRun(f facts) decision {
 		// Shutdown cut the step short: hand it back for another worker.
 		return decision{Action: actHandBack, Release: true, Err: f.Err, Metric: "handed_back",
 			Why: "step interrupted by shutdown; handed back", Level: sevWarn}
-	case IsUnavailable(f.Err) && f.HandBacks+1 < p.deliveryLimit:
+	case fault.IsUnavailable(f.Err) && f.HandBacks+1 < p.deliveryLimit:
 		// A service the step needs is down (the object store restarting):
 		// not the step's failure. Wait for it through hand-backs, which
 		// pause longer and longer, instead of spending the step's retries
@@ -251,7 +252,7 @@ func (p policy) result(f facts, err error) decision {
 	switch {
 	case err == nil:
 		return decision{Action: actRecord, Record: recSucceeded, Staged: true, Metric: recSucceeded, Why: "step succeeded"}
-	case IsParked(err):
+	case fault.IsParked(err):
 		return decision{Action: actRecord, Record: recParked, Staged: true, Err: err, Metric: recParked,
 			Why: "step parked for an operator", Level: sevWarn}
 	}
@@ -259,7 +260,7 @@ func (p policy) result(f facts, err error) decision {
 	used := f.Attempt - max(f.BaseAttempt, 1) + 1
 	if class != wire.ClassPermanent && used <= p.maxRetries {
 		delay := p.backoff(used)
-		if hint, ok := RetryAfterHint(err); ok && hint > delay {
+		if hint, ok := fault.RetryAfterHint(err); ok && hint > delay {
 			delay = hint
 		}
 		return decision{Action: actRecord, Record: recRetried, Err: err, Class: class, Delay: delay,
@@ -281,6 +282,12 @@ func (p policy) afterCommit(f facts) decision {
 			Why: "publish after commit failed; the outbox sweep will publish; message handed back"}
 	case f.Commit == committed:
 		return decision{Action: actAck}
+	case f.Commits == 1 && f.Commit == commitFailed && fault.IsUnavailable(f.CommitErr) && f.HandBacks+1 < p.deliveryLimit:
+		// The database went away under the commit: not the step's
+		// failure. Free the attempt and hand the message back, as for an
+		// outage under the handler; the delivery limit bounds the wait.
+		return decision{Action: actHandBack, Release: true, Err: f.CommitErr, Metric: "unavailable",
+			Why: "database unavailable at commit; handed back without spending a retry", Level: sevWarn}
 	case f.Commits == 1 && (f.Commit == commitFailed || f.Commit == commitClaimLost):
 		// The outcome cannot be committed (a statement the handler staged
 		// fails, say). Record the attempt as failed for that reason

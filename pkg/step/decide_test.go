@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"go/parser"
 	"go/token"
 	"strconv"
@@ -103,13 +104,13 @@ func TestDecide(t *testing.T) {
 		}), decision{Action: actReject, Class: wire.ClassTransient, Metric: "rejected"}, "longer than a step may run (11m30s)"},
 		{"a claimed step runs", claimed(1), decision{Action: actRun}, ""},
 		// An outage of a service the step needs spends no retry.
-		{"an unavailable store hands back without spending a retry", ran(4, Unavailable(errDown)),
+		{"an unavailable store hands back without spending a retry", ran(4, fault.Unavailable(errDown)),
 			decision{Action: actHandBack, Release: true, Metric: "unavailable"}, "connection refused"},
-		{"an unavailable store at the last delivery the limit allows uses the retries", with(ran(1, Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
+		{"an unavailable store at the last delivery the limit allows uses the retries", with(ran(1, fault.Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: recRetried}, "connection refused"},
-		{"an unavailable store with the budget spent at the limit is dead-lettered", with(ran(4, Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
+		{"an unavailable store with the budget spent at the limit is dead-lettered", with(ran(4, fault.Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "retried 3 times"},
-		{"permanent wins over unavailable", ran(1, Permanent(Unavailable(errDown))),
+		{"permanent wins over unavailable", ran(1, fault.Permanent(fault.Unavailable(errDown))),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "connection refused"},
 		{"a step handed back below the limit runs", with(claimed(1), func(f *facts) { f.HandBacks = 19 }), decision{Action: actRun}, ""},
 		{"a step handed back up to the limit is dead-lettered", with(claimed(1), func(f *facts) { f.HandBacks = 20 }),
@@ -120,9 +121,9 @@ func TestDecide(t *testing.T) {
 		// Ran.
 		{"success is recorded with what the handler staged", ran(1, nil),
 			decision{Action: actRecord, Record: recSucceeded, Staged: true, Metric: recSucceeded}, ""},
-		{"Park is recorded with what the handler staged", ran(1, Park(errors.New("no voice for xx"))),
+		{"Park is recorded with what the handler staged", ran(1, fault.Park(errors.New("no voice for xx"))),
 			decision{Action: actRecord, Record: recParked, Staged: true, Metric: recParked}, "no voice"},
-		{"Park wins over Permanent", ran(1, Park(Permanent(errors.New("compensate")))),
+		{"Park wins over Permanent", ran(1, fault.Park(fault.Permanent(errors.New("compensate")))),
 			decision{Action: actRecord, Record: recParked, Staged: true, Metric: recParked}, "compensate"},
 		{"a transient error retries after 1s", ran(1, transient),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: recRetried}, "reset"},
@@ -132,13 +133,13 @@ func TestDecide(t *testing.T) {
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "(retried 3 times)"},
 		{"a re-driven part has a fresh budget", with(ran(6, transient), func(f *facts) { f.BaseAttempt = 5 }),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 2 * time.Second, Metric: recRetried}, "reset"},
-		{"a permanent error is dead-lettered at once", ran(1, Permanent(errors.New("no audio stream"))),
+		{"a permanent error is dead-lettered at once", ran(1, fault.Permanent(errors.New("no audio stream"))),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "no audio stream"},
-		{"RetryAfter longer than the backoff sets the delay", ran(1, RetryAfter(transient, 90*time.Second)),
+		{"RetryAfter longer than the backoff sets the delay", ran(1, fault.RetryAfter(transient, 90*time.Second)),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 90 * time.Second, Metric: recRetried}, "reset"},
-		{"RetryAfter shorter than the backoff keeps the backoff", ran(3, RetryAfter(transient, time.Second)),
+		{"RetryAfter shorter than the backoff keeps the backoff", ran(3, fault.RetryAfter(transient, time.Second)),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 4 * time.Second, Metric: recRetried}, "reset"},
-		{"RetryAfter past the budget is dead-lettered", ran(4, RetryAfter(transient, time.Second)),
+		{"RetryAfter past the budget is dead-lettered", ran(4, fault.RetryAfter(transient, time.Second)),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "(retried 3 times)"},
 		{"a timeout retries", ran(1, fmt.Errorf("step asr timed out after 10m0s: %w", context.DeadlineExceeded)),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTimeout, Delay: time.Second, Metric: recRetried}, "timed out"},
@@ -159,6 +160,10 @@ func TestDecide(t *testing.T) {
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit succeeded outcome: staged statement"},
 		{"a commit that keeps failing ends in the DLQ", recorded(4, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: "commit_error"}, "(retried 3 times)"},
+		{"a commit the database went away under hands back without spending a retry", recorded(1, recSucceeded, commitFailed, fault.Unavailable(errDown)),
+			decision{Action: actHandBack, Release: true, Metric: "unavailable"}, "refused"},
+		{"a commit outage at the last delivery the limit allows is recorded as a failed try", with(recorded(1, recSucceeded, commitFailed, fault.Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
+			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "refused"},
 		{"a claim lost at the commit is recorded as a failed try first", recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit retried outcome"},
 		{"a claim lost at the second commit hands back, never acks", with(recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")), func(f *facts) { f.Commits = 2 }),
@@ -199,7 +204,7 @@ func shape(d decision) string {
 func TestEveryDeliveryEnds(t *testing.T) {
 	claims := []claimResult{claimFailed, claimClaimed, claimDone, claimFinished, claimWaiting, claimHeld, claimUnknown}
 	results := []facts{
-		{Err: nil}, {Err: errors.New("x")}, {Err: Permanent(errors.New("x"))}, {Err: Park(errors.New("x"))},
+		{Err: nil}, {Err: errors.New("x")}, {Err: fault.Permanent(errors.New("x"))}, {Err: fault.Park(errors.New("x"))},
 		{Err: context.Canceled, Lost: leaseLost}, {Err: context.Canceled, Lost: claimLost}, {Err: context.Canceled, Interrupted: true},
 	}
 	commits := []commitResult{committed, commitSettled, commitClaimLost, commitFailed}
@@ -268,7 +273,8 @@ func TestDecideDoesNoIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"errors": true, "fmt": true, "time": true, "github.com/dubflow/dubflow/pkg/wire": true}
+	allowed := map[string]bool{"errors": true, "fmt": true, "time": true, "github.com/dubflow/dubflow/pkg/wire": true,
+		"github.com/dubflow/dubflow/pkg/fault": true}
 	for _, imp := range f.Imports {
 		if path, _ := strconv.Unquote(imp.Path.Value); !allowed[path] {
 			t.Errorf("decide.go imports %s", path)

@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -65,7 +66,10 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	f := &dl.facts
 	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, route.After, route.Timeout, env.Attempt, env.CreatedAt
 	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
-	claim, err := store.ClaimStep(ctx, r.cfg.Pool, key, r.cfg.Worker, r.cfg.Lease, route.After, d.Body)
+	var claim store.Claim
+	err = r.claims.do(ctx, env.TaskID.String()+"/"+env.Step+"/"+part, func(b *pgx.Batch) {
+		store.QueueClaimStep(b, key, r.cfg.Worker, r.cfg.Lease, route.After, d.Body, &claim)
+	})
 	if err != nil {
 		f.Claim, f.ClaimErr = claimFailed, err
 		return dl

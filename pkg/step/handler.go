@@ -101,11 +101,7 @@ func (m *Message) Then(fn func(ctx context.Context, tx pgx.Tx) error) {
 // Emit stages the next step's message (same task and trace, attempt 1). It
 // is added to the outbox in the success transaction and published after it.
 func (m *Message) Emit(step string, payload any) error {
-	next, body, err := m.next(step, payload)
-	if err != nil {
-		return err
-	}
-	part, err := PartOf(next)
+	next, part, body, err := m.nextPart(step, payload)
 	if err != nil {
 		return err
 	}
@@ -119,11 +115,7 @@ func (m *Message) Emit(step string, payload any) error {
 // only by the part whose success completes this step, exactly once however
 // many parts finish at the same moment.
 func (m *Message) EmitWhenStepDone(step string, payload any) error {
-	next, body, err := m.next(step, payload)
-	if err != nil {
-		return err
-	}
-	part, err := PartOf(next)
+	_, part, body, err := m.nextPart(step, payload)
 	if err != nil {
 		return err
 	}
@@ -154,6 +146,20 @@ func (m *Message) Apply(t task.Transition) {
 	m.stmts = append(m.stmts, stmt{sql: t.SQL, args: t.Args, transition: &t})
 }
 
+// nextPart is next plus the part the message is for.
+func (m *Message) nextPart(step string, payload any) (*wire.Envelope, string, []byte, error) {
+	next, body, err := m.next(step, payload)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	part, err := PartOf(next)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return next, part, body, nil
+}
+
+// next builds the envelope of the next step and its body.
 func (m *Message) next(step string, payload any) (*wire.Envelope, []byte, error) {
 	next, err := m.Envelope.Next(step, payload)
 	if err != nil {
@@ -165,10 +171,3 @@ func (m *Message) next(step string, payload any) (*wire.Envelope, []byte, error)
 	}
 	return next, body, nil
 }
-
-// Park stops the step without a retry and without a dead letter (see
-// fault.Park).
-func Park(err error) error { return fault.Park(err) }
-
-// IsParked reports whether err was made by Park (see fault.IsParked).
-func IsParked(err error) bool { return fault.IsParked(err) }

@@ -15,6 +15,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -67,6 +68,16 @@ type options func(*step.Config)
 // run starts a runner on queue with routes; it stops when the test ends.
 func (h *harness) run(queue string, routes []step.Route, opts ...options) *step.Runner {
 	h.t.Helper()
+	r, stop := h.start(queue, routes, opts...)
+	h.t.Cleanup(stop)
+	return r
+}
+
+// start starts a runner on queue with routes and returns it with a stop
+// that ends it and returns once every delivery it took is settled (acked
+// or handed back); calling stop again does nothing.
+func (h *harness) start(queue string, routes []step.Route, opts ...options) (*step.Runner, func()) {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer dcancel()
@@ -99,19 +110,67 @@ func (h *harness) run(queue string, routes []step.Route, opts ...options) *step.
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	h.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				h.t.Errorf("runner: %v", err)
+	var once sync.Once
+	return r, func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					h.t.Errorf("runner: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				h.t.Errorf("runner did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			h.t.Errorf("runner did not stop within 30s")
+			_ = conn.Close()
+		})
+	}
+}
+
+// withMetrics makes the runner count its metrics on reg.
+func withMetrics(reg *prometheus.Registry) options {
+	return func(c *step.Config) { c.Metrics = step.NewMetrics(reg) }
+}
+
+// counted reads dubflow_step_messages_total{step, outcome} from reg.
+func counted(t testing.TB, reg *prometheus.Registry, stepName, outcome string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "dubflow_step_messages_total" {
+			continue
 		}
-		_ = conn.Close()
-	})
-	return r
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["step"] == stepName && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// ready is the number of messages ready in queue.
+func (h *harness) ready(queue string) int {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := h.conn.Channel(ctx)
+	if err != nil {
+		h.t.Fatalf("channel: %v", err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		h.t.Fatalf("inspect %s: %v", queue, err)
+	}
+	return q.Messages
 }
 
 // asrEnvelope returns a valid first-attempt asr message for a new task.
@@ -152,28 +211,12 @@ func (h *harness) next(queue string, within time.Duration) []byte {
 	return h.nextDelivery(queue, within).Body
 }
 
-// drain counts the messages that arrive on queue within d.
-func (h *harness) drain(queue string, d time.Duration) int {
+// outboxRows counts the rows left in the outbox.
+func (h *harness) outboxRows() int {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
-	defer cancel()
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		h.t.Fatalf("channel: %v", err)
-	}
-	defer ch.Close()
-	n := 0
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		_, ok, err := ch.Get(queue, true)
-		if err != nil {
-			h.t.Fatalf("get %s: %v", queue, err)
-		}
-		if ok {
-			n++
-			continue
-		}
-		time.Sleep(50 * time.Millisecond)
+	var n int
+	if err := h.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+		h.t.Fatalf("count outbox: %v", err)
 	}
 	return n
 }

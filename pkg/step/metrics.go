@@ -20,7 +20,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dubflow_step_messages_total",
-			Help: "Messages handled by the step runtime, by step and outcome (succeeded, retried, dead_lettered, parked, duplicate, waiting, held, rejected, handed_back, lease_lost, refused, claim_lost, claim_error, commit_error).",
+			Help: "Messages handled by the step runtime, by step and outcome (succeeded, retried, dead_lettered, parked, duplicate, waiting, held, rejected, handed_back, lease_lost, refused, claim_lost, claim_error, commit_error, unavailable: a service the step needs — the object store, the database — was down and the message was handed back without spending a retry).",
 		}, []string{"step", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "dubflow_step_duration_seconds",

@@ -3,13 +3,18 @@ package step_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // An outage of a service the step needs (the object store restarting)
@@ -25,7 +30,7 @@ func TestAnOutageDoesNotSpendTheRetryBudget(t *testing.T) {
 	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second,
 		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 			if outages.Add(1) <= 4 {
-				return step.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
+				return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
 			}
 			return do.Handle(ctx, msg)
 		})}})
@@ -44,4 +49,87 @@ func TestAnOutageDoesNotSpendTheRetryBudget(t *testing.T) {
 	if n := outages.Load(); n != 5 {
 		t.Fatalf("handler ran %d times, want 5 (4 during the outage)", n)
 	}
+}
+
+// An outage of Postgres under the handler's own queries (its connections
+// cut, new ones refused) spends none of the step's retries either: the
+// runtime classes the driver's error as unavailable without the handler
+// marking it.
+func TestADatabaseOutageInTheHandlerDoesNotSpendTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cut := testenv.CutProxy(t, h.db.URL)
+	pool, err := pgxpool.New(context.Background(), cut.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var calls callLog
+	var runs atomic.Int32
+	do := effect(&calls)
+	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second,
+		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+			if runs.Add(1) <= 4 {
+				cut.Cut()
+				defer func() { _ = cut.Restore() }()
+			}
+			var segments int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1`, msg.Envelope.TaskID).Scan(&segments); err != nil {
+				return fmt.Errorf("load segments: %w", err)
+			}
+			return do.Handle(ctx, msg)
+		})}})
+	env := asrEnvelope(t)
+	h.publish(env)
+	waitFor(t, 2*time.Minute, "the step to succeed, or a retry", func() bool {
+		return h.effects(env.TaskID) == 1 || attemptsOf(t, h, env) > 1
+	})
+	if n := attemptsOf(t, h, env); n != 1 || h.effects(env.TaskID) != 1 {
+		t.Fatalf("%d attempts, %d effects: want the one attempt to succeed (no retry spent on the outage)", n, h.effects(env.TaskID))
+	}
+	if n := runs.Load(); n != 5 {
+		t.Fatalf("handler ran %d times, want 5 (4 during the outage)", n)
+	}
+}
+
+// The database going away under the runtime's own commit (the server ends
+// the session: 57P01) hands the message back with the attempt freed; the
+// step runs again as the same attempt instead of being recorded as a
+// failed try.
+func TestADatabaseOutageAtCommitDoesNotSpendARetry(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var calls callLog
+	var runs atomic.Int32
+	do := effect(&calls)
+	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second,
+		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+			if runs.Add(1) == 1 {
+				msg.Then(func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+					return err
+				})
+			}
+			return do.Handle(ctx, msg)
+		})}})
+	env := asrEnvelope(t)
+	h.publish(env)
+	waitFor(t, 2*time.Minute, "the step to succeed", func() bool { return h.effects(env.TaskID) == 1 })
+	if n := attemptsOf(t, h, env); n != 1 {
+		t.Fatalf("%d attempts: want the one attempt to succeed (no retry spent on the outage)", n)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+}
+
+// attemptsOf counts the distinct attempts of env's step.
+func attemptsOf(t *testing.T, h *harness, env *wire.Envelope) int {
+	t.Helper()
+	var n int
+	if err := h.db.Pool.QueryRow(context.Background(),
+		`SELECT count(DISTINCT attempt) FROM task_steps WHERE task_id = $1 AND step = $2`, env.TaskID, env.Step).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

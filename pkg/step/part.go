@@ -1,6 +1,9 @@
 package step
 
-import "github.com/dubflow/dubflow/pkg/wire"
+import (
+	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/wire"
+)
 
 // PartOf names the part of a fanned-out step that an envelope carries ("" for
 // a step with one part). How a step fans out is declared by its payload type
@@ -9,7 +12,7 @@ import "github.com/dubflow/dubflow/pkg/wire"
 func PartOf(env *wire.Envelope) (string, error) {
 	part, err := env.Part()
 	if err != nil {
-		return "", Permanent(err)
+		return "", fault.Permanent(err)
 	}
 	return part, nil
 }

@@ -23,7 +23,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 		fns = dl.msg.fns
 	}
 	commitCtx := context.WithoutCancel(ctx)
-	out, err := commit(commitCtx, r.cfg.Pool, fns, r.statements(dl, dec))
+	out, err := r.commit(commitCtx, dl.env.TaskID.String(), fns, r.statements(dl, dec))
 	err = store.MapError(err)
 	if errors.Is(err, task.ErrRefused) {
 		// The task's status refuses the step's change of it (the task was
@@ -43,7 +43,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 	}
 	f := &dl.facts
 	f.Commits++
-	f.Recorded, f.Commit, f.CommitErr = dec.Record, commitResultOf(err), err
+	f.Recorded, f.Commit, f.CommitErr = dec.Record, commitResultOf(err), store.MarkUnavailable(err)
 	if err != nil {
 		return
 	}
@@ -102,7 +102,7 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 	}
 }
 
-// deadLetter builds the seed's dead-letter envelope for the DLQ, published
+// deadLetter builds the dead-letter envelope (wire.DeadLetter) for the DLQ, published
 // under id; retries is how often the step was retried before it gave up.
 func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string, retries int) *outbox.Message {
 	dl := wire.NewDeadLetter(original, env, class, reason, time.Now())
@@ -118,7 +118,7 @@ func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, c
 
 // closeRefused closes the attempt as failed with refusal as its reason.
 func closeRefused(ctx context.Context, r *Runner, dl *delivery, refusal error) error {
-	_, err := commit(ctx, r.cfg.Pool, nil, []stmt{{sql: store.FinishStepSQL,
+	_, err := r.commit(ctx, dl.env.TaskID.String(), nil, []stmt{{sql: store.FinishStepSQL,
 		args: []any{dl.stepID, r.cfg.Worker, store.StatusFailed, wire.Reason(refusal.Error())}}})
 	return err
 }

@@ -20,13 +20,19 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 		fmt.Errorf("step %s timed out after %s: %w", dl.env.Step, dl.route.Timeout, context.DeadlineExceeded))
 	lost := r.heartbeat(runCtx, cancel, dl.stepID, dl.log)
 	err := r.call(runCtx, dl.route.Handler, dl.msg)
+	if err == nil {
+		// A task dubbing into several languages fans out here (languages.go).
+		err = r.fanOutLanguages(runCtx, dl.msg)
+	}
 	if err != nil && runCtx.Err() != nil && !errors.Is(err, context.Cause(runCtx)) {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
 	}
 	cancel()
 	dl.elapsed = time.Since(start)
 	f := &dl.facts
-	f.Ran, f.Err, f.Lost = true, err, loss(lost.Load())
+	// An outage of the database under the handler's own queries is waited
+	// for like any unavailable service, not counted as the step's failure.
+	f.Ran, f.Err, f.Lost = true, store.MarkUnavailable(err), loss(lost.Load())
 	f.Interrupted = err != nil && ctx.Err() != nil
 }
 

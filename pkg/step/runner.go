@@ -54,6 +54,9 @@ type Runner struct {
 	// down); it spaces them out so an outage does not burn through the
 	// queue's delivery limit.
 	troubles atomic.Int32
+	// claims and commits send the claims and the commits of concurrent
+	// deliveries together (combiner).
+	claims, commits *combiner
 }
 
 // NewRunner checks cfg and returns a Runner.
@@ -68,6 +71,8 @@ func NewRunner(cfg Config) (*Runner, error) {
 	r.policy = policy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, lease: cfg.Lease,
 		dependencyWait: cfg.DependencyWait, deliveryLimit: cfg.DeliveryLimit}
 	r.relay = outbox.NewRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
+	r.claims = newCombiner(cfg.Pool, combineItems, combineFlight)
+	r.commits = newCombiner(cfg.Pool, combineItems, combineFlight)
 	return r, nil
 }
 

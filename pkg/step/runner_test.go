@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -25,13 +27,17 @@ func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)))
+	reg := prometheus.NewRegistry()
+	_, stop := h.start(broker.QueueASR, route(effect(&calls)), withMetrics(reg))
+	defer stop()
 	env := asrEnvelope(t)
 	h.publish(env)
 	h.publish(env) // the same message again, as a redelivery or a double publish would
-	waitFor(t, 20*time.Second, "one effect", func() bool { return h.effects(env.TaskID) == 1 })
-	// Give the duplicate every chance to be (wrongly) processed.
-	time.Sleep(1500 * time.Millisecond)
+	// Both deliveries settled: one ran, the other was found a duplicate.
+	waitFor(t, 20*time.Second, "one effect and one duplicate", func() bool {
+		return counted(t, reg, wire.StepASR, "succeeded")+counted(t, reg, wire.StepASR, "duplicate") >= 2
+	})
+	stop()
 	if n := h.effects(env.TaskID); n != 1 {
 		t.Fatalf("effects = %d, want 1", n)
 	}
@@ -106,7 +112,7 @@ func TestPermanentErrorIsDeadLetteredAtOnce(t *testing.T) {
 	var calls callLog
 	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		calls.add(msg)
-		return step.Permanent(fmt.Errorf("probe audio: no audio stream in %s", "audios/x/source.wav"))
+		return fault.Permanent(fmt.Errorf("probe audio: no audio stream in %s", "audios/x/source.wav"))
 	})))
 	env := asrEnvelope(t)
 	start := time.Now()
@@ -188,10 +194,13 @@ func TestEarlyMessageWaitsForItsPredecessor(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second, Handler: effect(&calls)}})
+	reg := prometheus.NewRegistry()
+	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second, Handler: effect(&calls)}},
+		withMetrics(reg))
 	env := asrEnvelope(t)
 	h.publish(env)
-	time.Sleep(2 * time.Second)
+	// The runner has seen the message at least once and let it wait.
+	waitFor(t, 20*time.Second, "the message to be told to wait", func() bool { return counted(t, reg, wire.StepASR, "waiting") >= 1 })
 	if n := h.effects(env.TaskID); n != 0 {
 		t.Fatalf("asr ran before extract_audio succeeded (effects %d)", n)
 	}
@@ -253,11 +262,12 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 	fp := &failingPublisher{Publisher: h.pub, key: broker.QueueTranslate}
 	fp.broken.Store(true)
 	var calls callLog
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+	_, stop := h.start(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		calls.add(msg)
 		return msg.Emit(wire.StepTranslate, wire.Translate{TaskID: msg.Envelope.TaskID, SegmentIDs: []string{"seg-0"},
 			SourceLanguage: "en", TargetLanguage: "es", BatchSize: 20})
 	})), func(c *step.Config) { c.Publisher = fp })
+	defer stop()
 	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 20*time.Second, "asr to commit", func() bool {
@@ -270,7 +280,11 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 	if err != nil || got.TaskID != env.TaskID {
 		t.Fatalf("translate message = %+v, %v", got, err)
 	}
-	if n := h.drain(broker.QueueTranslate, 2*time.Second); n > 1 {
+	// The sweep published the row and deleted it; with the runner stopped
+	// (every delivery settled, the sweep ended) no copy can follow.
+	waitFor(t, 20*time.Second, "the outbox to be empty", func() bool { return h.outboxRows() == 0 })
+	stop()
+	if n := h.ready(broker.QueueTranslate); n != 0 {
 		t.Errorf("%d extra translate messages", n)
 	}
 	if calls.len() != 1 {
@@ -293,8 +307,10 @@ func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
 	})
 	routes := []step.Route{{Step: wire.StepTranslate, Timeout: 30 * time.Second, Handler: translate}}
 	// Two runners, as two worker processes would be.
-	h.run(broker.QueueTranslate, routes)
-	h.run(broker.QueueTranslate, routes)
+	_, stop1 := h.start(broker.QueueTranslate, routes)
+	defer stop1()
+	_, stop2 := h.start(broker.QueueTranslate, routes)
+	defer stop2()
 
 	// The asr step fans out: one translate message per batch, each a part.
 	task := uuid.New()
@@ -330,13 +346,19 @@ func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
 	if err != nil || got.TaskID != task || got.Step != wire.StepTTS {
 		t.Fatalf("tts message = %+v, %v", got, err)
 	}
-	if n := h.drain(broker.QueueTTS, 3*time.Second); n != 0 {
-		t.Fatalf("%d extra tts messages: fan-in must trigger the next step exactly once", n)
-	}
 	var succeeded int
-	if err := h.db.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'translate' AND status = 'succeeded'`, task).Scan(&succeeded); err != nil {
-		t.Fatal(err)
+	waitFor(t, 20*time.Second, "every part to succeed and the outbox to be empty", func() bool {
+		if err := h.db.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'translate' AND status = 'succeeded'`, task).Scan(&succeeded); err != nil {
+			t.Fatal(err)
+		}
+		return succeeded == parts && h.outboxRows() == 0
+	})
+	// Both runners stopped: every delivery is settled, no copy can follow.
+	stop1()
+	stop2()
+	if n := h.ready(broker.QueueTTS); n != 0 {
+		t.Fatalf("%d extra tts messages: fan-in must trigger the next step exactly once", n)
 	}
 	if succeeded != parts {
 		t.Fatalf("succeeded parts = %d, want %d", succeeded, parts)

@@ -52,6 +52,9 @@ const pendingPartsSQL = `WITH live AS (
                           WHERE r.task_id = parts.task_id AND r.step = parts.step AND r.part = parts.part) r ON true
      WHERE NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = parts.task_id AND s.step = parts.step
                          AND s.part = parts.part AND s.status = 'succeeded')
+       -- a held part is not lost: it waits for its task's window (held_parts)
+       AND NOT EXISTS (SELECT 1 FROM held_parts h WHERE h.task_id = parts.task_id AND h.step = parts.step
+                         AND h.part = parts.part)
        AND (last.status IS DISTINCT FROM 'running' OR last.lease_until < now())
        AND (last.status IS DISTINCT FROM 'parked' OR r.base_attempt > last.attempt)
        AND (last.status IS DISTINCT FROM 'failed' OR r.base_attempt > last.attempt

@@ -68,14 +68,34 @@ type Querier interface {
 // message is the envelope, kept with the attempt for re-drives.
 func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease time.Duration, after string, message []byte) (Claim, error) {
 	var c Claim
+	err := scanClaim(q.QueryRow(ctx, claimStepSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message), k, &c)
+	return c, err
+}
+
+// claimStepSQL calls claim_step (arguments: task, step, part, attempt,
+// worker, lease, after, message).
+const claimStepSQL = `SELECT outcome, step_id, base_attempt, held_until
+		FROM claim_step($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// QueueClaimStep queues ClaimStep's statement on b, so that the claims of
+// several deliveries go to Postgres in one round trip; the claim is read
+// into c when the batch is closed, and its error is returned from the
+// batch's Close, as ClaimStep would return it. Claims queued on one batch
+// share its transaction: one that fails undoes them all.
+func QueueClaimStep(b *pgx.Batch, k StepKey, worker string, lease time.Duration, after string, message []byte, c *Claim) {
+	b.Queue(claimStepSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message).QueryRow(func(row pgx.Row) error {
+		return scanClaim(row, k, c)
+	})
+}
+
+// scanClaim reads claim_step's row into c.
+func scanClaim(row pgx.Row, k StepKey, c *Claim) error {
 	var id *int64
 	var base *int32
 	var held *time.Time
-	err := q.QueryRow(ctx, `SELECT outcome, step_id, base_attempt, held_until
-		FROM claim_step($1, $2, $3, $4, $5, $6, $7, $8)`,
-		k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message).Scan(&c.Outcome, &id, &base, &held)
-	if err != nil {
-		return Claim{}, fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
+	*c = Claim{}
+	if err := row.Scan(&c.Outcome, &id, &base, &held); err != nil {
+		return fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
 	}
 	if id != nil {
 		c.StepID = *id
@@ -86,7 +106,7 @@ func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease t
 	if held != nil {
 		c.HeldUntil = *held
 	}
-	return c, nil
+	return nil
 }
 
 // ExtendLease pushes the lease of a claimed attempt forward; it returns

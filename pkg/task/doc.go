@@ -15,6 +15,14 @@
 //	            → failed
 //	Retry       failed, queued → running           running, compensating  task.retried
 //	Redub       done → running                                            task.redubbing
+//	Spawn       (no row) → queued: a child     an existing child      task.queued
+//	            of a task with several
+//	            languages (languages.go)
+//
+// Succeed, Fail and Cancel of a child task also conclude its parent when
+// the child is the last of its siblings to end (done if all are done,
+// failed naming the failed languages otherwise), in the same statement;
+// Cancel of a parent cancels its unfinished children too.
 //
 // A transition applied to the status it leads to refreshes the row without
 // an event (Start or Resume of a running task, Compensate of a compensating

@@ -467,3 +467,33 @@ func TestMapErrorLeavesOtherErrorsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleRecordsTheProject: the first step records the task's project,
+// and a later Settle without one keeps it.
+func TestSettleRecordsTheProject(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	id := uuid.New()
+	project := func() string {
+		var p string
+		if err := db.Pool.QueryRow(ctx, `SELECT project FROM tasks WHERE id = $1`, id).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	d := task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", Project: "studio"}
+	if _, err := task.Apply(ctx, db.Pool, task.Settle(d)); err != nil {
+		t.Fatal(err)
+	}
+	if got := project(); got != "studio" {
+		t.Fatalf("project %q after Settle, want studio", got)
+	}
+	d.Project = ""
+	if _, err := task.Apply(ctx, db.Pool, task.Settle(d)); err != nil {
+		t.Fatal(err)
+	}
+	if got := project(); got != "studio" {
+		t.Fatalf("project %q after a Settle without one, want it kept", got)
+	}
+}

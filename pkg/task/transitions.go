@@ -49,6 +49,14 @@ type Details struct {
 	SourceVideoKey string
 	OutputVideoKey string
 	TraceID        string
+	// Project is the tenant or project the task belongs to ('' for none);
+	// only Settle records it, and an empty one keeps what is recorded.
+	Project string
+	// Targets are the languages of a task that dubs into several at once
+	// (wire.ExtractAudio.Targets; none for one language): where its asr
+	// step completes, it spawns one child task per language (Spawn). Settle
+	// keeps what is recorded when it has none.
+	Targets []string
 }
 
 // Create makes the task's row, queued, and announces task.queued. A task
@@ -64,7 +72,9 @@ func Create(d Details) Transition {
 // (extract_audio), creating the row if it is missing; the status is
 // untouched and nothing is announced. A trace id already recorded stays.
 func Settle(d Details) Transition {
-	return Transition{Name: "settle", TaskID: d.ID, SQL: settleSQL, Args: []any{pgx.StrictNamedArgs(detailArgs(d))}}
+	args := detailArgs(d)
+	args["project"] = d.Project
+	return Transition{Name: "settle", TaskID: d.ID, SQL: settleSQL, Args: []any{pgx.StrictNamedArgs(args)}}
 }
 
 // Start records that a step of the task succeeded: a queued task becomes
@@ -159,7 +169,13 @@ type rule struct {
 	set, guard string
 	// event is announced when the status changes ("" for none).
 	event string
-	sql   string
+	// concludes is set for the transitions that end a task: a child task
+	// (Spawn) that ends may conclude its parent (concludeSQL).
+	concludes bool
+	// cascade is further SQL of the statement, after its event (Cancel
+	// of a parent cancels its children: cancelChildrenSQL).
+	cascade string
+	sql     string
 }
 
 var (
@@ -173,15 +189,15 @@ var (
 	succeed = newRule(rule{name: "succeed", from: []string{Running}, to: Done,
 		set: "error = '', result = @result::jsonb, " +
 			"output_video_key = CASE WHEN @output_video_key = '' THEN t.output_video_key ELSE @output_video_key END",
-		event: EventSucceeded})
+		event: EventSucceeded, concludes: true})
 	fail = newRule(rule{name: "fail", from: []string{Queued, Running, Compensating, Failed}, to: Failed,
 		keep: []string{Done},
 		set:  "error = CASE WHEN old.status = 'failed' AND t.error <> '' THEN t.error ELSE @error END",
 		guard: `(@step = '' OR NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = old.id
 			AND s.step = @step AND s.part = @part AND s.status = 'succeeded'))`,
-		event: EventFailed})
+		event: EventFailed, concludes: true})
 	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating}, to: Failed,
-		set: "error = @error", event: EventCancelled})
+		set: "error = @error", event: EventCancelled, concludes: true, cascade: cancelChildrenSQL})
 	retry = newRule(rule{name: "retry", from: []string{Failed, Queued}, to: Running,
 		keep: []string{Running, Compensating}, set: "error = ''", event: EventRetried})
 	redub = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: EventRedubbing})
@@ -219,7 +235,7 @@ func (r *rule) statement() string {
 	if r.guard != "" {
 		fmt.Fprintf(&b, "\n\t   AND %s", r.guard)
 	}
-	b.WriteString("\n\tRETURNING old.status AS from_status, t.status AS to_status, t.trace_id\n)")
+	b.WriteString("\n\tRETURNING old.status AS from_status, t.status AS to_status, t.trace_id, t.parent_task_id\n)")
 	if r.event == "" {
 		b.WriteString("\nSELECT (SELECT status FROM old), (SELECT to_status FROM moved), NULL::bigint")
 		return b.String()
@@ -229,8 +245,15 @@ func (r *rule) statement() string {
 	SELECT @message_id, @exchange, @routing_key, %s
 	  FROM moved WHERE moved.from_status <> moved.to_status
 	RETURNING id
-)
-SELECT (SELECT status FROM old), (SELECT to_status FROM moved), (SELECT id FROM event)`, eventBody("moved"))
+)`, eventBody("moved"))
+	if r.concludes {
+		b.WriteString(concludeSQL)
+	}
+	b.WriteString(r.cascade)
+	b.WriteString("\nSELECT (SELECT status FROM old), (SELECT to_status FROM moved), (SELECT id FROM event)")
+	if r.concludes {
+		b.WriteString(" FROM (SELECT count(*) FROM concluded) AS c")
+	}
 	return b.String()
 }
 
@@ -286,18 +309,22 @@ func withEvent(args map[string]any, ref Ref, ev *outbox.Message) []any {
 }
 
 func detailArgs(d Details) map[string]any {
+	targets := d.Targets
+	if targets == nil {
+		targets = []string{}
+	}
 	return map[string]any{"id": d.ID, "source_language": d.SourceLanguage, "target_language": d.TargetLanguage,
 		"speaker_id": d.SpeakerID, "source_video_key": d.SourceVideoKey, "output_video_key": d.OutputVideoKey,
-		"trace_id": d.TraceID}
+		"trace_id": d.TraceID, "targets": targets}
 }
 
 // createSQL inserts the row unless it exists. Its first column reads the
 // row as it was before the statement: NULL when the insert made it.
 var createSQL = `WITH created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id)
+	                   output_video_key, trace_id, targets)
 	VALUES (@id, 'queued', @source_language, @target_language, @speaker_id, @source_video_key,
-	        @output_video_key, @trace_id)
+	        @output_video_key, @trace_id, @targets::text[])
 	ON CONFLICT (id) DO NOTHING
 	RETURNING status, trace_id
 ), event AS (
@@ -310,12 +337,15 @@ SELECT (SELECT status FROM tasks WHERE id = @id), (SELECT status FROM created), 
 
 // settleSQL records the settled details; the status is not touched.
 const settleSQL = `INSERT INTO tasks AS t (id, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id)
-	VALUES (@id, @source_language, @target_language, @speaker_id, @source_video_key, @output_video_key, @trace_id)
+	                   output_video_key, trace_id, project, targets)
+	VALUES (@id, @source_language, @target_language, @speaker_id, @source_video_key, @output_video_key, @trace_id,
+	        @project, @targets::text[])
 	ON CONFLICT (id) DO UPDATE SET source_language = EXCLUDED.source_language,
 	    target_language = EXCLUDED.target_language, speaker_id = EXCLUDED.speaker_id,
 	    source_video_key = EXCLUDED.source_video_key, output_video_key = EXCLUDED.output_video_key,
 	    trace_id = CASE WHEN t.trace_id = '' THEN EXCLUDED.trace_id ELSE t.trace_id END,
+	    project = CASE WHEN EXCLUDED.project = '' THEN t.project ELSE EXCLUDED.project END,
+	    targets = CASE WHEN cardinality(EXCLUDED.targets) = 0 THEN t.targets ELSE EXCLUDED.targets END,
 	    updated_at = now()
 	RETURNING t.status, t.status, NULL::bigint`
 

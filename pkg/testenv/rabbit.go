@@ -24,8 +24,14 @@ import (
 const DefaultAMQPURL = "amqp://guest:guest@localhost:5672/"
 
 // rabbitctlTimeout bounds one rabbitmqctl call; the CLI starts an Erlang VM
-// each time, which takes about a second here.
-const rabbitctlTimeout = 60 * time.Second
+// each time, which takes about a second on a quiet machine and tens of
+// seconds on a loaded one (make test beside stress-ng and other builds).
+const rabbitctlTimeout = 2 * time.Minute
+
+// nodeStartTimeout bounds how long a private node may take to boot. It only
+// stops a test from hanging on a node that never comes up: a node booting on
+// a machine with a load average of 100 was seen to need more than 60 s.
+const nodeStartTimeout = 5 * time.Minute
 
 // AMQP returns the URL of a fresh virtual host on the broker of AMQP_URL,
 // with the URL's user granted every permission on it. The virtual host is
@@ -172,7 +178,7 @@ func (r *Rabbit) prepare() error {
 	if err := os.Chmod(r.dir, 0o755); err != nil {
 		return err
 	}
-	return chownRabbit(r.dir)
+	return Chown(r.dir, "rabbitmq")
 }
 
 func (r *Rabbit) start() error {
@@ -193,7 +199,8 @@ func (r *Rabbit) start() error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("rabbitmq-server -detached: %w: %s", err, bytes.TrimSpace(out))
 	}
-	if err := rabbitctl(r.node, "wait", r.pidFile(), "--timeout", "60"); err != nil {
+	wait := strconv.Itoa(int(nodeStartTimeout.Seconds()))
+	if err := rabbitctlWithin(nodeStartTimeout+rabbitctlTimeout, r.node, "wait", r.pidFile(), "--timeout", wait); err != nil {
 		return fmt.Errorf("wait for node: %w", err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -273,13 +280,18 @@ func (r *Rabbit) logTail() string {
 // rabbitctl runs rabbitmqctl against node (the machine's default node when
 // empty).
 func rabbitctl(node string, args ...string) error {
+	return rabbitctlWithin(rabbitctlTimeout, node, args...)
+}
+
+// rabbitctlWithin is rabbitctl with its own bound on the call.
+func rabbitctlWithin(timeout time.Duration, node string, args ...string) error {
 	if node == "" && containersUp != nil {
 		return containerRabbitctl(args...)
 	}
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		return fmt.Errorf("rabbitmqctl not found (install rabbitmq-server): %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), rabbitctlTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	full := []string{"-q"}
 	if node != "" {
@@ -293,12 +305,13 @@ func rabbitctl(node string, args ...string) error {
 	return nil
 }
 
-// chownRabbit gives dir and everything in it to the rabbitmq user, which
-// the Debian wrapper runs the server as.
-func chownRabbit(dir string) error {
-	u, err := user.Lookup("rabbitmq")
+// Chown gives dir and everything in it to the named user, as a server
+// that runs as that user (RabbitMQ's Debian wrapper, PostgreSQL's initdb)
+// needs; it does nothing when the process already runs as that user.
+func Chown(dir, name string) error {
+	u, err := user.Lookup(name)
 	if err != nil {
-		return fmt.Errorf("look up user rabbitmq: %w", err)
+		return fmt.Errorf("look up user %s: %w", name, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -310,7 +323,7 @@ func chownRabbit(dir string) error {
 			return err
 		}
 		if err := os.Lchown(path, uid, gid); err != nil {
-			return fmt.Errorf("chown (tests that start a private rabbit run as root or rabbitmq): %w", err)
+			return fmt.Errorf("chown to %s (run as root or %s): %w", name, name, err)
 		}
 		return nil
 	})

@@ -10,20 +10,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-func dial(t *testing.T, url string) *amqp.Channel {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("dial %s: %v", url, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("open channel: %v", err)
-	}
-	return ch
-}
-
 func publish(t *testing.T, ch *amqp.Channel, queue, body string) {
 	t.Helper()
 	if err := ch.Confirm(false); err != nil {
@@ -63,7 +49,7 @@ func TestAMQPVirtualHostsAreIsolated(t *testing.T) {
 		if first == second {
 			t.Fatalf("two calls returned the same URL %s", first)
 		}
-		a := dial(t, first)
+		a := testenv.Channel(t, first)
 		if _, err := a.QueueDeclare("jobs", true, false, false, false, nil); err != nil {
 			t.Fatalf("declare queue: %v", err)
 		}
@@ -72,7 +58,7 @@ func TestAMQPVirtualHostsAreIsolated(t *testing.T) {
 			t.Fatalf("got %q, want hello", got)
 		}
 
-		b := dial(t, second)
+		b := testenv.Channel(t, second)
 		_, err := b.QueueDeclarePassive("jobs", true, false, false, false, nil)
 		var amqpErr *amqp.Error
 		if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.NotFound {
@@ -108,7 +94,7 @@ func TestPrivateRabbitSurvivesRestartAndKill(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("connection not closed by the broker's restart")
 	}
-	ch = dial(t, r.URL())
+	ch = testenv.Channel(t, r.URL())
 	if got := get(t, ch, "durable"); got != "before restart" {
 		t.Fatalf("after restart got %q, want the persisted message", got)
 	}
@@ -119,7 +105,7 @@ func TestPrivateRabbitSurvivesRestartAndKill(t *testing.T) {
 		t.Fatal("killed broker still accepts connections")
 	}
 	r.Start()
-	ch = dial(t, r.URL())
+	ch = testenv.Channel(t, r.URL())
 	if got := get(t, ch, "durable"); got != "before kill" {
 		t.Fatalf("after kill got %q, want the confirmed message", got)
 	}

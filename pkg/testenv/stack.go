@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
-	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,28 +33,71 @@ type Stack struct {
 	run    func(ctx context.Context, environ map[string]string) error
 }
 
-// NewStack prepares the backing services and the environment of a service
-// whose entry point is run (extra overrides the environment); Start runs it.
-func NewStack(t *testing.T, run func(ctx context.Context, environ map[string]string) error, extra map[string]string) *Stack {
-	t.Helper()
-	db := Postgres(t)
-	amqpURL := AMQP(t)
-	b := S3(t)
+// Backends are a test's fresh database, virtual host and bucket.
+type Backends struct {
+	DB      *Database
+	AMQPURL string
+	Bucket  *Bucket
+}
+
+// NewBackends prepares a fresh database, virtual host and bucket, each
+// removed when the test ends.
+func NewBackends(tb testing.TB) *Backends {
+	tb.Helper()
+	return &Backends{DB: Postgres(tb), AMQPURL: AMQP(tb), Bucket: S3(tb)}
+}
+
+// Env is the environment a dubflow service reads to use the backends
+// (DATABASE_URL, AMQP_URL, S3_*), with extra added over it.
+func (b *Backends) Env(extra map[string]string) map[string]string {
 	env := map[string]string{
-		"DATABASE_URL": db.URL, "AMQP_URL": amqpURL,
-		"S3_ENDPOINT": b.Endpoint, "S3_ACCESS_KEY": b.AccessKey, "S3_SECRET_KEY": b.SecretKey,
-		"S3_BUCKET": b.Name, "S3_USE_SSL": strconv.FormatBool(b.UseSSL),
-		"OPS_ADDR": FreeAddr(t), "LOG_LEVEL": "warn", "SHUTDOWN_GRACE_SECONDS": "5",
+		"DATABASE_URL": b.DB.URL, "AMQP_URL": b.AMQPURL,
+		"S3_ENDPOINT": b.Bucket.Endpoint, "S3_ACCESS_KEY": b.Bucket.AccessKey, "S3_SECRET_KEY": b.Bucket.SecretKey,
+		"S3_BUCKET": b.Bucket.Name, "S3_USE_SSL": strconv.FormatBool(b.Bucket.UseSSL),
 	}
 	for k, v := range extra {
 		env[k] = v
 	}
+	return env
+}
+
+// Store opens the bucket as the services open theirs.
+func (b *Bucket) Store(tb testing.TB) *blob.Store {
+	tb.Helper()
 	store, err := blob.New(config.S3{Endpoint: b.Endpoint, AccessKey: b.AccessKey, SecretKey: b.SecretKey,
 		Bucket: b.Name, UseSSL: b.UseSSL})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return &Stack{T: t, DB: db, Env: env, Blob: store, run: run}
+	return store
+}
+
+// Channel opens a connection to url and a channel on it, both closed when
+// the test ends.
+func Channel(tb testing.TB, url string) *amqp.Channel {
+	tb.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		tb.Fatalf("dial %s: %v", url, err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		tb.Fatalf("open channel: %v", err)
+	}
+	return ch
+}
+
+// NewStack prepares the backing services and the environment of a service
+// whose entry point is run (extra overrides the environment); Start runs it.
+func NewStack(t *testing.T, run func(ctx context.Context, environ map[string]string) error, extra map[string]string) *Stack {
+	t.Helper()
+	b := NewBackends(t)
+	env := b.Env(map[string]string{"OPS_ADDR": FreeAddr(t), "LOG_LEVEL": "warn", "SHUTDOWN_GRACE_SECONDS": "5"})
+	for k, v := range extra {
+		env[k] = v
+	}
+	return &Stack{T: t, DB: b.DB, Env: env, Blob: b.Bucket.Store(t), run: run}
 }
 
 // Start runs the service in-process until the test ends or stop is called,
@@ -60,51 +105,16 @@ func NewStack(t *testing.T, run func(ctx context.Context, environ map[string]str
 func (s *Stack) Start() (stop func()) {
 	t := s.T
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.run(ctx, s.Env) }()
+	stopRun := Serve(t, s.run, s.Env)
 	stop = sync.OnceFunc(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("run did not stop")
+		if err := stopRun(); err != nil {
+			t.Errorf("run: %v", err)
 		}
 	})
-	t.Cleanup(stop)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("worker exited early: %v", err)
-		default:
-		}
-		resp, err := http.Get("http://" + s.Env["OPS_ADDR"] + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("worker not ready after 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	if s.Ch != nil {
 		return stop
 	}
-	conn, err := amqp.Dial(s.Env["AMQP_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if s.Ch, err = conn.Channel(); err != nil {
-		t.Fatal(err)
-	}
+	s.Ch = Channel(t, s.Env["AMQP_URL"])
 	q, err := s.Ch.QueueDeclare("", false, true, true, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +124,49 @@ func (s *Stack) Start() (stop func()) {
 	}
 	s.Events = q.Name
 	return stop
+}
+
+// Serve runs a service in-process, run(ctx, env), until the test ends or
+// stop is called, and waits until its /readyz on env["OPS_ADDR"] answers
+// 200. stop cancels ctx and returns what run returned; when the test does
+// not call it, the test's cleanup does and fails the test on an error.
+func Serve(tb testing.TB, run func(ctx context.Context, env map[string]string) error, env map[string]string) (stop func() error) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = run(ctx, env)
+		close(exited)
+	}()
+	stopOnce := sync.OnceValue(func() error {
+		cancel()
+		grace := Within(tb, 30*time.Second)
+		select {
+		case <-exited:
+			return runErr
+		case <-time.After(grace):
+			return fmt.Errorf("still running %s after its context was cancelled", grace)
+		}
+	})
+	var stopped atomic.Bool
+	tb.Cleanup(func() {
+		if err := stopOnce(); err != nil && !stopped.Load() {
+			tb.Errorf("run: %v", err)
+		}
+	})
+	WaitReady(tb, "service", env["OPS_ADDR"], exited, func() string {
+		select {
+		case <-exited:
+			return fmt.Sprint(runErr)
+		default:
+			return "(still running)"
+		}
+	})
+	return func() error {
+		stopped.Store(true)
+		return stopOnce()
+	}
 }
 
 // Publish sends a task message to the exchange under its routing key.
@@ -136,9 +189,11 @@ func (s *Stack) PublishRaw(key string, body []byte) {
 	}
 }
 
-// Next waits for the next message on queue and returns its body.
+// Next waits for the next message on queue and returns its body; within
+// is scaled by Within.
 func (s *Stack) Next(queue string, within time.Duration) []byte {
 	s.T.Helper()
+	within = Within(s.T, within)
 	deadline := time.Now().Add(within)
 	for {
 		d, ok, err := s.Ch.Get(queue, true)
@@ -165,6 +220,20 @@ func (s *Stack) Depth(queue string) int {
 	return q.Messages
 }
 
+// NextMessage takes the next message off queue (see Next, within 10 s),
+// decodes its payload into payload and returns it.
+func (s *Stack) NextMessage(t testing.TB, queue string, payload any) *wire.Envelope {
+	t.Helper()
+	m, err := wire.Decode(s.Next(queue, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UnmarshalPayload(payload); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // WaitStep waits until the task's step has an attempt in one of the
 // statuses and returns it.
 func (s *Stack) WaitStep(id uuid.UUID, step string, statuses ...string) string {
@@ -183,16 +252,10 @@ func (s *Stack) WaitStep(id uuid.UUID, step string, statuses ...string) string {
 	return got
 }
 
-// WaitFor polls cond until it holds, failing the test after a minute.
+// WaitFor polls cond until it holds (see Eventually).
 func (s *Stack) WaitFor(what string, cond func() bool) {
 	s.T.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.T.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	Eventually(s.T, what, cond)
 }
 
 // TaskRow is a task's row.
@@ -216,8 +279,44 @@ func (s *Stack) Task(id uuid.UUID) TaskRow {
 	return r
 }
 
+// Refused checks that the task failed with an error naming reason and that
+// its message was dead-lettered as permanent, naming reason; it returns
+// both for further checks.
+func (s *Stack) Refused(t testing.TB, id uuid.UUID, reason string) (TaskRow, *wire.DeadLetter) {
+	t.Helper()
+	task := s.Task(id)
+	if task.Status != "failed" || !strings.Contains(task.Error, reason) {
+		t.Errorf("task = %+v, want failed naming %q", task, reason)
+	}
+	dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.TaskID != id || dl.ErrorClass != wire.ClassPermanent || !strings.Contains(dl.FailureReason, reason) {
+		t.Errorf("dead letter = %+v, want a permanent one of task %s naming %q", dl, id, reason)
+	}
+	return task, dl
+}
+
+// Expect publishes env and waits until its task's step ends: it fails t
+// unless the step ended as want ("succeeded" or "failed"), and, when it
+// failed, unless the task was refused naming reason (see Refused). It
+// returns the task's row.
+func (s *Stack) Expect(t testing.TB, env *wire.Envelope, step, want, reason string) TaskRow {
+	t.Helper()
+	s.Publish(env)
+	if got := s.WaitStep(env.TaskID, step, "succeeded", "failed"); got != want {
+		t.Fatalf("%s %s, want %s: %+v", step, got, want, s.Task(env.TaskID))
+	}
+	if want != "failed" {
+		return s.Task(env.TaskID)
+	}
+	task, _ := s.Refused(t, env.TaskID, reason)
+	return task
+}
+
 // FreeAddr returns a loopback address with a port free at this moment.
-func FreeAddr(t *testing.T) string {
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -225,4 +324,25 @@ func FreeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// Drain takes the messages waiting in queue off it and returns them
+// decoded, oldest first.
+func Drain(tb testing.TB, ch *amqp.Channel, queue string) []*wire.Envelope {
+	tb.Helper()
+	var out []*wire.Envelope
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			tb.Fatalf("get from %s: %v", queue, err)
+		}
+		if !ok {
+			return out
+		}
+		env, err := wire.Decode(d.Body)
+		if err != nil {
+			tb.Fatalf("message in %s: %v", queue, err)
+		}
+		out = append(out, env)
+	}
 }

@@ -234,12 +234,18 @@ var payloadTypes = map[string]func() payload{
 }
 
 func (p *ExtractAudio) check(taskID uuid.UUID) *InvalidError {
+	if err := p.checkTargets(); err != nil {
+		return err
+	}
 	return checkKeys(taskID,
 		keyField{"source_video_key", p.SourceVideoKey, KindVideo},
 		keyField{"output_audio_key", p.OutputAudioKey, KindAudio})
 }
 
 func (p *ASR) check(taskID uuid.UUID) *InvalidError {
+	if p.Merge && p.Chunk != nil {
+		return invalid("merge", "a merge message names no chunk")
+	}
 	return checkKeys(taskID,
 		keyField{"audio_key", p.AudioKey, KindAudio},
 		keyField{"output_key", p.OutputKey, KindASR})

@@ -129,7 +129,7 @@ func TestExamplesInvalid(t *testing.T) {
 	}
 }
 
-// TestExamplesCoverSteps checks that every dubbing step has its seed example.
+// TestExamplesCoverSteps checks that every dubbing step has its example message in proto/.
 func TestExamplesCoverSteps(t *testing.T) {
 	have := map[string]bool{}
 	for _, ex := range examples(t) {

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Kinds of object key: the first segment of the seed's storage layout,
+// Kinds of object key: the first segment of every object key,
 // {kind}/{task_id}/....
 const (
 	KindVideo  = "videos"
@@ -74,7 +74,7 @@ func keyProblem(key string) string {
 	return ""
 }
 
-// Keys are a task's standard object keys in the seed layout.
+// Keys are a task's standard object keys, {kind}/{task_id}/{name}.
 type Keys struct {
 	SourceVideo string // videos/{task_id}/source.mp4
 	SourceAudio string // audios/{task_id}/source.wav

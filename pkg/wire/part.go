@@ -16,10 +16,22 @@ import (
 // message's part the same way, from its payload alone. The payload of a
 // step with one part is no Parter; its part is "".
 //
-// Translate is a Parter (one part per batch of segments); ASR fans out the
-// same way once its payload names its part.
+// Translate is a Parter (one part per batch of segments), and so is ASR
+// (one part per chunk of the audio, and the merge).
 type Parter interface {
 	Part() string
+}
+
+// Part names an asr message's part: "chunk-00003" for a chunk, "merge" for
+// the merge, "" for the whole audio (the seed's message).
+func (p *ASR) Part() string {
+	switch {
+	case p.Merge:
+		return "merge"
+	case p.Chunk != nil:
+		return fmt.Sprintf("chunk-%05d", p.Chunk.Index)
+	}
+	return ""
 }
 
 // Part names a translate message's part by its batch's segment ids.

@@ -12,7 +12,7 @@ import (
 // TestEnvelopePart: a translate message's part is named by its segment ids,
 // a long name by a hash (the same name as before the naming moved into the
 // contract: the names are stored in task_steps and step_parts); every other
-// step has one part, "".
+// step has one part, "". An asr message names its chunk, or the merge.
 func TestEnvelopePart(t *testing.T) {
 	task := uuid.MustParse("00000000-0000-0000-0000-000000000001")
 	translate := func(ids ...string) *wire.Envelope {
@@ -36,7 +36,11 @@ func TestEnvelopePart(t *testing.T) {
 		{"one segment", translate("seg-0"), "seg-0"},
 		{"a batch", translate("seg-3", "seg-4", "seg-5"), "seg-3,seg-4,seg-5"},
 		{"a long batch", translate(long...), "seg-0..seg-79#6e6c98946830c56c"},
-		{"a step with one part", asr, ""},
+		{"the whole audio (the seed's asr message)", asr, ""},
+		{"an asr chunk", &wire.Envelope{Step: wire.StepASR, Payload: json.RawMessage(
+			`{"audio_key": "a", "language": "en", "output_key": "o", "chunk": {"index": 12, "offset_ms": 1, "lead_ms": 0}}`)}, "chunk-00012"},
+		{"the asr merge", &wire.Envelope{Step: wire.StepASR, Payload: json.RawMessage(
+			`{"audio_key": "a", "language": "en", "output_key": "o", "merge": true}`)}, "merge"},
 		{"a step without a payload type", &wire.Envelope{Step: "dispatch", Payload: json.RawMessage(`{"x":1}`)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,14 +19,44 @@ type ExtractAudio struct {
 	// falls back to its configured defaults.
 	SourceLanguage string `json:"source_language,omitempty"`
 	TargetLanguage string `json:"target_language,omitempty"`
-	SpeakerID      string `json:"speaker_id,omitempty"`
+	// TargetLanguages is optional: several languages to dub into at once
+	// (see Targets). The audio is extracted and transcribed once; each
+	// language gets a child task of its own (ChildTaskID).
+	TargetLanguages []string `json:"target_languages,omitempty"`
+	SpeakerID       string   `json:"speaker_id,omitempty"`
+	// Project is optional: the tenant or project the task belongs to. Long
+	// tasks of one project share its places in the queues, and projects
+	// take turns.
+	Project string `json:"project,omitempty"`
+	// Glossary is optional: terms the translation keeps to (see Term).
+	Glossary []Term `json:"glossary,omitempty"`
 }
 
-// ASR is the payload of task.asr.
+// ASR is the payload of task.asr. A message with neither Chunk nor Merge
+// (the seed's, as extract_audio and external publishers send it) names the
+// whole audio; the asr step fans it out into one message per chunk, and the
+// chunk whose success completes the step emits the Merge message.
 type ASR struct {
 	AudioKey  string `json:"audio_key"`
 	Language  string `json:"language"`
 	OutputKey string `json:"output_key"`
+	// Chunk, when set, makes AudioKey one chunk of the task's audio.
+	Chunk *ASRChunk `json:"chunk,omitempty"`
+	// Merge, when set, asks for the chunks' transcripts to be merged into
+	// OutputKey.
+	Merge bool `json:"merge,omitempty"`
+}
+
+// ASRChunk places one chunk of a task's audio on the whole audio's
+// timeline.
+type ASRChunk struct {
+	// Index counts the chunks from 0 in order.
+	Index int `json:"index"`
+	// OffsetMS is where the chunk's file starts in the whole audio.
+	OffsetMS int `json:"offset_ms"`
+	// LeadMS is the start of the chunk's file that only warms the
+	// recogniser up: the chunk before transcribed it.
+	LeadMS int `json:"lead_ms"`
 }
 
 // Translate is the payload of task.translate: one batch of segments.
@@ -49,14 +79,22 @@ type TTS struct {
 	MaxRetries     *int      `json:"max_retries,omitempty"`
 	RetryDelaySec  *float64  `json:"retry_delay_sec,omitempty"`
 	SpeakerID      string    `json:"speaker_id,omitempty"`
+	// Version is the output version this run builds (0 or 1: the first
+	// dub; see VersionPart).
+	Version int `json:"version,omitempty"`
 }
 
 // MuxVideo is the payload of task.mux_video.
 type MuxVideo struct {
+	// Options are optional per-task settings (see MuxOptions).
+	Options *MuxOptions `json:"options,omitempty"`
+
 	TaskID         uuid.UUID `json:"task_id"`
 	SourceVideoKey string    `json:"source_video_key"`
 	TTSAudioKey    string    `json:"tts_audio_key"`
 	OutputVideoKey string    `json:"output_video_key"`
+	// Version is the output version this run builds (see TTS.Version).
+	Version int `json:"version,omitempty"`
 }
 
 // Error classes of a dead letter.
@@ -68,9 +106,9 @@ const (
 	ClassBroker    = "broker"
 )
 
-// DeadLetter is the message published to task.dlq: the seed's
-// original_message, failed_at, failure_reason and attempt, plus the step and
-// the error class. Build one with NewDeadLetter.
+// DeadLetter is the message published to task.dlq
+// (proto/dead_letter.schema.json): original_message, failed_at,
+// failure_reason and attempt, plus the step and the error class. Build one with NewDeadLetter.
 type DeadLetter struct {
 	// OriginalMessage is the failed message as JSON, or a JSON string of its
 	// base64 bytes when OriginalEncoding is "base64".

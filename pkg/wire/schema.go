@@ -187,75 +187,102 @@ var printer = message.NewPrinter(language.English)
 // describe words the problem of one leaf error.
 func (r *registry) describe(e *jsonschema.ValidationError, prefix string) []problem {
 	at := joinField(prefix, fieldPath(e.InstanceLocation))
-	one := func(reason string) []problem { return []problem{{at, reason}} }
 	switch k := e.ErrorKind.(type) {
 	case *kind.Required:
-		var ps []problem
-		for _, m := range k.Missing {
-			ps = append(ps, problem{joinField(at, m), "required field is missing"})
-		}
-		return ps
+		return each(at, k.Missing, "required field is missing")
 	case *kind.AdditionalProperties:
-		var ps []problem
-		for _, p := range k.Properties {
-			ps = append(ps, problem{joinField(at, p), "unknown field"})
-		}
-		return ps
-	case *kind.Type:
-		return one(fmt.Sprintf("must be %s, not %s", orList(withArticles(k.Want)), withArticle(k.Got)))
-	case *kind.Enum:
-		if at == "step" {
-			return one(fmt.Sprintf("unknown step %s", jsonText(k.Got)))
-		}
-		var want []string
-		for _, w := range k.Want {
-			want = append(want, jsonText(w))
-		}
-		return one(fmt.Sprintf("must be one of %s, not %s", strings.Join(want, ", "), jsonText(k.Got)))
-	case *kind.Const:
-		return one("must be " + jsonText(k.Want))
-	case *kind.Format:
-		switch k.Want {
-		case "uuid":
-			return one("not a UUID")
-		case "date-time":
-			return one("not an RFC 3339 date-time like 2024-01-01T12:00:00Z")
-		}
-		return one("not a valid " + k.Want)
-	case *kind.Minimum:
-		return one("must be at least " + ratText(k.Want))
-	case *kind.Maximum:
-		return one("must be at most " + ratText(k.Want))
-	case *kind.MinLength:
-		if k.Want == 1 {
-			return one("must not be empty")
-		}
-		return one(fmt.Sprintf("must be at least %d characters long", k.Want))
-	case *kind.MaxLength:
-		return one(fmt.Sprintf("must be at most %d characters long, got %d", k.Want, k.Got))
-	case *kind.MinItems:
-		if k.Want == 1 {
-			return one("must not be empty")
-		}
-		return one(fmt.Sprintf("must have at least %d items", k.Want))
-	case *kind.MaxItems:
-		return one(fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got))
-	case *kind.UniqueItems:
-		return one(fmt.Sprintf("items %d and %d are equal", k.Duplicates[0], k.Duplicates[1]))
-	case *kind.Pattern:
-		if strings.HasSuffix(e.SchemaURL, "/$defs/objectKey") {
-			if reason := keyProblem(k.Got); reason != "" {
-				return one(reason)
-			}
-		}
-		if msg, ok := r.messages[e.SchemaURL]; ok {
-			return one(msg)
-		}
-		return one(fmt.Sprintf("does not match the pattern %s", k.Want))
-	case *kind.FalseSchema:
-		return one("is not allowed")
+		return each(at, k.Properties, "unknown field")
 	}
-	return one(e.ErrorKind.LocalizedString(printer))
+	return []problem{{at, r.reason(e, at)}}
+}
+
+// each is the same problem for each of the fields below at.
+func each(at string, fields []string, reason string) []problem {
+	var ps []problem
+	for _, f := range fields {
+		ps = append(ps, problem{joinField(at, f), reason})
+	}
+	return ps
+}
+
+// reason words what is wrong with the value at field at.
+func (r *registry) reason(e *jsonschema.ValidationError, at string) string {
+	switch k := e.ErrorKind.(type) {
+	case *kind.Type:
+		return fmt.Sprintf("must be %s, not %s", orList(withArticles(k.Want)), withArticle(k.Got))
+	case *kind.Enum:
+		return enumReason(k, at)
+	case *kind.Const:
+		return "must be " + jsonText(k.Want)
+	case *kind.Format:
+		return formatReason(k.Want)
+	case *kind.Minimum:
+		return "must be at least " + ratText(k.Want)
+	case *kind.Maximum:
+		return "must be at most " + ratText(k.Want)
+	case *kind.MinLength:
+		return atLeast(k.Want, "must be at least %d characters long")
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters long, got %d", k.Want, k.Got)
+	case *kind.MinItems:
+		return atLeast(k.Want, "must have at least %d items")
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got)
+	case *kind.UniqueItems:
+		return fmt.Sprintf("items %d and %d are equal", k.Duplicates[0], k.Duplicates[1])
+	case *kind.Pattern:
+		return r.patternReason(e, k)
+	case *kind.FalseSchema:
+		return "is not allowed"
+	}
+	return e.ErrorKind.LocalizedString(printer)
+}
+
+// enumReason words a value outside an enum; the step field's enum is the
+// pipeline's steps.
+func enumReason(k *kind.Enum, at string) string {
+	if at == "step" {
+		return fmt.Sprintf("unknown step %s", jsonText(k.Got))
+	}
+	var want []string
+	for _, w := range k.Want {
+		want = append(want, jsonText(w))
+	}
+	return fmt.Sprintf("must be one of %s, not %s", strings.Join(want, ", "), jsonText(k.Got))
+}
+
+// formatReason words a value not in the format want.
+func formatReason(want string) string {
+	switch want {
+	case "uuid":
+		return "not a UUID"
+	case "date-time":
+		return "not an RFC 3339 date-time like 2024-01-01T12:00:00Z"
+	}
+	return "not a valid " + want
+}
+
+// atLeast words a minimum length or count: "must not be empty" for 1.
+func atLeast(want int, format string) string {
+	if want == 1 {
+		return "must not be empty"
+	}
+	return fmt.Sprintf(format, want)
+}
+
+// patternReason words a string that does not match its pattern: an object
+// key's own problem, the message the schema gives the pattern, or the
+// pattern itself.
+func (r *registry) patternReason(e *jsonschema.ValidationError, k *kind.Pattern) string {
+	if strings.HasSuffix(e.SchemaURL, "/$defs/objectKey") {
+		if reason := keyProblem(k.Got); reason != "" {
+			return reason
+		}
+	}
+	if msg, ok := r.messages[e.SchemaURL]; ok {
+		return msg
+	}
+	return fmt.Sprintf("does not match the pattern %s", k.Want)
 }
 
 // fieldPath formats an instance location as payload.segment_ids[0].

@@ -17,17 +17,55 @@ const (
 	StepWaitingCapacity = "waiting_capacity"
 )
 
-// Exchange and routing keys other than the steps' own.
+// The broker's names: the exchange, the queues and their routing keys.
+// This is the one place that names them; pkg/broker declares them and every
+// service uses them from here. Each work queue is bound to Exchange under
+// the routing key of the same name, RoutingKey(step).
 const (
 	// Exchange is the durable topic exchange every message goes through.
 	Exchange = "task_exchange"
-	// RoutingKeyDLQ routes dead letters (DeadLetter) to task.dlq.
-	RoutingKeyDLQ = "task.dlq"
+
+	// QueueExtractAudio is the extract_audio work queue and its routing key.
+	QueueExtractAudio = taskPrefix + StepExtractAudio
+	// QueueASR is the asr work queue and its routing key.
+	QueueASR = taskPrefix + StepASR
+	// QueueTranslate is the translate work queue and its routing key.
+	QueueTranslate = taskPrefix + StepTranslate
+	// QueueTTS is the tts work queue and its routing key.
+	QueueTTS = taskPrefix + StepTTS
+	// QueueMuxVideo is the mux_video work queue and its routing key.
+	QueueMuxVideo = taskPrefix + StepMuxVideo
+
+	// QueueWaiting is the dispatcher's queue, bound with BindingWaiting.
+	QueueWaiting = "task.waiting_queue"
+	// BindingWaiting is the binding pattern of QueueWaiting: every
+	// "waiting.<action>" routing key.
+	BindingWaiting = waitingPrefix + "*"
+
+	// QueueDLQ is the dead-letter queue. Work queues dead-letter into it
+	// through the default exchange; it is also bound to Exchange under its
+	// own name, so services may publish dead letters (DeadLetter) to either.
+	QueueDLQ = "task.dlq"
+	// RoutingKeyDLQ routes dead letters to QueueDLQ.
+	RoutingKeyDLQ = QueueDLQ
+	// QueueTTSCompensation is the queue of tts segments whose synthesis
+	// still failed after all retries (Compensation messages); it is bound to
+	// Exchange under its own name.
+	QueueTTSCompensation = "task.tts_compensation"
 	// RoutingKeyTTSCompensation routes Compensation messages.
-	RoutingKeyTTSCompensation = "task.tts_compensation"
-	// EventPrefix starts the routing key of every integrator event.
+	RoutingKeyTTSCompensation = QueueTTSCompensation
+
+	// EventPrefix starts the routing key of every integrator event
+	// ("event.task.succeeded"). Nothing is declared for events: integrators
+	// bind their own queues.
 	EventPrefix = "event."
+
+	taskPrefix    = "task."
+	waitingPrefix = "waiting."
 )
+
+// WorkQueues lists the five work queues of the dubbing chain in order.
+var WorkQueues = []string{QueueExtractAudio, QueueASR, QueueTranslate, QueueTTS, QueueMuxVideo}
 
 // Pipeline lists the dubbing steps in the order they run.
 var Pipeline = []string{StepExtractAudio, StepASR, StepTranslate, StepTTS, StepMuxVideo}
@@ -48,14 +86,23 @@ func RoutingKey(step string) string {
 		return ""
 	}
 	if action, ok := strings.CutPrefix(step, "waiting_"); ok {
-		return "waiting." + action
+		return waitingPrefix + action
 	}
-	return "task." + step
+	return taskPrefix + step
 }
 
 // Previous returns the dubbing step that must have succeeded before step may
 // run, or "" for the first step and for steps outside the pipeline.
+//
+// Translate has none: each of its messages is emitted by the asr part
+// (one chunk of the audio) that staged the segments it names, in the same
+// transaction, so its input exists when it does — and translation starts
+// while later chunks are still being transcribed. The fan-in that follows
+// (tts) waits for both steps.
 func Previous(step string) string {
+	if step == StepTranslate {
+		return ""
+	}
 	for i, s := range Pipeline {
 		if s == step && i > 0 {
 			return Pipeline[i-1]

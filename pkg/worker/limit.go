@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Limit turns an error that hit a configured limit into the step's
@@ -16,5 +16,5 @@ func Limit(err, target error, setting string, value any) error {
 	if err == nil || !errors.Is(err, target) {
 		return err
 	}
-	return step.Permanent(fmt.Errorf("%w (%s=%v)", err, setting, value))
+	return fault.Permanent(fmt.Errorf("%w (%s=%v)", err, setting, value))
 }

@@ -67,7 +67,7 @@ func RemoveStaleTemp(dir, prefix string, maxAge time.Duration, now time.Time) ([
 // removeStaleTemp cleans the service's stale scratch folders at start; a
 // failure is logged, never fatal.
 func (d *Deps) removeStaleTemp(routes []step.Route) {
-	removed, err := RemoveStaleTemp(os.TempDir(), TempPrefix(d.Service), staleAge(routes), time.Now())
+	removed, err := RemoveStaleTemp(os.TempDir(), TempPrefix(d.Name), staleAge(routes), time.Now())
 	if err != nil {
 		d.Log.Warn().Err(err).Msg("stale temporary folders not all removed")
 	}

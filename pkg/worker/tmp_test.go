@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
 )
 
@@ -61,8 +62,8 @@ func TestStaleAgeExceedsEveryTimeout(t *testing.T) {
 func TestLimitNamesTheSettingAndIsPermanent(t *testing.T) {
 	target := errors.New("too large")
 	err := Limit(fmt.Errorf("download x: %w", target), target, "MAX_VIDEO_BYTES", 10)
-	if !step.IsPermanent(err) || !errors.Is(err, target) || err.Error() != "download x: too large (MAX_VIDEO_BYTES=10)" {
-		t.Errorf("Limit = %v (permanent %v)", err, step.IsPermanent(err))
+	if !fault.IsPermanent(err) || !errors.Is(err, target) || err.Error() != "download x: too large (MAX_VIDEO_BYTES=10)" {
+		t.Errorf("Limit = %v (permanent %v)", err, fault.IsPermanent(err))
 	}
 	other := errors.New("connection reset")
 	if got := Limit(other, target, "X", 1); got != other {

@@ -1,102 +1,56 @@
-// Package worker wires a dubflow service together: logger, Postgres pool,
-// object store, the two broker connections (publishing and consuming apart),
-// the step runtime and the ops endpoints. A service's main builds its routes
-// and calls Serve; everything else lives here, once.
+// Package worker runs one step of the dubbing chain on the service
+// lifecycle (pkg/service): it adds the object store, consumes the step's
+// queue with the step runtime (pkg/step) and reports the consumers on
+// /readyz. A worker's main builds its handler and calls Run; everything else
+// lives here and in pkg/service, once.
 package worker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 )
 
-// NewLogger returns the service's structured logger.
-func NewLogger(service string, cfg config.Common, w io.Writer) zerolog.Logger {
-	if w == nil {
-		w = os.Stdout
-	}
-	if cfg.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	}
-	level, err := zerolog.ParseLevel(cfg.LogLevel)
-	if err != nil || cfg.LogLevel == "" {
-		level = zerolog.InfoLevel
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Str("service", service).Logger()
+// Config is a worker's configuration: it embeds config.Common, checks
+// itself and bounds one run of its step.
+type Config interface {
+	config.Service
+	Timeout() time.Duration
 }
 
-// Deps are the connections a service works with.
-type Deps struct {
-	Service  string
-	Config   config.Common
-	Log      zerolog.Logger
-	Pool     *pgxpool.Pool
-	Blob     *blob.Store
-	Registry *prometheus.Registry
+// Deps are the connections a worker works with (the object store among
+// them).
+type Deps struct{ *service.Process }
 
-	pubConn *broker.Conn
-	pub     *broker.Publisher
-	topo    broker.Topology
-	metrics *broker.Metrics
-}
-
-// Open connects to Postgres, the object store and the broker's publishing
-// connection, declaring the topology. Close releases them.
-func Open(ctx context.Context, service string, cfg config.Common, log zerolog.Logger) (*Deps, error) {
-	d := &Deps{Service: service, Config: cfg, Log: log, Registry: ops.NewRegistry(),
-		topo: broker.Topology{DeliveryLimit: cfg.DeliveryLimit}}
-	pool, err := OpenDB(ctx, cfg, log)
+// Run serves stepName, the service of the same name: it reads cfg from
+// environ, starts the process with the object store, builds the step's
+// handler with newHandler and consumes the step's work queue (named after
+// its routing key) until ctx is cancelled. The step runs after the
+// pipeline's previous step (wire.Previous) and within cfg.Timeout().
+func Run(ctx context.Context, environ map[string]string, stepName string, cfg Config,
+	newHandler func(d *Deps) (step.Handler, error)) error {
+	p, err := service.Start(ctx, stepName, environ, cfg, service.WithBlob())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	d.Pool = pool
-	if d.Blob, err = blob.New(cfg.S3); err != nil {
-		d.Close()
-		return nil, err
-	}
-	if d.metrics, err = broker.NewMetrics(d.Registry); err != nil {
-		d.Close()
-		return nil, err
-	}
-	d.pubConn, err = broker.Dial(ctx, cfg.AMQPURL, service+"-publish", log,
-		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
+	defer p.Close()
+	d := &Deps{p}
+	h, err := newHandler(d)
 	if err != nil {
-		d.Close()
-		return nil, err
+		return err
 	}
-	d.pub = broker.NewPublisher(d.pubConn)
-	return d, nil
-}
-
-// Publisher publishes with confirms on the publishing connection.
-func (d *Deps) Publisher() *broker.Publisher { return d.pub }
-
-// Close releases every connection.
-func (d *Deps) Close() {
-	if d.pubConn != nil {
-		_ = d.pubConn.Close()
-	}
-	if d.Pool != nil {
-		d.Pool.Close()
-	}
+	return d.Serve(ctx, wire.RoutingKey(stepName), []step.Route{{
+		Step: stepName, After: wire.Previous(stepName), Timeout: cfg.Timeout(), Handler: h,
+	}})
 }
 
 // Serve removes the service's stale scratch folders, then consumes queue
@@ -104,97 +58,85 @@ func (d *Deps) Close() {
 // and returns after a graceful stop.
 //
 // It refuses a route whose timeout does not end well before the broker's
-// consumer timeout (config.Common.CheckStepTimeout). The queue is consumed by
-// WORKER_CONCURRENCY consumers, each handling one message at a time under a
-// worker id of its own (WorkerIDs): a lease names the one consumer that holds
-// it, so a consumer of the same process can never take over a step another
-// one is still running as if it were its own.
+// consumer timeout (config.Common.CheckStepTimeout).
 func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) error {
-	cfg := d.Config
 	for _, r := range routes {
-		if err := cfg.CheckStepTimeout(r.Step, r.Timeout); err != nil {
-			return fmt.Errorf("%s: %w", d.Service, err)
+		if err := d.Config.CheckStepTimeout(r.Step, r.Timeout); err != nil {
+			return fmt.Errorf("%s: %w", d.Name, err)
 		}
 	}
 	d.removeStaleTemp(routes)
-	consConn, err := broker.Dial(ctx, cfg.AMQPURL, d.Service+"-consume", d.Log,
-		broker.WithTopology(d.topo), broker.WithMetrics(d.metrics))
+	runners, err := Runners(ctx, d.Process, queue, routes, nil)
 	if err != nil {
 		return err
 	}
-	defer consConn.Close()
-	metrics := step.NewMetrics(d.Registry)
-	ids := WorkerIDs(d.Service, max(cfg.Concurrency, 1))
+	return d.Run(ctx, Jobs(runners)...)
+}
+
+// Runners returns the step runners that consume queue with routes on p's
+// consuming connection, and adds their "consumer" readiness check. The
+// queue is consumed by WORKER_CONCURRENCY consumers, each handling one
+// message at a time under a worker id of its own (WorkerIDs): a lease names
+// the one consumer that holds it, so a consumer of the same process can
+// never take over a step another one is still running as if it were its
+// own. tune, when not nil, adjusts each runner's configuration.
+func Runners(ctx context.Context, p *service.Process, queue string, routes []step.Route,
+	tune func(*step.Config)) ([]*step.Runner, error) {
+	conn, err := p.Consumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.Config
+	metrics := step.NewMetrics(p.Registry)
+	ids := WorkerIDs(p.Name, max(cfg.Concurrency, 1))
 	runners := make([]*step.Runner, len(ids))
 	for i, id := range ids {
-		runners[i], err = step.NewRunner(step.Config{
+		sc := step.Config{
 			Queue:  queue,
 			Routes: routes,
-			Pool:   d.Pool,
-			Source: Source(consConn, broker.ConsumeOptions{
-				Queue: queue, Prefetch: 1, Concurrency: 1, Tag: fmt.Sprintf("%s-%d", d.Service, i+1),
+			Pool:   p.Pool,
+			Source: Source(conn, broker.ConsumeOptions{
+				Queue: queue, Prefetch: 1, Concurrency: 1, Tag: fmt.Sprintf("%s-%d", p.Name, i+1),
 			}),
 			Worker:        id,
-			Publisher:     d.pub,
-			Delay:         d.topo.DelayExchange,
-			DLQ:           broker.DLQ,
+			Publisher:     p.Publisher(),
+			Delay:         p.Topology.DelayExchange,
+			DLQ:           wire.QueueDLQ,
 			MaxRetries:    cfg.MaxRetries,
-			DeliveryLimit: d.topo.DeliveryLimit,
+			DeliveryLimit: p.Topology.DeliveryLimit,
 			Lease:         cfg.Lease(),
 			ShutdownGrace: cfg.ShutdownGrace(),
-			Log:           d.Log.With().Str("worker", id).Logger(),
+			Log:           p.Log.With().Str("worker", id).Logger(),
 			Metrics:       metrics,
-		})
-		if err != nil {
-			return err
+		}
+		if p.Blob != nil {
+			sc.Objects = p.Blob
+		}
+		if tune != nil {
+			tune(&sc)
+		}
+		if runners[i], err = step.NewRunner(sc); err != nil {
+			return nil, err
 		}
 	}
-	checks := map[string]ops.Check{
-		"consumer": func(context.Context) error {
-			for _, r := range runners {
-				if !r.Running() {
-					return errors.New("not consuming")
-				}
+	p.Ready("consumer", func(context.Context) error {
+		for _, r := range runners {
+			if !r.Running() || !conn.Consuming() {
+				return errors.New("not consuming " + queue)
 			}
-			if !consConn.Consuming() {
-				return errors.New("not consuming")
-			}
-			return nil
-		},
-		"broker": func(context.Context) error {
-			if !d.pubConn.Connected() {
-				return errors.New("publishing connection down")
-			}
-			return nil
-		},
-		"postgres": func(ctx context.Context) error { return d.Pool.Ping(ctx) },
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error {
-		err := ops.Serve(opsCtx, cfg.OpsAddr, ops.Handler(d.Registry, checks), d.Log)
-		if err != nil && opsCtx.Err() == nil {
-			return err
 		}
 		return nil
 	})
-	var running sync.WaitGroup
-	for _, r := range runners {
-		running.Add(1)
-		g.Go(func() error {
-			defer running.Done()
-			return r.Run(gctx)
-		})
+	return runners, nil
+}
+
+// Jobs returns the runners as jobs of a service.Process.
+func Jobs(runners []*step.Runner) []service.Job {
+	jobs := make([]service.Job, len(runners))
+	for i, r := range runners {
+		jobs[i] = r.Run
 	}
-	g.Go(func() error {
-		running.Wait()
-		stopOps()
-		return nil
-	})
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("%s: %w", d.Service, err)
-	}
-	return nil
+	return jobs
 }
 
 // WorkerIDs returns n worker ids for one process of service, one per
@@ -232,24 +174,20 @@ func (s source) Consume(ctx context.Context, handle func(context.Context, step.D
 	})
 }
 
-// Main is a worker's main: it runs run with the process environment until
-// SIGINT or SIGTERM, and exits 1 with the error, if any, on standard error.
-func Main(service string, run func(ctx context.Context, environ map[string]string) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, config.Environ())
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, service+":", err)
-		os.Exit(1)
-	}
+// Main is a worker's main: service.Main, under the step's name (a worker's
+// package keeps that name in a constant called service).
+func Main(stepName string, run func(ctx context.Context, environ map[string]string) error) {
+	service.Main(stepName, run)
 }
 
-// OpenDB connects a long-running service to Postgres, waiting up to
-// DATABASE_WAIT_SECONDS for a database that is away or still starting (a
-// service started before its database, or during a Postgres restart)
-// instead of exiting, and logging each retry.
-func OpenDB(ctx context.Context, cfg config.Common, log zerolog.Logger) (*pgxpool.Pool, error) {
-	return store.OpenWait(ctx, cfg.DatabaseURL, cfg.DatabaseWait(), func(err error, next time.Duration) {
-		log.Warn().Err(err).Dur("retry_in", next).Msg("database not reachable yet; waiting")
-	})
+// Step returns a worker's run function: Run with a fresh configuration of
+// type T on each call, and newHandler given that configuration.
+func Step[T any, C interface {
+	*T
+	Config
+}](stepName string, newHandler func(cfg C, d *Deps) (step.Handler, error)) func(ctx context.Context, environ map[string]string) error {
+	return func(ctx context.Context, environ map[string]string) error {
+		cfg := C(new(T))
+		return Run(ctx, environ, stepName, cfg, func(d *Deps) (step.Handler, error) { return newHandler(cfg, d) })
+	}
 }

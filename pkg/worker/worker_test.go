@@ -12,6 +12,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -23,16 +24,12 @@ import (
 func serve(route step.Route) func(ctx context.Context, environ map[string]string) error {
 	return func(ctx context.Context, environ map[string]string) error {
 		var cfg config.Common
-		if err := config.Load(environ, &cfg); err != nil {
-			return err
-		}
-		log := worker.NewLogger("test", cfg, io.Discard)
-		deps, err := worker.Open(ctx, "test", cfg, log)
+		p, err := service.Start(ctx, "test", environ, &cfg, service.LogTo(io.Discard))
 		if err != nil {
 			return err
 		}
-		defer deps.Close()
-		return deps.Serve(ctx, broker.QueueASR, []step.Route{route})
+		defer p.Close()
+		return (&worker.Deps{Process: p}).Serve(ctx, wire.QueueASR, []step.Route{route})
 	}
 }
 
@@ -143,7 +140,7 @@ func TestWorkerIDsAreDistinct(t *testing.T) {
 	}
 }
 
-// Issue 15 item 3, the seed's retry promise with the default configuration:
+// The retry promise with the default configuration (STEP_MAX_RETRIES=3):
 // a transient failure is retried up to 3 times (1 s, 2 s, 4 s), then sent to
 // the DLQ with retry_count 3 — four runs in all, never a fifth.
 func TestTransientFailureIsRetriedThreeTimesThenDeadLettered(t *testing.T) {

@@ -137,14 +137,8 @@ func speechToSegments(t *testing.T, s *testenv.Stack) {
 	// One translate message per batch of 3, in order, covering every segment.
 	var got []string
 	for want := (len(segs) + 2) / 3; want > 0; want-- {
-		m, err := wire.Decode(s.Next("task.translate", 10e9))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var p wire.Translate
-		if err := m.UnmarshalPayload(&p); err != nil {
-			t.Fatal(err)
-		}
+		m := s.NextMessage(t, "task.translate", &p)
 		if m.TaskID != id || m.TraceID != env.TraceID || p.SourceLanguage != "en" || p.TargetLanguage != "es" ||
 			p.BatchSize != 3 || len(p.SegmentIDs) > 3 {
 			t.Errorf("translate message %+v payload %+v", m, p)

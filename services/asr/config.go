@@ -2,11 +2,12 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/worker"
 )
 
 // Config is asr's configuration, read once from the environment.
@@ -17,37 +18,28 @@ type Config struct {
 	// TimeoutSeconds bounds one run of the step.
 	TimeoutSeconds int `env:"TIMEOUT_ASR_SECONDS" envDefault:"1200"`
 
-	// Engine selection (see pkg/speech): pocketsphinx (embedded) or openai
-	// (an OpenAI-compatible /v1/audio/transcriptions server).
-	Engine  string `env:"ASR_ENGINE" envDefault:"pocketsphinx"`
-	BaseURL string `env:"ASR_BASE_URL"`
-	APIKey  string `env:"ASR_API_KEY"`
-	Model   string `env:"ASR_MODEL"`
-	// ChunkSeconds and Concurrency drive the Chunker that splits long
-	// audio at silences.
-	ChunkSeconds int `env:"ASR_CHUNK_SECONDS" envDefault:"30"`
-	Concurrency  int `env:"ASR_CONCURRENCY" envDefault:"2"`
+	// Engine (see pkg/speech): pocketsphinx (embedded) or openai (an
+	// OpenAI-compatible /v1/audio/transcriptions server).
+	Engine config.Engine `env:"ASR_ENGINE" envDefault:"pocketsphinx" envPrefix:"ASR_"`
+	// ChunkSeconds is the length of the chunks long audio is cut into at
+	// silences, each its own asr message; ChunkConcurrency is how many
+	// chunks of one task (or project) are in the queue at once, its window:
+	// the others wait until earlier ones finish, so that other tasks'
+	// messages take turns. WORKER_CONCURRENCY is the messages one process
+	// handles at once.
+	ChunkSeconds     int `env:"ASR_CHUNK_SECONDS" envDefault:"30"`
+	ChunkConcurrency int `env:"ASR_CONCURRENCY" envDefault:"2"`
 
-	// TranslateBatchSize is how many segments one translate message carries.
-	TranslateBatchSize int `env:"TRANSLATE_BATCH_SIZE" envDefault:"20"`
+	// TranslateBatch is how many segments one translate message carries.
+	config.TranslateBatch
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Limits.Validate(), c.Speech().Validate()}
-	if c.TimeoutSeconds < 1 {
-		errs = append(errs, fmt.Errorf("TIMEOUT_ASR_SECONDS %d: want at least 1", c.TimeoutSeconds))
-	}
-	if c.ChunkSeconds < 5 {
-		errs = append(errs, fmt.Errorf("ASR_CHUNK_SECONDS %d: want at least 5", c.ChunkSeconds))
-	}
-	if c.Concurrency < 1 || c.Concurrency > 64 {
-		errs = append(errs, fmt.Errorf("ASR_CONCURRENCY %d: want 1..64", c.Concurrency))
-	}
-	if c.TranslateBatchSize < 1 || c.TranslateBatchSize > 1000 {
-		errs = append(errs, fmt.Errorf("TRANSLATE_BATCH_SIZE %d: want 1..1000", c.TranslateBatchSize))
-	}
-	return errors.Join(errs...)
+	return errors.Join(c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
+		config.AtLeast("TIMEOUT_ASR_SECONDS", c.TimeoutSeconds, 1),
+		config.Between("ASR_CHUNK_SECONDS", c.ChunkSeconds, 5, 600),
+		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 1, 64))
 }
 
 // Timeout is the step's timeout.
@@ -56,7 +48,20 @@ func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds
 // Speech maps the ASR settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {
 	return speech.Config{
-		ASREngine: c.Engine, ASRBaseURL: c.BaseURL, ASRAPIKey: c.APIKey, ASRModel: c.Model,
-		ASRChunkSeconds: c.ChunkSeconds, ASRConcurrency: c.Concurrency,
+		ASREngine: c.Engine.Name, ASRBaseURL: c.Engine.BaseURL, ASRAPIKey: c.Engine.APIKey, ASRModel: c.Engine.Model,
+		ASRChunkSeconds: c.ChunkSeconds, ASRConcurrency: c.ChunkConcurrency,
 	}
 }
+
+// run serves the asr step with the configuration in environ until ctx is
+// cancelled.
+var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	engine, err := speech.NewTranscriber(c.Speech())
+	if err != nil {
+		return nil, err
+	}
+	d.Log.Info().Str("engine", c.Engine.Name).Int("chunk_seconds", c.ChunkSeconds).Int("chunk_concurrency", c.ChunkConcurrency).
+		Int("translate_batch_size", c.TranslateBatchSize).Msg("asr starting")
+	return &handler{objects: d.Blob, db: d.Pool, asr: engine,
+		batchSize: c.TranslateBatchSize, maxAudioBytes: c.MaxAudioBytes, maxSeconds: c.MaxVideoSeconds}, nil
+})

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -24,21 +24,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// objects is the part of the object store asr uses.
-type objects interface {
-	Stat(ctx context.Context, key string) (blob.Info, error)
-	GetFile(ctx context.Context, key, path string, maxBytes int64) error
-	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
-}
-
-// transcriber recognises timed speech in a 16 kHz mono WAV file.
+// transcriber recognises timed speech in a 16 kHz mono WAV file, whole or
+// cut into chunks (speech.Chunker).
 type transcriber interface {
 	Transcribe(ctx context.Context, wavPath, language string) ([]speech.Segment, error)
+	Whole(wavPath string) (bool, error)
+	Split(ctx context.Context, wavPath string, fn func(speech.Chunk) error) error
+	TranscribeChunk(ctx context.Context, ch speech.Chunk, language string) ([]speech.Segment, error)
 }
 
 // handler runs the asr step.
 type handler struct {
-	objects       objects
+	objects       blob.Objects
 	db            *pgxpool.Pool
 	asr           transcriber
 	batchSize     int
@@ -46,8 +43,22 @@ type handler struct {
 	maxSeconds    int // MAX_VIDEO_SECONDS: the longest audio transcribed
 }
 
-// Handle transcribes the audio, stores asr.json, stages the segments and
-// the translate batches (or, without speech, finishes the task).
+// segmentStride spaces the segment numbers of consecutive chunks: chunk n
+// numbers its segments from n*segmentStride, so that every chunk numbers
+// its own without waiting for the ones before, and the numbers still follow
+// the timeline. ASR_CHUNK_SECONDS (at most 600) keeps a chunk far below it.
+const segmentStride = 1000
+
+// taskInfo is what asr reads from the task's row.
+type taskInfo struct {
+	target, speaker string
+}
+
+// Handle serves the three kinds of asr message (wire.ASR.Part): the whole
+// audio (the seed's message) is transcribed at once when it fits one chunk,
+// else cut at silences into one message per chunk; a chunk is transcribed,
+// its segments staged and its translate batches emitted at once; the merge,
+// emitted by the chunk that completes the step, writes asr.json.
 func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	var p wire.ASR
 	if err := msg.Decode(&p); err != nil {
@@ -55,66 +66,131 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	env := msg.Envelope
 	if err := wire.CheckKey(p.AudioKey, wire.KindAudio, env.TaskID); err != nil {
-		return step.Permanent(fmt.Errorf("audio_key: %w", err))
+		return fault.Permanent(fmt.Errorf("audio_key: %w", err))
 	}
 	if err := wire.CheckKey(p.OutputKey, wire.KindASR, env.TaskID); err != nil {
-		return step.Permanent(fmt.Errorf("output_key: %w", err))
+		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
-	var target string
-	err := h.db.QueryRow(ctx, `SELECT target_language FROM tasks WHERE id = $1`, env.TaskID).Scan(&target)
+	var t taskInfo
+	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id FROM tasks WHERE id = $1`, env.TaskID).Scan(&t.target, &t.speaker)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return step.Permanent(fmt.Errorf("task %s not found", env.TaskID))
+		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
 	case err != nil:
 		return fmt.Errorf("read task %s: %w", env.TaskID, err)
-	case target == "":
-		return step.Permanent(fmt.Errorf("task %s has no target language", env.TaskID))
+	case t.target == "":
+		return fault.Permanent(fmt.Errorf("task %s has no target language", env.TaskID))
 	}
+	switch {
+	case p.Merge:
+		return h.merge(ctx, msg, p, t)
+	case p.Chunk != nil:
+		return h.chunk(ctx, msg, p, t)
+	}
+	return h.whole(ctx, msg, p, t)
+}
 
-	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
+// whole serves the whole audio: transcribed at once when short, else cut
+// into chunk messages.
+func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t taskInfo) error {
+	dir, wav, err := h.fetch(ctx, p.AudioKey)
 	if err != nil {
-		return fmt.Errorf("make temp dir: %w", err)
+		return err
 	}
 	defer os.RemoveAll(dir)
-	wav := filepath.Join(dir, "source.wav")
-	if err := h.download(ctx, p.AudioKey, wav); err != nil {
-		return err
-	}
 	if err := h.checkLength(p.AudioKey, wav); err != nil {
 		return err
+	}
+	whole, err := h.asr.Whole(wav)
+	if err != nil {
+		return fault.Permanent(fmt.Errorf("audio %s: %w", p.AudioKey, err))
+	}
+	if !whole {
+		return h.fanOut(ctx, msg, p, wav)
 	}
 	segs, err := h.transcribe(ctx, wav, p.Language)
 	if err != nil {
 		return fmt.Errorf("transcribe %s: %w", p.AudioKey, err)
 	}
-	doc, err := json.Marshal(newTranscript(env.TaskID, p.Language, segs))
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", p.OutputKey, err)
+	if err := h.store(ctx, msg, p.OutputKey, p.Language, segs, 0); err != nil {
+		return err
 	}
-	if err := h.objects.Put(ctx, p.OutputKey, bytes.NewReader(doc), int64(len(doc)), "application/json"); err != nil {
-		return fmt.Errorf("store %s: %w", p.OutputKey, err)
-	}
-	msg.Log.Info().Int("segments", len(segs)).Str("output_key", p.OutputKey).Msg("audio transcribed")
-
-	stageSegments(msg, env.TaskID, segs)
+	stageSegments(msg, msg.Envelope.TaskID, segs, 0, -1)
 	if len(segs) == 0 {
 		return finishWithoutSpeech(msg)
 	}
-	for lo := 0; lo < len(segs); lo += h.batchSize {
-		hi := min(lo+h.batchSize, len(segs))
-		ids := make([]string, 0, hi-lo)
-		for i := lo; i < hi; i++ {
-			ids = append(ids, wire.SegmentID(i))
-		}
-		err := msg.Emit(wire.StepTranslate, wire.Translate{
-			TaskID: env.TaskID, SegmentIDs: ids, SourceLanguage: p.Language, TargetLanguage: target,
-			BatchSize: h.batchSize,
-		})
-		if err != nil {
+	return h.emitBatches(msg, p, t, segs, 0)
+}
+
+// fanOut cuts the audio at silences, stores each chunk beside it and emits
+// one asr message per chunk, at most the window of them in the queue at
+// once (ASR_CONCURRENCY).
+func (h *handler) fanOut(ctx context.Context, msg *step.Message, p wire.ASR, wav string) error {
+	var chunks []any
+	err := h.asr.Split(ctx, wav, func(ch speech.Chunk) error {
+		defer os.Remove(ch.Path)
+		key := chunkKey(msg.Envelope.TaskID, ch.Index, "wav")
+		if err := h.putFile(ctx, key, ch.Path, "audio/wav"); err != nil {
 			return err
 		}
+		chunks = append(chunks, wire.ASR{AudioKey: key, Language: p.Language, OutputKey: p.OutputKey,
+			Chunk: &wire.ASRChunk{Index: ch.Index, OffsetMS: ch.OffsetMS, LeadMS: ch.LeadMS}})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cut %s into chunks: %w", p.AudioKey, err)
 	}
-	return nil
+	msg.Log.Info().Int("chunks", len(chunks)).Int("window", h.window()).Msg("audio cut into chunks")
+	return msg.EmitWindowed(wire.StepASR, h.window(), chunks)
+}
+
+// chunk transcribes one chunk, stages its segments and their translate
+// batches, lets the task's next chunk into the queue, and stages the merge
+// for the chunk whose success completes the step.
+func (h *handler) chunk(ctx context.Context, msg *step.Message, p wire.ASR, t taskInfo) error {
+	dir, wav, err := h.fetch(ctx, p.AudioKey)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ch := speech.Chunk{Index: p.Chunk.Index, Path: wav, OffsetMS: p.Chunk.OffsetMS, LeadMS: p.Chunk.LeadMS}
+	segs, err := h.transcribeChunk(ctx, ch, p.Language)
+	if err != nil {
+		return err
+	}
+	base := p.Chunk.Index * segmentStride
+	key := chunkKey(msg.Envelope.TaskID, p.Chunk.Index, "json")
+	if err := h.store(ctx, msg, key, p.Language, segs, base); err != nil {
+		return err
+	}
+	stageSegments(msg, msg.Envelope.TaskID, segs, base, base+segmentStride)
+	if err := h.emitBatches(msg, p, t, segs, base); err != nil {
+		return err
+	}
+	if err := msg.ReleaseWindow(ctx, h.db); err != nil {
+		return err
+	}
+	return msg.EmitWhenStepDone(wire.StepASR, wire.ASR{AudioKey: p.AudioKey, Language: p.Language,
+		OutputKey: p.OutputKey, Merge: true})
+}
+
+// transcribeChunk recognises a chunk's speech, cleaned as transcribe does.
+func (h *handler) transcribeChunk(ctx context.Context, ch speech.Chunk, language string) ([]speech.Segment, error) {
+	silent, err := media.IsSilent(ctx, ch.Path)
+	if err != nil {
+		return nil, err
+	}
+	if silent {
+		return nil, nil
+	}
+	segs, err := h.asr.TranscribeChunk(ctx, ch, language)
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) > segmentStride {
+		return nil, fault.Permanent(fmt.Errorf("chunk %d: %d segments, at most %d", ch.Index, len(segs), segmentStride))
+	}
+	return clean(segs), nil
 }
 
 // transcribe returns the segments with text, in order. Digital silence is
@@ -131,6 +207,11 @@ func (h *handler) transcribe(ctx context.Context, wav, language string) ([]speec
 	if err != nil {
 		return nil, err
 	}
+	return clean(all), nil
+}
+
+// clean keeps the segments with text, their times made consistent.
+func clean(all []speech.Segment) []speech.Segment {
 	segs := all[:0]
 	for _, s := range all {
 		s.Text = strings.TrimSpace(s.Text)
@@ -141,7 +222,90 @@ func (h *handler) transcribe(ctx context.Context, wav, language string) ([]speec
 		s.EndMS = max(s.EndMS, s.StartMS)
 		segs = append(segs, s)
 	}
-	return segs, nil
+	return segs
+}
+
+// emitBatches stages one translate message per batch of segs, numbered
+// from base.
+func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, segs []speech.Segment, base int) error {
+	for lo := 0; lo < len(segs); lo += h.batchSize {
+		hi := min(lo+h.batchSize, len(segs))
+		ids := make([]string, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			ids = append(ids, wire.SegmentID(base+i))
+		}
+		err := msg.Emit(wire.StepTranslate, wire.Translate{
+			TaskID: msg.Envelope.TaskID, SegmentIDs: ids, SourceLanguage: p.Language, TargetLanguage: t.target,
+			BatchSize: h.batchSize,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// window is how many chunks of one task may be in the queue at once: the
+// Chunker's Concurrency (ASR_CONCURRENCY), 2 without one.
+func (h *handler) window() int {
+	if c, ok := h.asr.(*speech.Chunker); ok && c.Concurrency > 0 {
+		return c.Concurrency
+	}
+	return 2
+}
+
+// chunkKey is where chunk n of a task's audio (ext wav) or its transcript
+// (ext json) is stored.
+func chunkKey(taskID uuid.UUID, n int, ext string) string {
+	kind := wire.KindAudio
+	if ext == "json" {
+		kind = wire.KindASR
+	}
+	return fmt.Sprintf("%s/%s/chunks/%05d.%s", kind, taskID, n, ext)
+}
+
+// fetch downloads key into a fresh temporary folder; the caller removes dir.
+func (h *handler) fetch(ctx context.Context, key string) (dir, wav string, err error) {
+	dir, err = os.MkdirTemp("", worker.TempPrefix(service))
+	if err != nil {
+		return "", "", fmt.Errorf("make temp dir: %w", err)
+	}
+	wav = filepath.Join(dir, "audio.wav")
+	if err := h.download(ctx, key, wav); err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	return dir, wav, nil
+}
+
+// putFile stores a local file under key.
+func (h *handler) putFile(ctx context.Context, key, path, contentType string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if err := h.objects.Put(ctx, key, f, st.Size(), contentType); err != nil {
+		return fmt.Errorf("store %s: %w", key, err)
+	}
+	return nil
+}
+
+// store writes the transcript of segs, numbered from base, under key.
+func (h *handler) store(ctx context.Context, msg *step.Message, key, language string, segs []speech.Segment, base int) error {
+	doc, err := json.Marshal(newTranscript(msg.Envelope.TaskID, language, segs, base))
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	if err := h.objects.Put(ctx, key, bytes.NewReader(doc), int64(len(doc)), "application/json"); err != nil {
+		return fmt.Errorf("store %s: %w", key, err)
+	}
+	msg.Log.Info().Int("segments", len(segs)).Str("output_key", key).Msg("audio transcribed")
+	return nil
 }
 
 // download fetches the audio into path.
@@ -149,11 +313,11 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 	info, err := h.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return step.Permanent(fmt.Errorf("audio %s not found in storage", key))
+		return fault.Permanent(fmt.Errorf("audio %s not found in storage", key))
 	case err != nil:
 		return fmt.Errorf("stat %s: %w", key, err)
 	case info.Size > h.maxAudioBytes:
-		return step.Permanent(fmt.Errorf("audio %s is %d bytes, limit %d (MAX_AUDIO_BYTES=%d)", key, info.Size, h.maxAudioBytes, h.maxAudioBytes))
+		return fault.Permanent(fmt.Errorf("audio %s is %d bytes, limit %d (MAX_AUDIO_BYTES=%d)", key, info.Size, h.maxAudioBytes, h.maxAudioBytes))
 	}
 	if err := h.objects.GetFile(ctx, key, path, h.maxAudioBytes); err != nil {
 		return worker.Limit(err, blob.ErrTooLarge, "MAX_AUDIO_BYTES", h.maxAudioBytes)
@@ -167,7 +331,7 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 func (h *handler) checkLength(key, wav string) error {
 	d, err := media.WAVFileDuration(wav)
 	if err != nil {
-		return step.Permanent(fmt.Errorf("audio %s: %w", key, err))
+		return fault.Permanent(fmt.Errorf("audio %s: %w", key, err))
 	}
 	limit := time.Duration(h.maxSeconds) * time.Second
 	return worker.Limit(media.CheckLength("audio "+key, d, limit), media.ErrTooLong, "MAX_VIDEO_SECONDS", h.maxSeconds)
@@ -187,21 +351,64 @@ const upsertSegmentsSQL = `INSERT INTO segments (task_id, idx, start_ms, end_ms,
 	    tts_params_json = CASE WHEN segments.src_text = EXCLUDED.src_text AND segments.start_ms = EXCLUDED.start_ms
 	        AND segments.end_ms = EXCLUDED.end_ms THEN segments.tts_params_json END`
 
-// stageSegments replaces the task's segments with segs in the success
-// transaction: segments past the new end (from an earlier, longer run) go.
-func stageSegments(msg *step.Message, taskID uuid.UUID, segs []speech.Segment) {
-	msg.Exec(`DELETE FROM segments WHERE task_id = $1 AND idx >= $2`, taskID, len(segs))
+// stageSegments replaces the task's segments numbered from base up to end
+// (-1: all after base) with segs in the success transaction: segments past
+// the new end of the range (from an earlier, longer run) go.
+func stageSegments(msg *step.Message, taskID uuid.UUID, segs []speech.Segment, base, end int) {
+	if end < 0 {
+		msg.Exec(`DELETE FROM segments WHERE task_id = $1 AND idx >= $2`, taskID, base+len(segs))
+	} else {
+		msg.Exec(`DELETE FROM segments WHERE task_id = $1 AND idx >= $2 AND idx < $3`, taskID, base+len(segs), end)
+	}
 	if len(segs) == 0 {
 		return
 	}
 	idx := make([]int32, len(segs))
 	start := make([]int32, len(segs))
-	end := make([]int32, len(segs))
+	stop := make([]int32, len(segs))
 	text := make([]string, len(segs))
 	for i, s := range segs {
-		idx[i], start[i], end[i], text[i] = int32(i), int32(s.StartMS), int32(s.EndMS), s.Text
+		idx[i], start[i], stop[i], text[i] = int32(base+i), int32(s.StartMS), int32(s.EndMS), s.Text
 	}
-	msg.Exec(upsertSegmentsSQL, taskID, idx, start, end, text)
+	msg.Exec(upsertSegmentsSQL, taskID, idx, start, stop, text)
+}
+
+// merge writes asr.json from the chunks' transcripts once every chunk has
+// succeeded, and ends a task without speech; with speech, it hands the task
+// to tts if every translate batch is already done (else the last batch
+// does).
+func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t taskInfo) error {
+	env := msg.Envelope
+	var chunks int
+	if err := h.db.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = $2 AND part LIKE 'chunk-%'`,
+		env.TaskID, wire.StepASR).Scan(&chunks); err != nil {
+		return fmt.Errorf("count chunks of %s: %w", env.TaskID, err)
+	}
+	doc := transcript{TaskID: env.TaskID, Language: p.Language, Segments: []transcriptSegment{}}
+	for n := range chunks {
+		key := chunkKey(env.TaskID, n, "json")
+		raw, err := h.objects.Get(ctx, key, h.maxAudioBytes)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", key, err)
+		}
+		var part transcript
+		if err := json.Unmarshal(raw, &part); err != nil {
+			return fault.Permanent(fmt.Errorf("decode %s: %w", key, err))
+		}
+		doc.Segments = append(doc.Segments, part.Segments...)
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", p.OutputKey, err)
+	}
+	if err := h.objects.Put(ctx, p.OutputKey, bytes.NewReader(body), int64(len(body)), "application/json"); err != nil {
+		return fmt.Errorf("store %s: %w", p.OutputKey, err)
+	}
+	msg.Log.Info().Int("chunks", chunks).Int("segments", len(doc.Segments)).Str("output_key", p.OutputKey).Msg("chunks merged")
+	if len(doc.Segments) == 0 {
+		return finishWithoutSpeech(msg)
+	}
+	return msg.EmitWhenStepsDone(wire.StepTTS, wire.TTS{TaskID: env.TaskID, SpeakerID: t.speaker}, wire.StepTranslate)
 }
 
 // noSpeech is the result of a task whose audio holds no speech.
@@ -241,10 +448,11 @@ type transcriptWord struct {
 	Confidence float64 `json:"confidence"`
 }
 
-func newTranscript(taskID uuid.UUID, language string, segs []speech.Segment) transcript {
+// newTranscript is the transcript of segs, numbered from base.
+func newTranscript(taskID uuid.UUID, language string, segs []speech.Segment, base int) transcript {
 	t := transcript{TaskID: taskID, Language: language, Segments: make([]transcriptSegment, 0, len(segs))}
 	for i, s := range segs {
-		ts := transcriptSegment{ID: wire.SegmentID(i), Idx: i, Start: seconds(s.StartMS), End: seconds(s.EndMS),
+		ts := transcriptSegment{ID: wire.SegmentID(base + i), Idx: base + i, Start: seconds(s.StartMS), End: seconds(s.EndMS),
 			StartMS: s.StartMS, EndMS: s.EndMS, Text: s.Text, Words: make([]transcriptWord, 0, len(s.Words))}
 		for _, w := range s.Words {
 			ts.Words = append(ts.Words, transcriptWord{Start: seconds(w.StartMS), End: seconds(w.EndMS),

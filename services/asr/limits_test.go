@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob/blobtest"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -43,25 +41,7 @@ func TestLimitsAreEnforced(t *testing.T) {
 		{"the worker keeps serving", short, "", "succeeded"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := newTask(s, c.file)
-			id := env.TaskID
-			s.Publish(env)
-			if got := s.WaitStep(id, wire.StepASR, "succeeded", "failed"); got != c.want {
-				t.Fatalf("asr %s, want %s: %+v", got, c.want, s.Task(id))
-			}
-			if c.want == "succeeded" {
-				return
-			}
-			if task := s.Task(id); task.Status != "failed" || !strings.Contains(task.Error, c.reason) {
-				t.Errorf("task = %+v, want failed naming %q", task, c.reason)
-			}
-			dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if dl.TaskID != id || dl.ErrorClass != wire.ClassPermanent || !strings.Contains(dl.FailureReason, c.reason) {
-				t.Errorf("dead letter = %+v, want a permanent one naming %q", dl, c.reason)
-			}
+			s.Expect(t, newTask(s, c.file), wire.StepASR, c.want, c.reason)
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -59,25 +58,12 @@ func newProcs(bin, logs string, env map[string]string) (*procs, error) {
 func (p *proc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	cmd := exec.Command(p.path, serviceArgs[p.name]...)
+	cmd.Env = p.env
+	done, err := startLogged(cmd, p.log, fmt.Sprintf("=== chaos: start %s at %s", p.name, time.Now().UTC().Format(time.RFC3339Nano)))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f, "=== chaos: start %s at %s\n", p.name, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.path, serviceArgs[p.name]...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(done)
-	}()
 	p.cmd, p.done = cmd, done
 	if p.onStart != nil {
 		p.onStart()

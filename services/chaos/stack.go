@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -99,19 +98,41 @@ func startRabbit(cl *cleanups, logf func(string, ...any)) (*rabbit, error) {
 
 func (b *rabbit) url() string { return b.r.URL() }
 
+// bootWait bounds the wait for a backing server (RabbitMQ, Postgres,
+// MinIO) to accept connections after a start: on a loaded machine (a load
+// of 60 on two cores) a boot took more than 90 s.
+const bootWait = 5 * time.Minute
+
 // restart stops the node cleanly, or kills it when crash is set, and
-// starts it again on the same data.
+// starts it again on the same data. A node still booting when rabbitmqctl
+// gives up was started (detached) all the same: it is waited for, so that
+// a slow boot is not counted as a fault that could not be injected.
 func (b *rabbit) restart(crash bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return try(func() {
+	if err := try(func() {
 		if crash {
 			b.r.Kill()
 		} else {
 			b.r.Stop()
 		}
-		b.r.Start()
-	})
+	}); err != nil {
+		return err
+	}
+	err := try(b.r.Start)
+	if err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bootWait)
+	defer cancel()
+	for ctx.Err() == nil {
+		if conn, derr := net.DialTimeout("tcp", strings.TrimSuffix(strings.TrimPrefix(b.url(), "amqp://guest:guest@"), "/"), time.Second); derr == nil {
+			conn.Close()
+			return nil
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	return fmt.Errorf("%w; not accepting connections %s later", err, bootWait)
 }
 
 // ---------------------------------------------------------------- Postgres
@@ -139,8 +160,10 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 	if err := os.Mkdir(p.dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := chownTo(p.dir, "postgres"); err != nil {
-		return nil, err
+	if os.Getuid() == 0 { // ctl runs initdb as postgres, which refuses to run as root
+		if err := testenv.Chown(p.dir, "postgres"); err != nil {
+			return nil, err
+		}
 	}
 	if out, err := p.ctl(ctx, "initdb", "-D", p.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-locale"); err != nil {
 		return nil, fmt.Errorf("postgres: initdb: %w\n%s", err, out)
@@ -171,7 +194,7 @@ func (p *postgres) url(port int) string {
 }
 
 func (p *postgres) start(ctx context.Context) error {
-	out, err := p.ctl(ctx, "pg_ctl", "-D", p.data, "-l", filepath.Join(p.dir, "postgres.log"), "-w", "-t", "120", "start")
+	out, err := p.ctl(ctx, "pg_ctl", "-D", p.data, "-l", filepath.Join(p.dir, "postgres.log"), "-w", "-t", strconv.Itoa(int(bootWait/time.Second)), "start")
 	if err != nil {
 		return fmt.Errorf("postgres: start: %w\n%s", err, out)
 	}
@@ -207,21 +230,6 @@ func (p *postgres) ctl(ctx context.Context, prog string, args ...string) ([]byte
 	return cmd.CombinedOutput()
 }
 
-// chownTo gives dir to the named user when running as root (initdb
-// refuses to run as root).
-func chownTo(dir, name string) error {
-	if os.Getuid() != 0 {
-		return nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return fmt.Errorf("look up user %s: %w", name, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return os.Chown(dir, uid, gid)
-}
-
 // ---------------------------------------------------------------- MinIO
 
 // minioServer is a private MinIO.
@@ -255,27 +263,15 @@ func startMinio(ctx context.Context, bin, work string, cl *cleanups) (*minioServ
 }
 
 func (m *minioServer) start(ctx context.Context) error {
-	f, err := os.OpenFile(m.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
 	cmd := exec.Command(m.bin, "server", "--quiet", "--address", fmt.Sprintf("127.0.0.1:%d", m.port), m.dir)
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s3AccessKey, "MINIO_ROOT_PASSWORD="+s3SecretKey, "MINIO_BROWSER=off")
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("minio: start %s: %w", m.bin, err)
+	done, err := startLogged(cmd, m.log, "")
+	if err != nil {
+		return fmt.Errorf("minio: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(done)
-	}()
 	m.proc, m.done = cmd, done
 	url := fmt.Sprintf("http://127.0.0.1:%d/minio/health/live", m.port)
-	return waitUntil(ctx, 90*time.Second, "minio live", func() bool {
+	return waitUntil(ctx, bootWait, "minio live", func() bool {
 		select {
 		case <-done:
 			return false
@@ -328,6 +324,32 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startLogged starts cmd in its own process group, its output appended to
+// the file at log after the line header (when not empty); done is closed
+// when the process has exited.
+func startLogged(cmd *exec.Cmd, log, header string) (done chan struct{}, err error) {
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if header != "" {
+		fmt.Fprintln(f, header)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	done = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	return done, nil
 }
 
 // waitUntil polls cond every 200 ms until it holds, ctx ends or within

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caarlos0/env/v11"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
 )
@@ -20,8 +19,11 @@ type Config struct {
 	// APIToken is the bearer token every API request must carry.
 	APIToken string `env:"DISPATCHER_API_TOKEN,required"`
 
-	// The seed's processing settings. Seconds may be fractional (tests
-	// shorten them).
+	// How the queue is processed: a scan every IntervalSeconds attempts up
+	// to BatchSize entries, MaxWorkers at once; an entry expires after
+	// ProcessMaxRetries unsuccessful attempts at least RetryDelaySeconds
+	// apart.
+	// Seconds may be fractional (tests shorten them).
 	ProcessEnabled    bool    `env:"QUEUE_PROCESS_ENABLED" envDefault:"true"`
 	IntervalSeconds   float64 `env:"QUEUE_PROCESS_INTERVAL_SECONDS" envDefault:"5"`
 	BatchSize         int     `env:"QUEUE_PROCESS_BATCH_SIZE" envDefault:"50"`
@@ -31,13 +33,14 @@ type Config struct {
 
 	// ReservationTimeoutSeconds: an assignment not confirmed within this
 	// time expires and gives the agent's unit back; 0 confirms assignments
-	// at once (seed 003's queue.service_reservation_timeout).
+	// at once.
 	ReservationTimeoutSeconds float64 `env:"QUEUE_RESERVATION_TIMEOUT_SECONDS" envDefault:"60"`
 	// StuckEntrySeconds: how far past due an entry must be to count in
-	// dubflow_dispatcher_stuck_entries (seed 003's stuck_task_threshold).
+	// dubflow_dispatcher_stuck_entries.
 	StuckEntrySeconds float64 `env:"QUEUE_STUCK_ENTRY_SECONDS" envDefault:"600"`
 
-	// QueueMaxN is the number of orders one agent may have queued (seed 002).
+	// QueueMaxN is the number of orders one agent may have queued; one more
+	// is refused with BUSINESS_QUEUE_FULL.
 	QueueMaxN int `env:"QUEUE_MAX_N" envDefault:"10"`
 }
 
@@ -89,19 +92,9 @@ func (c *Config) Queue() queue.Config {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// loadConfig reads the configuration through getenv.
-func loadConfig(getenv func(string) string) (Config, error) {
+// loadConfig reads the configuration from environ.
+func loadConfig(environ map[string]string) (Config, error) {
 	var cfg Config
-	params, err := env.GetFieldParams(&cfg)
-	if err != nil {
-		return cfg, fmt.Errorf("read configuration: %w", err)
-	}
-	environ := make(map[string]string, len(params))
-	for _, p := range params {
-		if v := getenv(p.Key); v != "" {
-			environ[p.Key] = v
-		}
-	}
-	err = config.Load(environ, &cfg)
+	err := config.Load(environ, &cfg)
 	return cfg, err
 }

@@ -133,7 +133,7 @@ func startInProcess(t *testing.T, env map[string]string) dispatcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, func(k string) string { return env[k] }) }()
+	go func() { done <- run(ctx, env) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

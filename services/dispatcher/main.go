@@ -4,19 +4,6 @@
 // periodic scan, safely from any number of replicas.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/dubflow/dubflow/pkg/service"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, "dispatcher:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("dispatcher", run) }

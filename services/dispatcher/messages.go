@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
@@ -68,11 +69,11 @@ func (h handlers) routes(timeout time.Duration) []step.Route {
 func (h handlers) enqueue(ctx context.Context, msg *step.Message) error {
 	var p enqueuePayload
 	if err := msg.Decode(&p); err != nil {
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 	channelID, channelType, err := queue.ParseSessionID(p.SessionID)
 	if err != nil {
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 	e, err := h.q.Enqueue(ctx, queue.EnqueueRequest{
 		ID: msg.Envelope.TaskID, ProjectID: p.ProjectID, VisitorID: p.VisitorID, SessionID: p.SessionID,
@@ -106,7 +107,7 @@ func (h handlers) attempt(msg *step.Message, id uuid.UUID) {
 func (h handlers) process(ctx context.Context, msg *step.Message) error {
 	var p processPayload
 	if err := msg.Decode(&p); err != nil {
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 	switch {
 	case p.EntryID != nil:
@@ -129,7 +130,7 @@ func (h handlers) process(ctx context.Context, msg *step.Message) error {
 func (h handlers) cancel(ctx context.Context, msg *step.Message) error {
 	var p cancelPayload
 	if err := msg.Decode(&p); err != nil {
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 	_, err := h.q.Cancel(ctx, p.EntryID)
 	return classify(err)
@@ -138,7 +139,7 @@ func (h handlers) cancel(ctx context.Context, msg *step.Message) error {
 func (h handlers) capacity(ctx context.Context, msg *step.Message) error {
 	var p capacityPayload
 	if err := msg.Decode(&p); err != nil {
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 	switch p.Action {
 	case "set":
@@ -158,12 +159,12 @@ func (h handlers) capacity(ctx context.Context, msg *step.Message) error {
 			return classify(err)
 		}
 		if st.CurrentLoad == 0 {
-			return step.Permanent(fmt.Errorf("release staff %s: %w", st.ID, queue.ErrNothingToRelease))
+			return fault.Permanent(fmt.Errorf("release staff %s: %w", st.ID, queue.ErrNothingToRelease))
 		}
 		msg.Then(func(ctx context.Context, tx pgx.Tx) error { return queue.ReleaseIn(ctx, tx, st.ID) })
 		return msg.Emit(wire.StepWaitingProcess, processPayload{ProjectID: &st.ProjectID})
 	}
-	return step.Permanent(fmt.Errorf("unknown waiting_capacity action %q (want set or release)", p.Action))
+	return fault.Permanent(fmt.Errorf("unknown waiting_capacity action %q (want set or release)", p.Action))
 }
 
 // classify marks errors no retry can fix as permanent.
@@ -174,7 +175,7 @@ func classify(err error) error {
 		return nil
 	case errors.As(err, &dup), errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrNotWaiting),
 		errors.Is(err, queue.ErrNothingToRelease), errors.Is(err, queue.ErrInvalid):
-		return step.Permanent(err)
+		return fault.Permanent(err)
 	}
 	return err
 }

@@ -49,11 +49,11 @@ func TestOpsEndpointsAreOffThePublicPort(t *testing.T) {
 func TestConfigRefusesOpsOnThePublicPort(t *testing.T) {
 	env := map[string]string{"DISPATCHER_API_TOKEN": testToken, "DATABASE_URL": "postgres://x/y",
 		"AMQP_URL": "amqp://x/", "DISPATCHER_HTTP_ADDR": ":8090", "OPS_ADDR": ":8090"}
-	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "OPS_ADDR") {
+	if _, err := loadConfig(env); err == nil || !strings.Contains(err.Error(), "OPS_ADDR") {
 		t.Fatalf("loadConfig with OPS_ADDR = DISPATCHER_HTTP_ADDR: %v, want an OPS_ADDR error", err)
 	}
 	env["OPS_ADDR"] = ":8081"
-	if _, err := loadConfig(func(k string) string { return env[k] }); err != nil {
+	if _, err := loadConfig(env); err != nil {
 		t.Fatalf("loadConfig: %v", err)
 	}
 }

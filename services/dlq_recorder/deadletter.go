@@ -16,7 +16,7 @@ import (
 
 // Sources of a dead letter, as stored in dead_letters.source.
 const (
-	// sourceService: a worker's dead-letter envelope (the seed's shape).
+	// sourceService: a worker's dead-letter envelope (wire.DeadLetter).
 	sourceService = "service"
 	// sourceBroker: a message the broker dead-lettered by itself; the body
 	// is the original message and x-death says why.
@@ -144,7 +144,7 @@ func (dl *deadLetter) fill(taskID uuid.UUID, stepName string, attempt int, trace
 	}
 }
 
-// readServiceEnvelope decodes the seed's dead-letter envelope. A body that
+// readServiceEnvelope decodes a worker's dead-letter envelope (wire.DeadLetter). A body that
 // fails the schema but still has original_message and failure_reason is
 // accepted as one, so that its details are not lost.
 func readServiceEnvelope(body []byte) (*wire.DeadLetter, bool) {

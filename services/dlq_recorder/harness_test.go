@@ -20,16 +20,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/broker"
-	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -73,7 +70,7 @@ type flow struct {
 	pub     *broker.Publisher
 	conn    *broker.Conn
 	engines *engines
-	procs   map[string]*proc
+	procs   map[string]*testenv.Proc
 	video   string // a local sample video
 }
 
@@ -95,22 +92,17 @@ func translated(s string) string { return "es: " + s }
 func newFlow(t testing.TB, extra map[string]string) *flow {
 	t.Helper()
 	bin := binaries(t)
-	db := testenv.Postgres(t)
-	amqpURL := testenv.AMQP(t)
-	bucket := testenv.S3(t)
+	b := testenv.NewBackends(t)
 	e := newEngines()
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	env := map[string]string{
-		"DATABASE_URL": db.URL, "AMQP_URL": amqpURL,
-		"S3_ENDPOINT": bucket.Endpoint, "S3_ACCESS_KEY": bucket.AccessKey, "S3_SECRET_KEY": bucket.SecretKey,
-		"S3_BUCKET": bucket.Name, "S3_USE_SSL": strconv.FormatBool(bucket.UseSSL),
+	env := b.Env(map[string]string{
 		"LOG_LEVEL": "info", "SHUTDOWN_GRACE_SECONDS": "10",
 		"ASR_ENGINE": "openai", "ASR_BASE_URL": srv.URL, "ASR_MODEL": "whisper-1",
 		"TRANSLATE_ENGINE": "apy", "TRANSLATE_BASE_URL": srv.URL,
 		"TTS_ENGINE": "tts_service", "TTS_BASE_URL": srv.URL,
 		"TTS_MAX_RETRIES": "1", "TTS_RETRY_DELAY_SECONDS": "0.1",
-	}
+	})
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
 		if v := os.Getenv(k); v != "" {
 			env[k] = v
@@ -119,18 +111,13 @@ func newFlow(t testing.TB, extra map[string]string) *flow {
 	for k, v := range extra {
 		env[k] = v
 	}
-	store, err := blob.New(config.S3{Endpoint: bucket.Endpoint, AccessKey: bucket.AccessKey,
-		SecretKey: bucket.SecretKey, Bucket: bucket.Name, UseSSL: bucket.UseSSL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := broker.Dial(context.Background(), amqpURL, "failures-test", zerolog.Nop())
+	conn, err := broker.Dial(context.Background(), b.AMQPURL, "failures-test", zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	f := &flow{t: t, bin: bin, env: env, db: db, blob: store, pub: broker.NewPublisher(conn), conn: conn, engines: e,
-		procs: map[string]*proc{}}
+	f := &flow{t: t, bin: bin, env: env, db: b.DB, blob: b.Bucket.Store(t), pub: broker.NewPublisher(conn), conn: conn,
+		engines: e, procs: map[string]*testenv.Proc{}}
 	f.video = filepath.Join(t.TempDir(), "sample.mp4")
 	if err := media.MakeSampleVideo(context.Background(), sampleText, f.video, media.SampleOptions{}); err != nil {
 		t.Fatalf("make sample video: %v", err)
@@ -138,105 +125,23 @@ func newFlow(t testing.TB, extra map[string]string) *flow {
 	return f
 }
 
-// proc is one running service.
-type proc struct {
-	name string
-	addr string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
 // start runs the named services and waits until each is ready.
 func (f *flow) start(names ...string) {
 	f.t.Helper()
 	for _, name := range names {
-		p := f.launch(name)
+		p := testenv.StartProc(f.t, f.bin, name, f.env)
 		f.procs[name] = p
-		f.t.Cleanup(func() { f.stop(p) })
+		f.t.Cleanup(func() { p.Stop(f.t, false) })
 	}
 	for _, name := range names {
-		f.waitReady(f.procs[name])
-	}
-}
-
-func (f *flow) launch(name string) *proc {
-	f.t.Helper()
-	ln := freeAddr(f.t)
-	logPath := filepath.Join(f.t.TempDir(), name+".log")
-	out, err := os.Create(logPath)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(f.bin, name))
-	for k, v := range f.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "OPS_ADDR="+ln)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		f.t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, addr: ln, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		out.Close()
-		close(p.done)
-	}()
-	return p
-}
-
-func (f *flow) waitReady(p *proc) {
-	f.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			f.t.Fatalf("%s exited at start (%v):\n%s", p.name, p.err, tail(p.log, 40))
-		default:
-		}
-		if resp, err := http.Get("http://" + p.addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s not ready after 60s:\n%s", p.name, tail(p.log, 40))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// stop sends SIGTERM and expects a clean exit.
-func (f *flow) stop(p *proc) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		if p.err != nil {
-			f.t.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, p.err, tail(p.log, 40))
-		}
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		f.t.Errorf("%s did not stop within 30s of SIGTERM", p.name)
-	}
-	if f.t.Failed() {
-		f.t.Logf("log of %s:\n%s", p.name, tail(p.log, 30))
+		f.procs[name].WaitReady(f.t)
 	}
 }
 
 // stopOne stops a running service before the end of the test.
 func (f *flow) stopOne(name string) {
 	f.t.Helper()
-	f.stop(f.procs[name])
+	f.procs[name].Stop(f.t, false)
 }
 
 // command runs a tool binary with the stack's environment.
@@ -257,20 +162,8 @@ func (f *flow) command(name string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // submit uploads the sample video (unless upload is false) and publishes
-// the seed's extract_audio message; extract_audio creates the task row.
+// the example extract_audio message (proto/examples); extract_audio creates the task row.
 func (f *flow) submit(upload bool) uuid.UUID {
 	f.t.Helper()
 	id := uuid.New()
@@ -354,7 +247,7 @@ type fakeSegment struct {
 
 // engines is a fake of the remote speech services, speaking their real
 // protocols: OpenAI-compatible transcription, Apertium APy translation and
-// the seed's tts_service. Tests break and heal them and count their calls.
+// tts_service (POST /synthesize). Tests break and heal them and count their calls.
 type engines struct {
 	mu sync.Mutex
 	// asrBroken and translateBroken answer 400 (a permanent error).

@@ -1,5 +1,5 @@
 // Command dlq_recorder keeps the failure queues drained and visible. It
-// consumes task.dlq and records every dead letter in Postgres — the seed's
+// consumes task.dlq and records every dead letter in Postgres — the
 // dead-letter envelopes that workers publish and the messages the broker
 // dead-letters by itself (rejected, expired, over the delivery limit) —,
 // marks the task failed and publishes event.task.failed. It also consumes
@@ -10,19 +10,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/service"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, config.Environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "dlq_recorder:", err)
-		os.Exit(1)
-	}
+	service.Main(name, func(ctx context.Context, environ map[string]string) error {
+		return run(ctx, environ, nil)
+	})
 }

@@ -74,8 +74,8 @@ func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, er
 }
 
 const insertDeadLetterSQL = `INSERT INTO dead_letters (message_id, task_id, step, attempt, error_class,
-	failure_reason, original_message, raw_body, routing_key, source, failed_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)
+	failure_reason, original_message, raw_body, routing_key, source, failed_at, part)
+	VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12)
 	ON CONFLICT (message_id) WHERE message_id <> '' DO NOTHING
 	RETURNING id`
 
@@ -91,7 +91,7 @@ func insertDeadLetter(ctx context.Context, tx pgx.Tx, dl *deadLetter) (int64, er
 		}
 		var id int64
 		err := q.QueryRow(ctx, insertDeadLetterSQL, dl.MessageID, dl.TaskID, dl.Step, dl.Attempt, dl.ErrorClass,
-			truncate(dl.Reason, 8000), orig, dl.Raw, dl.RoutingKey, dl.Source, dl.FailedAt).Scan(&id)
+			truncate(dl.Reason, 8000), orig, dl.Raw, dl.RoutingKey, dl.Source, dl.FailedAt, dl.Part).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, nil
 		}

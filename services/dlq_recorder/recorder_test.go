@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,58 +34,29 @@ const deliveryLimit = 2
 func setup(t *testing.T) *stack {
 	t.Helper()
 	s := &stack{db: testenv.Postgres(t), amqpURL: testenv.AMQP(t)}
-	conn, err := amqp.Dial(s.amqpURL)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	if s.ch, err = conn.Channel(); err != nil {
-		t.Fatalf("channel: %v", err)
-	}
+	s.ch = testenv.Channel(t, s.amqpURL)
 	if err := (broker.Topology{DeliveryLimit: deliveryLimit}).Declare(s.ch); err != nil {
 		t.Fatalf("declare topology: %v", err)
 	}
-	q, err := s.ch.QueueDeclare("", false, true, true, false, nil)
+	// The event queue is exclusive: declared, bound and consumed on the
+	// connection of the channel that reads it.
+	evch := testenv.Channel(t, s.amqpURL)
+	q, err := evch.QueueDeclare("", false, true, true, false, nil)
 	if err != nil {
 		t.Fatalf("declare event queue: %v", err)
 	}
-	if err := s.ch.QueueBind(q.Name, "event.#", broker.Exchange, false, nil); err != nil {
+	if err := evch.QueueBind(q.Name, "event.#", broker.Exchange, false, nil); err != nil {
 		t.Fatalf("bind event queue: %v", err)
-	}
-	evch, err := conn.Channel()
-	if err != nil {
-		t.Fatalf("channel: %v", err)
 	}
 	if s.events, err = evch.Consume(q.Name, "", true, true, false, false, nil); err != nil {
 		t.Fatalf("consume events: %v", err)
 	}
-	s.ops = freeAddr(t)
+	s.ops = testenv.FreeAddr(t)
 	env := map[string]string{
 		"DATABASE_URL": s.db.URL, "AMQP_URL": s.amqpURL, "OPS_ADDR": s.ops,
 		"QUEUE_DELIVERY_LIMIT": fmt.Sprint(deliveryLimit), "LOG_LEVEL": "debug",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, env, testWriter{t}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("recorder did not stop")
-		}
-	})
-	eventually(t, "recorder ready", func() bool {
-		resp, err := http.Get("http://" + s.ops + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	testenv.Serve(t, func(ctx context.Context, env map[string]string) error { return run(ctx, env, testWriter{t}) }, env)
 	return s
 }
 
@@ -95,27 +65,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func (s *stack) publish(t *testing.T, exchange, key string, msg amqp.Publishing) {
@@ -195,7 +144,7 @@ func (s *stack) deadLetters(t *testing.T) []row {
 func (s *stack) waitDeadLetters(t *testing.T, n int) []row {
 	t.Helper()
 	var got []row
-	eventually(t, fmt.Sprintf("%d dead letters", n), func() bool {
+	testenv.Eventually(t, fmt.Sprintf("%d dead letters", n), func() bool {
 		got = s.deadLetters(t)
 		return len(got) >= n
 	})
@@ -263,7 +212,7 @@ func TestServiceDeadLetterIsRecordedOnceAndFailsTheTask(t *testing.T) {
 		t.Errorf("event %+v", ev)
 	}
 	// The duplicate is consumed (acked) and recorded nowhere.
-	eventually(t, "task.dlq drained", func() bool {
+	testenv.Eventually(t, "task.dlq drained", func() bool {
 		q, err := s.ch.QueueDeclarePassive(broker.DLQ, true, false, false, false, nil)
 		return err == nil && q.Messages == 0
 	})
@@ -334,7 +283,7 @@ func TestBrokerDeadLettersAreRecorded(t *testing.T) {
 func get(t *testing.T, ch *amqp.Channel, queue string) amqp.Delivery {
 	t.Helper()
 	var d amqp.Delivery
-	eventually(t, "a message in "+queue, func() bool {
+	testenv.Eventually(t, "a message in "+queue, func() bool {
 		var ok bool
 		var err error
 		d, ok, err = ch.Get(queue, false)
@@ -410,7 +359,7 @@ func TestCompensationsAreRecordedPerSegment(t *testing.T) {
 		last       string
 	}
 	var got []seg
-	eventually(t, "compensations recorded", func() bool {
+	testenv.Eventually(t, "compensations recorded", func() bool {
 		rows, err := s.db.Pool.Query(context.Background(), `SELECT segment_idx, times, last_error
 			FROM tts_compensation_segments WHERE task_id = $1 ORDER BY segment_idx`, taskID)
 		if err != nil {
@@ -444,7 +393,7 @@ func TestNothingIsAckedBeforeItIsRecorded(t *testing.T) {
 	env, body := envelope(t, wire.StepTTS, taskID, 1)
 	dl, _ := wire.NewDeadLetter(body, env, wire.ClassTransient, "boom (gave up after 4 tries)", time.Now()).Marshal()
 	s.publish(t, "", broker.DLQ, amqp.Publishing{MessageId: "held", Body: dl})
-	eventually(t, "a failed recording", func() bool { return scrape(t, s.ops, "dubflow_recorder_errors_total") >= 2 })
+	testenv.Eventually(t, "a failed recording", func() bool { return scrape(t, s.ops, "dubflow_recorder_errors_total") >= 2 })
 	if status, _ := s.task(t, taskID); status != "running" {
 		t.Errorf("task %s before the dead letter was recorded", status)
 	}
@@ -457,7 +406,7 @@ func TestNothingIsAckedBeforeItIsRecorded(t *testing.T) {
 	}
 	// The row commits before the recorder counts it: wait for the count.
 	const metric = `dubflow_dead_letters_total{error_class="transient",source="service",step="tts"}`
-	eventually(t, "the dead letter to be counted", func() bool { return scrape(t, s.ops, metric) >= 1 })
+	testenv.Eventually(t, "the dead letter to be counted", func() bool { return scrape(t, s.ops, metric) >= 1 })
 	if n := scrape(t, s.ops, metric); n != 1 {
 		t.Errorf("dead letter metric %v, want 1", n)
 	}

@@ -3,105 +3,51 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
-	"github.com/dubflow/dubflow/pkg/ops"
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 )
 
-// service is the name in logs and broker connections.
-const service = "dlq_recorder"
+// name is the service's name in logs and broker connections.
+const name = "dlq_recorder"
 
 // handBackPause spaces the redeliveries of a message that could not be
 // recorded (the database is down, say), so the recorder does not spin.
 const handBackPause = time.Second
 
-// run records task.dlq and task.tts_compensation until ctx is cancelled.
+// run records task.dlq and task.tts_compensation until ctx is cancelled,
+// logging to logOut (standard output when nil).
 func run(ctx context.Context, environ map[string]string, logOut io.Writer) error {
-	cfg, err := loadConfig(environ)
+	var cfg Config
+	p, err := service.Start(ctx, name, environ, &cfg, service.Migrate(), service.LogTo(logOut))
 	if err != nil {
 		return err
 	}
-	log := worker.NewLogger(service, cfg.Common, logOut)
-	pool, err := worker.OpenDB(ctx, cfg.Common, log)
+	defer p.Close()
+	conn, err := p.Consumer(ctx)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	if err := store.Migrate(ctx, pool); err != nil {
-		return err
-	}
-	reg := ops.NewRegistry()
-	brokerMetrics, err := broker.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	topo := broker.Topology{DeliveryLimit: cfg.DeliveryLimit}
-	pubConn, err := broker.Dial(ctx, cfg.AMQPURL, service+"-publish", log,
-		broker.WithTopology(topo), broker.WithMetrics(brokerMetrics))
-	if err != nil {
-		return err
-	}
-	defer pubConn.Close()
-	pub := broker.NewPublisher(pubConn)
-	defer pub.Close()
-	consConn, err := broker.Dial(ctx, cfg.AMQPURL, service+"-consume", log, broker.WithTopology(topo))
-	if err != nil {
-		return err
-	}
-	defer consConn.Close()
-
-	c := &consumers{rec: &recorder{pool: pool, pub: pub}, metrics: newMetrics(reg), log: log}
-	checks := map[string]ops.Check{
-		"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
-		"consumer": func(context.Context) error {
-			if !consConn.Consuming() {
-				return errors.New("not consuming " + broker.DLQ + " and " + broker.Compensation)
-			}
-			return nil
-		},
-		"broker": func(context.Context) error {
-			if !pubConn.Connected() {
-				return errors.New("publishing connection down")
-			}
-			return nil
-		},
-	}
-	log.Info().Int("concurrency", cfg.Concurrency).Msg("dlq_recorder starting")
-	g, gctx := errgroup.WithContext(ctx)
-	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
-	g.Go(func() error {
-		err := ops.Serve(opsCtx, cfg.OpsAddr, ops.Handler(reg, checks), log)
-		if err != nil && opsCtx.Err() == nil {
-			return err
+	p.Ready("consumer", func(context.Context) error {
+		if !conn.Consuming() {
+			return errors.New("not consuming " + wire.QueueDLQ + " and " + wire.QueueTTSCompensation)
 		}
 		return nil
 	})
-	var consumersDone errgroup.Group
-	consumersDone.Go(func() error {
-		return consConn.Consume(gctx, broker.ConsumeOptions{Queue: broker.DLQ, Concurrency: cfg.Concurrency,
-			Tag: service + "-dlq"}, c.deadLetter)
-	})
-	consumersDone.Go(func() error {
-		return consConn.Consume(gctx, broker.ConsumeOptions{Queue: broker.Compensation, Concurrency: cfg.Concurrency,
-			Tag: service + "-compensation"}, c.compensation)
-	})
-	g.Go(func() error {
-		defer stopOps()
-		return consumersDone.Wait()
-	})
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("%s: %w", service, err)
+	c := &consumers{rec: &recorder{pool: p.Pool, pub: p.Publisher()}, metrics: newMetrics(p.Registry), log: p.Log}
+	p.Log.Info().Int("concurrency", cfg.RecordConcurrency).Msg("dlq_recorder starting")
+	consume := func(queue, tag string, handle func(context.Context, *broker.Delivery)) service.Job {
+		return func(ctx context.Context) error {
+			return conn.Consume(ctx, broker.ConsumeOptions{Queue: queue, Concurrency: cfg.RecordConcurrency,
+				Tag: name + "-" + tag}, handle)
+		}
 	}
-	log.Info().Msg("dlq_recorder stopped")
-	return nil
+	return p.Run(ctx, consume(wire.QueueDLQ, "dlq", c.deadLetter),
+		consume(wire.QueueTTSCompensation, "compensation", c.compensation))
 }
 
 // consumers handle the deliveries of the two queues.
@@ -122,7 +68,7 @@ func (c *consumers) deadLetter(ctx context.Context, d *broker.Delivery) {
 	}
 	out, err := c.rec.deadLetter(ctx, dl)
 	if err != nil && out.ID == 0 && !out.Failed {
-		c.metrics.errors.WithLabelValues(broker.DLQ).Inc()
+		c.metrics.errors.WithLabelValues(wire.QueueDLQ).Inc()
 		log.Error().Err(err).Msg("dead letter not recorded; handed back")
 		c.handBack(ctx, d, log)
 		return
@@ -148,15 +94,15 @@ func (c *consumers) deadLetter(ctx context.Context, d *broker.Delivery) {
 // segment, then acks it. An unreadable message is recorded as a dead letter.
 func (c *consumers) compensation(ctx context.Context, d *broker.Delivery) {
 	id := messageID(d.MessageId, d.Body)
-	log := c.log.With().Str("message_id", id).Str("queue", broker.Compensation).Logger()
+	log := c.log.With().Str("message_id", id).Str("queue", wire.QueueTTSCompensation).Logger()
 	msg, err := wire.DecodeCompensation(d.Body)
 	if err != nil {
 		dl := &deadLetter{MessageID: id, Raw: d.Body, RoutingKey: d.RoutingKey, Source: sourceUnknown,
 			ErrorClass: wire.ClassInvalid, Step: wire.StepTTS, FailedAt: time.Now().UTC(),
-			Reason: "invalid message in " + broker.Compensation + ": " + err.Error()}
+			Reason: "invalid message in " + wire.QueueTTSCompensation + ": " + err.Error()}
 		dl.describeOriginal(d.Body)
 		if _, rerr := c.rec.deadLetter(ctx, dl); rerr != nil {
-			c.metrics.errors.WithLabelValues(broker.Compensation).Inc()
+			c.metrics.errors.WithLabelValues(wire.QueueTTSCompensation).Inc()
 			log.Error().Err(rerr).Msg("invalid compensation message not recorded; handed back")
 			c.handBack(ctx, d, log)
 			return
@@ -170,7 +116,7 @@ func (c *consumers) compensation(ctx context.Context, d *broker.Delivery) {
 		Str("trace_id", msg.TraceID).Logger()
 	fresh, err := c.rec.compensation(ctx, id, msg)
 	if err != nil {
-		c.metrics.errors.WithLabelValues(broker.Compensation).Inc()
+		c.metrics.errors.WithLabelValues(wire.QueueTTSCompensation).Inc()
 		log.Error().Err(err).Msg("compensation not recorded; handed back")
 		c.handBack(ctx, d, log)
 		return

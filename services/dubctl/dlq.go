@@ -2,15 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/services/dubctl/internal/dlq"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -28,136 +30,149 @@ budget, the task runs again, and the dead letter is marked replayed.`,
 	return cmd
 }
 
+// dlqListOptions are the flags of `dubctl dlq list`.
+type dlqListOptions struct {
+	step, since   string
+	pending, json bool
+	limit         int
+}
+
+func (o *dlqListOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.step, "step", "", "only dead letters of this step")
+	f.StringVar(&o.since, "since", "", "only those failed since: an RFC 3339 time, a date, or a duration back (2h, 7d)")
+	f.BoolVar(&o.pending, "pending", false, "only those not replayed yet")
+	f.IntVar(&o.limit, "limit", 100, "at most this many")
+	f.BoolVar(&o.json, "json", false, "print a JSON array")
+}
+
+// filter checks the flags and turns them into the list's filter.
+func (o *dlqListOptions) filter(now time.Time) (dlq.Filter, error) {
+	if err := checkStep(o.step); err != nil {
+		return dlq.Filter{}, err
+	}
+	from, err := dlq.ParseSince(o.since, now)
+	if err != nil {
+		return dlq.Filter{}, usageError(err)
+	}
+	if o.limit < 1 || o.limit > 100000 {
+		return dlq.Filter{}, usageError(fmt.Errorf("--limit %d: want 1..100000", o.limit))
+	}
+	return dlq.Filter{Step: o.step, Since: from, Pending: o.pending, Limit: o.limit}, nil
+}
+
 func dlqListCmd() *cobra.Command {
-	var (
-		stepName, since string
-		pending, asJSON bool
-		limit           int
-	)
+	var o dlqListOptions
 	cmd := &cobra.Command{
 		Use:   "list [--step S] [--since T] [--pending] [--json]",
 		Short: "List dead letters, newest first",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkStep(stepName); err != nil {
-				return err
-			}
-			from, err := dlq.ParseSince(since, time.Now())
-			if err != nil {
-				return usageError(err)
-			}
-			if limit < 1 || limit > 100000 {
-				return usageError(fmt.Errorf("--limit %d: want 1..100000", limit))
-			}
-			c, pool, err := openDB(cmd.Context())
+			f, err := o.filter(time.Now())
 			if err != nil {
 				return err
 			}
-			defer c.close()
-			list, err := dlq.List(cmd.Context(), pool, dlq.Filter{Step: stepName, Since: from, Pending: pending, Limit: limit})
-			if err != nil {
-				return err
-			}
-			if asJSON {
+			return show(cmd, o.json, func(ctx context.Context, pool *pgxpool.Pool) ([]dlq.DeadLetter, error) {
+				list, err := dlq.List(ctx, pool, f)
 				if list == nil {
-					list = []dlq.DeadLetter{}
+					list = []dlq.DeadLetter{} // JSON: [], not null
 				}
-				return writeJSON(cmd.OutOrStdout(), list)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tFAILED\tTASK\tSTEP\tATTEMPT\tCLASS\tSOURCE\tREPLAYED\tREASON")
-			for _, d := range list {
-				task := "-"
-				if d.TaskID != nil {
-					task = d.TaskID.String()
-				}
-				replayed := "no"
-				if d.ReplayedAt != nil {
-					replayed = fmt.Sprintf("%s (%d×)", d.ReplayedAt.Local().Format(time.DateTime), d.ReplayCount)
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.ID, d.FailedAt.Local().Format(time.DateTime),
-					task, d.Step, d.Attempt, d.ErrorClass, d.Source, replayed, shorten(d.FailureReason, 100))
-			}
-			return tw.Flush()
+				return list, err
+			}, printDeadLetters)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&stepName, "step", "", "only dead letters of this step")
-	f.StringVar(&since, "since", "", "only those failed since: an RFC 3339 time, a date, or a duration back (2h, 7d)")
-	f.BoolVar(&pending, "pending", false, "only those not replayed yet")
-	f.IntVar(&limit, "limit", 100, "at most this many")
-	f.BoolVar(&asJSON, "json", false, "print a JSON array")
+	o.register(cmd)
 	return cmd
+}
+
+// printDeadLetters writes the dead letters as a table.
+func printDeadLetters(w io.Writer, list []dlq.DeadLetter) error {
+	t := newTable(w, "ID", "FAILED", "TASK", "STEP", "PART", "ATTEMPT", "CLASS", "SOURCE", "REPLAYED", "REASON")
+	for _, d := range list {
+		replayed := "no"
+		if d.ReplayedAt != nil {
+			replayed = fmt.Sprintf("%s (%d×)", d.ReplayedAt.Local().Format(time.DateTime), d.ReplayCount)
+		}
+		t.row(d.ID, d.FailedAt.Local().Format(time.DateTime), taskOrDash(d), d.Step, orDash(d.Part), d.Attempt,
+			d.ErrorClass, d.Source, replayed, shorten(d.FailureReason, 100))
+	}
+	return t.flush()
+}
+
+// taskOrDash is the dead letter's task id, "-" when it has none.
+func taskOrDash(d dlq.DeadLetter) string {
+	if d.TaskID == nil {
+		return "-"
+	}
+	return d.TaskID.String()
 }
 
 func dlqShowCmd() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	return showCmd(&cobra.Command{
 		Use:   "show ID [--json]",
 		Short: "Show one dead letter with its original message",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			c, pool, err := openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			d, err := dlq.Get(cmd.Context(), pool, id)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), d)
-			}
-			w := cmd.OutOrStdout()
-			task := "-"
-			if d.TaskID != nil {
-				task = d.TaskID.String()
-			}
-			replayed := "no"
-			if d.ReplayedAt != nil {
-				replayed = fmt.Sprintf("%s (%d times)", d.ReplayedAt.Format(time.RFC3339), d.ReplayCount)
-			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			for _, kv := range [][2]string{
-				{"id", strconv.FormatInt(d.ID, 10)}, {"message id", d.MessageID}, {"task", task},
-				{"step", d.Step}, {"attempt", strconv.Itoa(d.Attempt)}, {"error class", d.ErrorClass},
-				{"source", d.Source}, {"routing key", d.RoutingKey},
-				{"failed at", d.FailedAt.Format(time.RFC3339)}, {"recorded at", d.RecordedAt.Format(time.RFC3339)},
-				{"replayed", replayed}, {"reason", d.FailureReason},
-			} {
-				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintln(w, "original message:")
-			if d.OriginalMessage == nil {
-				fmt.Fprintf(w, "  (not JSON; %d raw bytes)\n", len(d.RawBody))
-				return nil
-			}
-			var pretty bytes.Buffer
-			if err := json.Indent(&pretty, d.OriginalMessage, "  ", "  "); err != nil {
-				pretty.Reset()
-				pretty.Write(d.OriginalMessage)
-			}
-			fmt.Fprintf(w, "  %s\n", pretty.String())
-			return nil
-		},
+	}, "print JSON", parseID, func(ctx context.Context, pool *pgxpool.Pool, id int64) (*dlq.DeadLetter, error) {
+		return dlq.Get(ctx, pool, id)
+	}, printDeadLetter)
+}
+
+// printDeadLetter writes one dead letter, field by field, then its
+// original message.
+func printDeadLetter(w io.Writer, d *dlq.DeadLetter) error {
+	replayed := "no"
+	if d.ReplayedAt != nil {
+		replayed = fmt.Sprintf("%s (%d times)", d.ReplayedAt.Format(time.RFC3339), d.ReplayCount)
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+	t := newTable(w)
+	for _, kv := range [][2]string{
+		{"id", strconv.FormatInt(d.ID, 10)}, {"message id", d.MessageID}, {"task", taskOrDash(*d)},
+		{"step", d.Step}, {"part", orDash(d.Part)}, {"attempt", strconv.Itoa(d.Attempt)}, {"error class", d.ErrorClass},
+		{"source", d.Source}, {"routing key", d.RoutingKey},
+		{"failed at", d.FailedAt.Format(time.RFC3339)}, {"recorded at", d.RecordedAt.Format(time.RFC3339)},
+		{"replayed", replayed}, {"reason", d.FailureReason},
+	} {
+		t.row(kv[0]+":", kv[1])
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "original message:")
+	if d.OriginalMessage == nil {
+		fmt.Fprintf(w, "  (not JSON; %d raw bytes)\n", len(d.RawBody))
+		return nil
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, d.OriginalMessage, "  ", "  "); err != nil {
+		pretty.Reset()
+		pretty.Write(d.OriginalMessage)
+	}
+	fmt.Fprintf(w, "  %s\n", pretty.String())
+	return nil
+}
+
+// dlqReplayOptions are the flags of `dubctl dlq replay`.
+type dlqReplayOptions struct {
+	all, force, json bool
+	step             string
+}
+
+// check refuses arguments and flags that do not go together.
+func (o *dlqReplayOptions) check(args []string) error {
+	switch {
+	case o.all && len(args) != 0:
+		return usageError(errors.New("give an ID or --all, not both"))
+	case !o.all && len(args) != 1:
+		return usageError(errors.New("give one dead letter ID, or --all"))
+	case !o.all && o.step != "":
+		return usageError(errors.New("--step goes with --all"))
+	case o.all && o.force:
+		return usageError(errors.New("--force goes with one ID"))
+	}
+	return checkStep(o.step)
 }
 
 func dlqReplayCmd() *cobra.Command {
-	var (
-		all, force, asJSON bool
-		stepName           string
-	)
+	var o dlqReplayOptions
 	cmd := &cobra.Command{
 		Use:   "replay ID | --all [--step S]",
 		Short: "Publish dead letters' messages again with a fresh retry budget",
@@ -166,76 +181,72 @@ budget (earlier attempts stay in task_steps as history), sets its failed task
 running again and marks the dead letter replayed. A dead letter is replayed
 once: replaying it again needs --force. --all replays every dead letter not
 replayed yet (of one step with --step).`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case all && len(args) != 0:
-				return usageError(errors.New("give an ID or --all, not both"))
-			case !all && len(args) != 1:
-				return usageError(errors.New("give one dead letter ID, or --all"))
-			case !all && stepName != "":
-				return usageError(errors.New("--step goes with --all"))
-			case all && force:
-				return usageError(errors.New("--force goes with one ID"))
-			}
-			return checkStep(stepName)
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var id int64
-			if !all {
-				var err error
-				if id, err = parseID(args[0]); err != nil {
-					return err
-				}
-			}
-			c, pool, err := openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			pub, err := c.publisher(cmd.Context())
-			if err != nil {
-				return err
-			}
-			var replayed []dlq.Replayed
-			if all {
-				replayed, err = dlq.ReplayAll(cmd.Context(), pool, pub, stepName)
-			} else {
-				var r dlq.Replayed
-				r, err = dlq.Replay(cmd.Context(), pool, pub, id, dlq.Options{Force: force})
-				if r.Attempt > 0 {
-					replayed = append(replayed, r)
-				}
-			}
-			if asJSON {
-				if replayed == nil {
-					replayed = []dlq.Replayed{}
-				}
-				if jerr := writeJSON(cmd.OutOrStdout(), replayed); jerr != nil {
-					return jerr
-				}
-			} else {
-				for _, r := range replayed {
-					if r.Attempt == 0 {
-						fmt.Fprintf(cmd.OutOrStdout(), "dead letter %d: task %s %s marked replayed (same part replayed above)\n",
-							r.ID, r.TaskID, r.Step)
-						continue
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "dead letter %d: task %s %s republished as attempt %d\n",
-						r.ID, r.TaskID, r.Step, r.Attempt)
-				}
-				if all && len(replayed) == 0 && err == nil {
-					fmt.Fprintln(cmd.OutOrStdout(), "no dead letters to replay")
-				}
-			}
-			return err
-		},
+		Args: func(cmd *cobra.Command, args []string) error { return o.check(args) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, args, o) },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&all, "all", false, "replay every dead letter not replayed yet")
-	f.StringVar(&stepName, "step", "", "with --all: only dead letters of this step")
-	f.BoolVar(&force, "force", false, "replay a dead letter that was replayed before")
-	f.BoolVar(&asJSON, "json", false, "print what was replayed as JSON")
+	f.BoolVar(&o.all, "all", false, "replay every dead letter not replayed yet")
+	f.StringVar(&o.step, "step", "", "with --all: only dead letters of this step")
+	f.BoolVar(&o.force, "force", false, "replay a dead letter that was replayed before")
+	f.BoolVar(&o.json, "json", false, "print what was replayed as JSON")
 	return cmd
+}
+
+// runReplay replays one dead letter (args[0]) or, with --all, every one
+// not replayed yet, and prints what it republished; what was replayed
+// before an error is printed too.
+func runReplay(cmd *cobra.Command, args []string, o dlqReplayOptions) error {
+	var id int64
+	if !o.all {
+		var err error
+		if id, err = parseID(args[0]); err != nil {
+			return err
+		}
+	}
+	c, pool, err := openDB(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	pub, err := c.publisher(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var replayed []dlq.Replayed
+	if o.all {
+		replayed, err = dlq.ReplayAll(cmd.Context(), pool, pub, o.step)
+	} else {
+		var r dlq.Replayed
+		r, err = dlq.Replay(cmd.Context(), pool, pub, id, dlq.Options{Force: o.force})
+		if r.Attempt > 0 {
+			replayed = append(replayed, r)
+		}
+	}
+	if o.json {
+		if replayed == nil {
+			replayed = []dlq.Replayed{}
+		}
+		if jerr := writeJSON(cmd.OutOrStdout(), replayed); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	printReplayed(cmd.OutOrStdout(), replayed)
+	if o.all && len(replayed) == 0 && err == nil {
+		fmt.Fprintln(cmd.OutOrStdout(), "no dead letters to replay")
+	}
+	return err
+}
+
+// printReplayed writes a line for each dead letter replayed.
+func printReplayed(w io.Writer, replayed []dlq.Replayed) {
+	for _, r := range replayed {
+		if r.Attempt == 0 {
+			fmt.Fprintf(w, "dead letter %d: task %s %s marked replayed (same part replayed above)\n", r.ID, r.TaskID, r.Step)
+			continue
+		}
+		fmt.Fprintf(w, "dead letter %d: task %s %s republished as attempt %d\n", r.ID, r.TaskID, r.Step, r.Attempt)
+	}
 }
 
 func checkStep(s string) error {
@@ -265,4 +276,13 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// orDash shows an empty value (the part of a step that is not fanned out)
+// as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

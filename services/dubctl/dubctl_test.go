@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // env is a fresh database, virtual host and bucket, exported for dubctl.
@@ -28,14 +28,25 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	e := &env{db: testenv.Postgres(t), amqpURL: testenv.AMQP(t), bucket: testenv.S3(t)}
-	t.Setenv("DATABASE_URL", e.db.URL)
-	t.Setenv("AMQP_URL", e.amqpURL)
-	t.Setenv("S3_ENDPOINT", e.bucket.Endpoint)
-	t.Setenv("S3_ACCESS_KEY", e.bucket.AccessKey)
-	t.Setenv("S3_SECRET_KEY", e.bucket.SecretKey)
-	t.Setenv("S3_BUCKET", e.bucket.Name)
-	return e
+	b := testenv.NewBackends(t)
+	for k, v := range b.Env(nil) {
+		t.Setenv(k, v)
+	}
+	return &env{db: b.DB, amqpURL: b.AMQPURL, bucket: b.Bucket}
+}
+
+// submitted returns the message submit published on task.extract_audio.
+func (e *env) submitted(t *testing.T) *wire.Envelope {
+	t.Helper()
+	msg, ok, err := testenv.Channel(t, e.amqpURL).Get(broker.QueueExtractAudio, true)
+	if err != nil || !ok {
+		t.Fatalf("no message on %s (%v)", broker.QueueExtractAudio, err)
+	}
+	env, err := wire.Decode(msg.Body)
+	if err != nil {
+		t.Fatalf("published message %s: %v", msg.Body, err)
+	}
+	return env
 }
 
 // run executes dubctl in-process.
@@ -90,30 +101,14 @@ func TestSubmitCreatesTaskUploadsAndPublishes(t *testing.T) {
 		t.Errorf("outbox rows left: %d (%v), want 0 after the flush", outbox, err)
 	}
 
-	conn, err := amqp.Dial(e.amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, ok, err := ch.Get(broker.QueueExtractAudio, true)
-	if err != nil || !ok {
-		t.Fatalf("no message on %s (%v)", broker.QueueExtractAudio, err)
-	}
-	env, err := wire.Decode(msg.Body)
-	if err != nil {
-		t.Fatalf("published message: %v", err)
-	}
+	env := e.submitted(t)
 	var p wire.ExtractAudio
 	if err := env.UnmarshalPayload(&p); err != nil {
 		t.Fatal(err)
 	}
 	want := wire.ExtractAudio{SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio,
 		SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es+f3"}
-	if env.TaskID != v.TaskID || env.Attempt != 1 || env.TraceID != v.TraceID || p != want {
+	if env.TaskID != v.TaskID || env.Attempt != 1 || env.TraceID != v.TraceID || !reflect.DeepEqual(p, want) {
 		t.Errorf("message %+v payload %+v, want task %s attempt 1 trace %s payload %+v", env, p, v.TaskID, v.TraceID, want)
 	}
 }
@@ -260,6 +255,30 @@ func TestWaitOutcomes(t *testing.T) {
 		if data, err := os.ReadFile(p); err != nil || string(data) != srt {
 			t.Errorf("subtitle %s: %q, %v", p, data, err)
 		}
+	}
+}
+
+// The output download is bounded by the workers' limits: an output larger
+// than MAX_VIDEO_BYTES+MAX_AUDIO_BYTES is refused with the settings named,
+// and nothing is left on disk.
+func TestWaitRefusesAnOutputOverTheLimits(t *testing.T) {
+	e := setup(t)
+	t.Setenv("MAX_VIDEO_BYTES", "600")
+	t.Setenv("MAX_AUDIO_BYTES", "400")
+	done := insertTask(t, e, taskDone, "", "{}")
+	body := strings.Repeat("x", 1001)
+	if _, err := e.bucket.Client.PutObject(context.Background(), e.bucket.Name, wire.DefaultKeys(done).OutputVideo,
+		strings.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "dubbed.mp4")
+	_, stderr, code := run(t, "wait", done.String(), "--output", out)
+	if code == exitOK || !strings.Contains(stderr, "MAX_VIDEO_BYTES+MAX_AUDIO_BYTES") || !strings.Contains(stderr, "limit 1000 bytes") {
+		t.Fatalf("wait on a done task with a 1001-byte output: exit %d, stderr %q; want a refusal naming the limit", code, stderr)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("%d files left in the output folder", len(left))
 	}
 }
 

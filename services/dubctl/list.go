@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"text/tabwriter"
+	"io"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -28,26 +30,9 @@ func listCmd() *cobra.Command {
 			if limit < 1 || limit > 10000 {
 				return usageError(fmt.Errorf("--limit %d: want 1..10000", limit))
 			}
-			c, pool, err := openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			tasks, err := listTasks(cmd.Context(), pool, status, limit)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), tasks)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TASK\tSTATUS\tLANGS\tCREATED\tUPDATED\tERROR")
-			for _, t := range tasks {
-				fmt.Fprintf(tw, "%s\t%s\t%s→%s\t%s\t%s\t%s\n", t.TaskID, t.Status, t.SourceLanguage,
-					t.TargetLanguage, t.CreatedAt.Local().Format(time.DateTime),
-					t.UpdatedAt.Local().Format(time.DateTime), t.Error)
-			}
-			return tw.Flush()
+			return show(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) ([]taskSummary, error) {
+				return listTasks(ctx, pool, status, limit)
+			}, printTasks)
 		},
 	}
 	f := cmd.Flags()
@@ -55,4 +40,14 @@ func listCmd() *cobra.Command {
 	f.IntVar(&limit, "limit", 20, "at most this many tasks")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array")
 	return cmd
+}
+
+// printTasks writes the tasks as a table.
+func printTasks(w io.Writer, tasks []taskSummary) error {
+	t := newTable(w, "TASK", "STATUS", "LANGS", "CREATED", "UPDATED", "ERROR")
+	for _, task := range tasks {
+		t.row(task.TaskID, task.Status, task.SourceLanguage+"→"+task.TargetLanguage,
+			task.CreatedAt.Local().Format(time.DateTime), task.UpdatedAt.Local().Format(time.DateTime), task.Error)
+	}
+	return t.flush()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,33 +10,10 @@ import (
 
 // statusCmd builds `dubctl status`.
 func statusCmd() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	return showCmd(&cobra.Command{
 		Use:   "status TASK_ID [--json]",
 		Short: "Show a task, every step attempt and its segments",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, pool, err := openDB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			v, err := loadTask(cmd.Context(), pool, id)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), v)
-			}
-			return printStatus(cmd.OutOrStdout(), v)
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	return cmd
+	}, "print one JSON object", parseTaskID, loadTask, printStatus)
 }
 
 // printStatus writes the task for a reader.
@@ -61,35 +37,30 @@ func printStatus(w io.Writer, v *taskView) error {
 	}
 	fmt.Fprintf(w, "segments  %d total, %d translated, %d synthesized, %d failed synthesis\n",
 		v.Segments.Total, v.Segments.Translated, v.Segments.Synthesized, v.Segments.FailedTTS)
+	printLanguages(w, v)
 
 	fmt.Fprintln(w, "\nsteps")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  STEP\tSTATUS\tATTEMPTS\tPARTS\tDURATION")
+	steps := newTable(w, "  STEP", "STATUS", "ATTEMPTS", "PARTS", "DURATION")
 	for _, s := range v.Steps {
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", s.Step, s.Status, s.Attempts, s.Parts, span(s.StartedAt, s.FinishedAt))
+		steps.row("  "+s.Step, s.Status, s.Attempts, s.Parts, span(s.StartedAt, s.FinishedAt))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := steps.flush(); err != nil {
 		return err
 	}
 	if len(v.Attempts) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w, "\nattempts")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  STEP\tPART\tATTEMPT\tSTATUS\tWORKER\tSTARTED\tFINISHED\tERROR")
+	attempts := newTable(w, "  STEP", "PART", "ATTEMPT", "STATUS", "WORKER", "STARTED", "FINISHED", "ERROR")
 	for _, a := range v.Attempts {
 		finished := "-"
 		if a.FinishedAt != nil {
 			finished = a.FinishedAt.Local().Format("15:04:05.000")
 		}
-		part := a.Part
-		if part == "" {
-			part = "-"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Step, part, a.Attempt, a.Status, a.Worker,
+		attempts.row("  "+a.Step, orDash(a.Part), a.Attempt, a.Status, a.Worker,
 			a.StartedAt.Local().Format("15:04:05.000"), finished, a.Error)
 	}
-	return tw.Flush()
+	return attempts.flush()
 }
 
 // span is the duration between two optional times, "-" when unknown.

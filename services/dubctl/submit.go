@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
@@ -23,6 +21,7 @@ type submitOptions struct {
 	source     string
 	target     string
 	speaker    string
+	glossary   string
 	noValidate bool
 	wait       bool
 	waitOpts   waitOptions
@@ -47,8 +46,9 @@ With --wait it then follows the task like "dubctl wait".`,
 	f := cmd.Flags()
 	f.StringVarP(&o.input, "input", "i", "", "video file to dub (required)")
 	f.StringVar(&o.source, "source", "", "language spoken in the video (default DEFAULT_SOURCE_LANGUAGE)")
-	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE)")
+	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE); several separated by commas (es,ca): transcribed once, one child task per language")
 	f.StringVar(&o.speaker, "speaker", "", "voice of the dub (the synthesis engine's default when empty)")
+	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
 	f.BoolVar(&o.noValidate, "no-validate", false, "upload without the local ffprobe check (the workers still check)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
 	o.waitOpts.register(cmd)
@@ -76,12 +76,9 @@ func runSubmit(cmd *cobra.Command, o submitOptions) error {
 		return err
 	}
 	id := uuid.New()
-	payload := wire.ExtractAudio{
-		SourceVideoKey: wire.DefaultKeys(id).SourceVideo,
-		OutputAudioKey: wire.DefaultKeys(id).SourceAudio,
-		SourceLanguage: o.source,
-		TargetLanguage: o.target,
-		SpeakerID:      o.speaker,
+	payload, err := submitPayload(id, o)
+	if err != nil {
+		return err
 	}
 	env, err := wire.New(wire.StepExtractAudio, id, "", payload)
 	if err != nil {
@@ -103,7 +100,9 @@ func runSubmit(cmd *cobra.Command, o submitOptions) error {
 	if err := objects.PutFile(ctx, payload.SourceVideoKey, o.input, "video/mp4"); err != nil {
 		return err
 	}
-	ids, err := createTask(ctx, pool, env, payload)
+	// Uploaded once, whatever the languages: where the transcription ends
+	// the system copies it to each language's child task (server-side).
+	ids, err := task.Submit(ctx, pool, env, payload)
 	if err != nil {
 		return err
 	}
@@ -111,11 +110,16 @@ func runSubmit(cmd *cobra.Command, o submitOptions) error {
 		// The message is committed in the outbox; a worker's sweep publishes it.
 		fmt.Fprintf(cmd.ErrOrStderr(), "dubctl: warning: publish deferred to the outbox sweep: %v\n", err)
 	}
+	return reportSubmitted(cmd, c, pool, id, o)
+}
+
+// reportSubmitted follows the submitted task (--wait) or prints it.
+func reportSubmitted(cmd *cobra.Command, c *clients, pool *pgxpool.Pool, id uuid.UUID, o submitOptions) error {
 	if o.wait {
 		return followTask(cmd, c, id, o.waitOpts)
 	}
 	if o.waitOpts.json {
-		v, err := loadTask(ctx, pool, id)
+		v, err := loadTask(cmd.Context(), pool, id)
 		if err != nil {
 			return err
 		}
@@ -123,6 +127,26 @@ func runSubmit(cmd *cobra.Command, o submitOptions) error {
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), id)
 	return nil
+}
+
+// submitPayload is the extract_audio payload of a new task.
+func submitPayload(id uuid.UUID, o submitOptions) (wire.ExtractAudio, error) {
+	p := wire.ExtractAudio{
+		SourceVideoKey: wire.DefaultKeys(id).SourceVideo,
+		OutputAudioKey: wire.DefaultKeys(id).SourceAudio,
+		SourceLanguage: o.source,
+		SpeakerID:      o.speaker,
+	}
+	targets, err := parseTargets(o.target)
+	if err != nil {
+		return p, err
+	}
+	p.TargetLanguage = targets[0]
+	if len(targets) > 1 {
+		p.TargetLanguages = targets
+	}
+	p.Glossary, err = readGlossary(o.glossary)
+	return p, err
 }
 
 // checkInput makes sure path is a readable file and, when probe is set, a
@@ -144,36 +168,4 @@ func checkInput(ctx context.Context, path string, probe bool) error {
 		return fmt.Errorf("check input: %w", err)
 	}
 	return nil
-}
-
-// createTask creates the task (queued, announced by event.task.queued) and
-// adds its first message to the outbox in one transaction, and returns the
-// outbox rows to publish.
-func createTask(ctx context.Context, pool *pgxpool.Pool, env *wire.Envelope, p wire.ExtractAudio) ([]int64, error) {
-	body, err := json.Marshal(env)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s message: %w", env.Step, err)
-	}
-	var ids []int64
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		res, err := task.Apply(ctx, tx, task.Create(task.Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
-			TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
-			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID}))
-		if err != nil {
-			return err
-		}
-		if !res.Changed {
-			return fmt.Errorf("create task %s: it exists already", env.TaskID)
-		}
-		first := outbox.New(wire.Exchange, env.RoutingKey(), body)
-		if err := outbox.Add(ctx, tx, first); err != nil {
-			return err
-		}
-		ids = []int64{res.EventID, first.ID}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }

@@ -48,6 +48,10 @@ type taskView struct {
 	Steps    []stepView    `json:"steps"`
 	Attempts []attemptView `json:"attempts"`
 	Segments segmentCounts `json:"segments"`
+
+	// Languages and OutputPaths: a task of several languages (languages.go).
+	Languages   *languagesView    `json:"languages,omitempty"`
+	OutputPaths map[string]string `json:"output_paths,omitempty"`
 }
 
 // stepView sums up one pipeline step over its attempts and parts.
@@ -142,7 +146,8 @@ func loadTask(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*taskView,
 			if err != nil {
 				return fmt.Errorf("count segments of %s: %w", id, err)
 			}
-			return nil
+			v.Languages, err = loadLanguages(ctx, tx, id)
+			return err
 		})
 	if err != nil {
 		return nil, err

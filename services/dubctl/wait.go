@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/schollz/progressbar/v3"
@@ -147,6 +148,9 @@ func report(out io.Writer, v *taskView, o waitOptions, err error) error {
 // finishDone downloads the results of a done task and prints where they are.
 func finishDone(ctx context.Context, cmd *cobra.Command, c *clients, v *taskView, o waitOptions) error {
 	out := cmd.OutOrStdout()
+	if isParent(v.Languages) && !v.noSpeech() {
+		return finishLanguages(ctx, cmd, c, v, o)
+	}
 	if v.noSpeech() || v.OutputVideoKey == "" {
 		if o.json {
 			return writeJSON(out, v)
@@ -165,7 +169,14 @@ func finishDone(ctx context.Context, cmd *cobra.Command, c *clients, v *taskView
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return fmt.Errorf("save output: %w", err)
 	}
-	if err := objects.GetFile(ctx, v.OutputVideoKey, dest, 0); err != nil {
+	limit, err := outputLimit()
+	if err != nil {
+		return err
+	}
+	if err := objects.GetFile(ctx, v.OutputVideoKey, dest, limit); err != nil {
+		if errors.Is(err, blob.ErrTooLarge) {
+			return fmt.Errorf("%w (MAX_VIDEO_BYTES+MAX_AUDIO_BYTES)", err)
+		}
 		return err
 	}
 	v.OutputPath = dest
@@ -184,6 +195,18 @@ func finishDone(ctx context.Context, cmd *cobra.Command, c *clients, v *taskView
 	}
 	fmt.Fprintln(out, dest)
 	return nil
+}
+
+// outputLimit bounds the download of a task's output video: the largest
+// source video plus the largest audio the workers accept (MAX_VIDEO_BYTES +
+// MAX_AUDIO_BYTES, read from the environment like the workers'), more than
+// mux_video can write, so that a forged object cannot fill the disk.
+func outputLimit() (int64, error) {
+	var l config.Limits
+	if err := config.Load(config.Environ(), &l); err != nil {
+		return 0, err
+	}
+	return l.MaxVideoBytes + l.MaxAudioBytes, nil
 }
 
 // downloadSubtitles saves the task's SRT files next to dest, named

@@ -6,16 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
 )
@@ -103,20 +99,8 @@ type stack struct {
 func newStack(tb testing.TB, extra map[string]string) *stack {
 	tb.Helper()
 	needBinaries(tb)
-	db := testenv.Postgres(tb)
-	amqpURL := testenv.AMQP(tb)
-	bucket := testenv.S3(tb)
-	env := map[string]string{
-		"DATABASE_URL":           db.URL,
-		"AMQP_URL":               amqpURL,
-		"S3_ENDPOINT":            bucket.Endpoint,
-		"S3_ACCESS_KEY":          bucket.AccessKey,
-		"S3_SECRET_KEY":          bucket.SecretKey,
-		"S3_BUCKET":              bucket.Name,
-		"S3_USE_SSL":             strconv.FormatBool(bucket.UseSSL),
-		"LOG_LEVEL":              "info",
-		"SHUTDOWN_GRACE_SECONDS": "10",
-	}
+	b := testenv.NewBackends(tb)
+	env := b.Env(map[string]string{"LOG_LEVEL": "info", "SHUTDOWN_GRACE_SECONDS": "10"})
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
 		if v := os.Getenv(k); v != "" {
 			env[k] = v
@@ -135,106 +119,23 @@ func newStack(tb testing.TB, extra map[string]string) *stack {
 	for k, v := range extra {
 		env[k] = v
 	}
-	return &stack{env: env, db: db, bucket: bucket, procs: map[string]*proc{}}
+	return &stack{env: env, db: b.DB, bucket: b.Bucket, procs: map[string]*proc{}}
 }
 
 // proc is one running service.
-type proc struct {
-	name string
-	addr string // OPS_ADDR: /healthz, /readyz, /metrics
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
+type proc struct{ *testenv.Proc }
 
 // start runs the named services (each with its own OPS_ADDR), waits until
 // each is ready, and stops them when the test ends.
 func (s *stack) start(tb testing.TB, names ...string) {
 	tb.Helper()
 	for _, name := range names {
-		p := s.launch(tb, name)
+		p := &proc{testenv.StartProc(tb, binDir, name, s.env)}
 		s.procs[name] = p
-		tb.Cleanup(func() { s.stop(tb, p) })
+		tb.Cleanup(func() { p.Stop(tb, true) })
 	}
 	for _, name := range names {
-		s.waitReady(tb, s.procs[name])
-	}
-}
-
-func (s *stack) launch(tb testing.TB, name string) *proc {
-	tb.Helper()
-	addr := freeAddr(tb)
-	logPath := filepath.Join(tb.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, name))
-	for k, v := range s.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "OPS_ADDR="+addr)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		tb.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, addr: addr, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p
-}
-
-// waitReady polls /readyz until it answers 200.
-func (s *stack) waitReady(tb testing.TB, p *proc) {
-	tb.Helper()
-	url := "http://" + p.addr + "/readyz"
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			tb.Fatalf("%s exited at start (%v):\n%s", p.name, p.err, tail(p.log, 40))
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s not ready at %s after 60s:\n%s", p.name, url, tail(p.log, 40))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// stop sends SIGTERM and expects a clean exit within the grace period.
-func (s *stack) stop(tb testing.TB, p *proc) {
-	select {
-	case <-p.done:
-		tb.Errorf("%s exited before the end of the test (%v):\n%s", p.name, p.err, tail(p.log, 40))
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		if p.err != nil {
-			tb.Errorf("%s: exit after SIGTERM: %v\n%s", p.name, p.err, tail(p.log, 40))
-		}
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		tb.Errorf("%s did not stop within 30s of SIGTERM:\n%s", p.name, tail(p.log, 40))
-	}
-	if tb.Failed() {
-		tb.Logf("log of %s:\n%s", p.name, tail(p.log, 60))
+		s.procs[name].WaitReady(tb)
 	}
 }
 
@@ -243,6 +144,9 @@ func (s *stack) stop(tb testing.TB, p *proc) {
 func (s *stack) dubctl(tb testing.TB, ctx context.Context, args ...string) (string, string, int) {
 	tb.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "dubctl"), args...)
+	// What dubctl writes by default (wait's download of the outputs) goes to
+	// a folder of the test's, never into the package's source folder.
+	cmd.Dir = tb.TempDir()
 	for k, v := range s.env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -264,7 +168,7 @@ func (s *stack) dubctl(tb testing.TB, ctx context.Context, args ...string) (stri
 // hwm returns the peak resident memory (VmHWM) of a running process, in
 // bytes.
 func (p *proc) hwm() (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
@@ -279,29 +183,5 @@ func (p *proc) hwm() (int64, error) {
 			return kb * 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
-}
-
-// freeAddr returns a loopback address with a port free at this moment.
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.Cmd.Process.Pid)
 }

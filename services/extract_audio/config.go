@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/worker"
 )
 
 // Config is extract_audio's configuration, read once from the environment.
@@ -19,10 +20,8 @@ type Config struct {
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Limits.Validate()}
-	if c.TimeoutSeconds < 1 {
-		errs = append(errs, fmt.Errorf("TIMEOUT_EXTRACT_AUDIO_SECONDS %d: want at least 1", c.TimeoutSeconds))
-	}
+	errs := []error{c.Common.Validate(), c.Limits.Validate(),
+		config.AtLeast("TIMEOUT_EXTRACT_AUDIO_SECONDS", c.TimeoutSeconds, 1)}
 	if c.DefaultSourceLanguage == "" || c.DefaultTargetLanguage == "" {
 		errs = append(errs, errors.New("DEFAULT_SOURCE_LANGUAGE and DEFAULT_TARGET_LANGUAGE must not be empty"))
 	}
@@ -31,3 +30,12 @@ func (c *Config) Validate() error {
 
 // Timeout is the step's timeout.
 func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
+
+// run serves the extract_audio step with the configuration in environ until ctx is
+// cancelled.
+var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	d.Log.Info().Int("max_video_seconds", c.MaxVideoSeconds).Int64("max_video_bytes", c.MaxVideoBytes).
+		Str("default_source_language", c.DefaultSourceLanguage).
+		Str("default_target_language", c.DefaultTargetLanguage).Msg("extract_audio starting")
+	return &handler{objects: d.Blob, db: d.Pool, cfg: *c}, nil
+})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
@@ -17,16 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// objects is the part of the object store extract_audio uses.
-type objects interface {
-	Stat(ctx context.Context, key string) (blob.Info, error)
-	GetFile(ctx context.Context, key, path string, maxBytes int64) error
-	PutFile(ctx context.Context, key, path, contentType string) error
-}
-
 // handler runs the extract_audio step.
 type handler struct {
-	objects objects
+	objects blob.Objects
 	db      *pgxpool.Pool
 	cfg     Config
 }
@@ -46,10 +40,10 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	env := msg.Envelope
 	if err := wire.CheckKey(p.SourceVideoKey, wire.KindVideo, env.TaskID); err != nil {
-		return step.Permanent(fmt.Errorf("source_video_key: %w", err))
+		return fault.Permanent(fmt.Errorf("source_video_key: %w", err))
 	}
 	if err := wire.CheckKey(p.OutputAudioKey, wire.KindAudio, env.TaskID); err != nil {
-		return step.Permanent(fmt.Errorf("output_audio_key: %w", err))
+		return fault.Permanent(fmt.Errorf("output_audio_key: %w", err))
 	}
 	t, err := h.resolve(ctx, env, p)
 	if err != nil {
@@ -86,6 +80,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	// The task row holds what every later step reads: the settled
 	// languages, the speaker and the keys.
 	msg.Apply(lifecycle.Settle(t.details(env, p)))
+	if err := stageGlossary(msg, p.Glossary); err != nil {
+		return err
+	}
 	return msg.Emit(wire.StepASR, wire.ASR{
 		AudioKey:  p.OutputAudioKey,
 		Language:  t.sourceLanguage,
@@ -110,7 +107,7 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 		outputVideoKey: first(row.outputVideoKey, wire.DefaultKeys(env.TaskID).OutputVideo),
 	}
 	if err := wire.CheckKey(t.outputVideoKey, wire.KindOutput, env.TaskID); err != nil {
-		return task{}, step.Permanent(fmt.Errorf("task's output_video_key: %w", err))
+		return task{}, fault.Permanent(fmt.Errorf("task's output_video_key: %w", err))
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A message published straight to the exchange (without dubctl):
@@ -127,7 +124,8 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 // details are what the task's row records of t.
 func (t task) details(env *wire.Envelope, p wire.ExtractAudio) lifecycle.Details {
 	return lifecycle.Details{ID: env.TaskID, SourceLanguage: t.sourceLanguage, TargetLanguage: t.targetLanguage,
-		SpeakerID: t.speakerID, SourceVideoKey: p.SourceVideoKey, OutputVideoKey: t.outputVideoKey, TraceID: env.TraceID}
+		SpeakerID: t.speakerID, SourceVideoKey: p.SourceVideoKey, OutputVideoKey: t.outputVideoKey, TraceID: env.TraceID,
+		Project: p.Project, Targets: p.Targets()}
 }
 
 // download fetches the video into path, refusing a missing or empty
@@ -137,15 +135,15 @@ func (h *handler) download(ctx context.Context, key, path string) error {
 	info, err := h.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return step.Permanent(fmt.Errorf("source video %s not found in storage", key))
+		return fault.Permanent(fmt.Errorf("source video %s not found in storage", key))
 	case err != nil:
 		return fmt.Errorf("stat %s: %w", key, err)
 	case info.Size == 0:
-		return step.Permanent(fmt.Errorf("source video %s is empty", key))
+		return fault.Permanent(fmt.Errorf("source video %s is empty", key))
 	}
 	if err := h.objects.GetFile(ctx, key, path, h.cfg.MaxVideoBytes); err != nil {
 		if errors.Is(err, blob.ErrNotFound) {
-			return step.Permanent(fmt.Errorf("source video %s not found in storage", key))
+			return fault.Permanent(fmt.Errorf("source video %s not found in storage", key))
 		}
 		return worker.Limit(err, blob.ErrTooLarge, "MAX_VIDEO_BYTES", h.cfg.MaxVideoBytes)
 	}

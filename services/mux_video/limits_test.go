@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob/blobtest"
 	"github.com/dubflow/dubflow/pkg/media"
@@ -50,25 +48,8 @@ func TestLimitsAreEnforced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Publish(env)
-			if got := s.WaitStep(id, wire.StepMuxVideo, "succeeded", "failed"); got != c.want {
-				t.Fatalf("mux_video %s, want %s: %+v", got, c.want, s.Task(id))
-			}
-			if c.want == "succeeded" {
-				return
-			}
-			task := s.Task(id)
-			if task.Status != "failed" || !strings.Contains(task.Error, c.reason) {
-				t.Errorf("task = %+v, want failed naming %q", task, c.reason)
-			}
-			dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if dl.TaskID != id || dl.ErrorClass != wire.ClassPermanent || !strings.Contains(dl.FailureReason, c.reason) {
-				t.Errorf("dead letter = %+v, want a permanent one naming %q", dl, c.reason)
-			}
-			if _, err := s.Blob.Stat(ctx, keys.OutputVideo); err == nil {
+			s.Expect(t, env, wire.StepMuxVideo, c.want, c.reason)
+			if _, err := s.Blob.Stat(ctx, keys.OutputVideo); c.want == "failed" && err == nil {
 				t.Error("an output was stored")
 			}
 		})

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"os/exec"
@@ -26,34 +27,42 @@ func videoHash(t *testing.T, file string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestMuxVideo dubs a real sample video from espeak-ng clips.
-func TestMuxVideo(t *testing.T) {
-	dir := t.TempDir()
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp) // the worker's temporary files go here, and must go away
-	s := testenv.NewStack(t, run, nil)
-	s.Start()
-	ctx := context.Background()
+// muxCase is a task ready for mux_video: a real sample video and
+// espeak-ng clips in storage, its rows in Postgres.
+type muxCase struct {
+	s     *testenv.Stack
+	id    uuid.UUID
+	keys  wire.Keys
+	video string
+	src   *media.Info
+}
 
-	id := uuid.New()
-	keys := wire.DefaultKeys(id)
-	video := filepath.Join(dir, "source.mp4")
-	if err := media.MakeSampleVideo(ctx, "Hello my friend. Thank you very much for everything.", video, media.SampleOptions{}); err != nil {
+// newMuxCase starts mux_video and stores a task whose tts step succeeded.
+func newMuxCase(t *testing.T) *muxCase {
+	t.Helper()
+	dir := t.TempDir()
+	c := &muxCase{s: testenv.NewStack(t, run, nil), id: uuid.New()}
+	c.s.Start()
+	ctx := context.Background()
+	c.keys = wire.DefaultKeys(c.id)
+	c.video = filepath.Join(dir, "source.mp4")
+	if err := media.MakeSampleVideo(ctx, "Hello my friend. Thank you very much for everything.", c.video, media.SampleOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Blob.PutFile(ctx, keys.SourceVideo, video, "video/mp4"); err != nil {
+	if err := c.s.Blob.PutFile(ctx, c.keys.SourceVideo, c.video, "video/mp4"); err != nil {
 		t.Fatal(err)
 	}
-	src, err := media.Probe(ctx, video)
-	if err != nil {
+	var err error
+	if c.src, err = media.Probe(ctx, c.video); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key, output_video_key)
-		VALUES ($1, 'running', 'en', 'es', $2, $3)`, id, keys.SourceVideo, keys.OutputVideo); err != nil {
+	db := c.s.DB.Pool
+	if _, err := db.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key, output_video_key)
+		VALUES ($1, 'running', 'en', 'es', $2, $3)`, c.id, c.keys.SourceVideo, c.keys.OutputVideo); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
-		VALUES ($1, 'tts', 1, 'succeeded', now())`, id); err != nil {
+	if _, err := db.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+		VALUES ($1, 'tts', 1, 'succeeded', now())`, c.id); err != nil {
 		t.Fatal(err)
 	}
 	segs := []struct {
@@ -65,39 +74,56 @@ func TestMuxVideo(t *testing.T) {
 		{1600, 3200, "Thank you very much for everything.", "Muchas gracias por todo."},
 	}
 	for i, sg := range segs {
-		key := ""
+		key, params := "", []byte(`{"skipped":"empty text"}`)
 		if sg.mt != "" {
-			key = wire.SegmentKey(id, i)
+			key = wire.SegmentKey(c.id, i)
 			a, err := speech.NewEspeak().Synthesize(ctx, speech.SynthesisRequest{Text: sg.mt, Language: "es"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Blob.Put(ctx, key, bytes.NewReader(a.WAV), int64(len(a.WAV)), "audio/wav"); err != nil {
+			if err := c.s.Blob.Put(ctx, key, bytes.NewReader(a.WAV), int64(len(a.WAV)), "audio/wav"); err != nil {
 				t.Fatal(err)
 			}
+			params, _ = json.Marshal(a.Params)
 		}
-		if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, i, sg.start, sg.end, sg.src, sg.mt, key); err != nil {
+		if _, err := db.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key, tts_params_json)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, c.id, i, sg.start, sg.end, sg.src, sg.mt, key, params); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return c
+}
 
-	env, err := wire.New(wire.StepMuxVideo, id, "trace-mux", wire.MuxVideo{TaskID: id, SourceVideoKey: keys.SourceVideo,
-		TTSAudioKey: keys.DubAudio, OutputVideoKey: keys.OutputVideo})
+// mux publishes the mux_video message with opts and waits for the step.
+func (c *muxCase) mux(t *testing.T, opts *wire.MuxOptions) string {
+	t.Helper()
+	env, err := wire.New(wire.StepMuxVideo, c.id, "trace-mux", wire.MuxVideo{TaskID: c.id, SourceVideoKey: c.keys.SourceVideo,
+		TTSAudioKey: c.keys.DubAudio, OutputVideoKey: c.keys.OutputVideo, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Publish(env)
-	if got := s.WaitStep(id, wire.StepMuxVideo, "succeeded", "failed"); got != "succeeded" {
-		t.Fatalf("mux_video %s: %+v", got, s.Task(id))
+	c.s.Publish(env)
+	if got := c.s.WaitStep(c.id, wire.StepMuxVideo, "succeeded", "failed"); got != "succeeded" {
+		t.Fatalf("mux_video %s: %+v", got, c.s.Task(c.id))
 	}
+	out := filepath.Join(t.TempDir(), "final.mp4")
+	if err := c.s.Blob.GetFile(context.Background(), c.keys.OutputVideo, out, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMuxVideo dubs a real sample video from espeak-ng clips.
+func TestMuxVideo(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // the worker's temporary files go here, and must go away
+	c := newMuxCase(t)
+	video, src := c.video, c.src
+	ctx := context.Background()
+	out := c.mux(t, nil)
 
 	// The output: video copied bit for bit, dub first and default, the
 	// original second, both tagged, two subtitle tracks, same length.
-	out := filepath.Join(dir, "final.mp4")
-	if err := s.Blob.GetFile(ctx, keys.OutputVideo, out, 1<<30); err != nil {
-		t.Fatal(err)
-	}
 	if a, b := videoHash(t, video), videoHash(t, out); a != b {
 		t.Errorf("video stream changed: %s → %s", a, b)
 	}
@@ -118,12 +144,28 @@ func TestMuxVideo(t *testing.T) {
 		t.Errorf("output lasts %s, source %s", info.Duration, src.Duration)
 	}
 
-	// The side products and the task's result.
+	c.checkSideProducts(t)
+	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+		t.Errorf("temporary files left behind: %v (err %v)", left, err)
+	}
+}
+
+// checkSideProducts checks the subtitles, timing report, dub track, task
+// result and event of a default run.
+func (c *muxCase) checkSideProducts(t *testing.T) {
+	t.Helper()
+	s, id, keys, src := c.s, c.id, c.keys, c.src
+	ctx := context.Background()
 	outDir := "outputs/" + id.String() + "/"
 	for _, c := range []struct{ key, want string }{
 		{outDir + "final.en.srt", "Thank you very much"},
 		{outDir + "final.es.srt", "Muchas gracias"},
-		{outDir + "timing.json", `"segments"`},
+		{outDir + "final.es.vtt", "WEBVTT"},
+		{outDir + "final.en.vtt", "00:00:01.600 --> 00:00:03.200\nThank you very much"},
+		{outDir + "final.es-en.srt", "Muchas gracias por todo.\n<i>Thank you very much for everything.</i>"},
+		{outDir + "final.es-en.vtt", "Hola, amigo mío.\n<i>Hello my friend.</i>"},
+		{outDir + "timing.json", `"start_drift_ms": 0`},
+		{outDir + "timing.json", `"background": "duck"`},
 	} {
 		b, err := s.Blob.Get(ctx, c.key, 1<<20)
 		if err != nil || !strings.Contains(string(b), c.want) {
@@ -150,7 +192,21 @@ func TestMuxVideo(t *testing.T) {
 		!strings.Contains(string(ev.Data), "final.es.srt") {
 		t.Errorf("event = %+v data %s", ev, ev.Data)
 	}
-	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
-		t.Errorf("temporary files left behind: %v (err %v)", left, err)
+}
+
+// TestMuxVideoOptions passes a task's options in the message: the target
+// subtitles are burnt into the picture (so it is re-encoded), the dub
+// track is the voice alone, normalized to -23 LUFS.
+func TestMuxVideoOptions(t *testing.T) {
+	c := newMuxCase(t)
+	burn, lufs := true, -23.0
+	out := c.mux(t, &wire.MuxOptions{BackgroundMode: media.BackgroundNone, LoudnessLUFS: &lufs, BurnSubtitles: &burn})
+	if a, b := videoHash(t, c.video), videoHash(t, out); a == b {
+		t.Error("video stream copied, want it re-encoded with the subtitles burnt in")
+	}
+	task := c.s.Task(c.id)
+	mix, _ := task.Result["mix"].(map[string]any)
+	if task.Status != "done" || task.Result["burned_subtitles"] != true || mix["background"] != media.BackgroundNone || mix["target_lufs"] != -23.0 {
+		t.Errorf("task = %+v", task)
 	}
 }

@@ -55,9 +55,7 @@ func (c *Config) Validate() error {
 	if c.CompensatingMaxSeconds <= 0 {
 		errs = append(errs, fmt.Errorf("RECONCILE_COMPENSATING_MAX_SECONDS %v: want more than 0", c.CompensatingMaxSeconds))
 	}
-	if c.Batch < 1 || c.Batch > 10000 {
-		errs = append(errs, fmt.Errorf("RECONCILE_BATCH_SIZE %d: want 1..10000", c.Batch))
-	}
+	errs = append(errs, config.Between("RECONCILE_BATCH_SIZE", c.Batch, 1, 10000))
 	return errors.Join(errs...)
 }
 
@@ -80,9 +78,3 @@ func (c *Config) Settings() Settings {
 const settle = 10 * time.Second
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-func loadConfig(environ map[string]string) (Config, error) {
-	var cfg Config
-	err := config.Load(environ, &cfg)
-	return cfg, err
-}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // Depths are the messages ready in the queues the lost-message check reads.
@@ -36,7 +37,7 @@ func brokerDepths(conn *broker.Conn, tiers []time.Duration) DepthFunc {
 		}
 		defer ch.Close()
 		d := Depths{Ready: map[string]int{}}
-		for _, q := range broker.WorkQueues {
+		for _, q := range wire.WorkQueues {
 			st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
 			if err != nil {
 				return Depths{}, fmt.Errorf("inspect queue %s: %w", q, err)

@@ -70,9 +70,7 @@ const overtakeMargin = 2 * time.Minute
 // its task's row lock before the replay is staged, and an expired attempt is
 // closed in the same transaction (its late outcome is refused).
 func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
-	var acts []Action
-	var outbox []int64
-	th := store.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}
+	var c *lostCheck
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		// One replica at a time: two counting the same deficit would each
 		// re-drive it.
@@ -84,84 +82,124 @@ func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
 		if !mine {
 			return nil
 		}
-		keys := make([]string, len(wire.Pipeline))
-		for i, s := range wire.Pipeline {
-			keys[i] = wire.RoutingKey(s)
-		}
-		unpublished, err := store.OutboxByRoutingKey(ctx, tx, keys)
-		if err != nil {
+		var err error
+		if c, err = r.countLost(ctx, tx); err != nil {
 			return err
 		}
-		depth, err := r.depths(ctx)
-		if err != nil {
-			return fmt.Errorf("read queue depths (waiting cannot be told from lost; nothing re-driven): %w", err)
-		}
-		counts, err := store.CountPendingParts(ctx, tx, wire.Pipeline, th)
-		if err != nil {
-			return err
-		}
-		progress, err := store.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask)
-		if err != nil {
-			return err
-		}
-		suspects := map[partKey]time.Time{}
 		for _, stepName := range wire.Pipeline {
-			c := counts[stepName]
-			if c.Idle == 0 {
-				continue
-			}
-			key := wire.RoutingKey(stepName)
-			queued := unpublished[key] + depth.Ready[key] + depth.Delayed
-			missing := c.Pending - queued
-			var before time.Time // zero: every pending part is missing
-			if missing > 0 && queued > 0 {
-				// Some have their message queued: suspect only parts the
-				// step's workers overtook.
-				if at, ok := progress[stepName]; ok {
-					before = at.Add(-overtakeMargin)
-				} else {
-					missing = 0 // no recent claims: nothing tells which are missing
-				}
-			}
-			if missing <= 0 {
-				acts = append(acts, Action{Kind: actionWaiting, Step: stepName, Count: c.Idle,
-					Detail: fmt.Sprintf("%d parts idle for %s; %d pending, %d messages queued", c.Idle, r.set.StuckTask,
-						c.Pending, queued)})
-				continue
-			}
-			parts, err := store.IdlePendingParts(ctx, tx, stepName, th, before, min(missing, r.set.Batch))
-			if err != nil {
+			if err := c.step(ctx, stepName); err != nil {
 				return err
 			}
-			if waiting := c.Idle - len(parts); waiting > 0 {
-				acts = append(acts, Action{Kind: actionWaiting, Step: stepName, Count: waiting,
-					Detail: fmt.Sprintf("%d parts idle but fewer missing (%d)", c.Idle, missing)})
-			}
-			for _, p := range parts {
-				k := partKey{task: p.TaskID, step: p.Step, part: p.Part}
-				if seen, ok := r.suspects[k]; !ok || !seen.Equal(p.LastActivity) {
-					suspects[k] = p.LastActivity
-					acts = append(acts, Action{Kind: actionSuspect, TaskID: p.TaskID, Step: p.Step, Part: p.Part,
-						Detail: fmt.Sprintf("message missing (%d pending, %d fewer messages); re-driven if still missing at the next pass", c.Pending, missing)})
-					continue
-				}
-				a, id, err := r.redrive(ctx, tx, p)
-				if err != nil {
-					return err
-				}
-				acts = append(acts, a)
-				if id != 0 {
-					outbox = append(outbox, id)
-				}
-			}
 		}
-		r.suspects = suspects
+		r.suspects = c.suspects
 		return nil
 	})
-	if err != nil {
+	if err != nil || c == nil {
 		return nil, err // rolled back: nothing was re-driven
 	}
-	return acts, flush(ctx, r.pool, r.pub, outbox)
+	return c.acts, flush(ctx, r.pool, r.pub, c.outbox)
+}
+
+// lostCheck is one lost-message check inside its transaction: the counts it
+// read and what it did.
+type lostCheck struct {
+	r           *reconciler
+	tx          pgx.Tx
+	th          store.PendingThresholds
+	unpublished map[string]int                // outbox rows by routing key
+	depth       Depths                        // ready messages in the broker
+	counts      map[string]store.PendingCount // pending parts by step
+	progress    map[string]time.Time          // latest claim by step
+	suspects    map[partKey]time.Time         // this check's suspects
+	acts        []Action
+	outbox      []int64 // staged re-drives to publish after the commit
+}
+
+// countLost reads, in this order, the outbox, the broker's queue depths,
+// the pending parts and the steps' recent claims (see lostMessages).
+func (r *reconciler) countLost(ctx context.Context, tx pgx.Tx) (*lostCheck, error) {
+	c := &lostCheck{r: r, tx: tx, suspects: map[partKey]time.Time{},
+		th: store.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}}
+	keys := make([]string, len(wire.Pipeline))
+	for i, s := range wire.Pipeline {
+		keys[i] = wire.RoutingKey(s)
+	}
+	var err error
+	if c.unpublished, err = store.OutboxByRoutingKey(ctx, tx, keys); err != nil {
+		return nil, err
+	}
+	if c.depth, err = r.depths(ctx); err != nil {
+		return nil, fmt.Errorf("read queue depths (waiting cannot be told from lost; nothing re-driven): %w", err)
+	}
+	if c.counts, err = store.CountPendingParts(ctx, tx, wire.Pipeline, c.th); err != nil {
+		return nil, err
+	}
+	if c.progress, err = store.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// step compares one step's pending parts with its messages and suspects,
+// or re-drives, the parts whose message is missing.
+func (c *lostCheck) step(ctx context.Context, stepName string) error {
+	n := c.counts[stepName]
+	if n.Idle == 0 {
+		return nil
+	}
+	key := wire.RoutingKey(stepName)
+	queued := c.unpublished[key] + c.depth.Ready[key] + c.depth.Delayed
+	missing := n.Pending - queued
+	var before time.Time // zero: every pending part is missing
+	if missing > 0 && queued > 0 {
+		// Some have their message queued: suspect only parts the step's
+		// workers overtook.
+		if at, ok := c.progress[stepName]; ok {
+			before = at.Add(-overtakeMargin)
+		} else {
+			missing = 0 // no recent claims: nothing tells which are missing
+		}
+	}
+	if missing <= 0 {
+		c.acts = append(c.acts, Action{Kind: actionWaiting, Step: stepName, Count: n.Idle,
+			Detail: fmt.Sprintf("%d parts idle for %s; %d pending, %d messages queued", n.Idle, c.r.set.StuckTask,
+				n.Pending, queued)})
+		return nil
+	}
+	parts, err := store.IdlePendingParts(ctx, c.tx, stepName, c.th, before, min(missing, c.r.set.Batch))
+	if err != nil {
+		return err
+	}
+	if waiting := n.Idle - len(parts); waiting > 0 {
+		c.acts = append(c.acts, Action{Kind: actionWaiting, Step: stepName, Count: waiting,
+			Detail: fmt.Sprintf("%d parts idle but fewer missing (%d)", n.Idle, missing)})
+	}
+	for _, p := range parts {
+		if err := c.part(ctx, p, fmt.Sprintf("message missing (%d pending, %d fewer messages); re-driven if still missing at the next pass", n.Pending, missing)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// part suspects p the first time it is found missing, and re-drives it
+// when the previous check suspected it with no activity since.
+func (c *lostCheck) part(ctx context.Context, p store.PendingPart, why string) error {
+	k := partKey{task: p.TaskID, step: p.Step, part: p.Part}
+	if seen, ok := c.r.suspects[k]; !ok || !seen.Equal(p.LastActivity) {
+		c.suspects[k] = p.LastActivity
+		c.acts = append(c.acts, Action{Kind: actionSuspect, TaskID: p.TaskID, Step: p.Step, Part: p.Part, Detail: why})
+		return nil
+	}
+	a, id, err := c.r.redrive(ctx, c.tx, p)
+	if err != nil {
+		return err
+	}
+	c.acts = append(c.acts, a)
+	if id != 0 {
+		c.outbox = append(c.outbox, id)
+	}
+	return nil
 }
 
 // redrive replays the lost message of pending part p inside tx, after

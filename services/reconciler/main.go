@@ -20,19 +20,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/service"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, config.Environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "reconciler:", err)
-		os.Exit(1)
-	}
+	service.Main("reconciler", func(ctx context.Context, environ map[string]string) error {
+		return run(ctx, environ, nil)
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -15,27 +16,19 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_reconciler_actions_total",
-			Help: "What the reconciler did, by action (lease_redriven, task_redriven, skipped_waiting, suspected_lost, " +
+	return &metrics{
+		actions: ops.Counters(reg, "dubflow_reconciler_actions_total",
+			"What the reconciler did, by action (lease_redriven, task_redriven, skipped_waiting, suspected_lost, "+
 				"outbox_published, attempt_closed, task_failed, unrecoverable) and step; skipped_waiting counts parts.",
-		}, []string{"action", "step"}),
-		redrives: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_reconciler_redrives_total",
-			Help: "Messages the reconciler re-published because they were lost, by step and cause (lost: never claimed; lease_expired: its worker died).",
-		}, []string{"step", "cause"}),
-		waiting: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_reconciler_skipped_waiting_total",
-			Help: "Idle parts the reconciler did not re-drive because their message is still queued (counted at every pass), by step.",
-		}, []string{"step"}),
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_reconciler_passes_total",
-			Help: "Reconciliation passes, by result (ok, error).",
-		}, []string{"result"}),
+			"action", "step"),
+		redrives: ops.Counters(reg, "dubflow_reconciler_redrives_total",
+			"Messages the reconciler re-published because they were lost, by step and cause (lost: never claimed; lease_expired: its worker died).",
+			"step", "cause"),
+		waiting: ops.Counters(reg, "dubflow_reconciler_skipped_waiting_total",
+			"Idle parts the reconciler did not re-drive because their message is still queued (counted at every pass), by step.",
+			"step"),
+		passes: ops.Counters(reg, "dubflow_reconciler_passes_total", "Reconciliation passes, by result (ok, error).", "result"),
 	}
-	reg.MustRegister(m.actions, m.redrives, m.waiting, m.passes)
-	return m
 }
 
 // record counts action a.

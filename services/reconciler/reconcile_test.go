@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -20,7 +22,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/rs/zerolog"
 )
 
 type fixture struct {
@@ -34,16 +35,10 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	db := testenv.Postgres(t)
 	url := testenv.AMQP(t)
-	conn, err := broker.Dial(ctx, url, "reconciler-test", zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	pub := broker.NewPublisher(conn)
-	ch, err := conn.Channel(ctx)
+	conn, pub := brokertest.Dial(t, url, "reconciler-test")
+	ch, err := conn.Channel(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +93,7 @@ func (f *fixture) depth(t *testing.T, queue string) int {
 // waitDepth waits (bounded) until queue holds n ready messages.
 func (f *fixture) waitDepth(t *testing.T, queue string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for f.depth(t, queue) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d messages, want %d", queue, f.depth(t, queue), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, fmt.Sprintf("%s to hold %d messages", queue, n), func() bool { return f.depth(t, queue) == n })
 }
 
 // emit records that step's part of task was emitted queuedAgo with env as
@@ -172,21 +161,7 @@ func message(t *testing.T, stepName string, task uuid.UUID, payload any) *wire.E
 // drain returns the messages waiting in queue.
 func (f *fixture) drain(t *testing.T, queue string) []*wire.Envelope {
 	t.Helper()
-	var out []*wire.Envelope
-	for {
-		d, ok, err := f.ch.Get(queue, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			return out
-		}
-		env, err := wire.Decode(d.Body)
-		if err != nil {
-			t.Fatalf("message in %s: %v", queue, err)
-		}
-		out = append(out, env)
-	}
+	return testenv.Drain(t, f.ch, queue)
 }
 
 func count(acts []Action, kind string) int {
@@ -598,11 +573,10 @@ func TestServiceServesMetricsAndReconciles(t *testing.T) {
 		}
 	}()
 	var msgs []*wire.Envelope
-	deadline := time.Now().Add(30 * time.Second)
-	for len(msgs) == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	testenv.Eventually(t, "the re-driven message", func() bool {
 		msgs = f.drain(t, broker.QueueExtractAudio)
-	}
+		return len(msgs) > 0
+	})
 	if len(msgs) != 1 || msgs[0].TaskID != task {
 		t.Fatalf("task.extract_audio holds %+v", msgs)
 	}

@@ -2,91 +2,50 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
-	"github.com/dubflow/dubflow/pkg/ops"
-	"github.com/dubflow/dubflow/pkg/store"
-	"github.com/dubflow/dubflow/pkg/worker"
-	"golang.org/x/sync/errgroup"
+	"github.com/dubflow/dubflow/pkg/service"
+	"github.com/rs/zerolog"
 )
 
-// run reconciles every RECONCILE_INTERVAL_SECONDS until ctx is cancelled.
+// run reconciles every RECONCILE_INTERVAL_SECONDS until ctx is cancelled,
+// logging to logOut (standard output when nil).
 func run(ctx context.Context, environ map[string]string, logOut io.Writer) error {
-	cfg, err := loadConfig(environ)
+	var cfg Config
+	p, err := service.Start(ctx, "reconciler", environ, &cfg, service.Migrate(), service.LogTo(logOut))
 	if err != nil {
 		return err
 	}
-	log := worker.NewLogger("reconciler", cfg.Common, logOut)
-	pool, err := worker.OpenDB(ctx, cfg.Common, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := store.Migrate(ctx, pool); err != nil {
-		return err
-	}
-	reg := ops.NewRegistry()
-	brokerMetrics, err := broker.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	conn, err := broker.Dial(ctx, cfg.AMQPURL, "reconciler-publish", log,
-		broker.WithTopology(broker.Topology{DeliveryLimit: cfg.DeliveryLimit}), broker.WithMetrics(brokerMetrics))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	pub := broker.NewPublisher(conn)
-	defer pub.Close()
-
-	m := newMetrics(reg)
-	rec := &reconciler{pool: pool, pub: pub, depths: brokerDepths(conn, broker.DefaultDelayTiers), set: cfg.Settings()}
+	defer p.Close()
+	m := newMetrics(p.Registry)
+	rec := &reconciler{pool: p.Pool, pub: p.Publisher(), depths: brokerDepths(p.PublishConn(), broker.DefaultDelayTiers),
+		set: cfg.Settings()}
 	interval := seconds(cfg.IntervalSeconds)
-	log.Info().Dur("interval", interval).Dur("stuck_task", rec.set.StuckTask).Dur("lease_grace", rec.set.LeaseGrace).
+	p.Log.Info().Dur("interval", interval).Dur("stuck_task", rec.set.StuckTask).Dur("lease_grace", rec.set.LeaseGrace).
 		Dur("outbox_age", rec.set.OutboxAge).Dur("task_max_idle", rec.set.TaskMaxIdle).
 		Dur("compensating_max", rec.set.CompensatingMax).Int("batch", rec.set.Batch).Msg("reconciler starting")
-	checks := map[string]ops.Check{
-		"postgres": func(ctx context.Context) error { return pool.Ping(ctx) },
-		"broker": func(context.Context) error {
-			if !conn.Connected() {
-				return errors.New("publishing connection down")
-			}
-			return nil
-		},
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ops.Serve(gctx, cfg.OpsAddr, ops.Handler(reg, checks), log) })
-	g.Go(func() error {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			acts, err := rec.pass(gctx)
-			for _, a := range acts {
-				m.record(a)
-				logAction(log, a)
-			}
-			switch {
-			case err != nil && gctx.Err() == nil:
-				m.passes.WithLabelValues("error").Inc()
-				log.Error().Err(err).Msg("reconcile pass")
-			case err == nil:
-				m.passes.WithLabelValues("ok").Inc()
-				log.Debug().Int("actions", len(acts)).Msg("reconcile pass done")
-			}
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
+	pass := func(ctx context.Context) { rec.passOnce(ctx, m, p.Log) }
+	return p.Run(ctx, func(ctx context.Context) error {
+		pass(ctx)
+		service.Every(ctx, interval, pass)
+		return nil
 	})
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("reconciler: %w", err)
+}
+
+// passOnce runs one reconcile pass, then counts and logs what it did.
+func (r *reconciler) passOnce(ctx context.Context, m *metrics, log zerolog.Logger) {
+	acts, err := r.pass(ctx)
+	for _, a := range acts {
+		m.record(a)
+		logAction(log, a)
 	}
-	log.Info().Msg("reconciler stopped")
-	return nil
+	switch {
+	case err != nil && ctx.Err() == nil:
+		m.passes.WithLabelValues("error").Inc()
+		log.Error().Err(err).Msg("reconcile pass")
+	case err == nil:
+		m.passes.WithLabelValues("ok").Inc()
+		log.Debug().Int("actions", len(acts)).Msg("reconcile pass done")
+	}
 }

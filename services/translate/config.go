@@ -2,11 +2,12 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/worker"
 )
 
 // Config is translate's configuration, read once from the environment.
@@ -16,16 +17,13 @@ type Config struct {
 	// TimeoutSeconds bounds one run of the step (one batch).
 	TimeoutSeconds int `env:"TIMEOUT_TRANSLATE_SECONDS" envDefault:"300"`
 
-	// Engine selection (see pkg/speech): apertium (embedded), openai
-	// (chat completions, e.g. Zhipu GLM) or apy (Apertium APy).
-	Engine  string `env:"TRANSLATE_ENGINE" envDefault:"apertium"`
-	BaseURL string `env:"TRANSLATE_BASE_URL"`
-	APIKey  string `env:"TRANSLATE_API_KEY"`
-	Model   string `env:"TRANSLATE_MODEL"`
+	// Engine (see pkg/speech): apertium (embedded), openai (chat
+	// completions, e.g. Zhipu GLM) or apy (Apertium APy).
+	Engine config.Engine `env:"TRANSLATE_ENGINE" envDefault:"apertium" envPrefix:"TRANSLATE_"`
 
-	// BatchSize is the number of texts per engine call (a message's
+	// TranslateBatch is the number of texts per engine call (a message's
 	// batch_size overrides it).
-	BatchSize int `env:"TRANSLATE_BATCH_SIZE" envDefault:"20"`
+	config.TranslateBatch
 	// ItemMaxRetries is the number of tries of one text after its batch
 	// failed.
 	ItemMaxRetries int `env:"TRANSLATE_ITEM_MAX_RETRIES" envDefault:"3"`
@@ -35,16 +33,9 @@ type Config struct {
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Speech().Validate()}
-	if c.TimeoutSeconds < 1 {
-		errs = append(errs, fmt.Errorf("TIMEOUT_TRANSLATE_SECONDS %d: want at least 1", c.TimeoutSeconds))
-	}
-	if c.BatchSize < 1 || c.BatchSize > 1000 {
-		errs = append(errs, fmt.Errorf("TRANSLATE_BATCH_SIZE %d: want 1..1000", c.BatchSize))
-	}
-	if c.ItemMaxRetries < 1 {
-		errs = append(errs, fmt.Errorf("TRANSLATE_ITEM_MAX_RETRIES %d: want at least 1", c.ItemMaxRetries))
-	}
+	errs := []error{c.Common.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
+		config.AtLeast("TIMEOUT_TRANSLATE_SECONDS", c.TimeoutSeconds, 1),
+		config.AtLeast("TRANSLATE_ITEM_MAX_RETRIES", c.ItemMaxRetries, 1)}
 	if c.MaxTextLength < 0 {
 		errs = append(errs, errors.New("TRANSLATE_MAX_TEXT_LENGTH: want 0 (no limit) or more"))
 	}
@@ -57,8 +48,21 @@ func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds
 // Speech maps the translation settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {
 	return speech.Config{
-		TranslateEngine: c.Engine, TranslateBaseURL: c.BaseURL, TranslateAPIKey: c.APIKey, TranslateModel: c.Model,
-		TranslateBatchSize: c.BatchSize, TranslateItemMaxRetries: c.ItemMaxRetries,
+		TranslateEngine: c.Engine.Name, TranslateBaseURL: c.Engine.BaseURL, TranslateAPIKey: c.Engine.APIKey,
+		TranslateModel:     c.Engine.Model,
+		TranslateBatchSize: c.TranslateBatchSize, TranslateItemMaxRetries: c.ItemMaxRetries,
 		TranslateMaxTextLength: c.MaxTextLength,
 	}
 }
+
+// run serves the translate step with the configuration in environ until ctx is
+// cancelled.
+var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	batcher, err := speech.NewTranslator(c.Speech())
+	if err != nil {
+		return nil, err
+	}
+	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.TranslateBatchSize).Int("item_max_retries", c.ItemMaxRetries).
+		Int("max_text_length", c.MaxTextLength).Msg("translate starting")
+	return &handler{db: d.Pool, batcher: *batcher}, nil
+})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -34,7 +36,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	for _, id := range p.SegmentIDs {
 		idx, err := wire.SegmentIndex(id)
 		if err != nil {
-			return step.Permanent(fmt.Errorf("segment_ids: %w", err))
+			return fault.Permanent(fmt.Errorf("segment_ids: %w", err))
 		}
 		want = append(want, int32(idx))
 	}
@@ -42,7 +44,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	err := h.db.QueryRow(ctx, `SELECT speaker_id FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return step.Permanent(fmt.Errorf("task %s not found", env.TaskID))
+		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
 	case err != nil:
 		return fmt.Errorf("read task %s: %w", env.TaskID, err)
 	}
@@ -52,9 +54,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	if len(texts) > 0 {
-		b := h.batcher
-		if p.BatchSize > 0 {
-			b.BatchSize = p.BatchSize
+		b, err := h.translator(ctx, env, p)
+		if err != nil {
+			return err
 		}
 		out, err := b.Translate(ctx, texts, p.SourceLanguage, p.TargetLanguage)
 		if err != nil {
@@ -73,10 +75,33 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 			WHERE s.task_id = $1 AND s.idx = t.idx AND s.mt_text IS NULL`, env.TaskID, idx, out)
 	}
 	msg.Log.Info().Int("segments", len(want)).Int("translated", len(texts)).Msg("batch translated")
-	if err := msg.EmitWhenStepDone(wire.StepTTS, wire.TTS{TaskID: env.TaskID, SpeakerID: speaker}); err != nil {
-		return step.Permanent(err)
+	// Batches run while asr's later chunks are still transcribed: tts
+	// waits for both steps.
+	if err := msg.EmitWhenStepsDone(wire.StepTTS, wire.TTS{TaskID: env.TaskID, SpeakerID: speaker}, wire.StepASR); err != nil {
+		return fault.Permanent(err)
 	}
 	return nil
+}
+
+// translator is the configured Batcher with the message's batch size and
+// the task's glossary, if it has one.
+func (h *handler) translator(ctx context.Context, env *wire.Envelope, p wire.Translate) (speech.Batcher, error) {
+	b := h.batcher
+	if p.BatchSize > 0 {
+		b.BatchSize = p.BatchSize
+	}
+	glossary, err := dub.Glossary(ctx, h.db, env.TaskID)
+	if err != nil {
+		return b, err
+	}
+	if len(glossary) > 0 {
+		terms := make([]speech.Term, len(glossary))
+		for i, t := range glossary {
+			terms[i] = speech.Term{Source: t.Source, Target: t.Target}
+		}
+		b.Engine = speech.WithGlossary(b.Engine, terms)
+	}
+	return b, nil
 }
 
 // pending returns the batch's segments that have no translation yet, in
@@ -108,7 +133,7 @@ func (h *handler) pending(ctx context.Context, env *wire.Envelope, want []int32)
 	}
 	for _, i := range want {
 		if !found[i] {
-			return nil, nil, step.Permanent(fmt.Errorf("segment %s of task %s not found", wire.SegmentID(int(i)), env.TaskID))
+			return nil, nil, fault.Permanent(fmt.Errorf("segment %s of task %s not found", wire.SegmentID(int(i)), env.TaskID))
 		}
 	}
 	return idx, texts, nil

@@ -59,6 +59,7 @@ func TestTranslate(t *testing.T) {
 	s.Start()
 	t.Run("fan-in emits exactly one tts", func(t *testing.T) { fanIn(t, s) })
 	t.Run("missing segment is permanent", func(t *testing.T) { missingSegment(t, s) })
+	t.Run("glossary", func(t *testing.T) { glossary(t, s) })
 }
 
 func fanIn(t *testing.T, s *testenv.Stack) {
@@ -107,14 +108,8 @@ func fanIn(t *testing.T, s *testenv.Stack) {
 
 	// A duplicate of a finished batch is skipped and emits nothing.
 	s.Publish(msgs[2])
-	tts, err := wire.Decode(s.Next("task.tts", 10e9))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var p wire.TTS
-	if err := tts.UnmarshalPayload(&p); err != nil {
-		t.Fatal(err)
-	}
+	tts := s.NextMessage(t, "task.tts", &p)
 	if tts.TaskID != id || tts.TraceID != "trace-fanin" || p.TaskID != id || p.SpeakerID != "es+f2" {
 		t.Errorf("tts message %+v payload %+v", tts, p)
 	}

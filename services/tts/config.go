@@ -2,12 +2,14 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/worker"
 )
 
 // Config is tts's configuration, read once from the environment.
@@ -17,40 +19,60 @@ type Config struct {
 	// TimeoutSeconds bounds one run of the step (the whole task).
 	TimeoutSeconds int `env:"TIMEOUT_TTS_SECONDS" envDefault:"1200"`
 
-	// Engine selection (see pkg/speech): espeak (embedded), tts_service
-	// (the seed's POST /synthesize) or openai (/v1/audio/speech).
-	Engine  string `env:"TTS_ENGINE" envDefault:"espeak"`
-	BaseURL string `env:"TTS_BASE_URL"`
-	APIKey  string `env:"TTS_API_KEY"`
-	Model   string `env:"TTS_MODEL"`
+	// Engine (see pkg/speech): espeak (embedded), tts_service (a speech
+	// service answering POST /synthesize) or openai (/v1/audio/speech).
+	Engine config.Engine `env:"TTS_ENGINE" envDefault:"espeak" envPrefix:"TTS_"`
 	// Voice is used when the task names no speaker.
 	Voice string `env:"TTS_VOICE"`
 
-	// The seed's settings; a message's batch_size, max_concurrency,
+	// How segments are synthesized: BatchSize segments per batch,
+	// MaxConcurrency at a time, each tried again up to SegmentMaxRetries
+	// times RetryDelaySeconds apart (the step's own retries, STEP_MAX_RETRIES,
+	// come after those). A message's batch_size, max_concurrency,
 	// max_retries and retry_delay_sec override them.
 	BatchSize         int     `env:"TTS_BATCH_SIZE" envDefault:"20"`
 	MaxConcurrency    int     `env:"TTS_MAX_CONCURRENCY" envDefault:"4"`
-	MaxRetries        int     `env:"TTS_MAX_RETRIES" envDefault:"3"`
+	SegmentMaxRetries int     `env:"TTS_MAX_RETRIES" envDefault:"3"`
 	RetryDelaySeconds float64 `env:"TTS_RETRY_DELAY_SECONDS" envDefault:"2"`
+	// MaxRate bounds how much faster than its default rate the engine may
+	// speak to fit a line (espeak-ng's words per minute, a remote engine's
+	// speed): 1.3 by default, like mux_video's MUX_MAX_SPEEDUP.
+	MaxRate float64 `env:"TTS_MAX_RATE" envDefault:"1.3"`
+
+	// A voice per speaker: up to MaxSpeakers speakers are told apart (1:
+	// one voice for all), each given a voice of its register from
+	// VoicesLow/VoicesHigh ("{lang}" becomes the target language); empty
+	// lists take espeak-ng's variants for the espeak engine, and the
+	// task's voice for every speaker otherwise.
+	MaxSpeakers   int      `env:"TTS_MAX_SPEAKERS" envDefault:"4"`
+	VoicesLow     []string `env:"TTS_VOICES_LOW"`
+	VoicesHigh    []string `env:"TTS_VOICES_HIGH"`
+	MaxAudioBytes int64    `env:"MAX_AUDIO_BYTES" envDefault:"1073741824"`
+}
+
+// Voicing is the voice-per-speaker setting.
+func (c *Config) Voicing() voicing {
+	v := voicing{maxSpeakers: c.MaxSpeakers, maxAudioBytes: c.MaxAudioBytes,
+		voices: speaker.Voices{Low: c.VoicesLow, High: c.VoicesHigh}}
+	if len(v.voices.Low)+len(v.voices.High) == 0 && c.Engine.Name == "espeak" {
+		v.voices = speaker.EspeakVoices
+	}
+	return v
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Speech().Validate()}
-	if c.TimeoutSeconds < 1 {
-		errs = append(errs, fmt.Errorf("TIMEOUT_TTS_SECONDS %d: want at least 1", c.TimeoutSeconds))
-	}
-	if c.BatchSize < 1 || c.BatchSize > 1000 {
-		errs = append(errs, fmt.Errorf("TTS_BATCH_SIZE %d: want 1..1000", c.BatchSize))
-	}
-	if c.MaxConcurrency < 1 || c.MaxConcurrency > 64 {
-		errs = append(errs, fmt.Errorf("TTS_MAX_CONCURRENCY %d: want 1..64", c.MaxConcurrency))
-	}
-	if c.MaxRetries < 0 || c.MaxRetries > 20 {
-		errs = append(errs, fmt.Errorf("TTS_MAX_RETRIES %d: want 0..20", c.MaxRetries))
-	}
+	errs := []error{c.Common.Validate(), c.Speech().Validate(),
+		config.AtLeast("TIMEOUT_TTS_SECONDS", c.TimeoutSeconds, 1),
+		config.Between("TTS_BATCH_SIZE", c.BatchSize, 1, 1000),
+		config.Between("TTS_MAX_CONCURRENCY", c.MaxConcurrency, 1, 64),
+		config.Between("TTS_MAX_SPEAKERS", c.MaxSpeakers, 1, 8),
+		config.Between("TTS_MAX_RETRIES", c.SegmentMaxRetries, 0, 20)}
 	if c.RetryDelaySeconds < 0 || c.RetryDelaySeconds > 300 || math.IsNaN(c.RetryDelaySeconds) {
 		errs = append(errs, errors.New("TTS_RETRY_DELAY_SECONDS: want 0..300"))
+	}
+	if c.MaxRate < 1 || c.MaxRate > 2 || math.IsNaN(c.MaxRate) {
+		errs = append(errs, errors.New("TTS_MAX_RATE: want 1..2"))
 	}
 	return errors.Join(errs...)
 }
@@ -60,11 +82,24 @@ func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds
 
 // Speech maps the synthesis settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {
-	return speech.Config{TTSEngine: c.Engine, TTSBaseURL: c.BaseURL, TTSAPIKey: c.APIKey, TTSModel: c.Model, TTSVoice: c.Voice}
+	return speech.Config{TTSEngine: c.Engine.Name, TTSBaseURL: c.Engine.BaseURL, TTSAPIKey: c.Engine.APIKey,
+		TTSModel: c.Engine.Model, TTSVoice: c.Voice}
 }
 
 // Settings are the configured batch, concurrency and retry settings.
 func (c *Config) Settings() settings {
-	return settings{batchSize: c.BatchSize, concurrency: c.MaxConcurrency, maxRetries: c.MaxRetries,
-		retryDelay: time.Duration(c.RetryDelaySeconds * float64(time.Second))}
+	return settings{batchSize: c.BatchSize, concurrency: c.MaxConcurrency, maxRetries: c.SegmentMaxRetries,
+		retryDelay: time.Duration(c.RetryDelaySeconds * float64(time.Second)), maxRate: c.MaxRate}
 }
+
+// run serves the tts step with the configuration in environ until ctx is
+// cancelled.
+var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	engine, err := speech.NewSynthesizer(c.Speech())
+	if err != nil {
+		return nil, err
+	}
+	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.BatchSize).Int("max_concurrency", c.MaxConcurrency).
+		Int("segment_max_retries", c.SegmentMaxRetries).Float64("retry_delay_seconds", c.RetryDelaySeconds).Msg("tts starting")
+	return &handler{db: d.Pool, objects: d.Blob, tts: engine, defaults: c.Settings(), voicing: c.Voicing()}, nil
+})

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
@@ -29,12 +30,15 @@ type synthesizer interface {
 // objects is the part of the object store tts uses.
 type objects interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	GetFile(ctx context.Context, key, path string, maxBytes int64) error
 }
 
 // settings are the batch, concurrency and retry settings of one run.
 type settings struct {
 	batchSize, concurrency, maxRetries int
 	retryDelay                         time.Duration
+	// maxRate bounds the engine's own speed-up (TTS_MAX_RATE).
+	maxRate float64
 }
 
 // override applies a message's settings over the configured ones.
@@ -60,6 +64,7 @@ type handler struct {
 	objects  objects
 	tts      synthesizer
 	defaults settings
+	voicing  voicing
 }
 
 // task is what tts reads from a task's row.
@@ -67,6 +72,8 @@ type task struct {
 	id                             uuid.UUID
 	language, speaker              string
 	sourceVideoKey, outputVideoKey string
+	// version is the output version being built (wire.TTS.Version).
+	version int
 }
 
 // segment is one segment still without audio, with the slot its speech
@@ -75,6 +82,8 @@ type segment struct {
 	idx, startMS, endMS int
 	slotMS              int
 	text                *string
+	// voice is the voice chosen for the segment's speaker ("": the task's).
+	voice string
 }
 
 // failure is a segment whose synthesis failed for good in this run.
@@ -100,7 +109,24 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if p.SpeakerID != "" {
 		t.speaker = p.SpeakerID
 	}
+	t.version = p.Version
+	if err := h.assignSpeakers(ctx, msg, t); err != nil {
+		return err
+	}
+	done, failed, err := h.synthesizeAll(ctx, t, set, msg)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return compensate(msg, t, failed, set)
+	}
 
+	return h.finish(ctx, msg, t, done)
+}
+
+// synthesizeAll synthesizes every segment of t without audio, in batches,
+// and returns how many it did and which failed for good.
+func (h *handler) synthesizeAll(ctx context.Context, t task, set settings, msg *step.Message) (int, []failure, error) {
 	var (
 		mu       sync.Mutex
 		failed   []failure
@@ -111,7 +137,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	for {
 		segs, err := h.pending(ctx, t.id, lastIdx, set.batchSize)
 		if err != nil {
-			return err
+			return done, failed, err
 		}
 		if len(segs) == 0 {
 			break
@@ -137,14 +163,16 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 			})
 		}
 		if err := g.Wait(); err != nil {
-			return err
+			return done, failed, err
 		}
 		lastIdx = segs[len(segs)-1].idx
 	}
-	if len(failed) > 0 {
-		return compensate(msg, t, failed, set)
-	}
+	return done, failed, nil
+}
 
+// finish checks that every segment has audio, then emits the mux_video
+// message of the version being built.
+func (h *handler) finish(ctx context.Context, msg *step.Message, t task, done int) error {
 	var missing int
 	if err := h.db.QueryRow(ctx, `SELECT count(*) FROM segments WHERE task_id = $1 AND tts_audio_key IS NULL`, t.id).Scan(&missing); err != nil {
 		return fmt.Errorf("count segments without audio: %w", err)
@@ -154,12 +182,18 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	msg.Log.Info().Int("synthesized", done).Msg("every segment has audio")
 	msg.Apply(lifecycle.Resume(lifecycle.RefOf(msg.Envelope)))
-	keys := wire.DefaultKeys(t.id)
+	keys := wire.VersionKeys(t.id, t.version)
+	output := firstNonEmpty(t.outputVideoKey, keys.OutputVideo)
+	if t.version > 1 {
+		// A re-dub writes a version of its own; earlier outputs stay.
+		output = keys.OutputVideo
+	}
 	return msg.Emit(wire.StepMuxVideo, wire.MuxVideo{
 		TaskID:         t.id,
 		SourceVideoKey: firstNonEmpty(t.sourceVideoKey, keys.SourceVideo),
 		TTSAudioKey:    keys.DubAudio,
-		OutputVideoKey: firstNonEmpty(t.outputVideoKey, keys.OutputVideo),
+		OutputVideoKey: output,
+		Version:        t.version,
 	})
 }
 
@@ -170,7 +204,7 @@ func (h *handler) task(ctx context.Context, id uuid.UUID) (task, error) {
 		FROM tasks WHERE id = $1`, id).Scan(&t.language, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return t, step.Permanent(fmt.Errorf("task %s not found", id))
+		return t, fault.Permanent(fmt.Errorf("task %s not found", id))
 	case err != nil:
 		return t, fmt.Errorf("read task %s: %w", id, err)
 	}
@@ -179,8 +213,8 @@ func (h *handler) task(ctx context.Context, id uuid.UUID) (task, error) {
 
 // pending returns up to limit segments after idx without audio, in order.
 func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int) ([]segment, error) {
-	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms, next_start, mt_text FROM (
-		    SELECT idx, start_ms, end_ms, mt_text, tts_audio_key,
+	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms, next_start, mt_text, voice FROM (
+		    SELECT idx, start_ms, end_ms, mt_text, tts_audio_key, voice,
 		           lead(start_ms) OVER (ORDER BY idx) AS next_start
 		      FROM segments WHERE task_id = $1) s
 		WHERE tts_audio_key IS NULL AND idx > $2 ORDER BY idx LIMIT $3`, id, after, limit)
@@ -192,7 +226,7 @@ func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int) (
 	for rows.Next() {
 		var s segment
 		var next *int
-		if err := rows.Scan(&s.idx, &s.startMS, &s.endMS, &next, &s.text); err != nil {
+		if err := rows.Scan(&s.idx, &s.startMS, &s.endMS, &next, &s.text, &s.voice); err != nil {
 			return nil, fmt.Errorf("read segments of %s: %w", id, err)
 		}
 		s.slotMS = s.endMS - s.startMS
@@ -213,7 +247,7 @@ func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int) (
 // trouble that stops the whole run.
 func (h *handler) segment(ctx context.Context, t task, s segment, set settings, msg *step.Message) (ferr, err error) {
 	if s.text == nil {
-		return nil, step.Permanent(fmt.Errorf("segment %d of task %s has no translation", s.idx, t.id))
+		return nil, fault.Permanent(fmt.Errorf("segment %d of task %s has no translation", s.idx, t.id))
 	}
 	if *s.text == "" {
 		// Nothing to say: mux_video plays silence in its slot.
@@ -224,8 +258,10 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 		}
 		return nil, nil
 	}
-	req := speech.SynthesisRequest{Text: *s.text, Language: t.language, Voice: t.speaker,
-		TargetDuration: time.Duration(s.slotMS) * time.Millisecond}
+	// The engine's rate aims at the source line itself, within the bound;
+	// mux_video then stretches, then borrows the silence after the line.
+	req := speech.SynthesisRequest{Text: *s.text, Language: t.language, Voice: firstNonEmpty(s.voice, t.speaker),
+		TargetDuration: time.Duration(s.endMS-s.startMS) * time.Millisecond, MaxRate: set.maxRate}
 	var audio *speech.Audio
 	for try := 1; ; try++ {
 		audio, err = h.tts.Synthesize(ctx, req)
@@ -235,12 +271,12 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("synthesize segment %d: %w", s.idx, err)
 		}
-		if try > set.maxRetries || step.IsPermanent(err) {
+		if try > set.maxRetries || fault.IsPermanent(err) {
 			msg.Log.Warn().Err(err).Int("segment", s.idx).Int("tries", try).Msg("segment synthesis failed")
 			return fmt.Errorf("synthesize segment %d (%d tries): %w", s.idx, try, err), nil
 		}
 		delay := set.retryDelay
-		if hint, ok := step.RetryAfterHint(err); ok && hint > delay {
+		if hint, ok := fault.RetryAfterHint(err); ok && hint > delay {
 			delay = hint
 		}
 		select {
@@ -258,12 +294,12 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 	if err != nil {
 		return nil, fmt.Errorf("encode params of segment %d: %w", s.idx, err)
 	}
-	key := wire.SegmentKey(t.id, s.idx)
+	key := wire.SegmentVersionKey(t.id, s.idx, t.version)
 	if err := h.objects.Put(ctx, key, bytes.NewReader(audio.WAV), int64(len(audio.WAV)), "audio/wav"); err != nil {
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
-	if _, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = $3, tts_params_json = $4, tts_error = ''
-		WHERE task_id = $1 AND idx = $2`, t.id, s.idx, key, pj); err != nil {
+	if _, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = $3, tts_params_json = $4, tts_error = '',
+		voice = $5 WHERE task_id = $1 AND idx = $2`, t.id, s.idx, key, pj, usedVoice(req, audio)); err != nil {
 		return nil, fmt.Errorf("record segment %d: %w", s.idx, err)
 	}
 	return nil, nil
@@ -286,7 +322,7 @@ func compensate(msg *step.Message, t task, failed []failure, set settings) error
 	}
 	reason := fmt.Sprintf("tts: %d segments failed after %d retries; first: %v", len(failed), set.maxRetries, failed[0].err)
 	msg.Apply(lifecycle.Compensate(lifecycle.RefOf(msg.Envelope), reason))
-	return step.Park(errors.New(reason))
+	return fault.Park(errors.New(reason))
 }
 
 func firstNonEmpty(values ...string) string {
@@ -296,4 +332,13 @@ func firstNonEmpty(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// usedVoice is the voice a clip was spoken with: the engine's own name for
+// it when it reports one, else the one asked for.
+func usedVoice(req speech.SynthesisRequest, audio *speech.Audio) string {
+	if v, ok := audio.Params["voice"].(string); ok && v != "" {
+		return v
+	}
+	return req.Voice
 }

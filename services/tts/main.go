@@ -5,45 +5,10 @@
 // task for an operator.
 package main
 
-import (
-	"context"
-
-	"github.com/dubflow/dubflow/pkg/broker"
-	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/speech"
-	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
-)
+import "github.com/dubflow/dubflow/pkg/worker"
 
 const service = "tts"
 
+// main serves the step; run (config.go) builds its handler from the
+// configuration.
 func main() { worker.Main(service, run) }
-
-// run serves task.tts with the configuration in environ until ctx is
-// cancelled.
-func run(ctx context.Context, environ map[string]string) error {
-	var cfg Config
-	if err := config.Load(environ, &cfg); err != nil {
-		return err
-	}
-	log := worker.NewLogger(service, cfg.Common, nil)
-	engine, err := speech.NewSynthesizer(cfg.Speech())
-	if err != nil {
-		return err
-	}
-	deps, err := worker.Open(ctx, service, cfg.Common, log)
-	if err != nil {
-		return err
-	}
-	defer deps.Close()
-	log.Info().Str("engine", cfg.Engine).Int("batch_size", cfg.BatchSize).Int("max_concurrency", cfg.MaxConcurrency).
-		Int("max_retries", cfg.MaxRetries).Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Msg("tts starting")
-	h := &handler{db: deps.Pool, objects: deps.Blob, tts: engine, defaults: cfg.Settings()}
-	return deps.Serve(ctx, broker.QueueTTS, []step.Route{{
-		Step:    wire.StepTTS,
-		After:   wire.Previous(wire.StepTTS),
-		Timeout: cfg.Timeout(),
-		Handler: h,
-	}})
-}

@@ -115,14 +115,17 @@ func synthesizes(t *testing.T, s *testenv.Stack) {
 		t.Fatalf("tts %s: %+v", got, s.Task(id))
 	}
 	segs := segments(s, id)
-	for _, c := range []struct{ idx, slot int }{{0, 2500}, {3, 1500}} {
+	// The engine aims at the source line (not the slot up to the next
+	// one), at most 1.3 times its default rate (TTS_MAX_RATE).
+	for _, c := range []struct{ idx, slot, line int }{{0, 2500, 1500}, {3, 1500, 1500}} {
 		r := segs[c.idx]
 		if r.key == nil || *r.key != wire.SegmentKey(id, c.idx) {
 			t.Errorf("segment %d: key %v", c.idx, r.key)
 			continue
 		}
-		if r.params["engine"] != "espeak-ng" || r.params["slot_ms"] != float64(c.slot) || r.params["target_duration_ms"] != float64(c.slot) {
-			t.Errorf("segment %d: params %v, want espeak-ng aiming at the %d ms slot", c.idx, r.params, c.slot)
+		if r.params["engine"] != "espeak-ng" || r.params["slot_ms"] != float64(c.slot) || r.params["target_duration_ms"] != float64(c.line) ||
+			r.params["rate_wpm"].(float64) > 227 {
+			t.Errorf("segment %d: params %v, want espeak-ng aiming at the %d ms line, at most 227 wpm", c.idx, r.params, c.line)
 		}
 		wav, err := s.Blob.Get(ctx, *r.key, 16<<20)
 		if err != nil {
@@ -143,14 +146,8 @@ func synthesizes(t *testing.T, s *testenv.Stack) {
 		t.Errorf("segment with audio was synthesized again")
 	}
 
-	m, err := wire.Decode(s.Next("task.mux_video", 10e9))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var p wire.MuxVideo
-	if err := m.UnmarshalPayload(&p); err != nil {
-		t.Fatal(err)
-	}
+	m := s.NextMessage(t, "task.mux_video", &p)
 	keys := wire.DefaultKeys(id)
 	if m.TaskID != id || p != (wire.MuxVideo{TaskID: id, SourceVideoKey: keys.SourceVideo, TTSAudioKey: keys.DubAudio, OutputVideoKey: keys.OutputVideo}) {
 		t.Errorf("mux_video message %+v payload %+v", m, p)

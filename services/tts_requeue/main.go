@@ -15,19 +15,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/service"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], config.Environ(), os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "tts_requeue:", err)
-		os.Exit(1)
-	}
+	service.Main("tts_requeue", func(ctx context.Context, environ map[string]string) error {
+		return run(ctx, os.Args[1:], environ, os.Stdout, os.Stderr)
+	})
 }

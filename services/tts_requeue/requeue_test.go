@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -27,15 +28,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.Postgres(t)
 	url := testenv.AMQP(t)
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.Channel(t, url)
 	if err := broker.Declare(ch); err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +80,13 @@ func (f *fixture) task(t *testing.T, status string, idle time.Duration, n int, m
 	return id
 }
 
-func (f *fixture) run(t *testing.T, args ...string) []Task {
+func (f *fixture) run(t *testing.T, args ...string) []compensation.Task {
 	t.Helper()
 	var out bytes.Buffer
 	if err := run(context.Background(), append(args, "-json"), f.env, &out, io.Discard); err != nil {
 		t.Fatalf("tts_requeue %v: %v", args, err)
 	}
-	var tasks []Task
+	var tasks []compensation.Task
 	if err := json.Unmarshal(out.Bytes(), &tasks); err != nil {
 		t.Fatalf("output %q: %v", out.String(), err)
 	}
@@ -103,21 +96,7 @@ func (f *fixture) run(t *testing.T, args ...string) []Task {
 // messages drains task.tts.
 func (f *fixture) messages(t *testing.T) []*wire.Envelope {
 	t.Helper()
-	var out []*wire.Envelope
-	for {
-		d, ok, err := f.ch.Get(broker.QueueTTS, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			return out
-		}
-		env, err := wire.Decode(d.Body)
-		if err != nil {
-			t.Fatalf("message: %v", err)
-		}
-		out = append(out, env)
-	}
+	return testenv.Drain(t, f.ch, broker.QueueTTS)
 }
 
 func (f *fixture) status(t *testing.T, id uuid.UUID) string {

@@ -78,19 +78,38 @@ func RawRelay(ctx context.Context, url string, hops int, opts RelayOptions) (tim
 		return 0, fmt.Errorf("relay: dial: %w", err)
 	}
 	defer pubConn.Close()
-
-	pub, err := pubConn.Channel()
+	publish, err := openPublisher(pubConn, opts)
 	if err != nil {
-		return 0, fmt.Errorf("relay: open channel: %w", err)
+		return 0, err
+	}
+	for range opts.Seed {
+		if err := publish(ctx); err != nil {
+			return 0, fmt.Errorf("relay: seed: %w", err)
+		}
+	}
+	sub, err := openSubscriber(subConn, opts)
+	if err != nil {
+		return 0, err
+	}
+	return relayHops(ctx, sub, publish, hops, opts)
+}
+
+// openPublisher declares the topology, purges the queue and returns a
+// function that publishes one message with a confirm on a confirm-mode
+// channel of conn.
+func openPublisher(conn *amqp.Connection, opts RelayOptions) (func(context.Context) error, error) {
+	pub, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("relay: open channel: %w", err)
 	}
 	if err := broker.Declare(pub); err != nil {
-		return 0, fmt.Errorf("relay: %w", err)
+		return nil, fmt.Errorf("relay: %w", err)
 	}
 	if _, err := pub.QueuePurge(opts.Queue, false); err != nil {
-		return 0, fmt.Errorf("relay: purge %s: %w", opts.Queue, err)
+		return nil, fmt.Errorf("relay: purge %s: %w", opts.Queue, err)
 	}
 	if err := pub.Confirm(false); err != nil {
-		return 0, fmt.Errorf("relay: enable confirms: %w", err)
+		return nil, fmt.Errorf("relay: enable confirms: %w", err)
 	}
 	var returned atomic.Int64
 	returns := pub.NotifyReturn(make(chan amqp.Return, 1))
@@ -99,13 +118,9 @@ func RawRelay(ctx context.Context, url string, hops int, opts RelayOptions) (tim
 			returned.Add(1)
 		}
 	}()
-	closes := pub.NotifyClose(make(chan *amqp.Error, 1))
-	go func() {
-		for range closes {
-		}
-	}()
+	drain(pub.NotifyClose(make(chan *amqp.Error, 1)))
 	msg := amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: broker.ContentTypeJSON, Body: opts.Body}
-	publish := func(ctx context.Context) error {
+	return func(ctx context.Context) error {
 		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, opts.Queue, true, false, msg)
 		if err != nil {
 			return fmt.Errorf("publish: %w", err)
@@ -121,96 +136,128 @@ func RawRelay(ctx context.Context, url string, hops int, opts RelayOptions) (tim
 			return errors.New("publish: returned unroutable")
 		}
 		return nil
-	}
-	for range opts.Seed {
-		if err := publish(ctx); err != nil {
-			return 0, fmt.Errorf("relay: seed: %w", err)
-		}
-	}
+	}, nil
+}
 
-	sub, err := subConn.Channel()
+// openSubscriber opens the consuming channel with the prefetch.
+func openSubscriber(conn *amqp.Connection, opts RelayOptions) (*amqp.Channel, error) {
+	sub, err := conn.Channel()
 	if err != nil {
-		return 0, fmt.Errorf("relay: open channel: %w", err)
+		return nil, fmt.Errorf("relay: open channel: %w", err)
 	}
 	if err := sub.Qos(opts.Prefetch, 0, false); err != nil {
-		return 0, fmt.Errorf("relay: qos: %w", err)
+		return nil, fmt.Errorf("relay: qos: %w", err)
 	}
-	subCloses := sub.NotifyClose(make(chan *amqp.Error, 1))
+	drain(sub.NotifyClose(make(chan *amqp.Error, 1)))
+	return sub, nil
+}
+
+// drain empties a notification channel until the library closes it.
+func drain(closes <-chan *amqp.Error) {
 	go func() {
-		for range subCloses {
+		for range closes {
 		}
 	}()
+}
 
+// relay is one run of hops: what its workers share.
+type relay struct {
+	deliveries <-chan amqp.Delivery
+	publish    func(context.Context) error
+	work       func(ctx context.Context, body []byte) error
+	hops       int64
+	start      time.Time
+	cancel     context.CancelFunc
+
+	done     atomic.Int64
+	elapsed  time.Duration
+	finish   sync.Once
+	firstErr error
+	errOnce  sync.Once
+}
+
+// relayHops starts consuming and runs opts.Concurrency workers until hops
+// hops are done or one fails.
+func relayHops(ctx context.Context, sub *amqp.Channel, publish func(context.Context) error, hops int, opts RelayOptions) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		done     atomic.Int64
-		firstErr error
-		errOnce  sync.Once
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		cancel()
-	}
 	if opts.Started != nil {
 		opts.Started()
 	}
-	start := time.Now()
+	rl := &relay{publish: publish, work: opts.Work, hops: int64(hops), start: time.Now(), cancel: cancel}
 	deliveries, err := sub.Consume(opts.Queue, "relay", false, false, false, false, nil)
 	if err != nil {
 		return 0, fmt.Errorf("relay: consume %s: %w", opts.Queue, err)
 	}
-	var elapsed time.Duration
-	var finish sync.Once
+	rl.deliveries = deliveries
+	var wg sync.WaitGroup
 	for range opts.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case d, ok := <-deliveries:
-					if !ok {
-						fail(errors.New("relay: deliveries closed"))
-						return
-					}
-					if opts.Work != nil {
-						if err := opts.Work(ctx, d.Body); err != nil {
-							if ctx.Err() == nil {
-								fail(fmt.Errorf("relay: work: %w", err))
-							}
-							return
-						}
-					}
-					if err := publish(ctx); err != nil {
-						if ctx.Err() == nil {
-							fail(fmt.Errorf("relay: %w", err))
-						}
-						return
-					}
-					if err := d.Ack(false); err != nil {
-						fail(fmt.Errorf("relay: ack: %w", err))
-						return
-					}
-					if done.Add(1) == int64(hops) {
-						finish.Do(func() { elapsed = time.Since(start) })
-						cancel()
-						return
-					}
-				}
-			}
+			rl.worker(ctx)
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
+	if rl.firstErr != nil {
+		return 0, rl.firstErr
 	}
-	if done.Load() < int64(hops) {
-		return 0, fmt.Errorf("relay: %d of %d hops: %w", done.Load(), hops, context.Cause(ctx))
+	if rl.done.Load() < rl.hops {
+		return 0, fmt.Errorf("relay: %d of %d hops: %w", rl.done.Load(), hops, context.Cause(ctx))
 	}
-	return elapsed, nil
+	return rl.elapsed, nil
+}
+
+func (rl *relay) fail(err error) {
+	rl.errOnce.Do(func() { rl.firstErr = err })
+	rl.cancel()
+}
+
+// worker relays deliveries until the run ends.
+func (rl *relay) worker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d, ok := <-rl.deliveries:
+			if !ok {
+				rl.fail(errors.New("relay: deliveries closed"))
+				return
+			}
+			if !rl.hop(ctx, d) {
+				return
+			}
+		}
+	}
+}
+
+// hop does one hop: the work, the publish with its confirm, the ack. It
+// reports whether the worker goes on.
+func (rl *relay) hop(ctx context.Context, d amqp.Delivery) bool {
+	if rl.work != nil {
+		if err := rl.work(ctx, d.Body); err != nil {
+			if ctx.Err() == nil {
+				rl.fail(fmt.Errorf("relay: work: %w", err))
+			}
+			return false
+		}
+	}
+	if err := rl.publish(ctx); err != nil {
+		if ctx.Err() == nil {
+			rl.fail(fmt.Errorf("relay: %w", err))
+		}
+		return false
+	}
+	if err := d.Ack(false); err != nil {
+		rl.fail(fmt.Errorf("relay: ack: %w", err))
+		return false
+	}
+	if rl.done.Add(1) == rl.hops {
+		rl.finish.Do(func() { rl.elapsed = time.Since(rl.start) })
+		rl.cancel()
+		return false
+	}
+	return true
 }
 
 // BenchmarkRawRelay runs b.N hops of RawRelay on url and reports hops/s.

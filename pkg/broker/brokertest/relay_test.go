@@ -7,7 +7,6 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/testenv"
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
@@ -25,15 +24,7 @@ func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
 	}
 	// Every hop re-publishes before it acks, so the seeded messages are all
 	// still there once the relay has stopped.
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.Channel(t, url)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		q, err := ch.QueueDeclarePassive(broker.QueueTTS, true, false, false, false, nil)

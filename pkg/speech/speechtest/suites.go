@@ -67,66 +67,81 @@ type TranscriberSuite struct {
 
 // Run runs the suite as subtests of t.
 func (s TranscriberSuite) Run(t *testing.T) {
-	ctx := context.Background()
-	t.Run("speech", func(t *testing.T) {
-		segs, err := s.Engine.Transcribe(ctx, s.Speech, s.Language)
-		if err != nil {
-			t.Fatalf("Transcribe: %v", err)
-		}
-		if len(segs) == 0 {
-			t.Fatal("no segments for speech")
-		}
-		wav, err := os.ReadFile(s.Speech)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dur, err := speech.WAVDuration(wav)
-		if err != nil {
-			t.Fatal(err)
-		}
-		CheckTimeline(t, segs, dur)
-		var texts []string
-		for _, sg := range segs {
-			texts = append(texts, sg.Text)
-		}
-		hyp := strings.Join(texts, " ")
-		wer := WER(s.Reference, hyp)
-		t.Logf("WER %.3f: %q", wer, hyp)
-		if wer > s.MaxWER {
-			t.Errorf("word error rate %.3f > %.3f", wer, s.MaxWER)
-		}
-	})
-	t.Run("silence", func(t *testing.T) {
-		segs, err := s.Engine.Transcribe(ctx, WriteSilence(t, 3*time.Second), s.Language)
-		if err != nil {
-			t.Fatalf("Transcribe: %v", err)
-		}
-		if len(segs) != 0 {
-			t.Errorf("silence gave %d segments: %+v", len(segs), segs)
-		}
-	})
+	t.Run("speech", s.speech)
+	t.Run("silence", s.silence)
 	if s.Unsupported != "" {
-		t.Run("unsupported language", func(t *testing.T) {
-			_, err := s.Engine.Transcribe(ctx, s.Speech, s.Unsupported)
-			CheckUnsupported(t, err)
-		})
+		t.Run("unsupported language", s.unsupported)
 	}
-	t.Run("not a wav", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "junk.wav")
-		if err := os.WriteFile(p, []byte("<html>not audio</html>"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Engine.Transcribe(ctx, p, s.Language); err == nil {
-			t.Error("junk input transcribed without error")
-		}
-	})
-	t.Run("canceled", func(t *testing.T) {
-		cctx, cancel := context.WithCancel(ctx)
-		cancel()
-		if _, err := s.Engine.Transcribe(cctx, s.Speech, s.Language); err == nil {
-			t.Error("a canceled context gave no error")
-		}
-	})
+	t.Run("not a wav", s.notWAV)
+	t.Run("canceled", s.canceled)
+}
+
+// speech transcribes Speech: a timeline that holds, within MaxWER of
+// Reference.
+func (s TranscriberSuite) speech(t *testing.T) {
+	segs, err := s.Engine.Transcribe(context.Background(), s.Speech, s.Language)
+	if err != nil {
+		t.Fatalf("Transcribe: %v", err)
+	}
+	if len(segs) == 0 {
+		t.Fatal("no segments for speech")
+	}
+	wav, err := os.ReadFile(s.Speech)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dur, err := speech.WAVDuration(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CheckTimeline(t, segs, dur)
+	var texts []string
+	for _, sg := range segs {
+		texts = append(texts, sg.Text)
+	}
+	hyp := strings.Join(texts, " ")
+	wer := WER(s.Reference, hyp)
+	t.Logf("WER %.3f: %q", wer, hyp)
+	if wer > s.MaxWER {
+		t.Errorf("word error rate %.3f > %.3f", wer, s.MaxWER)
+	}
+}
+
+// silence gives no segments.
+func (s TranscriberSuite) silence(t *testing.T) {
+	segs, err := s.Engine.Transcribe(context.Background(), WriteSilence(t, 3*time.Second), s.Language)
+	if err != nil {
+		t.Fatalf("Transcribe: %v", err)
+	}
+	if len(segs) != 0 {
+		t.Errorf("silence gave %d segments: %+v", len(segs), segs)
+	}
+}
+
+// unsupported refuses the Unsupported language permanently.
+func (s TranscriberSuite) unsupported(t *testing.T) {
+	_, err := s.Engine.Transcribe(context.Background(), s.Speech, s.Unsupported)
+	CheckUnsupported(t, err)
+}
+
+// notWAV fails on a file that is not audio.
+func (s TranscriberSuite) notWAV(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "junk.wav")
+	if err := os.WriteFile(p, []byte("<html>not audio</html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Engine.Transcribe(context.Background(), p, s.Language); err == nil {
+		t.Error("junk input transcribed without error")
+	}
+}
+
+// canceled fails under a canceled context.
+func (s TranscriberSuite) canceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Engine.Transcribe(ctx, s.Speech, s.Language); err == nil {
+		t.Error("a canceled context gave no error")
+	}
 }
 
 // CheckTimeline checks that segments are in order, do not overlap, lie
@@ -175,68 +190,83 @@ type TranslatorSuite struct {
 
 // Run runs the suite as subtests of t.
 func (s TranslatorSuite) Run(t *testing.T) {
-	ctx := context.Background()
-	t.Run("one line", func(t *testing.T) {
-		got, err := s.Engine.Translate(ctx, []string{"Hello world, how are you today?"}, s.From, s.To)
-		if err != nil {
-			t.Fatalf("Translate: %v", err)
-		}
-		if len(got) != 1 || strings.TrimSpace(got[0]) == "" || got[0] == "Hello world, how are you today?" {
-			t.Errorf("got %q", got)
-		}
-	})
-	t.Run("batch keeps count and order", func(t *testing.T) {
-		in := make([]string, 20)
-		for i := range in {
-			in[i] = fmt.Sprintf("The house number %d is big and the dog is black.", 100+i)
-		}
-		got, err := s.Engine.Translate(ctx, in, s.From, s.To)
-		if err != nil {
-			t.Fatalf("Translate: %v", err)
-		}
-		if len(got) != len(in) {
-			t.Fatalf("%d lines in, %d out", len(in), len(got))
-		}
-		for i, g := range got {
-			if !strings.Contains(g, fmt.Sprint(100+i)) || g == in[i] {
-				t.Errorf("line %d: %q does not translate %q", i, g, in[i])
-			}
-		}
-	})
-	t.Run("empty", func(t *testing.T) {
-		got, err := s.Engine.Translate(ctx, nil, s.From, s.To)
-		if err != nil || len(got) != 0 {
-			t.Errorf("nil input: %q, %v", got, err)
-		}
-		got, err = s.Engine.Translate(ctx, []string{"", "Good morning.", "  "}, s.From, s.To)
-		if err != nil {
-			t.Fatalf("Translate: %v", err)
-		}
-		if len(got) != 3 || got[0] != "" || got[1] == "" || strings.TrimSpace(got[2]) != "" {
-			t.Errorf("blank texts: got %q", got)
-		}
-	})
-	t.Run("tricky text", func(t *testing.T) {
-		in := []string{"-v es --help", "a line\nwith a break", "[[1]] ^a$ <b> {c} \\d"}
-		got, err := s.Engine.Translate(ctx, in, s.From, s.To)
-		if err != nil {
-			t.Fatalf("Translate: %v", err)
-		}
-		if len(got) != len(in) {
-			t.Fatalf("%d lines in, %d out: %q", len(in), len(got), got)
-		}
-		for i, g := range got {
-			if strings.TrimSpace(g) == "" {
-				t.Errorf("line %d %q: empty translation", i, in[i])
-			}
-		}
-	})
+	t.Run("one line", s.oneLine)
+	t.Run("batch keeps count and order", s.batch)
+	t.Run("empty", s.empty)
+	t.Run("tricky text", s.tricky)
 	if s.Unsupported != [2]string{} {
-		t.Run("unsupported pair", func(t *testing.T) {
-			_, err := s.Engine.Translate(ctx, []string{"Hello"}, s.Unsupported[0], s.Unsupported[1])
-			CheckUnsupported(t, err)
-		})
+		t.Run("unsupported pair", s.unsupported)
 	}
+}
+
+// oneLine translates one line into something else.
+func (s TranslatorSuite) oneLine(t *testing.T) {
+	got, err := s.Engine.Translate(context.Background(), []string{"Hello world, how are you today?"}, s.From, s.To)
+	if err != nil {
+		t.Fatalf("Translate: %v", err)
+	}
+	if len(got) != 1 || strings.TrimSpace(got[0]) == "" || got[0] == "Hello world, how are you today?" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// batch translates 20 numbered lines, each in its place.
+func (s TranslatorSuite) batch(t *testing.T) {
+	in := make([]string, 20)
+	for i := range in {
+		in[i] = fmt.Sprintf("The house number %d is big and the dog is black.", 100+i)
+	}
+	got, err := s.Engine.Translate(context.Background(), in, s.From, s.To)
+	if err != nil {
+		t.Fatalf("Translate: %v", err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("%d lines in, %d out", len(in), len(got))
+	}
+	for i, g := range got {
+		if !strings.Contains(g, fmt.Sprint(100+i)) || g == in[i] {
+			t.Errorf("line %d: %q does not translate %q", i, g, in[i])
+		}
+	}
+}
+
+// empty keeps no input empty and blank texts blank.
+func (s TranslatorSuite) empty(t *testing.T) {
+	ctx := context.Background()
+	got, err := s.Engine.Translate(ctx, nil, s.From, s.To)
+	if err != nil || len(got) != 0 {
+		t.Errorf("nil input: %q, %v", got, err)
+	}
+	got, err = s.Engine.Translate(ctx, []string{"", "Good morning.", "  "}, s.From, s.To)
+	if err != nil {
+		t.Fatalf("Translate: %v", err)
+	}
+	if len(got) != 3 || got[0] != "" || got[1] == "" || strings.TrimSpace(got[2]) != "" {
+		t.Errorf("blank texts: got %q", got)
+	}
+}
+
+// tricky translates texts that look like flags, breaks and patterns.
+func (s TranslatorSuite) tricky(t *testing.T) {
+	in := []string{"-v es --help", "a line\nwith a break", "[[1]] ^a$ <b> {c} \\d"}
+	got, err := s.Engine.Translate(context.Background(), in, s.From, s.To)
+	if err != nil {
+		t.Fatalf("Translate: %v", err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("%d lines in, %d out: %q", len(in), len(got), got)
+	}
+	for i, g := range got {
+		if strings.TrimSpace(g) == "" {
+			t.Errorf("line %d %q: empty translation", i, in[i])
+		}
+	}
+}
+
+// unsupported refuses the Unsupported pair permanently.
+func (s TranslatorSuite) unsupported(t *testing.T) {
+	_, err := s.Engine.Translate(context.Background(), []string{"Hello"}, s.Unsupported[0], s.Unsupported[1])
+	CheckUnsupported(t, err)
 }
 
 // SynthesizerSuite checks a Synthesizer's output.

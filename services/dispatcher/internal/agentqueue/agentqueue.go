@@ -1,4 +1,4 @@
-// Package agentqueue is the per-agent queue of seed 002: orders waiting for
+// Package agentqueue is the per-agent queue: orders waiting for
 // one busy agent, at most a fixed number per agent, handed out oldest first
 // and each exactly once. All state lives in Postgres (agent_queues,
 // agent_queue_items); every guarantee holds with any number of dispatcher
@@ -46,7 +46,7 @@ const (
 	StatusCancelled = "cancelled"
 )
 
-// Item is one order queued for an agent; JSON carries the seed's camelCase
+// Item is one order queued for an agent; JSON carries the API's camelCase
 // names. Position is the live rank among the agent's queued items (1 = next)
 // when the item is queued, 0 otherwise.
 type Item struct {

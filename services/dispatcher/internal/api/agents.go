@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// The per-agent queue (seed 002).
+// The per-agent queue (package agentqueue).
 
 // agentEnqueueRequest is the body of POST /queue/agents/{agentId}/orders.
 type agentEnqueueRequest struct {

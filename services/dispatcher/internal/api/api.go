@@ -1,7 +1,7 @@
-// Package api is the dispatcher's HTTP API: the seed's POST
-// /internal/ai/events (manual_service.request), the queue's entries and
-// project status, the agents' presence, capacity and releases, and the
-// per-agent queue (seed 002). Every route requires the bearer token. Bad
+// Package api is the dispatcher's HTTP API: POST
+// /internal/ai/events (manual_service.request), the queue's entries, each
+// project's status and the list of every project's queue, the agents'
+// presence, capacity and releases, and the per-agent queue. Every route requires the bearer token. Bad
 // input is a 4xx, never a 500; every error answers {"code", "message"}.
 package api
 
@@ -70,6 +70,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /queue/entries/{id}", s.cancelEntry)
 	mux.HandleFunc("POST /queue/entries/{id}/confirm", s.confirmEntry)
 	mux.HandleFunc("POST /queue/entries/{id}/release", s.releaseEntry)
+	mux.HandleFunc("GET /queue/projects", s.listProjects)
 	mux.HandleFunc("GET /queue/projects/{id}/status", s.projectStatus)
 	mux.HandleFunc("PUT /staff/{id}", s.putStaff)
 	mux.HandleFunc("GET /staff/{id}", s.getStaff)
@@ -98,7 +99,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
-// aiEventRequest is the seed's AI event.
+// aiEventRequest is the AI event of POST /internal/ai/events.
 type aiEventRequest struct {
 	EventType string    `json:"event_type"`
 	ProjectID uuid.UUID `json:"project_id"`
@@ -113,7 +114,7 @@ type aiEventRequest struct {
 	} `json:"payload"`
 }
 
-// aiEventResponse is the seed's response.
+// aiEventResponse answers POST /internal/ai/events.
 type aiEventResponse struct {
 	EntryID     uuid.UUID  `json:"entry_id"`
 	Status      string     `json:"status"`
@@ -246,19 +247,47 @@ func (s *Server) releaseEntry(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"released": released, "entry": e})
 }
 
+// queryLimit reads the limit parameter (0..10000, default 1000); false
+// when it answered a bad one.
+func queryLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 1000, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 10000 {
+		writeError(w, http.StatusBadRequest, CodeValidation, "limit must be an integer between 0 and 10000")
+		return 0, false
+	}
+	return n, true
+}
+
+// listProjects answers every project with waiting entries or agents, the
+// longest waits first (read-only).
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
+	limit, ok := queryLimit(w, r)
+	if !ok {
+		return
+	}
+	ps, err := s.q.Projects(r.Context(), limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ps == nil {
+		ps = []queue.ProjectQueue{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"projects": ps})
+}
+
 func (s *Server) projectStatus(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathUUID(w, r)
 	if !ok {
 		return
 	}
-	limit := 1000
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 10000 {
-			writeError(w, http.StatusBadRequest, CodeValidation, "limit must be an integer between 0 and 10000")
-			return
-		}
-		limit = n
+	limit, ok := queryLimit(w, r)
+	if !ok {
+		return
 	}
 	st, err := s.q.Status(r.Context(), id, limit)
 	if err != nil {
@@ -337,10 +366,10 @@ func (s *Server) matchAndReply(w http.ResponseWriter, r *http.Request, st queue.
 		if err != nil {
 			s.log.Warn().Err(err).Str("project_id", st.ProjectID.String()).Msg("matching after a capacity change failed; the scan will retry")
 		}
-		if len(a) > 0 {
-			if now, err := s.q.Staff(r.Context(), st.ID); err == nil {
-				st = now
-			}
+		// Re-read even when this call assigned nothing: a concurrent
+		// matcher (the scan, another process) may have used the capacity.
+		if now, err := s.q.Staff(r.Context(), st.ID); err == nil {
+			st = now
 		}
 	}
 	writeJSON(w, http.StatusOK, st)

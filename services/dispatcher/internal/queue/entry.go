@@ -1,5 +1,5 @@
 // Package queue is the waiting-queue dispatcher's domain: visitors waiting
-// for a human support agent (the seed's VisitorWaitingQueue), the agents
+// for a human support agent, the agents
 // (staff) with their capacity, and the matching between them. All state
 // lives in Postgres; every guarantee holds with any number of dispatcher
 // replicas because claims use FOR UPDATE SKIP LOCKED and an agent's capacity
@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Source is where a waiting entry came from (the seed's QueueSource).
+// Source is where a waiting entry came from.
 type Source string
 
-// The seed's queue sources.
+// The queue sources.
 const (
 	SourceAIRequest Source = "ai_request"
 	SourceVisitor   Source = "visitor"
@@ -31,7 +31,7 @@ const (
 	SourceNoStaff   Source = "no_staff"
 )
 
-// Valid reports whether s is one of the seed's sources.
+// Valid reports whether s is one of the queue sources.
 func (s Source) Valid() bool {
 	switch s {
 	case SourceAIRequest, SourceVisitor, SourceTransfer, SourceSystem, SourceNoStaff:
@@ -40,10 +40,10 @@ func (s Source) Valid() bool {
 	return false
 }
 
-// Urgency is how urgent a request is (the seed's QueueUrgency).
+// Urgency is how urgent a request is.
 type Urgency string
 
-// The seed's urgencies, lowest first.
+// The urgencies, lowest first.
 const (
 	UrgencyLow    Urgency = "low"
 	UrgencyNormal Urgency = "normal"
@@ -51,7 +51,7 @@ const (
 	UrgencyUrgent Urgency = "urgent"
 )
 
-// Priority maps an urgency to the seed's priority (low 0 … urgent 3); ok is
+// Priority maps an urgency to its priority (low 0 … urgent 3); ok is
 // false for an unknown urgency.
 func (u Urgency) Priority() (p int, ok bool) {
 	switch u {
@@ -67,10 +67,10 @@ func (u Urgency) Priority() (p int, ok bool) {
 	return 0, false
 }
 
-// Status is an entry's state (the seed's WaitingStatus).
+// Status is an entry's state.
 type Status string
 
-// The seed's statuses. Only waiting is active; the others are final.
+// The statuses. Only waiting is active; the others are final.
 const (
 	StatusWaiting   Status = "waiting"
 	StatusAssigned  Status = "assigned"
@@ -79,7 +79,7 @@ const (
 )
 
 // Entry is one visitor waiting for (or already given) a human agent. JSON
-// carries the seed's field names; Position is the live rank among the
+// carries the API's field names; Position is the live rank among the
 // project's waiting entries (1 = next to be served) and 0 once the entry has
 // left the queue.
 type Entry struct {
@@ -182,7 +182,7 @@ func (e *DuplicateError) Error() string {
 		e.Existing.VisitorID, e.Existing.ProjectID, e.Existing.ID)
 }
 
-// ParseSessionID splits the seed's session id "channel_123@1" into the
+// ParseSessionID splits a session id "channel_123@1" into the
 // channel id and its numeric type. A session id without "@" is a channel id
 // without type; an empty one gives neither.
 func ParseSessionID(sessionID string) (channelID string, channelType *int, err error) {

@@ -62,6 +62,10 @@ const contendedSQL = `SELECT
 	        AND current_load < max_concurrent)
 	AND EXISTS (SELECT 1 FROM visitor_waiting_queue WHERE project_id = $1 AND status = 'waiting')`
 
+// contendedWait bounds how long Match waits for a concurrent matcher that
+// holds the free agent or the head entry.
+const contendedWait = 3 * time.Second
+
 // Match assigns the head of the project's queue to agents until either has
 // run out, and returns the assignments in order. It runs on enqueue and
 // whenever capacity frees up; any number of Match calls may run at once on
@@ -69,6 +73,10 @@ const contendedSQL = `SELECT
 func (q *Queue) Match(ctx context.Context, project uuid.UUID) ([]Entry, error) {
 	var out []Entry
 	misses := 0
+	// A concurrent matcher holds its rows for one short transaction; wait
+	// for it up to contendedWait (under load that can be far longer than
+	// a few milliseconds), then leave the pair to the periodic scan.
+	giveUp := time.Now().Add(contendedWait)
 	for {
 		e, ok, err := q.assignOne(ctx, project)
 		if err != nil {
@@ -87,10 +95,10 @@ func (q *Queue) Match(ctx context.Context, project uuid.UUID) ([]Entry, error) {
 		if err := q.pool.QueryRow(ctx, contendedSQL, project).Scan(&contended); err != nil {
 			return out, fmt.Errorf("match project %s: %w", project, err)
 		}
-		if !contended || misses >= 20 {
+		if !contended || time.Now().After(giveUp) {
 			return out, nil
 		}
-		misses++
+		misses = min(misses+1, 20)
 		select {
 		case <-ctx.Done():
 			return out, ctx.Err()

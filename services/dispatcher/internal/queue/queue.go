@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Config holds the seed's processing settings.
+// Config holds the queue's processing settings.
 type Config struct {
 	// MaxRetries is the number of unsuccessful attempts after which a
 	// waiting entry expires (QUEUE_PROCESS_MAX_RETRIES).
@@ -209,7 +209,7 @@ type Outcome struct {
 	Expired bool
 }
 
-// Process is one attempt on an entry, the seed's per-entry processing. In
+// Process is one attempt on an entry. In
 // one transaction it serves the entry's project in order (the head of the
 // queue first) while agents are free, and if the entry is still waiting it
 // records the attempt; the attempt that reaches MaxRetries expires the

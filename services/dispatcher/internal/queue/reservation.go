@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Reservations (seed 003). An assignment reserves one unit of the agent's
+// Reservations. An assignment reserves one unit of the agent's
 // capacity until ReservationTimeout has passed; the agent confirms it, or
 // the reservation expires and the entry goes back to the queue at its place
 // with the unit given back. A release ends an assignment once, whatever the

@@ -57,7 +57,7 @@ type ScanResult struct {
 	ReservationsExpired []Entry
 }
 
-// Scan is the periodic pass (the seed's process_waiting_queue): it first
+// Scan is the periodic pass over the whole queue: it first
 // expires up to BatchSize overdue reservations, then matches every project
 // that has both waiting entries and free capacity,
 // then processes up to BatchSize due entries, MaxWorkers at a time. Several

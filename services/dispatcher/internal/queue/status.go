@@ -39,79 +39,127 @@ func (q *Queue) Status(ctx context.Context, project uuid.UUID, limit int) (Proje
 		Agents: []Staff{}, Entries: []Entry{}}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, q.pool, opts, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT priority, count(*), min(entered_at)
-			FROM visitor_waiting_queue WHERE project_id = $1 AND status = 'waiting'
-			GROUP BY priority`, project)
-		if err != nil {
+		if err := st.readWaiting(ctx, tx); err != nil {
 			return err
 		}
-		var oldest time.Time
-		for rows.Next() {
-			var p, n int
-			var first time.Time
-			if err := rows.Scan(&p, &n, &first); err != nil {
-				rows.Close()
-				return err
-			}
-			st.WaitingByPriority[fmt.Sprint(p)] = n
-			st.Waiting += n
-			if oldest.IsZero() || first.Before(oldest) {
-				oldest = first
-			}
-		}
-		if err := rows.Err(); err != nil {
+		if err := st.readAgents(ctx, tx); err != nil {
 			return err
 		}
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-			return err
-		}
-		if !oldest.IsZero() {
-			st.OldestEnteredAt = &oldest
-			st.LongestWaitSeconds = now.Sub(oldest).Seconds()
-		}
-
-		rows, err = tx.Query(ctx, `SELECT `+staffColumns+` FROM staff WHERE project_id = $1 ORDER BY id`, project)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			s, err := scanStaff(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			if s.FreeCapacity > 0 {
-				st.AvailableAgents++
-				st.FreeCapacity += s.FreeCapacity
-			}
-			st.Agents = append(st.Agents, s)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-
-		rows, err = tx.Query(ctx, `SELECT `+entryColumns+`,
-				row_number() OVER (ORDER BY priority DESC, arrival_seq)
-			FROM visitor_waiting_queue
-			WHERE project_id = $1 AND status = 'waiting'
-			ORDER BY priority DESC, arrival_seq
-			LIMIT $2`, project, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanEntry(rows, true)
-			if err != nil {
-				return err
-			}
-			st.Entries = append(st.Entries, e)
-		}
-		return rows.Err()
+		return st.readEntries(ctx, tx, limit)
 	})
 	if err != nil {
 		return ProjectStatus{}, fmt.Errorf("status of project %s: %w", project, err)
 	}
 	return st, nil
+}
+
+// readWaiting counts the waiting entries per priority and dates the oldest.
+func (st *ProjectStatus) readWaiting(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT priority, count(*), min(entered_at), now()
+		FROM visitor_waiting_queue WHERE project_id = $1 AND status = 'waiting'
+		GROUP BY priority`, st.ProjectID)
+	if err != nil {
+		return err
+	}
+	var p, n int
+	var first, now time.Time
+	_, err = pgx.ForEachRow(rows, []any{&p, &n, &first, &now}, func() error {
+		st.WaitingByPriority[fmt.Sprint(p)] = n
+		st.Waiting += n
+		if st.OldestEnteredAt == nil || first.Before(*st.OldestEnteredAt) {
+			oldest := first
+			st.OldestEnteredAt = &oldest
+			st.LongestWaitSeconds = now.Sub(oldest).Seconds()
+		}
+		return nil
+	})
+	return err
+}
+
+// readAgents lists the project's agents and sums their free capacity.
+func (st *ProjectStatus) readAgents(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT `+staffColumns+` FROM staff WHERE project_id = $1 ORDER BY id`, st.ProjectID)
+	if err != nil {
+		return err
+	}
+	agents, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Staff, error) { return scanStaff(r) })
+	if err != nil {
+		return err
+	}
+	for _, s := range agents {
+		if s.FreeCapacity > 0 {
+			st.AvailableAgents++
+			st.FreeCapacity += s.FreeCapacity
+		}
+	}
+	st.Agents = append(st.Agents, agents...)
+	return nil
+}
+
+// readEntries reads up to limit waiting entries in service order.
+func (st *ProjectStatus) readEntries(ctx context.Context, tx pgx.Tx, limit int) error {
+	rows, err := tx.Query(ctx, `SELECT `+entryColumns+`,
+			row_number() OVER (ORDER BY priority DESC, arrival_seq)
+		FROM visitor_waiting_queue
+		WHERE project_id = $1 AND status = 'waiting'
+		ORDER BY priority DESC, arrival_seq
+		LIMIT $2`, st.ProjectID, limit)
+	if err != nil {
+		return err
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) { return scanEntry(r, true) })
+	if err != nil {
+		return err
+	}
+	st.Entries = append(st.Entries, entries...)
+	return nil
+}
+
+// ProjectQueue is one project in the list of every project's queue.
+type ProjectQueue struct {
+	ProjectID uuid.UUID `json:"project_id"`
+	// Waiting counts the waiting entries; LongestWaitSeconds is how long
+	// the oldest has waited, OldestEnteredAt when it arrived.
+	Waiting            int        `json:"waiting"`
+	LongestWaitSeconds float64    `json:"longest_wait_seconds"`
+	OldestEnteredAt    *time.Time `json:"oldest_entered_at"`
+	// Agents counts the project's agents, AvailableAgents those online
+	// with free capacity, FreeCapacity the sum of it.
+	Agents          int `json:"agents"`
+	AvailableAgents int `json:"available_agents"`
+	FreeCapacity    int `json:"free_capacity"`
+}
+
+// Projects lists every project that has waiting entries or agents, the
+// longest waits first (then by id), at most limit of them, from one
+// snapshot. It only reads.
+func (q *Queue) Projects(ctx context.Context, limit int) ([]ProjectQueue, error) {
+	rows, err := q.pool.Query(ctx, `WITH w AS (
+			SELECT project_id, count(*) AS waiting, min(entered_at) AS oldest
+			FROM visitor_waiting_queue WHERE status = 'waiting' GROUP BY project_id),
+		s AS (
+			SELECT project_id, count(*) AS agents,
+				count(*) FILTER (WHERE availability = 'online' AND max_concurrent > current_load) AS available,
+				coalesce(sum(max_concurrent - current_load)
+					FILTER (WHERE availability = 'online' AND max_concurrent > current_load), 0) AS free
+			FROM staff GROUP BY project_id)
+		SELECT coalesce(w.project_id, s.project_id), coalesce(w.waiting, 0), w.oldest,
+			coalesce(extract(epoch FROM now() - w.oldest), 0)::float8,
+			coalesce(s.agents, 0), coalesce(s.available, 0), coalesce(s.free, 0)
+		FROM w FULL JOIN s ON s.project_id = w.project_id
+		ORDER BY w.oldest NULLS LAST, 1
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list project queues: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProjectQueue, error) {
+		var p ProjectQueue
+		err := r.Scan(&p.ProjectID, &p.Waiting, &p.OldestEnteredAt, &p.LongestWaitSeconds,
+			&p.Agents, &p.AvailableAgents, &p.FreeCapacity)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list project queues: %w", err)
+	}
+	return out, nil
 }

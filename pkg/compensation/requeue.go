@@ -1,4 +1,8 @@
-package main
+// Package compensation re-drives the speech synthesis of tasks whose
+// segments still lack audio after the tts step's retries (tasks waiting in
+// compensating): one tts message per task, with a fresh retry budget.
+// tts_requeue and the console's compensation API share it.
+package compensation
 
 import (
 	"context"
@@ -43,7 +47,7 @@ type Options struct {
 
 // candidatesSQL selects, and locks (SKIP LOCKED: concurrent passes share
 // the work), tasks past translation whose tts step is neither running nor
-// done: every compensating task (one whose segments all have audio now,
+// done (every part succeeded: a re-dub's part v<n> is one of them): every compensating task (one whose segments all have audio now,
 // after dubctl redub, say, moves on to mux_video), and with $3 running
 // tasks idle for $2 with segments lacking audio.
 const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
@@ -53,68 +57,37 @@ const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
  WHERE (t.status = 'compensating'
         OR ($3 AND t.status = 'running' AND t.updated_at < now() - $2::interval
             AND EXISTS (SELECT 1 FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = '')))
+   AND NOT step_succeeded(t.id, 'tts')
    AND NOT EXISTS (SELECT 1 FROM task_steps ts WHERE ts.task_id = t.id AND ts.step = 'tts'
-                   AND (ts.status = 'succeeded' OR (ts.status = 'running' AND ts.lease_until > now())))
+                   AND ts.status = 'running' AND ts.lease_until > now())
    AND step_succeeded(t.id, 'translate')
  ORDER BY t.updated_at, t.id
  LIMIT $1
  FOR UPDATE OF t SKIP LOCKED`
 
-// requeue runs one pass: in one transaction it re-drives up to opts.Limit
+// Requeue runs one pass: in one transaction it re-drives up to opts.Limit
 // tasks (step.Replay of their tts message: next attempt, fresh retry
 // budget, history kept), sets compensating tasks running and marks their
 // compensations requeued; after the commit it publishes the messages.
-func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts Options) ([]Task, error) {
+func Requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts Options) ([]Task, error) {
 	var tasks []Task
 	var ids []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle, opts.Running)
+		cands, err := findCandidates(ctx, tx, opts)
 		if err != nil {
-			return fmt.Errorf("find tasks missing tts audio: %w", err)
-		}
-		type candidate struct {
-			Task
-			trace, speaker string
-		}
-		cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
-			var c candidate
-			var missing []int32
-			err := row.Scan(&c.TaskID, &c.Status, &c.trace, &c.speaker, &missing)
-			for _, m := range missing {
-				c.Missing = append(c.Missing, int(m))
-			}
-			return c, err
-		})
-		if err != nil {
-			return fmt.Errorf("find tasks missing tts audio: %w", err)
+			return err
 		}
 		for _, c := range cands {
 			if opts.DryRun {
 				tasks = append(tasks, c.Task)
 				continue
 			}
-			env, err := ttsMessage(ctx, tx, c.TaskID, c.trace, c.speaker)
+			staged, err := redrive(ctx, tx, &c)
 			if err != nil {
 				return err
 			}
-			fresh, id, err := step.Replay(ctx, tx, env, fmt.Sprintf("tts_requeue: %d segments without audio", len(c.Missing)))
-			if err != nil {
-				return err
-			}
-			res, err := task.Apply(ctx, tx, task.Resume(task.Ref{ID: c.TaskID, Step: wire.StepTTS, Trace: c.trace}))
-			if err != nil {
-				return fmt.Errorf("set task %s running: %w", c.TaskID, err)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE tts_compensations SET requeued_at = now()
-				WHERE task_id = $1 AND requeued_at IS NULL`, c.TaskID); err != nil {
-				return fmt.Errorf("mark compensations of %s requeued: %w", c.TaskID, err)
-			}
-			c.Attempt = fresh.Attempt
 			tasks = append(tasks, c.Task)
-			ids = append(ids, id)
-			if res.EventID != 0 {
-				ids = append(ids, res.EventID)
-			}
+			ids = append(ids, staged...)
 		}
 		if opts.DryRun {
 			return errDryRun
@@ -130,18 +103,74 @@ func requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts O
 	return tasks, nil
 }
 
+// candidate is a task to re-drive and what its message is built from.
+type candidate struct {
+	Task
+	trace, speaker string
+}
+
+// findCandidates locks up to opts.Limit tasks to re-drive (candidatesSQL).
+func findCandidates(ctx context.Context, tx pgx.Tx, opts Options) ([]candidate, error) {
+	rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle, opts.Running)
+	if err != nil {
+		return nil, fmt.Errorf("find tasks missing tts audio: %w", err)
+	}
+	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
+		var c candidate
+		var missing []int32
+		err := row.Scan(&c.TaskID, &c.Status, &c.trace, &c.speaker, &missing)
+		for _, m := range missing {
+			c.Missing = append(c.Missing, int(m))
+		}
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find tasks missing tts audio: %w", err)
+	}
+	return cands, nil
+}
+
+// redrive stages the replay of c's tts message, resumes the task and marks
+// its compensations requeued, inside tx. It sets c.Attempt and returns the
+// outbox ids to publish after the commit.
+func redrive(ctx context.Context, tx pgx.Tx, c *candidate) ([]int64, error) {
+	env, err := ttsMessage(ctx, tx, c.TaskID, c.trace, c.speaker)
+	if err != nil {
+		return nil, err
+	}
+	fresh, id, err := step.Replay(ctx, tx, env, fmt.Sprintf("tts_requeue: %d segments without audio", len(c.Missing)))
+	if err != nil {
+		return nil, err
+	}
+	res, err := task.Apply(ctx, tx, task.Resume(task.Ref{ID: c.TaskID, Step: wire.StepTTS, Trace: c.trace}))
+	if err != nil {
+		return nil, fmt.Errorf("set task %s running: %w", c.TaskID, err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tts_compensations SET requeued_at = now()
+		WHERE task_id = $1 AND requeued_at IS NULL`, c.TaskID); err != nil {
+		return nil, fmt.Errorf("mark compensations of %s requeued: %w", c.TaskID, err)
+	}
+	c.Attempt = fresh.Attempt
+	ids := []int64{id}
+	if res.EventID != 0 {
+		ids = append(ids, res.EventID)
+	}
+	return ids, nil
+}
+
 // errDryRun rolls back a dry run's transaction.
 var errDryRun = errors.New("dry run")
 
 // ttsMessage returns the task's tts message to replay: the one its last
-// tts attempt ran from, or, if tts never ran, one built from the task row.
+// tts attempt ran from (of any part: a re-dub's version v<n> is one), or,
+// if tts never ran, one built from the task row.
 // Its attempt accounts for replays not claimed yet, so that step.Replay
 // numbers the new attempt after them.
 func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker string) (*wire.Envelope, error) {
 	var body []byte
 	err := tx.QueryRow(ctx, `SELECT message FROM task_steps
-		WHERE task_id = $1 AND step = 'tts' AND part = '' AND message IS NOT NULL
-		ORDER BY attempt DESC LIMIT 1`, taskID).Scan(&body)
+		WHERE task_id = $1 AND step = 'tts' AND message IS NOT NULL
+		ORDER BY id DESC LIMIT 1`, taskID).Scan(&body)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("read tts message of %s: %w", taskID, err)
 	}

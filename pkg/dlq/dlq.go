@@ -41,6 +41,7 @@ type DeadLetter struct {
 	MessageID     string     `json:"message_id"`
 	TaskID        *uuid.UUID `json:"task_id"`
 	Step          string     `json:"step"`
+	Part          string     `json:"part"`
 	Attempt       int        `json:"attempt"`
 	ErrorClass    string     `json:"error_class"`
 	FailureReason string     `json:"failure_reason"`
@@ -72,11 +73,11 @@ type Filter struct {
 	Limit int
 }
 
-const columns = `id, message_id, task_id, step, attempt, error_class, failure_reason, routing_key, source,
+const columns = `id, message_id, task_id, step, part, attempt, error_class, failure_reason, routing_key, source,
 	failed_at, recorded_at, replayed_at, replay_count`
 
 func scan(row pgx.Row, d *DeadLetter, extra ...any) error {
-	return row.Scan(append([]any{&d.ID, &d.MessageID, &d.TaskID, &d.Step, &d.Attempt, &d.ErrorClass,
+	return row.Scan(append([]any{&d.ID, &d.MessageID, &d.TaskID, &d.Step, &d.Part, &d.Attempt, &d.ErrorClass,
 		&d.FailureReason, &d.RoutingKey, &d.Source, &d.FailedAt, &d.RecordedAt, &d.ReplayedAt, &d.ReplayCount},
 		extra...)...)
 }

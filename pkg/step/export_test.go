@@ -1,0 +1,10 @@
+package step
+
+import "math"
+
+// Uncombined makes r send each claim and each commit in a round trip of its
+// own, as the runtime did before the combiner: the benchmark's baseline.
+func Uncombined(r *Runner) {
+	r.claims = newCombiner(r.cfg.Pool, 1, math.MaxInt)
+	r.commits = newCombiner(r.cfg.Pool, 1, math.MaxInt)
+}

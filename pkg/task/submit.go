@@ -1,0 +1,57 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+)
+
+// Beginner starts transactions (a *pgxpool.Pool).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ErrExists is returned by Submit for a task id that is taken.
+var ErrExists = errors.New("task exists already")
+
+// Submit creates the task of env (queued, announced by event.task.queued)
+// from its extract_audio payload p and adds env, its first message, to the
+// outbox, in one transaction. A payload naming several target_languages
+// makes a parent task (see Spawn): the video is stored once, under the
+// parent's key; the step runtime copies it to each child's key where the
+// parent's asr completes (pkg/step, languages.go). It returns the outbox rows to publish after
+// the commit (outbox.Flush; a sweep publishes them otherwise). A task that
+// exists already is refused.
+func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio) ([]int64, error) {
+	body, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s message: %w", env.Step, err)
+	}
+	var ids []int64
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		res, err := Apply(ctx, tx, Create(Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
+			TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
+			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets()}))
+		if err != nil {
+			return err
+		}
+		if !res.Changed {
+			return fmt.Errorf("create task %s: %w", env.TaskID, ErrExists)
+		}
+		first := outbox.New(wire.Exchange, env.RoutingKey(), body)
+		if err := outbox.Add(ctx, tx, first); err != nil {
+			return err
+		}
+		ids = []int64{res.EventID, first.ID}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

@@ -1,0 +1,62 @@
+package wire
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+)
+
+// A task's output has versions: version 1 is the first dub, and each re-dub
+// of a line builds the next one. A version above 1 is a part of its own of
+// the tts and mux_video steps, named "v<n>", so that its runs are attempts
+// of that part: a re-dub is neither skipped as a duplicate of the first
+// dub's succeeded part nor does it rewrite that history, and its retries and
+// redeliveries keep the claim rules of any other part. Its objects live
+// under a folder of their own, so earlier versions stay readable.
+
+// VersionPart names the part of the tts and mux_video steps that builds
+// version v: "" for the first dub (v ≤ 1), "v<n>" otherwise.
+func VersionPart(v int) string {
+	if v <= 1 {
+		return ""
+	}
+	return "v" + strconv.Itoa(v)
+}
+
+// Part names the tts message's part by its version.
+func (p *TTS) Part() string { return VersionPart(p.Version) }
+
+// Part names the mux_video message's part by its version.
+func (p *MuxVideo) Part() string { return VersionPart(p.Version) }
+
+// VersionKeys returns the object keys the output of version v of a task is
+// written to: DefaultKeys for the first dub, and for v > 1 the dub track
+// and the output under tts/{task_id}/v{n}/ and outputs/{task_id}/v{n}/.
+func VersionKeys(taskID uuid.UUID, v int) Keys {
+	k := DefaultKeys(taskID)
+	if v <= 1 {
+		return k
+	}
+	dir := fmt.Sprintf("%s/v%d/", taskID, v)
+	k.DubAudio = KindTTS + "/" + dir + "dub.wav"
+	k.OutputVideo = KindOutput + "/" + dir + "final.mp4"
+	return k
+}
+
+// SegmentVersionKey returns the object key of one segment synthesized for
+// version v: SegmentKey for the first dub, tts/{task_id}/v{n}/seg-{idx:06d}.wav
+// otherwise.
+func SegmentVersionKey(taskID uuid.UUID, idx, v int) string {
+	if v <= 1 {
+		return SegmentKey(taskID, idx)
+	}
+	return fmt.Sprintf("%s/%s/v%d/seg-%06d.wav", KindTTS, taskID, v, idx)
+}
+
+// Term is one entry of a task's glossary: Source is translated to Target,
+// or kept as it is when Target is empty.
+type Term struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Roles a token or session grants.
+const (
+	roleAdmin = "admin"
+	roleRead  = "read"
+)
+
+// Names of the session and CSRF cookies and of the CSRF header.
+const (
+	sessionCookie = "dubflow_session"
+	csrfCookie    = "dubflow_csrf"
+	csrfHeader    = "X-CSRF-Token"
+)
+
+// auth checks bearer tokens and signs and verifies session cookies. It
+// holds no state besides its keys, so every replica with the same
+// configuration accepts every replica's sessions.
+type auth struct {
+	admin, read [sha256.Size]byte
+	hasRead     bool
+	key         []byte
+	ttl         time.Duration
+	now         func() time.Time
+}
+
+func newAuth(cfg *Config) *auth {
+	a := &auth{admin: sha256.Sum256([]byte(cfg.APIToken)), hasRead: cfg.ReadToken != "",
+		ttl: cfg.Session(), now: time.Now}
+	a.read = sha256.Sum256([]byte(cfg.ReadToken))
+	secret := cfg.SessionKey
+	if secret == "" {
+		// Derived from both tokens: rotating a token ends every session.
+		secret = cfg.APIToken + "\x00" + cfg.ReadToken
+	}
+	m := hmac.New(sha256.New, []byte("dubflow-console-session"))
+	m.Write([]byte(secret))
+	a.key = m.Sum(nil)
+	return a
+}
+
+// roleOf returns the role token grants, comparing in constant time, or "".
+func (a *auth) roleOf(token string) string {
+	h := sha256.Sum256([]byte(token))
+	isAdmin := subtle.ConstantTimeCompare(h[:], a.admin[:]) == 1
+	isRead := subtle.ConstantTimeCompare(h[:], a.read[:]) == 1
+	switch {
+	case token == "":
+		return ""
+	case isAdmin:
+		return roleAdmin
+	case isRead && a.hasRead:
+		return roleRead
+	}
+	return ""
+}
+
+func (a *auth) mac(parts ...string) string {
+	m := hmac.New(sha256.New, a.key)
+	m.Write([]byte(strings.Join(parts, "|")))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// newSession returns a signed cookie value for role and its expiry.
+func (a *auth) newSession(role string) (string, time.Time) {
+	nonce := make([]byte, 12)
+	_, _ = rand.Read(nonce)
+	exp := a.now().Add(a.ttl).Truncate(time.Second)
+	payload := role + "." + strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(nonce)
+	return payload + "." + a.mac("session", payload), exp
+}
+
+// verifySession returns the role and expiry of a valid, unexpired cookie
+// value.
+func (a *auth) verifySession(v string) (string, time.Time, bool) {
+	i := strings.LastIndexByte(v, '.')
+	if i < 0 || !hmac.Equal([]byte(v[i+1:]), []byte(a.mac("session", v[:i]))) {
+		return "", time.Time{}, false
+	}
+	f := strings.Split(v[:i], ".")
+	if len(f) != 3 || (f[0] != roleAdmin && f[0] != roleRead) {
+		return "", time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(f[1], 10, 64)
+	exp := time.Unix(sec, 0)
+	if err != nil || !a.now().Before(exp) {
+		return "", time.Time{}, false
+	}
+	return f[0], exp, true
+}
+
+// csrfToken is the CSRF token bound to a session cookie value.
+func (a *auth) csrfToken(session string) string { return a.mac("csrf", session) }
+
+// principal is who a request acts as.
+type principal struct {
+	role    string
+	session string // the cookie value when authenticated by cookie
+	expires time.Time
+}
+
+// authenticate finds the request's principal: a bearer token first, then
+// the session cookie. A request with the cookie that changes state must
+// carry the session's CSRF token in the X-CSRF-Token header.
+func (a *auth) authenticate(r *http.Request) (principal, error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		role := a.roleOf(strings.TrimSpace(tok))
+		if !ok || role == "" {
+			return principal{}, unauthorized("invalid bearer token")
+		}
+		return principal{role: role}, nil
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return principal{}, unauthorized("log in (POST /api/login) or send Authorization: Bearer <token>")
+	}
+	role, exp, ok := a.verifySession(c.Value)
+	if !ok {
+		return principal{}, unauthorized("session expired or invalid; log in again")
+	}
+	p := principal{role: role, session: c.Value, expires: exp}
+	if !safeMethod(r.Method) {
+		got := r.Header.Get(csrfHeader)
+		if got == "" || !hmac.Equal([]byte(got), []byte(a.csrfToken(c.Value))) {
+			return principal{}, forbidden("csrf", "missing or wrong "+csrfHeader+" header")
+		}
+	}
+	return p, nil
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// sessionView is what login and GET /api/session answer.
+type sessionView struct {
+	Role      string    `json:"role"`
+	CSRFToken string    `json:"csrfToken,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// login exchanges a token for a session cookie. Only a JSON body is
+// accepted, so that a cross-site form cannot log a browser in. Attempts are
+// rate-limited per client address (CONSOLE_LOGIN_PER_MINUTE, burst
+// CONSOLE_LOGIN_BURST): 429 with Retry-After past the limit.
+func (s *server) login(w http.ResponseWriter, r *http.Request) {
+	if ok, wait := s.logins.allow(clientAddr(r)); !ok {
+		tooManyLogins(w, wait)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeJSON(w, http.StatusUnsupportedMediaType, &apiError{Code: "bad_request", Message: "want Content-Type: application/json"})
+		return
+	}
+	var body struct {
+		Token string `json:"token"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	role := s.auth.roleOf(body.Token)
+	if role == "" {
+		s.fail(w, r, unauthorized("unknown token"))
+		return
+	}
+	value, exp := s.auth.newSession(role)
+	secure := r.TLS != nil
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", Expires: exp,
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
+	csrf := s.auth.csrfToken(value)
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: csrf, Path: "/", Expires: exp,
+		Secure: secure, SameSite: http.SameSiteStrictMode})
+	writeJSON(w, http.StatusOK, sessionView{Role: role, CSRFToken: csrf, ExpiresAt: exp.UTC()})
+}
+
+// logout clears the cookies (the signed value stays valid until it
+// expires; a stateless session cannot be revoked alone — rotate the tokens
+// or CONSOLE_SESSION_KEY to end every session).
+func (s *server) logout(w http.ResponseWriter, r *http.Request) {
+	for _, name := range []string{sessionCookie, csrfCookie} {
+		http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1,
+			HttpOnly: name == sessionCookie, SameSite: http.SameSiteStrictMode})
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// session tells the page who it is and its CSRF token after a reload.
+func (s *server) session(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	v := sessionView{Role: p.role}
+	if p.session != "" {
+		v.CSRFToken, v.ExpiresAt = s.auth.csrfToken(p.session), p.expires.UTC()
+	}
+	writeJSON(w, http.StatusOK, v)
+}

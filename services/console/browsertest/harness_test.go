@@ -1,0 +1,102 @@
+package browsertest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
+)
+
+// chromium is Debian's browser; nothing here downloads one.
+const chromium = "/usr/bin/chromium"
+
+// services are what the console needs to show a task going to done: the
+// dubbing chain, the DLQ recorder (dead letters, failed tasks) and the
+// console itself.
+var services = []string{"extract_audio", "asr", "translate", "tts", "mux_video", "dlq_recorder", "console"}
+
+var (
+	binDir   string
+	buildErr error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if _, err := os.Stat(chromium); err != nil {
+		return m.Run() // every test skips with the reason
+	}
+	dir, err := os.MkdirTemp("", "dubflow-browsertest-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "browsertest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	buildErr = testenv.BuildServices(dir, services...)
+	return m.Run()
+}
+
+// needBrowser skips the test when Debian's chromium is not installed and
+// fails it when the services could not be built.
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("browser tests need Debian's chromium at %s (apt-get install chromium): %v", chromium, err)
+	}
+	if buildErr != nil {
+		t.Fatalf("build the services: %v", buildErr)
+	}
+}
+
+// stack is a fresh database, virtual host and bucket with the services
+// running on them as real processes.
+type stack struct {
+	env     map[string]string
+	bucket  *testenv.Bucket
+	console string // the console's base URL
+	token   string // its admin token (DUBFLOW_API_TOKEN)
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	b := testenv.NewBackends(t)
+	env := b.Env(map[string]string{"LOG_LEVEL": "info", "SHUTDOWN_GRACE_SECONDS": "10"})
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	token := make([]byte, 24)
+	if _, err := rand.Read(token); err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{env: env, bucket: b.Bucket, token: hex.EncodeToString(token)}
+	addr := testenv.FreeAddr(t)
+	s.console = "http://" + addr
+	for _, name := range services {
+		extra := map[string]string{}
+		if name == "console" {
+			extra = map[string]string{"CONSOLE_HTTP_ADDR": addr, "DUBFLOW_API_TOKEN": s.token}
+		}
+		s.start(t, name, extra)
+	}
+	return s
+}
+
+// start runs one service with its own ops port, waits until /readyz
+// answers 200, and stops it with SIGTERM when the test ends.
+func (s *stack) start(t *testing.T, name string, extra map[string]string) {
+	t.Helper()
+	env := maps.Clone(s.env)
+	maps.Copy(env, extra)
+	p := testenv.StartProc(t, binDir, name, env)
+	t.Cleanup(func() { p.Stop(t, true) })
+	p.WaitReady(t)
+}

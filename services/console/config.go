@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/config"
+)
+
+// minTokenLength is the shortest API token accepted.
+const minTokenLength = 16
+
+// Config is the console's configuration.
+type Config struct {
+	config.Common
+	Limits config.Limits
+	// HTTPAddr serves the API and the page.
+	HTTPAddr string `env:"CONSOLE_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	// APIToken grants everything; ReadToken (optional) grants GET only.
+	APIToken  string `env:"DUBFLOW_API_TOKEN,required"`
+	ReadToken string `env:"DUBFLOW_API_READ_TOKEN"`
+	// SessionKey signs session cookies; empty derives it from the tokens.
+	SessionKey   string `env:"CONSOLE_SESSION_KEY"`
+	SessionHours int    `env:"CONSOLE_SESSION_HOURS" envDefault:"12"`
+	// LoginPerMinute and LoginBurst bound login attempts per client
+	// address (a token bucket).
+	LoginPerMinute int `env:"CONSOLE_LOGIN_PER_MINUTE" envDefault:"10"`
+	LoginBurst     int `env:"CONSOLE_LOGIN_BURST" envDefault:"5"`
+	// PresignSeconds is the lifetime of presigned upload and download links.
+	PresignSeconds int `env:"CONSOLE_PRESIGN_SECONDS" envDefault:"3600"`
+	// PublicS3URL is the object store as browsers reach it
+	// (http[s]://host[:port]); presigned links and uploads point there.
+	// Empty: S3_ENDPOINT, right when browsers reach the store at the same
+	// address as the console does. PublicS3Region is the bucket's region
+	// (signing needs it; us-east-1 when empty, MinIO's default).
+	PublicS3URL    string `env:"CONSOLE_PUBLIC_S3_URL"`
+	PublicS3Region string `env:"CONSOLE_PUBLIC_S3_REGION"`
+	// DispatcherURL and DispatcherToken reach the dispatcher's API for the
+	// waiting-queue view (empty: the view answers 503).
+	DispatcherURL   string `env:"DISPATCHER_URL"`
+	DispatcherToken string `env:"DISPATCHER_API_TOKEN"`
+}
+
+// Validate checks what parsing cannot.
+func (c *Config) Validate() error {
+	errs := []error{c.Common.Validate(), c.Limits.Validate()}
+	if len(c.APIToken) < minTokenLength {
+		errs = append(errs, fmt.Errorf("DUBFLOW_API_TOKEN: want at least %d characters", minTokenLength))
+	}
+	if c.ReadToken != "" && len(c.ReadToken) < minTokenLength {
+		errs = append(errs, fmt.Errorf("DUBFLOW_API_READ_TOKEN: want at least %d characters (or unset)", minTokenLength))
+	}
+	if c.ReadToken != "" && c.ReadToken == c.APIToken {
+		errs = append(errs, errors.New("DUBFLOW_API_READ_TOKEN must differ from DUBFLOW_API_TOKEN"))
+	}
+	if c.SessionHours < 1 || c.SessionHours > 24*30 {
+		errs = append(errs, fmt.Errorf("CONSOLE_SESSION_HOURS %d: want 1..720", c.SessionHours))
+	}
+	if c.LoginPerMinute < 1 || c.LoginPerMinute > 6000 {
+		errs = append(errs, fmt.Errorf("CONSOLE_LOGIN_PER_MINUTE %d: want 1..6000", c.LoginPerMinute))
+	}
+	if c.LoginBurst < 1 || c.LoginBurst > 1000 {
+		errs = append(errs, fmt.Errorf("CONSOLE_LOGIN_BURST %d: want 1..1000", c.LoginBurst))
+	}
+	if c.PresignSeconds < 60 || c.PresignSeconds > 7*24*3600 {
+		errs = append(errs, fmt.Errorf("CONSOLE_PRESIGN_SECONDS %d: want 60..604800", c.PresignSeconds))
+	}
+	if c.PublicS3URL != "" {
+		if _, err := blob.NewPresigner(c.S3, c.PublicS3URL, c.PublicS3Region); err != nil {
+			errs = append(errs, fmt.Errorf("CONSOLE_PUBLIC_S3_URL: %w", err))
+		}
+	}
+	if c.DispatcherURL != "" {
+		if u, err := url.Parse(c.DispatcherURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			errs = append(errs, fmt.Errorf("DISPATCHER_URL %q: want http:// or https://", c.DispatcherURL))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Presign is PresignSeconds as a duration.
+func (c *Config) Presign() time.Duration { return time.Duration(c.PresignSeconds) * time.Second }
+
+// presigner signs the links and uploads browsers use: at PublicS3URL
+// when set, else at the store's own endpoint.
+func (c *Config) presigner(objects *blob.Store) (*blob.Presigner, error) {
+	if c.PublicS3URL == "" {
+		return objects.Presigner(), nil
+	}
+	return blob.NewPresigner(c.S3, c.PublicS3URL, c.PublicS3Region)
+}
+
+// Session is SessionHours as a duration.
+func (c *Config) Session() time.Duration { return time.Duration(c.SessionHours) * time.Hour }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// cancelTask ends a task that is not finished (task.Cancel): it becomes
+// failed with "cancelled: <reason>"; its workers' next commit is refused.
+func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if body.Reason == "" {
+		body.Reason = "by an operator in the console"
+	}
+	res, err := task.Apply(r.Context(), s.pool, task.Cancel(task.Ref{ID: id}, body.Reason))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.flush(r.Context(), id, []int64{res.EventID})
+	t, err := s.loadSummary(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// flush publishes outbox rows after their commit; what fails waits for the
+// workers' outbox sweep.
+func (s *server) flush(ctx context.Context, id uuid.UUID, ids []int64) {
+	var keep []int64
+	for _, i := range ids {
+		if i != 0 {
+			keep = append(keep, i)
+		}
+	}
+	if err := outbox.Flush(ctx, s.pool, s.pub, keep); err != nil {
+		s.log.Warn().Err(err).Str("task_id", id.String()).Msg("publish deferred to the outbox sweep")
+	}
+}
+
+// replayedPart is one part a retry published again.
+type replayedPart struct {
+	Step    string `json:"step"`
+	Part    string `json:"part"`
+	Attempt int    `json:"attempt"`
+}
+
+// retried is what POST /api/tasks/{id}/retry answers.
+type retried struct {
+	TaskID   uuid.UUID      `json:"taskId"`
+	Status   string         `json:"status"`
+	Replayed []replayedPart `json:"replayed"`
+}
+
+// retryTask runs a failed task again from its failed step: the first step
+// of the pipeline that has not succeeded publishes each of its unfinished
+// parts again with a fresh retry budget (step.Replay; earlier attempts stay
+// as history), the task becomes running (task.Retry), and the step's dead
+// letters are marked replayed — in one transaction.
+func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := retried{TaskID: id, Replayed: []replayedPart{}}
+	var ids []int64
+	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		var err error
+		out.Replayed, ids, err = retryInTx(r.Context(), tx, id)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.flush(r.Context(), id, ids)
+	t, err := s.loadSummary(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out.Status = t.Status
+	writeJSON(w, http.StatusOK, out)
+}
+
+func retryInTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]replayedPart, []int64, error) {
+	var status string
+	err := tx.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1 FOR UPDATE`, id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("task %s: %w", id, errTaskNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read task %s: %w", id, err)
+	}
+	if status != task.Failed {
+		return nil, nil, conflict(fmt.Sprintf("task %s is %s; only a failed task is retried", id, status))
+	}
+	stepName, err := failedStep(ctx, tx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	envs, err := unfinishedParts(ctx, tx, id, stepName)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []replayedPart
+	var ids []int64
+	for _, env := range envs {
+		fresh, msgID, err := step.Replay(ctx, tx, env, "console retry")
+		if err != nil {
+			return nil, nil, err
+		}
+		part, _ := step.PartOf(env)
+		out = append(out, replayedPart{Step: env.Step, Part: part, Attempt: fresh.Attempt})
+		ids = append(ids, msgID)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
+		WHERE task_id = $1 AND step = $2 AND replayed_at IS NULL`, id, stepName); err != nil {
+		return nil, nil, fmt.Errorf("mark dead letters of %s replayed: %w", id, err)
+	}
+	res, err := task.Apply(ctx, tx, task.Retry(task.Ref{ID: id, Step: stepName}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, append(ids, res.EventID), nil
+}
+
+// failedStep is the first pipeline step of the task that has not succeeded.
+func failedStep(ctx context.Context, tx pgx.Tx, id uuid.UUID) (string, error) {
+	for _, name := range wire.Pipeline {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT step_succeeded($1, $2)`, id, name).Scan(&ok); err != nil {
+			return "", fmt.Errorf("read step %s of %s: %w", name, id, err)
+		}
+		if !ok {
+			return name, nil
+		}
+	}
+	return "", conflict(fmt.Sprintf("task %s: every step succeeded; nothing to retry", id))
+}
+
+// unfinishedParts returns the message of each part of the step without a
+// success: the one its latest attempt ran from, or the one the runtime
+// registered when it fanned the step out.
+func unfinishedParts(ctx context.Context, tx pgx.Tx, id uuid.UUID, stepName string) ([]*wire.Envelope, error) {
+	rows, err := tx.Query(ctx, `SELECT coalesce(
+			(SELECT ts.message FROM task_steps ts WHERE ts.task_id = p.task_id AND ts.step = p.step
+			   AND ts.part = p.part AND ts.message IS NOT NULL ORDER BY ts.attempt DESC LIMIT 1), p.message)
+		FROM (SELECT task_id, step, part, message FROM step_parts WHERE task_id = $1 AND step = $2
+		      UNION SELECT DISTINCT task_id, step, part, NULL::bytea FROM task_steps
+		      WHERE task_id = $1 AND step = $2
+		        AND part NOT IN (SELECT part FROM step_parts WHERE task_id = $1 AND step = $2)) p
+		WHERE NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step
+		                  AND s.part = p.part AND s.status = 'succeeded')`, id, stepName)
+	if err != nil {
+		return nil, fmt.Errorf("read parts of %s/%s: %w", id, stepName, err)
+	}
+	bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, fmt.Errorf("read parts of %s/%s: %w", id, stepName, err)
+	}
+	var envs []*wire.Envelope
+	for _, b := range bodies {
+		if b == nil {
+			continue
+		}
+		if env, err := wire.Decode(b); err == nil {
+			envs = append(envs, env)
+		}
+	}
+	if len(envs) == 0 && stepName == wire.StepExtractAudio {
+		// The first message is rebuilt from the task row, as submit made it.
+		if env, err := firstMessage(ctx, tx, id); err == nil {
+			envs = append(envs, env)
+		}
+	}
+	if len(envs) == 0 {
+		return nil, conflict(fmt.Sprintf("task %s: no recorded message of step %s to retry from; replay its dead letter",
+			id, stepName))
+	}
+	return envs, nil
+}
+
+// firstMessage rebuilds a task's extract_audio message from its row.
+func firstMessage(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*wire.Envelope, error) {
+	var p wire.ExtractAudio
+	var trace string
+	if err := tx.QueryRow(ctx, `SELECT source_video_key, source_language, target_language, speaker_id, trace_id
+		FROM tasks WHERE id = $1`, id).Scan(&p.SourceVideoKey, &p.SourceLanguage, &p.TargetLanguage, &p.SpeakerID,
+		&trace); err != nil {
+		return nil, fmt.Errorf("read task %s: %w", id, err)
+	}
+	p.OutputAudioKey = wire.DefaultKeys(id).SourceAudio
+	return wire.New(wire.StepExtractAudio, id, trace, p)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// deadLetterView is a dead letter in the API's field names.
+type deadLetterView struct {
+	ID              int64           `json:"id"`
+	MessageID       string          `json:"messageId"`
+	TaskID          *uuid.UUID      `json:"taskId"`
+	Step            string          `json:"step"`
+	Attempt         int             `json:"attempt"`
+	ErrorClass      string          `json:"errorClass"`
+	FailureReason   string          `json:"failureReason"`
+	RoutingKey      string          `json:"routingKey"`
+	Source          string          `json:"source"`
+	FailedAt        time.Time       `json:"failedAt"`
+	RecordedAt      time.Time       `json:"recordedAt"`
+	ReplayedAt      *time.Time      `json:"replayedAt"`
+	ReplayCount     int             `json:"replayCount"`
+	OriginalMessage json.RawMessage `json:"originalMessage,omitempty"`
+}
+
+func viewOf(d *dlq.DeadLetter) deadLetterView {
+	return deadLetterView{ID: d.ID, MessageID: d.MessageID, TaskID: d.TaskID, Step: d.Step, Attempt: d.Attempt,
+		ErrorClass: d.ErrorClass, FailureReason: d.FailureReason, RoutingKey: d.RoutingKey, Source: d.Source,
+		FailedAt: d.FailedAt, RecordedAt: d.RecordedAt, ReplayedAt: d.ReplayedAt, ReplayCount: d.ReplayCount,
+		OriginalMessage: d.OriginalMessage}
+}
+
+// listDeadLetters answers dlq.List: ?step=&pending=true&since=2h&limit=100.
+func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := dlq.Filter{Step: q.Get("step"), Pending: q.Get("pending") == "true", Limit: 100}
+	if f.Step != "" && wire.RoutingKey(f.Step) == "" {
+		s.fail(w, r, badRequest(fmt.Sprintf("step %q: want one of %v", f.Step, wire.Pipeline)))
+		return
+	}
+	since, err := dlq.ParseSince(q.Get("since"), time.Now())
+	if err != nil {
+		s.fail(w, r, badRequest(err.Error()))
+		return
+	}
+	f.Since = since
+	if v := q.Get("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > 1000 {
+			s.fail(w, r, badRequest(fmt.Sprintf("limit %q: want 1..1000", v)))
+			return
+		}
+	}
+	list, err := dlq.List(r.Context(), s.pool, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]deadLetterView, 0, len(list))
+	for i := range list {
+		out = append(out, viewOf(&list[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deadLetters": out})
+}
+
+func deadLetterID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, badRequest(fmt.Sprintf("dead letter id %q: want a positive number", r.PathValue("id")))
+	}
+	return id, nil
+}
+
+func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request) {
+	id, err := deadLetterID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d, err := dlq.Get(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOf(d))
+}
+
+// replayDeadLetter answers dlq.Replay ({"force": true} replays again).
+func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
+	id, err := deadLetterID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var body struct {
+		Force bool `json:"force"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := dlq.Replay(r.Context(), s.pool, s.pub, id, dlq.Options{Force: body.Force})
+	if err != nil && res.Attempt == 0 {
+		s.fail(w, r, err)
+		return
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Int64("dead_letter", id).Msg("replayed; publish deferred to the outbox sweep")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": res.ID, "taskId": res.TaskID, "step": res.Step,
+		"part": res.Part, "attempt": res.Attempt})
+}
+
+// deadLettersOfTask lists a task's dead letters, newest first, without
+// their messages.
+func deadLettersOfTask(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]deadLetterView, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM dead_letters WHERE task_id = $1 ORDER BY failed_at DESC, id DESC LIMIT 100`, id)
+	if err != nil {
+		return nil, fmt.Errorf("dead letters of %s: %w", id, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("dead letters of %s: %w", id, err)
+	}
+	out := make([]deadLetterView, 0, len(ids))
+	for _, dl := range ids {
+		d, err := dlq.Get(ctx, tx, dl)
+		if err != nil {
+			return nil, err
+		}
+		v := viewOf(d)
+		v.OriginalMessage = nil
+		out = append(out, v)
+	}
+	return out, nil
+}

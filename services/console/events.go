@@ -1,0 +1,453 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+)
+
+// Live events. Each replica watches Postgres on its own — one pair of
+// indexed queries a poll, whatever the number of clients — and fans the
+// changes out to its clients: any replica serves any client, and nothing
+// is lost or duplicated by the number of replicas, as it would be with a
+// shared broker queue.
+const (
+	// pollInterval is how often the hub reads what changed.
+	pollInterval = time.Second
+	// watchedTasks bounds the unfinished tasks watched (the most recently
+	// updated first).
+	watchedTasks = 500
+	// subscriberBuffer is how many events a slow client may lag behind
+	// before it is disconnected (it reconnects and reloads).
+	subscriberBuffer = 256
+	// pingInterval keeps idle streams open through proxies.
+	pingInterval = 15 * time.Second
+	// recentWindow is how long a finished task or attempt stays watched.
+	recentWindow = 30 * time.Second
+	// replaySlack is how far before Last-Event-ID a resumed stream starts
+	// again: a change committed a little after an event with a later time
+	// is replayed, not lost. Events are states, so a repeat is harmless.
+	replaySlack = 5 * time.Second
+	// maxReplayAge and maxReplayEvents bound a resume; past them the
+	// stream sends a reset event and the client reloads what it shows.
+	maxReplayAge    = 10 * time.Minute
+	maxReplayEvents = 5000
+)
+
+// event is one SSE event: task or step, with its JSON data and the time of
+// the change it reports (microseconds since the epoch; its SSE id).
+type event struct {
+	kind   string
+	taskID uuid.UUID
+	data   []byte
+	at     int64
+}
+
+// taskEvent is the data of a task event.
+type taskEvent struct {
+	TaskID    uuid.UUID `json:"taskId"`
+	Status    string    `json:"status"`
+	Error     string    `json:"error"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// stepEvent is the data of a step event: one attempt of one part.
+type stepEvent struct {
+	TaskID     uuid.UUID  `json:"taskId"`
+	Step       string     `json:"step"`
+	Part       string     `json:"part"`
+	Attempt    int        `json:"attempt"`
+	Status     string     `json:"status"`
+	Worker     string     `json:"worker"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	Error      string     `json:"error"`
+}
+
+// subscriber receives the events of one task, or of all (uuid.Nil).
+type subscriber struct {
+	task uuid.UUID
+	ch   chan event
+}
+
+// hub polls Postgres for task and step changes and fans them out.
+type hub struct {
+	pool *pgxpool.Pool
+	log  zerolog.Logger
+
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+	// stopped is closed when run returns: streams end so that a shutdown
+	// does not wait for them.
+	stopped chan struct{}
+
+	// polledAt is the database time at the start of the last poll whose
+	// events are all published (microseconds).
+	polledAt atomic.Int64
+
+	// Owned by the poll loop.
+	tasks map[uuid.UUID]taskEvent
+	steps map[int64]string
+}
+
+func newHub(pool *pgxpool.Pool, log zerolog.Logger) *hub {
+	return &hub{pool: pool, log: log, subs: map[*subscriber]struct{}{}, stopped: make(chan struct{}),
+		tasks: map[uuid.UUID]taskEvent{}, steps: map[int64]string{}}
+}
+
+func (h *hub) subscribe(task uuid.UUID) *subscriber {
+	s := &subscriber{task: task, ch: make(chan event, subscriberBuffer)}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *hub) unsubscribe(s *subscriber) {
+	h.mu.Lock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		close(s.ch)
+	}
+	h.mu.Unlock()
+}
+
+// publish hands ev to its subscribers; one too far behind is dropped.
+func (h *hub) publish(ev event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if s.task != uuid.Nil && s.task != ev.taskID {
+			continue
+		}
+		select {
+		case s.ch <- ev:
+		default:
+			delete(h.subs, s)
+			close(s.ch)
+		}
+	}
+}
+
+// run polls until ctx is cancelled; a failed poll is logged and retried.
+func (h *hub) run(ctx context.Context) error {
+	defer close(h.stopped)
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		if err := h.poll(ctx); err != nil && ctx.Err() == nil {
+			h.log.Warn().Err(err).Msg("events poll")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// poll reads the watched tasks and their attempts and publishes what
+// changed since the last poll in the order of the changes (at start, when
+// nobody listens yet, it only learns the state).
+func (h *hub) poll(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var now time.Time
+	if err := h.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return fmt.Errorf("read the time: %w", err)
+	}
+	tasks, err := readTasks(ctx, h.pool, uuid.Nil, now.Add(-recentWindow))
+	if err != nil {
+		return err
+	}
+	ids := make([]uuid.UUID, 0, len(tasks))
+	seen := make(map[uuid.UUID]taskEvent, len(tasks))
+	for _, t := range tasks {
+		ids = append(ids, t.TaskID)
+		seen[t.TaskID] = t
+	}
+	steps, err := readSteps(ctx, h.pool, ids, now.Add(-recentWindow), true)
+	if err != nil {
+		return err
+	}
+	var out []event
+	next := make(map[int64]string, len(steps))
+	for id, st := range steps {
+		next[id] = stepKey(st)
+		if old, ok := h.steps[id]; !ok || old != next[id] {
+			out = append(out, stepEventOf(st))
+		}
+	}
+	for _, t := range tasks {
+		if old, ok := h.tasks[t.TaskID]; !ok || old.Status != t.Status || !old.UpdatedAt.Equal(t.UpdatedAt) {
+			out = append(out, taskEventOf(t))
+		}
+	}
+	sortEvents(out)
+	for _, ev := range out {
+		h.publish(ev)
+	}
+	h.tasks, h.steps = seen, next
+	h.polledAt.Store(now.UnixMicro())
+	return nil
+}
+
+// stepKey is what identifies a state of an attempt.
+func stepKey(st stepEvent) string {
+	if st.FinishedAt != nil {
+		return st.Status + st.FinishedAt.String()
+	}
+	return st.Status
+}
+
+func taskEventOf(t taskEvent) event {
+	b, _ := json.Marshal(t)
+	return event{kind: "task", taskID: t.TaskID, data: b, at: t.UpdatedAt.UnixMicro()}
+}
+
+// stepEventOf dates an attempt's event by its latest change (start or end).
+func stepEventOf(st stepEvent) event {
+	b, _ := json.Marshal(st)
+	at := st.StartedAt
+	if st.FinishedAt != nil && st.FinishedAt.After(at) {
+		at = *st.FinishedAt
+	}
+	return event{kind: "step", taskID: st.TaskID, data: b, at: at.UnixMicro()}
+}
+
+// sortEvents orders events by the time of their change, tasks after the
+// steps of the same moment.
+func sortEvents(evs []event) {
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].at != evs[j].at {
+			return evs[i].at < evs[j].at
+		}
+		return evs[i].kind == "step" && evs[j].kind == "task"
+	})
+}
+
+// querier reads rows (the pool, or a transaction).
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// readTasks reads the unfinished tasks and those finished after since
+// (both through tasks_status_updated_idx); only task one unless it is
+// uuid.Nil.
+func readTasks(ctx context.Context, db querier, one uuid.UUID, since time.Time) ([]taskEvent, error) {
+	var only *uuid.UUID
+	if one != uuid.Nil {
+		only = &one
+	}
+	rows, err := db.Query(ctx, `(SELECT id, status, error, updated_at FROM tasks
+		  WHERE status IN ('queued', 'running', 'compensating') AND ($3::uuid IS NULL OR id = $3)
+		  ORDER BY updated_at DESC LIMIT $1)
+		UNION ALL
+		(SELECT id, status, error, updated_at FROM tasks
+		  WHERE status IN ('done', 'failed') AND updated_at > $2
+		  AND ($3::uuid IS NULL OR id = $3))`, watchedTasks, since, only)
+	if err != nil {
+		return nil, fmt.Errorf("read tasks: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskEvent, error) {
+		var t taskEvent
+		return t, r.Scan(&t.TaskID, &t.Status, &t.Error, &t.UpdatedAt)
+	})
+}
+
+// readSteps reads the attempts of the tasks ids that started or finished
+// after since, and with running those running now.
+func readSteps(ctx context.Context, db querier, ids []uuid.UUID, since time.Time, running bool) (map[int64]stepEvent, error) {
+	rows, err := db.Query(ctx, `SELECT id, task_id, step, part, attempt, status, worker, started_at,
+		finished_at, error FROM task_steps WHERE task_id = ANY($1)
+		AND (($3::boolean AND status = 'running') OR started_at > $2 OR finished_at > $2)`, ids, since, running)
+	if err != nil {
+		return nil, fmt.Errorf("read steps: %w", err)
+	}
+	out := map[int64]stepEvent{}
+	var id int64
+	var s stepEvent
+	_, err = pgx.ForEachRow(rows, []any{&id, &s.TaskID, &s.Step, &s.Part, &s.Attempt, &s.Status, &s.Worker,
+		&s.StartedAt, &s.FinishedAt, &s.Error}, func() error {
+		out[id] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read steps: %w", err)
+	}
+	return out, nil
+}
+
+// replay reads the changes after since (of task one, or of every task for
+// uuid.Nil) as events in the order of the changes; ok is false when there
+// are more than maxReplayEvents.
+func replay(ctx context.Context, db querier, one uuid.UUID, since time.Time) ([]event, bool, error) {
+	tasks, err := readTasks(ctx, db, one, since)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []event
+	ids := make([]uuid.UUID, 0, len(tasks)+1)
+	for _, t := range tasks {
+		ids = append(ids, t.TaskID)
+		if t.UpdatedAt.After(since) {
+			out = append(out, taskEventOf(t))
+		}
+	}
+	if one != uuid.Nil && len(ids) == 0 {
+		ids = append(ids, one) // finished before since: its late attempts still count
+	}
+	steps, err := readSteps(ctx, db, ids, since, false)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, st := range steps {
+		out = append(out, stepEventOf(st))
+	}
+	sortEvents(out)
+	return out, len(out) <= maxReplayEvents, nil
+}
+
+// taskEvents streams one task's events, starting with its current state,
+// or, resuming after Last-Event-ID, with what changed since.
+func (s *server) taskEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Subscribed before the state is read: a change in between is sent
+	// after it, never lost.
+	sub := s.events.subscribe(id)
+	defer s.events.unsubscribe(sub)
+	t, err := s.loadSummary(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	first := taskEventOf(taskEvent{TaskID: id, Status: t.Status, Error: t.Error, UpdatedAt: t.UpdatedAt})
+	s.stream(w, r, sub, id, &first)
+}
+
+// allEvents streams every task's events.
+func (s *server) allEvents(w http.ResponseWriter, r *http.Request) {
+	sub := s.events.subscribe(uuid.Nil)
+	defer s.events.unsubscribe(sub)
+	s.stream(w, r, sub, uuid.Nil, nil)
+}
+
+// resumption is where a stream starts: the events to send first and the
+// stream's first id.
+type resumption struct {
+	events []event
+	reset  string // why the client must reload, when it must
+	id     int64
+}
+
+// resume reads what a client that saw the event lastID missed; without
+// lastID, nothing but the current time as the stream's id.
+func (s *server) resume(ctx context.Context, one uuid.UUID, lastID string) (resumption, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return resumption{}, fmt.Errorf("read the time: %w", err)
+	}
+	res := resumption{id: now.UnixMicro()}
+	if lastID == "" {
+		return res, nil
+	}
+	micros, err := strconv.ParseInt(lastID, 10, 64)
+	last := time.UnixMicro(micros)
+	switch {
+	case err != nil:
+		res.reset = "Last-Event-ID " + strconv.Quote(lastID) + " is not an id of this stream"
+		return res, nil
+	case now.Sub(last) > maxReplayAge:
+		res.reset = fmt.Sprintf("Last-Event-ID is older than %s", maxReplayAge)
+		return res, nil
+	}
+	evs, ok, err := replay(ctx, s.pool, one, last.Add(-replaySlack))
+	if err != nil {
+		return res, err
+	}
+	if !ok {
+		res.reset = fmt.Sprintf("more than %d changes since Last-Event-ID", maxReplayEvents)
+		return res, nil
+	}
+	res.events, res.id = evs, max(res.id, micros)
+	return res, nil
+}
+
+// stream writes events as Server-Sent Events until the client leaves or
+// falls too far behind. Each event's id is the time of the latest change
+// the stream has sent (microseconds, never decreasing); a client that
+// reconnects with it in Last-Event-ID gets the changes it missed (with
+// some repeated), or a reset event when too much was missed.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber, one uuid.UUID, first *event) {
+	res, err := s.resume(r.Context(), one, r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 2000\n\n")
+	hwm := res.id
+	send := func(ev event) {
+		hwm = max(hwm, ev.at)
+		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", hwm, ev.kind, ev.data)
+	}
+	switch {
+	case res.reset != "":
+		b, _ := json.Marshal(map[string]string{"reason": res.reset})
+		fmt.Fprintf(w, "id: %d\nevent: reset\ndata: %s\n\n", hwm, b)
+	case len(res.events) > 0:
+		for _, ev := range res.events {
+			send(ev)
+		}
+	case first != nil:
+		send(*first)
+	default:
+		fmt.Fprintf(w, "id: %d\n\n", hwm) // sets the id without an event
+	}
+	_ = rc.Flush()
+	ping := time.NewTicker(pingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.events.stopped:
+			return
+		case <-ping.C:
+			// Every change before the last poll has been handed over; move
+			// the id up to it unless events still wait to be written.
+			if len(sub.ch) == 0 && s.events.polledAt.Load() > hwm {
+				hwm = s.events.polledAt.Load()
+				fmt.Fprintf(w, "id: %d\n\n", hwm)
+			}
+			fmt.Fprint(w, ": ping\n\n")
+		case ev, ok := <-sub.ch:
+			if !ok {
+				return
+			}
+			send(ev)
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}

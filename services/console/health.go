@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// queueState is one queue: ready and consumers as a passive declare
+// reports them, unacknowledged derived from task_steps.
+type queueState struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Ready     int    `json:"ready"`
+	Consumers int    `json:"consumers"`
+	// Unacknowledged is derived, not read from the broker (a passive
+	// declare reports only ready messages and consumers): for a work queue,
+	// the step attempts running now with a live lease — each holds its
+	// delivery unacknowledged until it ends; 0 for a delay queue, which
+	// has no consumers; null where it cannot be derived (dlq,
+	// compensation, waiting).
+	Unacknowledged *int `json:"unacknowledged"`
+	// Missing is set when the queue does not exist.
+	Missing bool `json:"missing,omitempty"`
+}
+
+// queueInspector reads queues' depth and consumers.
+type queueInspector interface {
+	Inspect(ctx context.Context, names []string) (map[string]queueState, error)
+}
+
+// watchedQueues lists every queue the health page shows, with its kind.
+func watchedQueues() []queueState {
+	var qs []queueState
+	for _, q := range broker.WorkQueues {
+		qs = append(qs, queueState{Name: q, Kind: "work"})
+	}
+	for _, d := range broker.DefaultDelayTiers {
+		qs = append(qs, queueState{Name: broker.DelayName(d), Kind: "delay"})
+	}
+	return append(qs, queueState{Name: broker.DLQ, Kind: "dlq"},
+		queueState{Name: broker.Compensation, Kind: "compensation"},
+		queueState{Name: broker.WaitingQueue, Kind: "waiting"})
+}
+
+// amqpInspector reads queues by AMQP passive declares (no management
+// plugin needed). A missing queue closes the channel; the next opens anew.
+type amqpInspector struct{ conn *broker.Conn }
+
+func (a amqpInspector) Inspect(ctx context.Context, names []string) (map[string]queueState, error) {
+	out := make(map[string]queueState, len(names))
+	var ch *amqp.Channel
+	defer func() {
+		if ch != nil {
+			_ = ch.Close()
+		}
+	}()
+	for _, name := range names {
+		if ch == nil {
+			var err error
+			if ch, err = a.conn.Channel(ctx); err != nil {
+				return nil, fmt.Errorf("inspect queues: %w", err)
+			}
+		}
+		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		if err != nil {
+			if e, ok := err.(*amqp.Error); ok && e.Code == amqp.NotFound {
+				out[name] = queueState{Name: name, Missing: true}
+				ch = nil
+				continue
+			}
+			return nil, fmt.Errorf("inspect queue %s: %w", name, err)
+		}
+		out[name] = queueState{Name: name, Ready: q.Messages, Consumers: q.Consumers}
+	}
+	return out, nil
+}
+
+// stepService is one step's workers.
+type stepService struct {
+	Step      string `json:"step"`
+	Queue     string `json:"queue"`
+	Consumers int    `json:"consumers"`
+	Busy      int    `json:"busy"`
+	Ready     int    `json:"ready"`
+}
+
+// services sums up the workers of the pipeline.
+type services struct {
+	Total           int           `json:"total"`
+	Available       int           `json:"available"`
+	UtilizationRate float64       `json:"utilizationRate"`
+	Steps           []stepService `json:"steps"`
+}
+
+// performance is the last hour of step attempts.
+type performance struct {
+	Throughput      float64 `json:"throughput"`
+	AvgResponseTime float64 `json:"avgResponseTime"`
+	ErrorRate       float64 `json:"errorRate"`
+	Finished        int     `json:"finished"`
+	Failed          int     `json:"failed"`
+	WindowSeconds   int     `json:"windowSeconds"`
+}
+
+// healthReport is GET /api/system/health.
+type healthReport struct {
+	Status       string            `json:"status"`
+	Reasons      []string          `json:"reasons"`
+	CheckedAt    time.Time         `json:"checkedAt"`
+	Services     services          `json:"services"`
+	Queues       []queueState      `json:"queues"`
+	Performance  performance       `json:"performance"`
+	Dependencies map[string]string `json:"dependencies"`
+}
+
+// Thresholds of a degraded system.
+const (
+	healthWindow      = time.Hour
+	degradedErrorRate = 0.2
+)
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	writeJSON(w, http.StatusOK, s.checkHealth(ctx))
+}
+
+// checkHealth builds the report: dependencies, queues, workers per step,
+// the last hour's performance, and the verdict with its reasons.
+func (s *server) checkHealth(ctx context.Context) healthReport {
+	h := healthReport{Status: "healthy", Reasons: []string{}, CheckedAt: time.Now().UTC(),
+		Dependencies: map[string]string{"postgres": "ok", "rabbitmq": "ok", "objectStore": "ok"}}
+	if err := s.pool.Ping(ctx); err != nil {
+		h.Dependencies["postgres"] = err.Error()
+	}
+	if err := s.objects.Ping(ctx); err != nil {
+		h.Dependencies["objectStore"] = err.Error()
+	}
+	h.Queues = watchedQueues()
+	names := make([]string, len(h.Queues))
+	for i, q := range h.Queues {
+		names[i] = q.Name
+	}
+	states, err := s.queues.Inspect(ctx, names)
+	if err != nil {
+		h.Dependencies["rabbitmq"] = err.Error()
+	}
+	for i := range h.Queues {
+		if st, ok := states[h.Queues[i].Name]; ok {
+			h.Queues[i].Ready, h.Queues[i].Consumers, h.Queues[i].Missing = st.Ready, st.Consumers, st.Missing
+		}
+	}
+	busy, perf, err := s.stepLoad(ctx)
+	if err != nil && h.Dependencies["postgres"] == "ok" {
+		h.Dependencies["postgres"] = err.Error()
+	}
+	h.Performance = perf
+	deriveUnacknowledged(h.Queues, busy)
+	h.Services = servicesOf(h.Queues, busy)
+	h.judge()
+	return h
+}
+
+// deriveUnacknowledged fills in the unacknowledged messages of the work
+// queues (busy: running attempts with a live lease, per step) and of the
+// delay queues (none: nothing consumes them).
+func deriveUnacknowledged(queues []queueState, busy map[string]int) {
+	for i, q := range queues {
+		switch q.Kind {
+		case "work":
+			n := busy[q.Name[len("task."):]]
+			queues[i].Unacknowledged = &n
+		case "delay":
+			n := 0
+			queues[i].Unacknowledged = &n
+		}
+	}
+}
+
+// servicesOf counts the steps with consumers and how busy they are.
+func servicesOf(queues []queueState, busy map[string]int) services {
+	sv := services{Steps: []stepService{}}
+	consumers, running := 0, 0
+	for _, q := range queues {
+		if q.Kind != "work" {
+			continue
+		}
+		name := q.Name[len("task."):]
+		st := stepService{Step: name, Queue: q.Name, Consumers: q.Consumers, Busy: busy[name], Ready: q.Ready}
+		sv.Steps = append(sv.Steps, st)
+		sv.Total++
+		if q.Consumers > 0 {
+			sv.Available++
+		}
+		consumers += q.Consumers
+		running += min(st.Busy, q.Consumers)
+	}
+	if consumers > 0 {
+		sv.UtilizationRate = float64(running) / float64(consumers)
+	}
+	return sv
+}
+
+// judge sets the verdict: unhealthy when a dependency is down, degraded
+// when a step has no workers, dead letters wait, or many attempts fail.
+func (h *healthReport) judge() {
+	for _, name := range []string{"postgres", "rabbitmq", "objectStore"} {
+		if v := h.Dependencies[name]; v != "ok" {
+			h.Status = "unhealthy"
+			h.Reasons = append(h.Reasons, name+": "+v)
+		}
+	}
+	for _, st := range h.Services.Steps {
+		if st.Consumers == 0 {
+			h.Reasons = append(h.Reasons, fmt.Sprintf("no workers consume %s (%d messages waiting)", st.Queue, st.Ready))
+		}
+	}
+	for _, q := range h.Queues {
+		switch {
+		case q.Missing:
+			h.Reasons = append(h.Reasons, "queue "+q.Name+" does not exist")
+		case q.Kind == "dlq" && q.Ready > 0 && q.Consumers == 0:
+			h.Reasons = append(h.Reasons, fmt.Sprintf("%d dead letters wait in %s with no dlq_recorder", q.Ready, q.Name))
+		}
+	}
+	if h.Performance.Finished >= 10 && h.Performance.ErrorRate > degradedErrorRate {
+		h.Reasons = append(h.Reasons, fmt.Sprintf("%.0f%% of step attempts failed in the last hour", 100*h.Performance.ErrorRate))
+	}
+	if h.Status == "healthy" && len(h.Reasons) > 0 {
+		h.Status = "degraded"
+	}
+}
+
+// stepLoad reads the attempts running now per step and the last hour's
+// finished attempts (task_steps_step_started serves the window).
+func (s *server) stepLoad(ctx context.Context) (map[string]int, performance, error) {
+	perf := performance{WindowSeconds: int(healthWindow / time.Second)}
+	busy := map[string]int{}
+	var avg *float64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE finished_at IS NOT NULL),
+		count(*) FILTER (WHERE status = 'failed'),
+		avg(extract(epoch FROM finished_at - started_at) * 1000) FILTER (WHERE finished_at IS NOT NULL)
+		FROM task_steps WHERE step = ANY($1) AND started_at > now() - $2::interval`,
+		wire.Pipeline, healthWindow).Scan(&perf.Finished, &perf.Failed, &avg)
+	if err != nil {
+		return busy, perf, fmt.Errorf("read step performance: %w", err)
+	}
+	if avg != nil {
+		perf.AvgResponseTime = *avg
+	}
+	perf.Throughput = float64(perf.Finished) / healthWindow.Minutes()
+	if perf.Finished > 0 {
+		perf.ErrorRate = float64(perf.Failed) / float64(perf.Finished)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT step, count(*) FROM task_steps
+		WHERE status = 'running' AND lease_until > now() GROUP BY step`)
+	if err != nil {
+		return busy, perf, fmt.Errorf("read running steps: %w", err)
+	}
+	var name string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error { busy[name] = n; return nil })
+	return busy, perf, err
+}
+
+// queueCollector exports every watched queue's depth and consumers on each
+// scrape of /metrics.
+type queueCollector struct {
+	inspect  queueInspector
+	messages *prometheus.GaugeVec
+	consumer *prometheus.GaugeVec
+}
+
+func newQueueCollector(in queueInspector) *queueCollector {
+	return &queueCollector{inspect: in,
+		messages: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dubflow_queue_messages",
+			Help: "Messages ready in the queue (AMQP passive declare)."}, []string{"queue"}),
+		consumer: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dubflow_queue_consumers",
+			Help: "Consumers on the queue (AMQP passive declare)."}, []string{"queue"})}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.messages.Describe(ch)
+	c.consumer.Describe(ch)
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var names []string
+	for _, q := range watchedQueues() {
+		names = append(names, q.Name)
+	}
+	states, err := c.inspect.Inspect(ctx, names)
+	if err == nil {
+		c.messages.Reset()
+		c.consumer.Reset()
+		for _, st := range states {
+			if !st.Missing {
+				c.messages.WithLabelValues(st.Name).Set(float64(st.Ready))
+				c.consumer.WithLabelValues(st.Name).Set(float64(st.Consumers))
+			}
+		}
+	}
+	c.messages.Collect(ch)
+	c.consumer.Collect(ch)
+}

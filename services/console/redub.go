@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/google/uuid"
+)
+
+// redubbed is what POST /api/tasks/{id}/redub answers.
+type redubbed struct {
+	TaskID         uuid.UUID `json:"taskId"`
+	Version        int       `json:"version"`
+	Segment        int       `json:"segment"`
+	PreviousText   *string   `json:"previousText"`
+	Text           string    `json:"text"`
+	OutputVideoKey string    `json:"outputVideoKey"`
+}
+
+// redubTask changes the translation of one segment (numbered from 1) of a
+// done task and starts the task's next output version (dub.Redub): only
+// that segment is synthesized again and the video assembled again; the
+// earlier version stays.
+func (s *server) redubTask(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var body struct {
+		Segment int    `json:"segment"`
+		Text    string `json:"text"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := dub.Redub(r.Context(), s.pool, id, body.Segment, body.Text)
+	switch {
+	case errors.Is(err, dub.ErrNotFound):
+		err = notFound(err.Error())
+	case errors.Is(err, dub.ErrNoSegment), errors.Is(err, dub.ErrInvalidText):
+		err = badRequest(err.Error())
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.flush(r.Context(), id, res.Outbox)
+	writeJSON(w, http.StatusAccepted, redubbed{TaskID: res.TaskID, Version: res.Version, Segment: res.N,
+		PreviousText: res.PreviousText, Text: res.Text, OutputVideoKey: res.OutputVideoKey})
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/rs/zerolog"
+)
+
+// apiError is an error with the HTTP status and code the API answers.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// Errors by status; each takes the message shown to the client.
+func badRequest(msg string) error { return &apiError{http.StatusBadRequest, "bad_request", msg} }
+func notFound(msg string) error   { return &apiError{http.StatusNotFound, "not_found", msg} }
+func conflict(msg string) error   { return &apiError{http.StatusConflict, "conflict", msg} }
+func tooLarge(msg string) error   { return &apiError{http.StatusRequestEntityTooLarge, "too_large", msg} }
+func unavailable(msg string) error {
+	return &apiError{http.StatusServiceUnavailable, "unavailable", msg}
+}
+func unauthorized(msg string) error { return &apiError{http.StatusUnauthorized, "unauthorized", msg} }
+func forbidden(code, msg string) error {
+	return &apiError{http.StatusForbidden, code, msg}
+}
+
+// classify maps an error of the shared packages to what the API answers;
+// anything unknown is an internal error whose detail stays in the log.
+func classify(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, task.ErrNotFound), errors.Is(err, dlq.ErrNotFound), errors.Is(err, errTaskNotFound),
+		errors.Is(err, dub.ErrNotFound):
+		return &apiError{http.StatusNotFound, "not_found", err.Error()}
+	case errors.Is(err, task.ErrRefused), errors.Is(err, dlq.ErrReplayed), errors.Is(err, dlq.ErrTaskDone),
+		errors.Is(err, dlq.ErrNotReplayable):
+		return &apiError{http.StatusConflict, "conflict", err.Error()}
+	}
+	return &apiError{http.StatusInternalServerError, "internal", "internal error"}
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err, logging internal errors with their detail.
+func writeError(w http.ResponseWriter, r *http.Request, log zerolog.Logger, err error) {
+	ae := classify(err)
+	if ae.Status >= 500 {
+		log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
+	}
+	writeJSON(w, ae.Status, ae)
+}
+
+// decodeJSON reads a JSON request body of at most 1 MiB into v; an empty
+// body leaves v as it is.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return badRequest("request body: " + err.Error())
+	}
+	return nil
+}

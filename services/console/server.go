@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+)
+
+// access is who may call a route.
+type access int
+
+const (
+	// public routes need no authentication.
+	public access = iota
+	// reader routes need any token or session.
+	reader
+	// admin routes need the admin token or an admin session.
+	admin
+)
+
+// route is one API route; routes() is the list the server serves and the
+// OpenAPI document must describe.
+type route struct {
+	method, path string
+	access       access
+	handle       http.HandlerFunc
+}
+
+// server is the console: the API handlers and what they use.
+type server struct {
+	cfg     *Config
+	log     zerolog.Logger
+	pool    *pgxpool.Pool
+	objects *blob.Store
+	// signer presigns what browsers fetch and upload (Config.presigner).
+	signer *blob.Presigner
+	pub    outbox.Publisher
+	queues queueInspector
+	events *hub
+	auth   *auth
+	logins *loginLimiter
+	// page serves the web page for every path not under /api/.
+	page http.Handler
+	// extra are routes added by other features.
+	extra []route
+}
+
+// routes lists every API route.
+func (s *server) routes() []route {
+	rs := []route{
+		{"POST", "/api/login", public, s.login},
+		{"GET", "/api/openapi.json", public, s.openapi},
+		{"GET", "/api/session", reader, s.session},
+		{"POST", "/api/logout", reader, s.logout},
+		{"POST", "/api/uploads", admin, s.createUpload},
+		{"POST", "/api/tasks", admin, s.createTask},
+		{"GET", "/api/tasks", reader, s.listTasks},
+		{"GET", "/api/tasks/{id}", reader, s.getTask},
+		{"GET", "/api/tasks/{id}/realtime-status", reader, s.realtimeStatus},
+		{"GET", "/api/tasks/{id}/events", reader, s.taskEvents},
+		{"POST", "/api/tasks/{id}/cancel", admin, s.cancelTask},
+		{"POST", "/api/tasks/{id}/retry", admin, s.retryTask},
+		{"GET", "/api/tasks/{id}/segments", reader, s.taskSegments},
+		{"POST", "/api/tasks/{id}/redub", admin, s.redubTask},
+		{"GET", "/api/events", reader, s.allEvents},
+		{"GET", "/api/system/health", reader, s.health},
+		{"GET", "/api/dead-letters", reader, s.listDeadLetters},
+		{"GET", "/api/dead-letters/{id}", reader, s.getDeadLetter},
+		{"POST", "/api/dead-letters/{id}/replay", admin, s.replayDeadLetter},
+		{"GET", "/api/compensations", reader, s.listCompensations},
+		{"POST", "/api/compensations/requeue", admin, s.requeueCompensations},
+		{"GET", "/api/waiting/projects", reader, s.waitingProxy("/queue/projects")},
+		{"GET", "/api/waiting/projects/{id}/status", reader, s.waitingProxy("/queue/projects/{id}/status")},
+		{"GET", "/api/waiting/agents/{agentId}/status", reader, s.waitingProxy("/queue/agents/{agentId}/status")},
+		{"GET", "/api/waiting/entries/{id}", reader, s.waitingProxy("/queue/entries/{id}")},
+	}
+	return append(rs, s.extra...)
+}
+
+// Handler serves the API under /api/ and the page everywhere else.
+func (s *server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.method+" "+rt.path, s.guard(rt))
+	}
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, notFound("no such API route: "+r.Method+" "+r.URL.Path))
+	})
+	page := s.page
+	if page == nil {
+		page = http.NotFoundHandler()
+	}
+	mux.Handle("/", page)
+	return mux
+}
+
+type principalKey struct{}
+
+// guard authenticates and authorizes a request before rt handles it.
+func (s *server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.access == public {
+			rt.handle(w, r)
+			return
+		}
+		p, err := s.auth.authenticate(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if rt.access == admin && p.role != roleAdmin {
+			s.fail(w, r, forbidden("forbidden", "this token is read-only"))
+			return
+		}
+		rt.handle(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// principalOf returns who the request acts as (set by guard).
+func principalOf(r *http.Request) principal {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p
+}
+
+// fail answers err.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, r, s.log, err)
+}

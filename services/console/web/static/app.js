@@ -1,0 +1,1094 @@
+// dubflow console: one vanilla script, no build step, no network but this
+// origin. Every page is built with DOM calls, never by parsing HTML
+// strings, so text from tasks and errors is always shown as text.
+'use strict';
+(() => {
+  // ---- the API contract (services/console/API.md) ----
+  const API = {
+    login: '/api/login',
+    logout: '/api/logout',
+    session: '/api/session',
+    tasks: '/api/tasks',
+    uploads: '/api/uploads',
+    task: (id) => `/api/tasks/${enc(id)}`,
+    realtime: (id) => `/api/tasks/${enc(id)}/realtime-status`,
+    taskEvents: (id) => `/api/tasks/${enc(id)}/events`,
+    cancel: (id) => `/api/tasks/${enc(id)}/cancel`,
+    retry: (id) => `/api/tasks/${enc(id)}/retry`,
+    redub: (id) => `/api/tasks/${enc(id)}/redub`,
+    segments: (id) => `/api/tasks/${enc(id)}/segments`,
+    events: '/api/events',
+    health: '/api/system/health',
+    deadLetters: '/api/dead-letters',
+    deadLetter: (id) => `/api/dead-letters/${enc(id)}`,
+    replay: (id) => `/api/dead-letters/${enc(id)}/replay`,
+    compensation: '/api/compensations',
+    requeue: '/api/compensations/requeue',
+    waiting: (project) => `/api/waiting/projects/${enc(project)}/status`,
+    waitingProjects: '/api/waiting/projects',
+  };
+  const CSRF_HEADER = 'X-CSRF-Token';
+  const STEPS = ['extract_audio', 'asr', 'translate', 'tts', 'mux_video'];
+  const TASK_STATUSES = ['queued', 'running', 'compensating', 'done', 'failed'];
+  const ACTIVE = new Set(['queued', 'running', 'compensating', 'redubbing']);
+  const PAGE_SIZE = 25;
+  // Videos larger than this go straight to the object store (a presigned
+  // PUT from POST /api/uploads), not through the console.
+  const PRESIGN_ABOVE = 32 << 20;
+
+  const enc = encodeURIComponent;
+  const $ = (sel, root = document) => root.querySelector(sel);
+
+  // h builds an element: h('td', {class: 'num'}, 'text', child, ...).
+  // Attributes starting with "on" are listeners; null children are skipped.
+  function h(tag, attrs, ...children) {
+    const el = tag === 'svg' || SVG_TAGS.has(tag)
+      ? document.createElementNS('http://www.w3.org/2000/svg', tag) : document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'dataset') Object.assign(el.dataset, v);
+      else if (k === 'style') el.style.cssText = v; // CSSOM: allowed by the CSP, a style attribute is not
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    append(el, children);
+    return el;
+  }
+  const SVG_TAGS = new Set(['line', 'polyline', 'text', 'g', 'rect', 'title', 'path', 'circle']);
+  function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+  }
+  function fill(el, ...children) { el.replaceChildren(); append(el, children); return el; }
+
+  // pick returns the first field of o that is set, under any of the names
+  // (camelCase as the API writes them; snake_case as the database does).
+  function pick(o, ...names) {
+    if (!o) return undefined;
+    for (const n of names) if (o[n] !== undefined && o[n] !== null) return o[n];
+    return undefined;
+  }
+
+  // ---- formatting ----
+  function shortId(id) { return id ? String(id).slice(0, 8) : '—'; }
+  function when(t) {
+    if (!t) return '—';
+    const d = new Date(t);
+    if (isNaN(d)) return String(t);
+    const s = Math.round((Date.now() - d.getTime()) / 1000);
+    if (s < 0) return 'in ' + dur(-s * 1000);
+    if (s < 60) return s + 's ago';
+    if (s < 3600) return Math.floor(s / 60) + 'm ago';
+    if (s < 86400) return Math.floor(s / 3600) + 'h ago';
+    return d.toISOString().slice(0, 16).replace('T', ' ');
+  }
+  function timeCell(t) { return h('span', {title: t ? new Date(t).toLocaleString() : ''}, when(t)); }
+  function dur(ms) {
+    if (ms === undefined || ms === null || isNaN(ms)) return '—';
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    const s = ms / 1000;
+    if (s < 60) return s.toFixed(s < 10 ? 2 : 1) + ' s';
+    if (s < 3600) return Math.floor(s / 60) + 'm ' + Math.round(s % 60) + 's';
+    return Math.floor(s / 3600) + 'h ' + Math.round((s % 3600) / 60) + 'm';
+  }
+  function between(a, b) {
+    if (!a) return undefined;
+    return (b ? new Date(b) : new Date()) - new Date(a);
+  }
+  function pct(x) { return x === undefined || x === null || isNaN(x) ? '—' : (x * 100).toFixed(1) + '%'; }
+  function num(x, digits = 0) { return x === undefined || x === null || isNaN(x) ? '—' : Number(x).toFixed(digits); }
+  function badge(status) { return h('span', {class: 'badge s-' + (status || 'unknown')}, status || 'unknown'); }
+  function bytes(n) {
+    if (n < 1024) return n + ' B';
+    if (n < 1 << 20) return (n / 1024).toFixed(1) + ' KiB';
+    if (n < 1 << 30) return (n / (1 << 20)).toFixed(1) + ' MiB';
+    return (n / (1 << 30)).toFixed(2) + ' GiB';
+  }
+
+  // ---- messages ----
+  function flash(text, bad) {
+    const el = h('div', {class: bad ? 'bad' : ''}, text);
+    $('#flash').append(el);
+    setTimeout(() => el.remove(), bad ? 8000 : 4000);
+  }
+
+  // ---- the API ----
+  class APIError extends Error {
+    constructor(status, message) { super(message); this.status = status; }
+  }
+  function csrfToken() {
+    const stored = sessionStorage.getItem('dubflow.csrf');
+    if (stored) return stored;
+    const m = document.cookie.match(/(?:^|;\s*)dubflow_csrf=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : '';
+  }
+  function headers(method, extra) {
+    const hd = Object.assign({Accept: 'application/json'}, extra || {});
+    if (method !== 'GET' && method !== 'HEAD') hd[CSRF_HEADER] = csrfToken();
+    return hd;
+  }
+  async function api(path, {method = 'GET', body, signal} = {}) {
+    const init = {method, credentials: 'same-origin', signal, headers: headers(method)};
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers['Content-Type'] = 'application/json';
+    }
+    const res = await fetch(path, init);
+    if (res.status === 401 && location.pathname !== '/login') {
+      toLogin();
+      throw new APIError(401, 'not logged in');
+    }
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { data = {error: text}; }
+    if (!res.ok) {
+      const msg = pick(data, 'message', 'error') || res.statusText;
+      throw new APIError(res.status, typeof msg === 'string' ? msg : JSON.stringify(msg));
+    }
+    return data;
+  }
+  function toLogin() {
+    sessionStorage.removeItem('dubflow.csrf');
+    const next = location.pathname + location.search;
+    go('/login' + (next && next !== '/' && next !== '/login' ? '?next=' + enc(next) : ''), true);
+  }
+  function listOf(data, ...names) {
+    if (Array.isArray(data)) return data;
+    const v = pick(data, ...names, 'items', 'data');
+    return Array.isArray(v) ? v : [];
+  }
+
+  // ---- live updates ----
+  // live opens an EventSource for the page; it closes with the page. The
+  // indicator in the header shows whether it is connected.
+  function live(ctx, url, onEvent) {
+    const es = new EventSource(url, {withCredentials: true});
+    const ind = $('#live');
+    const set = (on) => { ind.classList.toggle('on', on); ind.lastElementChild.textContent = on ? 'live' : 'reconnecting'; };
+    es.onopen = () => set(true);
+    es.onerror = () => set(false);
+    const handle = (ev) => {
+      let data = null;
+      try { data = JSON.parse(ev.data); } catch { return; }
+      onEvent(data, ev.type);
+    };
+    es.onmessage = handle;
+    // A reconnect sends Last-Event-ID and gets what it missed; reset means
+    // too much was missed: the page reloads its data instead.
+    for (const t of ['task', 'step', 'reset']) es.addEventListener(t, handle);
+    ind.hidden = false;
+    ind.lastElementChild.textContent = 'connecting';
+    ctx.cleanup(() => { es.close(); ind.classList.remove('on'); ind.hidden = true; });
+    return es;
+  }
+  // every calls fn now and then every ms until the page closes; a call
+  // never overlaps the previous one.
+  function every(ctx, ms, fn) {
+    let timer = null;
+    const tick = async () => {
+      try { await fn(); } catch (e) { if (!ctx.closed) report(e); }
+      if (!ctx.closed) timer = setTimeout(tick, ms);
+    };
+    ctx.cleanup(() => clearTimeout(timer));
+    tick();
+  }
+  function debounce(ms, fn) {
+    let t = null;
+    return () => { clearTimeout(t); t = setTimeout(fn, ms); };
+  }
+  function report(e) {
+    if (e && e.name === 'AbortError') return;
+    if (e && e.status === 401) return;
+    flash(e && e.message ? e.message : String(e), true);
+  }
+
+  // ---- the router ----
+  const routes = [];
+  function route(re, section, page) { routes.push({re, section, page}); }
+  let current = null;
+  function go(path, replace) {
+    if (replace) history.replaceState(null, '', path); else history.pushState(null, '', path);
+    render();
+  }
+  function render() {
+    if (current) current.close();
+    const path = location.pathname.replace(/\/+$/, '') || '/';
+    const r = routes.find((x) => x.re.test(path)) || routes.find((x) => x.section === 'tasks');
+    const m = path.match(r.re) || [];
+    const ctx = newContext();
+    current = ctx;
+    document.body.classList.toggle('anon', r.section === 'login');
+    for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('on', a.dataset.section === r.section);
+    const main = fill($('#app'));
+    Promise.resolve(r.page(main, ctx, ...m.slice(1).map(decodeURIComponent))).catch((e) => {
+      if (ctx.closed) return;
+      report(e);
+      if (e.status !== 401) fill(main, h('div', {class: 'panel'}, h('h1', {}, 'Could not load this page'), h('p', {class: 'muted'}, e.message)));
+    });
+  }
+  function newContext() {
+    const fns = [];
+    const ab = new AbortController();
+    const ctx = {
+      closed: false, signal: ab.signal,
+      cleanup: (fn) => fns.push(fn),
+      close: () => { ctx.closed = true; ab.abort(); for (const fn of fns) fn(); },
+    };
+    return ctx;
+  }
+  document.addEventListener('click', (ev) => {
+    const a = ev.target.closest('a[data-nav], a[href^="/"]');
+    if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || a.target) return;
+    const url = new URL(a.href, location.href);
+    if (url.origin !== location.origin || url.pathname.startsWith('/api/') || url.pathname.startsWith('/static/')) return;
+    ev.preventDefault();
+    go(url.pathname + url.search);
+  });
+  window.addEventListener('popstate', render);
+
+  // ---- buttons that call the API ----
+  // action returns a click handler that disables the button while the
+  // request runs and reports the outcome.
+  function action(fn, done) {
+    return async (ev) => {
+      const b = ev.currentTarget;
+      b.disabled = true;
+      try {
+        const out = await fn();
+        if (done) done(out);
+      } catch (e) {
+        report(e);
+      } finally {
+        b.disabled = false;
+      }
+    };
+  }
+
+  window.__dubflow = {api, API, go}; // for the browser tests and the curious
+  // ---- login ----
+  function pageLogin(main) {
+    const input = h('input', {type: 'password', id: 'token', name: 'token', autocomplete: 'current-password',
+      placeholder: 'DUBFLOW_API_TOKEN', required: true, autofocus: true});
+    const err = h('p', {class: 'reasons', id: 'login-error'});
+    const form = h('form', {class: 'panel login', id: 'login-form'},
+      h('h1', {}, 'Log in'),
+      h('p', {class: 'muted'}, 'Paste an API token (DUBFLOW_API_TOKEN, or the read-only token). It is exchanged for a session cookie and not stored by the page.'),
+      h('label', {for: 'token'}, 'Token'), input, err,
+      h('div', {class: 'row'}, h('span', {class: 'spacer'}), h('button', {class: 'primary', type: 'submit', id: 'login'}, 'Log in')));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      err.textContent = '';
+      try {
+        const out = await api(API.login, {method: 'POST', body: {token: input.value.trim()}});
+        const csrf = pick(out, 'csrfToken');
+        if (csrf) sessionStorage.setItem('dubflow.csrf', csrf);
+        const next = new URLSearchParams(location.search).get('next');
+        go(next && next.startsWith('/') && !next.startsWith('//') ? next : '/tasks', true);
+      } catch (e) {
+        err.textContent = e.status === 401 || e.status === 403 ? 'That token is not valid.' : e.message;
+      }
+    });
+    fill(main, form);
+  }
+
+  // ---- tasks ----
+  // The list follows the URL (?status=&cursor=), so back, reload and links
+  // keep the view; live events update rows in place.
+  async function pageTasks(main, ctx) {
+    const q = new URLSearchParams(location.search);
+    const status = q.get('status') || '';
+    const cursor = q.get('cursor') || '';
+    const filters = h('div', {class: 'filters', role: 'group', 'aria-label': 'Status'},
+      ['', ...TASK_STATUSES].map((s) => h('button', {type: 'button', class: s === status ? 'on' : '', dataset: {status: s},
+        onclick: () => go(s ? '/tasks?status=' + enc(s) : '/tasks')}, s || 'all')));
+    const tbody = h('tbody', {id: 'tasks-body'});
+    const table = h('table', {id: 'tasks'},
+      h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:120px'}),
+        h('col', {style: 'width:120px'}), h('col', {style: 'width:110px'}), h('col', {style: 'width:110px'}), h('col', {})),
+      h('thead', {}, h('tr', {}, ['Task', 'Status', 'Languages', 'Speaker', 'Created', 'Updated', 'Error'].map((c) => h('th', {}, c)))),
+      tbody);
+    const pager = h('div', {class: 'pager'});
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Tasks'), filters,
+      h('span', {class: 'spacer'}), h('a', {href: '/upload', class: 'btn'}, 'Upload a video')),
+    h('div', {class: 'tablebox'}, table), pager);
+    tbody.append(h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'Loading…')));
+
+    const load = async () => {
+      const params = new URLSearchParams({limit: PAGE_SIZE});
+      if (status) params.set('status', status);
+      if (cursor) params.set('cursor', cursor);
+      const data = await api(API.tasks + '?' + params, {signal: ctx.signal});
+      const tasks = listOf(data, 'tasks');
+      fill(tbody, tasks.length ? tasks.map(taskRow)
+        : h('tr', {class: 'empty'}, h('td', {colspan: 7}, status ? `No ${status} tasks.` : 'No tasks yet. Upload a video to start one.')));
+      renderPager(pager, status, cursor, pick(data, 'nextCursor', 'next_cursor'));
+    };
+    await load();
+    const reload = debounce(400, () => load().catch(report));
+    live(ctx, API.events, (ev, type) => {
+      if (type === 'reset') { reload(); return; }
+      if (type !== 'task') return; // step events change no column of the list
+      const id = pick(ev, 'taskId');
+      const row = id && tbody.querySelector(`tr[data-id="${CSS.escape(id)}"]`);
+      const st = pick(ev, 'status');
+      if (row && st) {
+        if (status && st !== status) { reload(); return; }
+        fill(row.children[1], badge(st));
+        fill(row.children[5], timeCell(pick(ev, 'updatedAt') || new Date().toISOString()));
+        row.children[6].textContent = pick(ev, 'error') || '';
+        row.children[6].title = row.children[6].textContent;
+      } else if (!row && !cursor) {
+        reload();
+      }
+    });
+    every(ctx, 30000, async () => {
+      for (const c of tbody.querySelectorAll('td[data-time]')) fill(c, timeCell(c.dataset.time));
+    });
+  }
+  function taskRow(t) {
+    const id = pick(t, 'id', 'taskId', 'task_id');
+    const err = pick(t, 'error') || '';
+    const cell = (v) => h('td', {'data-time': v || ''}, timeCell(v));
+    return h('tr', {'data-id': id, 'data-status': pick(t, 'status')},
+      h('td', {class: 'mono'}, h('a', {href: '/tasks/' + enc(id), title: id}, shortId(id))),
+      h('td', {}, badge(pick(t, 'status'))),
+      h('td', {}, `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`),
+      h('td', {}, pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'),
+      cell(pick(t, 'createdAt', 'created_at')),
+      cell(pick(t, 'updatedAt', 'updated_at')),
+      h('td', {title: err, class: 'muted'}, err));
+  }
+  // targetsOf is a task's target language, or a parent's languages.
+  function targetsOf(t) {
+    const several = pick(t, 'targetLanguages');
+    if (Array.isArray(several) && several.length) return several.join(', ');
+    return pick(t, 'targetLanguage', 'target_language') || '?';
+  }
+  function renderPager(pager, status, cursor, next) {
+    const base = status ? '/tasks?status=' + enc(status) : '/tasks';
+    const sep = status ? '&' : '?';
+    fill(pager,
+      h('button', {type: 'button', id: 'first-page', disabled: !cursor, onclick: () => go(base)}, '« Newest'),
+      h('button', {type: 'button', id: 'older', disabled: !next, onclick: () => go(base + sep + 'cursor=' + enc(next))}, 'Older »'));
+  }
+  // ---- task detail ----
+  // The page is laid out once with reserved boxes; refreshes replace the
+  // contents of the boxes. A player keeps its first presigned link (a new
+  // signature on every refresh must not restart playback).
+  async function pageTask(main, ctx, id) {
+    const el = {
+      status: h('span', {id: 'task-status'}, badge('…')),
+      cancel: h('button', {type: 'button', id: 'cancel', class: 'danger', disabled: true}, 'Cancel'),
+      retry: h('button', {type: 'button', id: 'retry', disabled: true}, 'Retry'),
+      progress: h('div', {class: 'panel', id: 'progress'}),
+      languages: h('div', {class: 'panel', id: 'languages', hidden: true}),
+      source: h('div', {class: 'player', id: 'source-player'}, 'no source yet'),
+      dub: h('div', {class: 'player', id: 'dub-player'}, 'the dub appears here when the task is done'),
+      links: h('div', {class: 'row', id: 'links', style: 'min-height:24px;margin-top:8px'}),
+      info: h('dl', {class: 'kv', id: 'info'}),
+      timeline: h('ul', {class: 'timeline', id: 'timeline'}),
+      timing: h('div', {id: 'timing'}),
+      segments: h('div', {id: 'segments'}),
+      dead: h('div', {id: 'task-dlq'}),
+    };
+    fill(main,
+      h('div', {class: 'row', style: 'margin-bottom:12px'},
+        h('a', {href: '/tasks'}, '← Tasks'), h('h1', {style: 'margin:0'}, 'Task ', h('span', {class: 'mono'}, id)), el.status,
+        h('span', {class: 'spacer'}), el.retry, el.cancel),
+      el.progress,
+      el.languages,
+      h('div', {class: 'grid2'},
+        h('div', {class: 'panel'}, h('h2', {}, 'Source'), el.source),
+        h('div', {class: 'panel'}, h('h2', {}, 'Dub'), el.dub, el.links)),
+      h('div', {class: 'grid2'},
+        h('div', {class: 'panel'}, h('h2', {}, 'Task'), el.info),
+        h('div', {class: 'panel'}, h('h2', {}, 'Steps'), el.timeline)),
+      h('div', {class: 'panel'}, h('h2', {}, 'Timing report'), el.timing),
+      h('div', {class: 'panel'}, h('h2', {}, 'Dead letters of this task'), el.dead),
+      h('div', {class: 'panel'}, h('h2', {}, 'Segments and redub'), el.segments));
+
+    let family = null; // the languages of a parent, or a child's parent
+    const load = async () => {
+      const [d, rt, lines] = await Promise.all([
+        api(API.task(id), {signal: ctx.signal}),
+        api(API.realtime(id), {signal: ctx.signal}).catch((e) => { if (e.status === 404) return null; throw e; }),
+        api(API.segments(id), {signal: ctx.signal}),
+      ]);
+      family = pick(d, 'languages') || null;
+      showTask(el, id, d, rt, listOf(lines, 'segments'), load);
+    };
+    el.cancel.addEventListener('click', action(() => api(API.cancel(id), {method: 'POST', body: {reason: 'cancelled from the console'}}), () => { flash('Cancelled'); load().catch(report); }));
+    el.retry.addEventListener('click', action(() => api(API.retry(id), {method: 'POST'}), () => { flash('Retrying from the failed step'); load().catch(report); }));
+    await load();
+    const reload = debounce(300, () => load().catch(report));
+    live(ctx, API.taskEvents(id), reload);
+    // A parent follows its children too: their changes, and a child that
+    // starts (where the transcription ends).
+    const targets = listOf(family, 'targetLanguages');
+    if (targets.length) {
+      live(ctx, API.events, (ev, type) => {
+        if (type === 'reset') { reload(); return; }
+        if (type !== 'task') return;
+        const kids = listOf(family, 'children');
+        if (kids.length < targets.length || kids.some((c) => pick(c, 'taskId') === pick(ev, 'taskId'))) reload();
+      });
+    }
+    // Progress figures (ETA, last activity) age even without events.
+    every(ctx, 10000, async () => { if (ACTIVE.has(el.status.textContent)) await load(); });
+  }
+  function showTask(el, id, d, rt, lines, reload) {
+    const t = pick(d, 'task') || d;
+    const status = pick(t, 'status');
+    fill(el.status, badge(status));
+    el.cancel.disabled = !ACTIVE.has(status);
+    el.retry.disabled = status !== 'failed';
+    showProgress(el.progress, rt, status);
+    showLanguages(el.languages, pick(d, 'languages'));
+    if (listOf(pick(d, 'languages'), 'targetLanguages').length && !el.dub.querySelector('video')) {
+      el.dub.textContent = 'one dub per language: see Languages above';
+    }
+    showInfo(el.info, t);
+    showTimeline(el.timeline, d);
+    const links = pick(d, 'links', 'urls') || {};
+    setPlayer(el.source, 'source-video', pick(links, 'source'));
+    setPlayer(el.dub, 'dub-video', pick(links, 'output', 'dub'));
+    showLinks(el.links, links);
+    showTiming(el.timing, pick(d, 'timingReport', 'timing_report', 'timing'));
+    showSegments(el.segments, id, pick(d, 'segments'), lines, status, reload);
+    showTaskDeadLetters(el.dead, pick(d, 'deadLetters'), reload);
+  }
+  // showLanguages shows a parent's child tasks, one per language, or a
+  // child's parent; nothing for a task of one language.
+  function showLanguages(box, fam) {
+    if (!fam) { box.hidden = true; return; }
+    box.hidden = false;
+    const parent = pick(fam, 'parentTaskId');
+    if (parent) {
+      fill(box, h('div', {class: 'row'}, h('h2', {style: 'margin:0'}, 'Languages'),
+        h('span', {id: 'parent-task'}, 'One language of task ',
+          h('a', {class: 'mono', href: '/tasks/' + enc(parent), title: parent}, shortId(parent)),
+          ' (extract_audio and asr ran there).')));
+      return;
+    }
+    const targets = listOf(fam, 'targetLanguages');
+    const kids = listOf(fam, 'children');
+    const byLang = new Map(kids.map((c) => [pick(c, 'targetLanguage'), c]));
+    const rows = targets.map((lang) => {
+      const c = byLang.get(lang);
+      if (!c) {
+        return h('tr', {'data-lang': lang}, h('td', {}, lang), h('td', {class: 'muted'}, '—'),
+          h('td', {}, h('span', {class: 'muted'}, 'starts after asr')), h('td', {class: 'muted'}, '—'), h('td', {}, ''));
+      }
+      const cid = pick(c, 'taskId');
+      const links = pick(c, 'links') || {};
+      const dl = [];
+      if (pick(links, 'output')) dl.push(h('a', {href: pick(links, 'output'), target: '_blank', rel: 'noopener', class: 'child-dub'}, 'dub'));
+      for (const sub of listOf(links, 'subtitles')) {
+        dl.push(' · ', h('a', {href: sub.url, target: '_blank', rel: 'noopener'}, 'subtitles' + (sub.language ? ` (${sub.language})` : '')));
+      }
+      const err = pick(c, 'error') || '';
+      return h('tr', {'data-lang': lang, 'data-id': cid, 'data-status': pick(c, 'status')},
+        h('td', {}, lang),
+        h('td', {class: 'mono'}, h('a', {href: '/tasks/' + enc(cid), title: cid}, shortId(cid))),
+        h('td', {}, badge(pick(c, 'status'))),
+        h('td', {}, dl.length ? dl : h('span', {class: 'muted'}, '—')),
+        h('td', {title: err, class: 'muted'}, err));
+    });
+    fill(box,
+      h('div', {class: 'row', style: 'margin-bottom:8px'}, h('h2', {style: 'margin:0'}, 'Languages'),
+        h('span', {class: 'muted'}, `transcribed once; one child task per language (${kids.length} of ${targets.length} started)`)),
+      h('div', {class: 'tablebox'}, h('table', {id: 'children-table'},
+        h('colgroup', {}, h('col', {style: 'width:90px'}), h('col', {style: 'width:110px'}), h('col', {style: 'width:130px'}),
+          h('col', {style: 'width:420px'}), h('col', {})),
+        h('thead', {}, h('tr', {}, ['Language', 'Task', 'Status', 'Outputs', 'Error'].map((c) => h('th', {}, c)))),
+        h('tbody', {}, rows))));
+  }
+  function showProgress(box, rt, status) {
+    const p = pick(rt, 'progress') || {};
+    const m = pick(rt, 'metrics') || {};
+    const total = p.total || 0;
+    const done = p.done || 0;
+    const share = total ? done / total : (status === 'done' ? 1 : 0);
+    const eta = pick(m, 'estimatedCompletion');
+    fill(box,
+      h('div', {class: 'row', style: 'margin-bottom:8px'},
+        h('h2', {style: 'margin:0'}, 'Progress'),
+        h('span', {class: 'num', id: 'progress-text'}, `${done} / ${total} units done`),
+        h('span', {class: 'muted'}, `pending ${p.pending ?? '—'} · failed ${p.failed ?? '—'}`),
+        h('span', {class: 'spacer'}),
+        h('span', {class: 'muted'}, 'throughput ', num(pick(m, 'throughput'), 2), '/min · avg wait ',
+          dur((pick(m, 'avgWaitTime') ?? NaN) * 1000), ' · ETA ', ACTIVE.has(status) && eta ? when(eta) : '—',
+          ' · last activity ', when(pick(rt, 'lastActivity')))),
+      h('div', {class: 'bar big'}, h('i', {style: `width:${(share * 100).toFixed(1)}%`})));
+  }
+  function showInfo(dl, t) {
+    const rows = [
+      ['Task ID', h('span', {class: 'mono'}, pick(t, 'id', 'taskId', 'task_id'))],
+      ['Languages', `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`],
+      ['Speaker', pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'],
+      ['Trace ID', h('span', {class: 'mono'}, pick(t, 'traceId', 'trace_id') || '—')],
+      ['Created', timeCell(pick(t, 'createdAt', 'created_at'))],
+      ['Updated', timeCell(pick(t, 'updatedAt', 'updated_at'))],
+      ['Source key', h('span', {class: 'mono'}, pick(t, 'sourceVideoKey', 'source_video_key') || '—')],
+      ['Output key', h('span', {class: 'mono'}, pick(t, 'outputVideoKey', 'output_video_key') || '—')],
+    ];
+    const err = pick(t, 'error');
+    fill(dl, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
+      h('dt', {}, 'Error'), h('dd', {class: err ? 'wrap bad' : 'muted', id: 'task-error'}, err || '—'));
+  }
+  // stepsOf returns [{step, status, parts: [{part, attempts: [...]}]}] from
+  // either nested steps or a flat list of attempts.
+  function stepsOf(d) {
+    const steps = pick(d, 'steps') || [];
+    if (steps.length && steps.some((s) => Array.isArray(s.parts))) return steps;
+    const byStep = new Map();
+    for (const s of steps) byStep.set(s.step, {step: s.step, status: s.status, parts: new Map()});
+    for (const a of pick(d, 'attempts') || []) {
+      if (!byStep.has(a.step)) byStep.set(a.step, {step: a.step, parts: new Map()});
+      const parts = byStep.get(a.step).parts;
+      const key = a.part || '';
+      if (!parts.has(key)) parts.set(key, {part: key, attempts: []});
+      parts.get(key).attempts.push(a);
+    }
+    return [...byStep.values()].map((s) => ({...s, parts: [...s.parts.values()]}));
+  }
+  function showTimeline(ul, d) {
+    const steps = stepsOf(d);
+    const names = [...STEPS, ...steps.map((s) => s.step).filter((n) => !STEPS.includes(n))];
+    fill(ul, names.map((name) => {
+      const s = steps.find((x) => x.step === name) || {parts: []};
+      const parts = s.parts || [];
+      return h('li', {'data-step': name},
+        h('div', {}, h('strong', {}, name), h('br'), badge(s.status || (parts.length ? 'running' : 'pending'))),
+        h('div', {class: 'attempts'}, parts.length ? parts.map(partRows) : h('span', {class: 'muted'}, 'not started')));
+    }));
+  }
+  function partRows(p) {
+    const attempts = pick(p, 'attempts') || [];
+    const label = p.part ? h('div', {class: 'muted mono'}, 'part ' + p.part) : null;
+    return [label, attempts.map((a) => {
+      const ms = pick(a, 'durationMs', 'duration_ms') ?? between(pick(a, 'startedAt', 'started_at'), pick(a, 'finishedAt', 'finished_at'));
+      return h('div', {class: 'attempt'},
+        badge(a.status), h('span', {class: 'num'}, '#' + a.attempt), h('span', {class: 'muted', title: a.worker || ''}, a.worker || '—'),
+        h('span', {class: 'num'}, dur(ms)), h('span', {class: 'err'}, a.error || ''));
+    })];
+  }
+  function setPlayer(box, elId, url) {
+    if (!url) return;
+    const v = box.querySelector('video');
+    if (v && v.dataset.loaded) return;
+    fill(box, h('video', {id: elId, controls: true, preload: 'metadata', src: url, 'data-loaded': '1'}));
+  }
+  function showLinks(box, links) {
+    const items = [];
+    const add = (label, url) => { if (url) items.push(h('a', {href: url, target: '_blank', rel: 'noopener'}, label)); };
+    add('Download the dub', pick(links, 'output', 'dub'));
+    add('Dub audio', pick(links, 'dubAudio'));
+    add('Download the source', pick(links, 'source'));
+    const subs = pick(links, 'subtitles', 'subs');
+    if (Array.isArray(subs)) subs.forEach((s, i) => add('Subtitles' + (s.language ? ` (${s.language})` : subs.length > 1 ? ` ${i + 1}` : ''), s.url || s));
+    else if (subs && typeof subs === 'object') for (const [k, u] of Object.entries(subs)) add(`Subtitles (${k})`, u);
+    else add('Subtitles', subs);
+    add('Timing report (JSON)', pick(links, 'timingReport', 'timing'));
+    fill(box, items.length ? items : h('span', {class: 'muted'}, 'Links appear as the steps produce them.'));
+  }
+  function showTiming(box, report) {
+    const segs = report && pick(report, 'segments');
+    if (!Array.isArray(segs) || !segs.length) { fill(box, h('p', {class: 'muted'}, 'No timing report yet (written by mux_video).')); return; }
+    const cols = ['idx', 'start_ms', 'slot_ms', 'audio_ms', 'tempo', 'out_ms', 'pad_ms', 'borrowed_ms', 'truncated_ms', 'note']
+      .filter((c) => segs.some((s) => s[c] !== undefined));
+    const sum = pick(report, 'summary') || {};
+    fill(box,
+      h('p', {class: 'muted'}, Object.entries(sum).map(([k, v]) => `${k.replace(/_/g, ' ')} ${v}`).join(' · '),
+        report.max_speedup ? ` · max speed-up ${report.max_speedup}×` : ''),
+      h('div', {class: 'tablebox', style: 'max-height:320px;overflow:auto'}, h('table', {id: 'timing-table'},
+        h('thead', {}, h('tr', {}, cols.map((c) => h('th', {class: c === 'note' ? '' : 'num'}, c.replace(/_ms$/, ' ms').replace(/_/g, ' '))))),
+        h('tbody', {}, segs.map((s) => h('tr', {}, cols.map((c) => h('td', {class: c === 'note' ? 'wrap' : 'num'}, s[c] ?? ''))))))));
+  }
+  // showSegments lists the lines of the dub (GET /api/tasks/{id}/segments)
+  // with their translation in an input: edit one and press Redub to dub
+  // only that line again (POST /api/tasks/{id}/redub) as a new version.
+  function showSegments(box, id, counts, lines, status, reload) {
+    if (box.contains(document.activeElement)) return; // keep an edit in progress
+    const c = counts || {};
+    const done = status === 'done';
+    const summary = h('p', {class: 'muted'}, `${c.total ?? lines.length} segments · ${c.translated ?? '—'} translated · ${c.synthesized ?? '—'} synthesized · ${c.failedTts ?? '—'} failed synthesis · ` +
+      (done ? 'edit a translation and press Redub to dub that line again.' : 'lines can be redubbed once the task is done.'));
+    if (!lines.length) { fill(box, summary, h('p', {class: 'muted', id: 'segments-empty'}, 'No segments yet.')); return; }
+    const row = (sg) => {
+      const text = h('input', {type: 'text', id: 'seg-text-' + sg.n, value: sg.text ?? '', placeholder: '(not translated)',
+        'aria-label': 'translation of line ' + sg.n, disabled: !done, style: 'width:100%;min-width:200px'});
+      const btn = h('button', {type: 'button', id: 'redub-' + sg.n, class: 'small', disabled: !done}, 'Redub');
+      btn.addEventListener('click', action(() => api(API.redub(id), {method: 'POST', body: {segment: sg.n, text: text.value}}),
+        (out) => { flash(`Line ${sg.n} is being redubbed as version ${pick(out, 'version') ?? '?'}`); text.blur(); reload().catch(report); }));
+      text.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); btn.click(); } });
+      return h('tr', {id: 'seg-' + sg.n},
+        h('td', {class: 'num'}, String(sg.n)),
+        h('td', {class: 'num nowrap'}, clockMs(sg.startMs) + '–' + clockMs(sg.endMs)),
+        h('td', {}, [sg.speaker, sg.voice].filter(Boolean).join(' · ') || '—'),
+        h('td', {class: 'wrap'}, sg.sourceText || ''),
+        h('td', {}, text),
+        h('td', {class: 'wrap muted'}, fitNote(sg)),
+        h('td', {}, btn));
+    };
+    fill(box, summary, h('div', {class: 'tablebox', style: 'max-height:480px;overflow:auto'}, h('table', {id: 'segments-table'},
+      h('thead', {}, h('tr', {}, ['#', 'time', 'speaker · voice', 'source', 'translation', 'fit', ''].map((x) => h('th', {}, x)))),
+      h('tbody', {}, lines.map(row)))));
+  }
+  function clockMs(ms) {
+    const v = Number(ms) || 0;
+    return `${Math.floor(v / 60000)}:${String(Math.floor(v / 1000) % 60).padStart(2, '0')}.${String(v % 1000).padStart(3, '0')}`;
+  }
+  // fitNote sums up what synthesis recorded about a line's fit in its slot.
+  function fitNote(sg) {
+    if (sg.error) return 'error: ' + sg.error;
+    if (!sg.synthesized) return '(no audio yet)';
+    const fit = sg.fit;
+    if (!fit || typeof fit !== 'object') return '';
+    return Object.entries(fit).filter(([, v]) => v !== null && typeof v !== 'object').slice(0, 5)
+      .map(([k, v]) => `${k.replace(/_/g, ' ')} ${typeof v === 'number' ? Math.round(v * 100) / 100 : v}`).join(' · ');
+  }
+  function showTaskDeadLetters(box, items, reload) {
+    if (!items || !items.length) { fill(box, h('p', {class: 'muted'}, 'None.')); return; }
+    fill(box, h('div', {class: 'tablebox'}, h('table', {id: 'task-dead-letters'}, deadLetterHead(),
+      h('tbody', {}, items.map((d) => deadLetterRows(d, reload))))));
+  }
+
+  // ---- upload ----
+  // A small file goes as multipart/form-data to POST /api/tasks; a large
+  // one is PUT to the object store at a presigned URL (POST /api/uploads),
+  // then POST /api/tasks {sourceVideoKey} starts the task. Both through
+  // XMLHttpRequest, the one browser API that reports upload progress.
+  function pageUpload(main) {
+    const file = h('input', {type: 'file', id: 'video', name: 'video', accept: 'video/*,.mp4,.mkv,.mov,.webm', required: true});
+    const langs = (id, val) => h('input', {type: 'text', id, name: id, value: val, required: true, size: 6, pattern: '[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*', title: 'a language code such as en, es or pt-BR'});
+    const source = langs('source', 'en');
+    const target = langs('target', 'es');
+    // Several languages, separated by commas: transcribed once, one child
+    // task per language.
+    target.size = 14;
+    target.pattern = '\\s*[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*(\\s*,\\s*[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*)*\\s*';
+    target.title = 'one language code such as es, or several separated by commas: es, ca, fr';
+    const speaker = h('input', {type: 'text', id: 'speaker', name: 'speaker', placeholder: 'default voice'});
+    const glossary = h('textarea', {id: 'glossary', name: 'glossary', rows: 3, style: 'width:100%',
+      placeholder: 'one term per line: source = target'});
+    const bar = h('i', {});
+    const status = h('span', {class: 'num', id: 'upload-status'}, 'Choose a video.');
+    const submit = h('button', {type: 'submit', class: 'primary', id: 'upload'}, 'Upload and dub');
+    const drop = h('div', {class: 'drop', id: 'drop'}, 'Drop a video here or ', file);
+    drop.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+    drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+    drop.addEventListener('drop', (ev) => {
+      ev.preventDefault();
+      drop.classList.remove('over');
+      if (ev.dataTransfer.files.length) { file.files = ev.dataTransfer.files; file.dispatchEvent(new Event('change')); }
+    });
+    file.addEventListener('change', () => {
+      const f = file.files[0];
+      status.textContent = f ? `${f.name} · ${bytes(f.size)}` : 'Choose a video.';
+    });
+    const form = h('form', {class: 'panel', id: 'upload-form', style: 'max-width:720px'},
+      h('h1', {}, 'Upload a video'), drop,
+      h('div', {class: 'row'},
+        h('div', {}, h('label', {for: 'source'}, 'Spoken language'), source),
+        h('div', {}, h('label', {for: 'target'}, 'Dub into (es, ca, …)'), target),
+        h('div', {}, h('label', {for: 'speaker'}, 'Speaker (voice)'), speaker)),
+      h('label', {for: 'glossary'}, 'Glossary (optional)'), glossary,
+      h('div', {style: 'margin:14px 0 6px'}, h('div', {class: 'bar big'}, bar)),
+      h('div', {class: 'row'}, status, h('span', {class: 'spacer'}), submit));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      if (!file.files.length) { status.textContent = 'Choose a video first.'; return; }
+      const fields = {source: source.value.trim(), target: target.value.trim()};
+      if (speaker.value.trim()) fields.speaker = speaker.value.trim();
+      if (glossary.value.trim()) fields.glossary = glossary.value;
+      const video = file.files[0];
+      let sent;
+      if (video.size > PRESIGN_ABOVE) {
+        sent = presignedUpload(video, fields, bar, status);
+      } else {
+        const fd = new FormData();
+        for (const [k, v] of Object.entries(fields)) fd.append(k, v);
+        fd.append('video', video); // last: the server streams it after reading the fields
+        sent = sendUpload(fd, bar, status);
+      }
+      submit.disabled = true;
+      sent.then((id) => go('/tasks/' + enc(id)))
+        .catch((e) => { status.textContent = e.message; flash(e.message, true); })
+        .finally(() => { submit.disabled = false; });
+    });
+    fill(main, form);
+  }
+  function showProgressOf(xhr, bar, status) {
+    xhr.upload.onprogress = (ev) => {
+      if (!ev.lengthComputable) return;
+      bar.style.width = (ev.loaded / ev.total * 100).toFixed(1) + '%';
+      status.textContent = `Uploading ${bytes(ev.loaded)} of ${bytes(ev.total)} (${Math.floor(ev.loaded / ev.total * 100)}%)`;
+    };
+    xhr.upload.onload = () => { status.textContent = 'Uploaded; creating the task…'; };
+  }
+  // presignedUpload reserves a task id and an upload URL, PUTs the file to
+  // the object store and starts the task from the stored object.
+  async function presignedUpload(video, fields, bar, status) {
+    status.textContent = 'Reserving the upload…';
+    const up = await api(API.uploads, {method: 'POST', body: {contentType: video.type || 'video/mp4'}});
+    await new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open(pick(up, 'method') || 'PUT', pick(up, 'uploadUrl'));
+      for (const [k, v] of Object.entries(pick(up, 'headers') || {})) xhr.setRequestHeader(k, v);
+      showProgressOf(xhr, bar, status);
+      xhr.onerror = () => reject(new Error('The upload to the object store failed: the network, or the store does not allow this page (CONSOLE_PUBLIC_S3_URL, CORS: see the console README).'));
+      xhr.onload = () => (xhr.status >= 200 && xhr.status < 300 ? resolve() : reject(new Error(`object store: HTTP ${xhr.status}`)));
+      xhr.send(video);
+    });
+    const out = await api(API.tasks, {method: 'POST', body: Object.assign({sourceVideoKey: pick(up, 'sourceVideoKey')}, fields)});
+    return pick(out, 'taskId');
+  }
+  function sendUpload(fd, bar, status) {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open('POST', API.tasks);
+      for (const [k, v] of Object.entries(headers('POST'))) xhr.setRequestHeader(k, v);
+      showProgressOf(xhr, bar, status);
+      xhr.onerror = () => reject(new Error('The upload failed (network error).'));
+      xhr.onload = () => {
+        let data = {};
+        try { data = JSON.parse(xhr.responseText); } catch { /* not JSON */ }
+        if (xhr.status === 401) { toLogin(); reject(new Error('not logged in')); return; }
+        if (xhr.status < 200 || xhr.status >= 300) { reject(new Error(pick(data, 'error', 'message') || `upload: HTTP ${xhr.status}`)); return; }
+        const id = pick(data, 'taskId', 'task_id', 'id');
+        if (!id) { reject(new Error('the server answered without a task id')); return; }
+        resolve(id);
+      };
+      xhr.send(fd);
+    });
+  }
+
+  // ---- dead letters and compensation ----
+  async function pageDeadLetters(main, ctx) {
+    const tbody = h('tbody', {id: 'dlq-body'});
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Dead letters'),
+      h('span', {class: 'muted'}, 'Messages that failed for good. Replay runs the step again with a fresh retry budget once the cause is fixed.')),
+    h('div', {class: 'tablebox'}, h('table', {id: 'dead-letters'}, deadLetterHead(), tbody)));
+    // Refreshed every 5 s; a row whose details are open, or whose replay
+    // is under way, keeps the list as it is until the next round.
+    const load = async () => {
+      if (tbody.querySelector('tr.detail:not([hidden]), button.replay:disabled:not([data-replayed])')) return;
+      const data = await api(API.deadLetters + '?limit=100', {signal: ctx.signal});
+      const items = listOf(data, 'deadLetters');
+      fill(tbody, items.length ? items.map((d) => deadLetterRows(d, load))
+        : h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'No dead letters. Nothing has failed for good.')));
+    };
+    every(ctx, 5000, load);
+  }
+  function deadLetterHead() {
+    return [h('colgroup', {}, h('col', {style: 'width:100px'}), h('col', {style: 'width:120px'}), h('col', {style: 'width:100px'}),
+      h('col', {style: 'width:90px'}), h('col', {style: 'width:110px'}), h('col', {}), h('col', {style: 'width:170px'})),
+    h('thead', {}, h('tr', {}, ['Failed', 'Step', 'Task', 'Attempt', 'Class', 'Reason', ''].map((c) => h('th', {}, c))))];
+  }
+  function deadLetterRows(d, reload) {
+    const id = pick(d, 'id');
+    const task = pick(d, 'taskId', 'task_id');
+    const replayed = pick(d, 'replayedAt', 'replayed_at');
+    const detail = h('tr', {class: 'detail', hidden: true}, h('td', {colspan: 7}, h('pre', {class: 'json'}, JSON.stringify(d, null, 2))));
+    const show = h('button', {type: 'button', class: 'link', onclick: () => { detail.hidden = !detail.hidden; }}, 'details');
+    const replay = h('button', {type: 'button', class: 'replay', disabled: !!replayed, 'data-id': id, 'data-replayed': replayed ? '1' : null,
+      title: replayed ? 'replayed ' + when(replayed) : 'run the step again with a fresh retry budget'}, replayed ? 'replayed' : 'Replay');
+    replay.addEventListener('click', action(() => api(API.replay(id), {method: 'POST', body: {force: false}}), () => {
+      flash('Replayed: the step runs again');
+      replay.textContent = 'replayed';
+      replay.dataset.replayed = '1';
+      replay.disabled = true;
+      setTimeout(() => reload().catch(report), 500);
+    }));
+    const reason = pick(d, 'failureReason', 'failure_reason', 'reason') || '';
+    return [h('tr', {'data-id': id},
+      h('td', {'data-time': pick(d, 'failedAt', 'failed_at')}, timeCell(pick(d, 'failedAt', 'failed_at'))),
+      h('td', {}, pick(d, 'step') || '—'),
+      h('td', {class: 'mono'}, task ? h('a', {href: '/tasks/' + enc(task), title: task}, shortId(task)) : '—'),
+      h('td', {class: 'num'}, pick(d, 'attempt') ?? '—'),
+      h('td', {}, pick(d, 'errorClass', 'error_class') || '—'),
+      h('td', {title: reason}, reason),
+      h('td', {}, h('div', {class: 'row', style: 'gap:8px'}, show, replay))), detail];
+  }
+  async function pageCompensation(main, ctx) {
+    const tbody = h('tbody', {id: 'comp-body'});
+    const requeue = h('button', {type: 'button', id: 'requeue'}, 'Requeue all');
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'TTS compensation'),
+      h('span', {class: 'muted'}, 'Tasks with segments whose speech synthesis still failed after every retry.'), h('span', {class: 'spacer'}), requeue),
+    h('div', {class: 'tablebox'}, h('table', {id: 'compensation'},
+      h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:200px'}), h('col', {style: 'width:110px'}), h('col', {})),
+      h('thead', {}, h('tr', {}, ['Task', 'Status', 'Missing segments', 'Updated', 'Last error'].map((c) => h('th', {}, c)))), tbody)));
+    const load = async () => {
+      const items = listOf(await api(API.compensation + '?limit=100', {signal: ctx.signal}), 'tasks');
+      fill(tbody, items.length ? items.map((c) => {
+        const task = pick(c, 'taskId');
+        const missing = pick(c, 'missingSegments') || [];
+        return h('tr', {},
+          h('td', {class: 'mono'}, h('a', {href: '/tasks/' + enc(task), title: task}, shortId(task))),
+          h('td', {}, badge(pick(c, 'status'))),
+          h('td', {title: missing.join(', ')}, missing.length + ': ' + missing.join(', ')),
+          h('td', {}, timeCell(pick(c, 'updatedAt'))),
+          h('td', {title: pick(c, 'lastError') || '', class: 'muted'}, pick(c, 'lastError') || ''));
+      }) : h('tr', {class: 'empty'}, h('td', {colspan: 5}, 'No task waits for speech re-synthesis.')));
+      requeue.disabled = !items.length;
+    };
+    requeue.addEventListener('click', action(() => api(API.requeue, {method: 'POST', body: {limit: 100}}), (out) => {
+      flash(`Requeued ${(pick(out, 'requeued') || []).length} tasks`);
+      load().catch(report);
+    }));
+    await load();
+  }
+
+  // ---- system health ----
+  // The page polls /api/system/health every 5 s and keeps the samples of
+  // the last 30 minutes in sessionStorage, so the charts survive a visit
+  // to another page.
+  const HEALTH_KEY = 'dubflow.health.samples';
+  const HEALTH_WINDOW = 30 * 60 * 1000;
+  const COLORS = ['#1f5fbf', '#1a7f37', '#bf8700', '#8250df', '#cf222e', '#0a7e8c', '#6e7781', '#e16f24', '#bf3989'];
+  async function pageHealth(main, ctx) {
+    const el = {
+      status: h('div', {class: 'row', id: 'health-status', style: 'min-height:32px'}),
+      reasons: h('ul', {class: 'reasons', id: 'health-reasons'}),
+      stats: h('div', {class: 'grid4', id: 'health-stats'}),
+      depth: h('svg', {class: 'chart', id: 'chart-depth', role: 'img', 'aria-label': 'Queue depth over time'}),
+      depthLegend: h('div', {class: 'legend'}),
+      thru: h('svg', {class: 'chart', id: 'chart-throughput', role: 'img', 'aria-label': 'Throughput over time'}),
+      thruLegend: h('div', {class: 'legend'}),
+      queues: h('tbody', {id: 'queues-body'}),
+      services: h('tbody', {id: 'services-body'}),
+    };
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:8px'}, h('h1', {style: 'margin:0'}, 'System health'), el.status),
+      el.reasons,
+      h('div', {style: 'margin:12px 0 16px'}, el.stats),
+      h('div', {class: 'grid2'},
+        h('div', {class: 'panel'}, h('h2', {}, 'Queue depth (messages ready)'), el.depth, el.depthLegend),
+        h('div', {class: 'panel'}, h('h2', {}, 'Throughput and errors'), el.thru, el.thruLegend)),
+      h('div', {class: 'grid2'},
+        h('div', {class: 'panel'}, h('h2', {}, 'Queues'), h('table', {id: 'queues'},
+          h('colgroup', {}, h('col', {}), h('col', {style: 'width:100px'}), h('col', {style: 'width:110px'})),
+          h('thead', {}, h('tr', {}, h('th', {}, 'Queue'), h('th', {class: 'num'}, 'Ready'), h('th', {class: 'num'}, 'Consumers'))),
+          el.queues)),
+        h('div', {class: 'panel'}, h('h2', {}, 'Workers and dependencies'), h('table', {id: 'services'},
+          h('colgroup', {}, h('col', {}), h('col', {style: 'width:120px'})),
+          h('thead', {}, h('tr', {}, h('th', {}, 'Step / dependency'), h('th', {class: 'num'}, 'Consumers'))),
+          el.services))));
+    let samples = [];
+    try { samples = JSON.parse(sessionStorage.getItem(HEALTH_KEY) || '[]'); } catch { samples = []; }
+    const redraw = () => drawHealthCharts(el, samples);
+    window.addEventListener('resize', redraw);
+    ctx.cleanup(() => window.removeEventListener('resize', redraw));
+    every(ctx, 5000, async () => {
+      const hd = await api(API.health, {signal: ctx.signal});
+      samples.push(sampleOf(hd));
+      samples = samples.filter((s) => s.t > Date.now() - HEALTH_WINDOW);
+      sessionStorage.setItem(HEALTH_KEY, JSON.stringify(samples));
+      showHealth(el, hd);
+      redraw();
+    });
+  }
+  // queuesOf returns [{name, ready, unacked, consumers}] from a list or a
+  // map of queues.
+  function queuesOf(hd) {
+    const q = pick(hd, 'queues') || [];
+    const list = Array.isArray(q) ? q : Object.entries(q).map(([name, v]) => ({name, ...v}));
+    return list.map((x) => ({
+      name: pick(x, 'name', 'queue'),
+      kind: pick(x, 'kind') || '',
+      ready: pick(x, 'ready', 'messages', 'messagesReady') ?? 0,
+      consumers: pick(x, 'consumers') ?? 0,
+    }));
+  }
+  function sampleOf(hd) {
+    const perf = pick(hd, 'performance') || {};
+    const q = {};
+    let delay = 0;
+    for (const x of queuesOf(hd)) {
+      if (x.kind === 'delay') delay += x.ready; else q[x.name] = x.ready;
+    }
+    if (delay) q['delay tiers'] = delay;
+    return {t: Date.now(), q, thr: pick(perf, 'throughput') ?? 0, err: pick(perf, 'errorRate') ?? 0};
+  }
+  function showHealth(el, hd) {
+    const st = pick(hd, 'status');
+    fill(el.status, badge(st), h('span', {class: 'muted'}, 'updated ', new Date().toLocaleTimeString()));
+    const reasons = pick(hd, 'reasons') || [];
+    fill(el.reasons, reasons.map((r) => h('li', {}, typeof r === 'string' ? r : JSON.stringify(r))));
+    const sv = pick(hd, 'services') || {};
+    const perf = pick(hd, 'performance') || {};
+    const stat = (label, value, unit) => h('div', {class: 'panel', style: 'margin:0'}, h('div', {class: 'muted'}, label), h('div', {class: 'stat'}, value, ' ', h('small', {}, unit || '')));
+    fill(el.stats,
+      stat('Workers available', `${sv.available ?? '—'} / ${sv.total ?? '—'}`, 'utilization ' + pct(pick(sv, 'utilizationRate'))),
+      stat('Throughput', num(pick(perf, 'throughput'), 1), 'step attempts / min, last hour'),
+      stat('Average step time', dur(pick(perf, 'avgResponseTime') ?? NaN), 'last hour'),
+      stat('Error rate', pct(pick(perf, 'errorRate')), 'of finished steps, last hour'));
+    const qs = queuesOf(hd);
+    fill(el.queues, qs.length ? qs.map((x) => h('tr', {'data-queue': x.name},
+      h('td', {class: 'mono'}, x.name), h('td', {class: 'num'}, x.ready),
+      h('td', {class: 'num', style: x.consumers === 0 && /^task\.(extract_audio|asr|translate|tts|mux_video)$/.test(x.name) ? 'color:var(--bad);font-weight:600' : ''}, x.consumers)))
+      : h('tr', {class: 'empty'}, h('td', {colspan: 3}, 'No queue information.')));
+    const steps = pick(sv, 'steps') || [];
+    fill(el.services, steps.length ? steps.map((x) => h('tr', {'data-step': x.step}, h('td', {}, x.step),
+      h('td', {class: 'num', style: x.consumers === 0 ? 'color:var(--bad);font-weight:600' : ''}, x.consumers ?? '—')))
+      : h('tr', {class: 'empty'}, h('td', {colspan: 2}, 'No per-step figures.')));
+    const deps = pick(hd, 'dependencies') || {};
+    for (const [k, v] of Object.entries(deps)) {
+      el.services.append(h('tr', {}, h('td', {class: 'muted'}, k), h('td', {class: 'num'}, v === 'ok' ? badge('healthy') : h('span', {title: v}, badge('unhealthy')))));
+    }
+  }
+  function drawHealthCharts(el, samples) {
+    const names = [...new Set(samples.flatMap((s) => Object.keys(s.q)))].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+    const depth = names.map((n, i) => ({name: n, color: COLORS[i % COLORS.length], points: samples.map((s) => [s.t, s.q[n] ?? 0])}));
+    drawChart(el.depth, depth, {});
+    fill(el.depthLegend, depth.map((s) => h('span', {}, h('i', {style: `background:${s.color}`}), s.name)));
+    const thru = [
+      {name: 'throughput (attempts/min, last hour)', color: COLORS[0], points: samples.map((s) => [s.t, s.thr])},
+      {name: 'error rate (% of attempts, last hour)', color: COLORS[4], points: samples.map((s) => [s.t, s.err * 100])},
+    ];
+    drawChart(el.thru, thru, {});
+    fill(el.thruLegend, thru.map((s) => h('span', {}, h('i', {style: `background:${s.color}`}), s.name)));
+  }
+  function rank(name) {
+    const i = STEPS.findIndex((s) => name === 'task.' + s);
+    if (i >= 0) return i;
+    return name === 'task.dlq' ? 10 : name.includes('compensation') ? 11 : 20;
+  }
+  // drawChart draws time series as polylines in an SVG sized to its box:
+  // a fixed 30-minute-or-less time axis and a y axis from 0 to a round
+  // maximum.
+  function drawChart(svg, series, opts) {
+    const W = Math.max(200, svg.clientWidth || 560);
+    const H = Math.max(120, svg.clientHeight || 220);
+    const L = 44, R = 10, T = 10, B = 22;
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    const now = Date.now();
+    const all = series.flatMap((s) => s.points);
+    const t0 = Math.max(now - HEALTH_WINDOW, Math.min(now - 5 * 60 * 1000, ...all.map((p) => p[0])));
+    const max = niceMax(Math.max(opts.min || 1, ...all.map((p) => p[1])));
+    const x = (t) => L + (t - t0) / (now - t0) * (W - L - R);
+    const y = (v) => T + (1 - v / max) * (H - T - B);
+    const kids = [];
+    for (let i = 0; i <= 4; i++) {
+      const v = max * i / 4;
+      kids.push(h('line', {class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v)}),
+        h('text', {class: 'axis', x: L - 6, y: y(v) + 3, 'text-anchor': 'end'}, fmtAxis(v)));
+    }
+    for (let i = 0; i <= 3; i++) {
+      const t = t0 + (now - t0) * i / 3;
+      kids.push(h('text', {class: 'axis', x: x(t), y: H - 6, 'text-anchor': i === 0 ? 'start' : i === 3 ? 'end' : 'middle'},
+        new Date(t).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'})));
+    }
+    for (const s of series) {
+      const pts = s.points.filter((p) => p[0] >= t0).map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ');
+      if (pts) kids.push(h('polyline', {points: pts, stroke: s.color}, h('title', {}, s.name)));
+      const last = s.points[s.points.length - 1];
+      if (last) kids.push(h('circle', {cx: x(last[0]).toFixed(1), cy: y(last[1]).toFixed(1), r: 2.5, fill: s.color}, h('title', {}, `${s.name}: ${last[1]}`)));
+    }
+    if (!all.length) kids.push(h('text', {class: 'axis', x: W / 2, y: H / 2, 'text-anchor': 'middle'}, 'collecting samples…'));
+    fill(svg, kids);
+  }
+  function niceMax(v) {
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+    return 10 * p;
+  }
+  function fmtAxis(v) { return v >= 1000 ? (v / 1000).toFixed(v >= 10000 ? 0 : 1) + 'k' : (Math.round(v * 100) / 100).toString(); }
+
+  // ---- waiting queue (read-only) ----
+  // The dispatcher's queue is per project: the page lists every project
+  // with people waiting or agents (longest wait first), shows the project
+  // in ?project= (remembered for the next visit) and polls both.
+  async function pageWaiting(main, ctx) {
+    const project = new URLSearchParams(location.search).get('project') || localStorage.getItem('dubflow.project') || '';
+    const input = h('input', {type: 'text', id: 'project', value: project, placeholder: 'project id (uuid)', size: 38, class: 'mono'});
+    const form = h('form', {class: 'row'}, h('label', {class: 'inline', for: 'project'}, 'Project'), input, h('button', {type: 'submit'}, 'Show'));
+    form.addEventListener('submit', (ev) => { ev.preventDefault(); go('/waiting?project=' + enc(input.value.trim())); });
+    const summary = h('div', {class: 'grid4', id: 'waiting-summary', style: 'margin:12px 0 16px'});
+    const tbody = h('tbody', {id: 'waiting-body'});
+    const agents = h('tbody', {id: 'agents-body'});
+    const projects = h('tbody', {id: 'projects-body'});
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Waiting queue'), form,
+      h('span', {class: 'spacer'}), h('span', {class: 'muted'}, 'read-only · refreshed every 5 s')),
+    h('div', {class: 'panel'}, h('h2', {}, 'Every project, longest wait first'), h('div', {class: 'tablebox', style: 'max-height:260px;overflow:auto'},
+      h('table', {id: 'projects'},
+        h('colgroup', {}, h('col', {}), h('col', {style: 'width:90px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:90px'}),
+          h('col', {style: 'width:110px'}), h('col', {style: 'width:110px'})),
+        h('thead', {}, h('tr', {}, ['Project', 'Waiting', 'Longest wait', 'Agents', 'Available', 'Free capacity'].map((c) => h('th', {}, c)))),
+        projects))),
+    summary,
+    h('div', {class: 'panel'}, h('h2', {}, 'Waiting, in the order they will be served'), h('div', {class: 'tablebox'}, h('table', {id: 'waiting'},
+      h('colgroup', {}, h('col', {style: 'width:60px'}), h('col', {}), h('col', {style: 'width:110px'}), h('col', {style: 'width:100px'}),
+        h('col', {style: 'width:110px'}), h('col', {style: 'width:120px'}), h('col', {})),
+      h('thead', {}, h('tr', {}, ['#', 'Visitor', 'Source', 'Urgency', 'Status', 'Entered', 'Agent'].map((c) => h('th', {}, c)))),
+      tbody))),
+    h('div', {class: 'panel'}, h('h2', {}, 'Agents'), h('div', {class: 'tablebox'}, h('table', {id: 'agents'},
+      h('thead', {}, h('tr', {}, ['Agent', 'Availability', 'Load', 'Free', 'Idle since'].map((c) => h('th', {}, c)))), agents))));
+    const empty = (body, n, text) => fill(body, h('tr', {class: 'empty'}, h('td', {colspan: n}, text)));
+    every(ctx, 5000, async () => {
+      const [list, st] = await Promise.all([
+        // 503: no dispatcher configured; said in the table, not flashed every 5 s.
+        api(API.waitingProjects, {signal: ctx.signal}).catch((e) => { if (e.status === 503) return {unavailable: e.message}; throw e; }),
+        project ? api(API.waiting(project), {signal: ctx.signal}) : null,
+      ]);
+      if (list && list.unavailable) empty(projects, 6, list.unavailable);
+      else showProjects(projects, listOf(list, 'projects'), project);
+      if (st) showWaiting(summary, tbody, agents, st);
+    });
+    if (!project) { empty(tbody, 7, 'Pick a project above or enter its id.'); empty(agents, 5, '—'); return; }
+    localStorage.setItem('dubflow.project', project);
+  }
+  function showProjects(tbody, list, current) {
+    fill(tbody, list.length ? list.map((p) => {
+      const id = pick(p, 'project_id');
+      return h('tr', {class: id === current ? 'on' : '', 'data-project': id},
+        h('td', {class: 'mono'}, h('a', {href: '/waiting?project=' + enc(id)}, id)),
+        h('td', {class: 'num'}, pick(p, 'waiting') ?? 0),
+        h('td', {class: 'num'}, pick(p, 'waiting') ? dur((pick(p, 'longest_wait_seconds') ?? 0) * 1000) : '—'),
+        h('td', {class: 'num'}, pick(p, 'agents') ?? 0),
+        h('td', {class: 'num'}, pick(p, 'available_agents') ?? 0),
+        h('td', {class: 'num'}, pick(p, 'free_capacity') ?? 0));
+    }) : h('tr', {class: 'empty'}, h('td', {colspan: 6}, 'No project has anyone waiting or any agent.')));
+  }
+  function showWaiting(summary, tbody, agents, st) {
+    const stat = (label, value) => h('div', {class: 'panel', style: 'margin:0'}, h('div', {class: 'muted'}, label), h('div', {class: 'stat'}, value));
+    const byPrio = Object.entries(pick(st, 'waiting_by_priority') || {}).map(([k, v]) => `${k} ${v}`).join(' · ');
+    fill(summary, stat('Waiting', pick(st, 'waiting') ?? 0), stat('Longest wait', dur((pick(st, 'longest_wait_seconds') ?? 0) * 1000)),
+      stat('Agents available', pick(st, 'available_agents') ?? 0), stat('Free capacity', pick(st, 'free_capacity') ?? 0));
+    summary.firstChild.append(h('div', {class: 'muted'}, byPrio || ' '));
+    const entries = pick(st, 'entries') || [];
+    fill(tbody, entries.length ? entries.map((e, i) => h('tr', {},
+      h('td', {class: 'num'}, pick(e, 'position') || i + 1),
+      h('td', {class: 'mono', title: pick(e, 'visitor_message') || ''}, pick(e, 'visitor_id') || '—'),
+      h('td', {}, pick(e, 'source') || '—'),
+      h('td', {}, pick(e, 'urgency') || '—'),
+      h('td', {}, badge(pick(e, 'status'))),
+      h('td', {}, timeCell(pick(e, 'entered_at', 'created_at'))),
+      h('td', {class: 'mono'}, pick(e, 'assigned_staff_id') || '—')))
+      : h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'Nobody is waiting.')));
+    const list = pick(st, 'agents') || [];
+    fill(agents, list.length ? list.map((a) => h('tr', {},
+      h('td', {class: 'mono'}, pick(a, 'staff_id', 'id')), h('td', {}, pick(a, 'availability')),
+      h('td', {class: 'num'}, `${pick(a, 'current_load') ?? 0} / ${pick(a, 'max_concurrent') ?? 0}`),
+      h('td', {class: 'num'}, pick(a, 'free_capacity') ?? 0), h('td', {}, timeCell(pick(a, 'idle_since')))))
+      : h('tr', {class: 'empty'}, h('td', {colspan: 5}, 'No agents.')));
+  }
+
+  route(/^\/login$/, 'login', pageLogin);
+  route(/^\/(?:tasks)?$/, 'tasks', pageTasks);
+  route(/^\/tasks\/([^/]+)$/, 'tasks', pageTask);
+  route(/^\/upload$/, 'upload', pageUpload);
+  route(/^\/dead-letters$/, 'dead-letters', pageDeadLetters);
+  route(/^\/compensation$/, 'compensation', pageCompensation);
+  route(/^\/health$/, 'health', pageHealth);
+  route(/^\/waiting$/, 'waiting', pageWaiting);
+
+  $('#logout').addEventListener('click', async () => {
+    try { await api(API.logout, {method: 'POST'}); } catch (e) { if (e.status !== 401) report(e); }
+    sessionStorage.removeItem('dubflow.csrf');
+    go('/login', true);
+  });
+  render();
+})();

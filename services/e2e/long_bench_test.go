@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// benchWorkerEnv sizes the workers for the benchmarks: WORKER_CONCURRENCY
+// consumers per worker (the machine's two cores by default), unless the
+// environment says otherwise.
+func benchWorkerEnv() map[string]string {
+	if os.Getenv("WORKER_CONCURRENCY") != "" {
+		return nil
+	}
+	return map[string]string{"WORKER_CONCURRENCY": "2"}
+}
+
+// BenchmarkLongAndFair dubs a long video (10 minutes by default,
+// BENCH_LONG_MINUTES) built from the two_cities fixture and, in the same
+// run, the 11 s jfk clip twice: once on the idle stack, and once submitted
+// while the long video is being transcribed. It runs
+// scripts/bench-serial.sh on the long video as the baseline and reports
+// pipeline ÷ serial for the long video, and the short clip's time beside
+// the long video ÷ its idle time (fairness: goal ≤ 2.5).
+//
+// The long video's pipeline time includes the short clip's work, which
+// shares the machine with it: the ratio is, if anything, pessimistic.
+func BenchmarkLongAndFair(b *testing.B) {
+	minutes := benchLongMinutes(b)
+	s := newStack(b, benchWorkerEnv())
+	s.start(b, append(append([]string{}, workers...), helpers...)...)
+	ctx := context.Background()
+	long := fixtureVideo(b, ctx, "two_cities.wav", time.Duration(minutes)*time.Minute)
+	short := fixtureVideo(b, ctx, "jfk.wav", 0)
+	serial, _ := runSerial(b, ctx, long)
+
+	b.ResetTimer()
+	var idle, beside, pipeline time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		s.dub(b, ctx, short, 10*time.Minute)
+		idle += time.Since(start)
+
+		start = time.Now()
+		id := s.submit(b, ctx, long)
+		s.waitChunksRunning(b, ctx, id, 10*time.Minute)
+		shortStart := time.Now()
+		s.dub(b, ctx, short, 30*time.Minute)
+		beside += time.Since(shortStart)
+		v, code := s.waitTask(b, ctx, id, "", time.Duration(10+3*minutes)*time.Minute)
+		if code != 0 || v.Status != "done" {
+			b.Fatalf("long video: exit %d, task %s %s: %s", code, v.TaskID, v.Status, v.Error)
+		}
+		pipeline += time.Since(start)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	p, sIdle, sBeside := pipeline.Seconds()/n, idle.Seconds()/n, beside.Seconds()/n
+	b.ReportMetric(p, "long-pipeline-s")
+	b.ReportMetric(serial.Seconds(), "long-serial-s")
+	b.ReportMetric(p/serial.Seconds(), "long-pipeline/serial")
+	b.ReportMetric(sBeside/sIdle, "short-beside/idle")
+	var report strings.Builder
+	fmt.Fprintf(&report, "%d-minute video: pipeline %.2fs (submit to done), serial %.2fs, ratio %.2f (goal ≤ 0.45)\n",
+		minutes, p, serial.Seconds(), p/serial.Seconds())
+	fmt.Fprintf(&report, "11 s clip: idle %.2fs, submitted while the %d-minute video was transcribed %.2fs, ratio %.2f (goal ≤ 2.5)\n",
+		sIdle, minutes, sBeside, sBeside/sIdle)
+	b.Log("\n" + report.String())
+}
+
+// benchLongMinutes is BENCH_LONG_MINUTES, 10 by default.
+func benchLongMinutes(tb testing.TB) int {
+	tb.Helper()
+	v := os.Getenv("BENCH_LONG_MINUTES")
+	if v == "" {
+		return 10
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 {
+		tb.Fatalf("BENCH_LONG_MINUTES=%q: want a whole number of minutes, at least 2", v)
+	}
+	return n
+}
+
+// submit submits video with dubctl without waiting and returns its task.
+func (s *stack) submit(tb testing.TB, ctx context.Context, video string) uuid.UUID {
+	tb.Helper()
+	stdout, stderr, code := s.dubctl(tb, ctx, "submit", "--input", video, "--source", "en", "--target", "es", "--json")
+	v := decodeTask(tb, stdout, stderr)
+	if code != 0 {
+		tb.Fatalf("submit %s: exit %d: %s", video, code, stderr)
+	}
+	return v.TaskID
+}
+
+// waitChunksRunning waits until a chunk of the task's audio is being
+// transcribed.
+func (s *stack) waitChunksRunning(tb testing.TB, ctx context.Context, id uuid.UUID, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var n int
+		err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps
+			WHERE task_id = $1 AND step = 'asr' AND part LIKE 'chunk-%'`, id).Scan(&n)
+		if err == nil && n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("no chunk of %s was transcribed within %s (%v)", id, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/wire"
+)
+
+// options are one run's settings: the configuration, overridden by the
+// task's mux_video options.
+type options struct {
+	mix  media.MixOptions
+	burn bool
+}
+
+func (h *handler) options(o *wire.MuxOptions) options {
+	out := options{mix: h.cfg.Mix(), burn: h.cfg.BurnSubtitles}
+	if o == nil {
+		return out
+	}
+	if o.BackgroundMode != "" {
+		out.mix.Background = o.BackgroundMode
+	}
+	if o.BackgroundDuckDB != nil {
+		out.mix.DuckDB = *o.BackgroundDuckDB
+	}
+	if o.LoudnessLUFS != nil {
+		out.mix.LoudnessLUFS = *o.LoudnessLUFS
+	}
+	if o.BurnSubtitles != nil {
+		out.burn = *o.BurnSubtitles
+	}
+	return out
+}
+
+// job is one run of the step, in its temporary folder.
+type job struct {
+	h                *handler
+	p                wire.MuxVideo
+	opts             options
+	srcLang, dstLang string
+	segs             []segment
+	dir              string
+	report           *media.TimingReport
+}
+
+// output is a file the step stores.
+type output struct{ key, file, contentType string }
+
+// run downloads the video and clips, assembles the dub track, writes the
+// subtitles and the timing report, muxes the video and stores it all. It
+// returns the task's result.
+func (j *job) run(ctx context.Context) (map[string]any, error) {
+	cfg := j.h.cfg
+	video := filepath.Join(j.dir, "source.media")
+	if err := j.h.download(ctx, j.p.SourceVideoKey, video, cfg.MaxVideoBytes, "MAX_VIDEO_BYTES"); err != nil {
+		return nil, err
+	}
+	// The claimed length sizes the dub track: it must be within the limit,
+	// and Mux checks the length the streams really have.
+	info, err := media.ProbeInput(ctx, video, media.Limits{RequireVideo: true, MaxDuration: cfg.MaxDuration()})
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+	}
+	totalMS := int(info.Duration.Milliseconds())
+	dub := filepath.Join(j.dir, "dub.wav")
+	channels := 0 // no soundtrack
+	if audio := info.StreamsOf(media.AudioStream); len(audio) > 0 {
+		channels = max(audio[0].Channels, 1)
+	}
+	if err := j.assemble(ctx, video, channels, totalMS, dub); err != nil {
+		return nil, err
+	}
+	subs, result, err := j.subtitles()
+	if err != nil {
+		return nil, err
+	}
+	timing := filepath.Join(j.dir, "timing.json")
+	if err := writeFile(timing, j.report.WriteJSON); err != nil {
+		return nil, err
+	}
+	in := media.MuxInput{Video: video, DubWav: dub, DubLanguage: j.dstLang, OriginalLanguage: j.srcLang,
+		Subtitles: []media.Subtitle{
+			{Path: subs[1].file, Language: j.dstLang, Title: "Dub (" + j.dstLang + ")"},
+			{Path: subs[0].file, Language: j.srcLang, Title: "Original (" + j.srcLang + ")"},
+		},
+		MaxDuration: cfg.MaxDuration()}
+	if j.opts.burn {
+		in.BurnSubtitles = subs[1].file
+	}
+	out := filepath.Join(j.dir, "final.mp4")
+	if err := media.Mux(ctx, in, out); err != nil {
+		return nil, fmt.Errorf("mux %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+	}
+	timingKey := path.Dir(j.p.OutputVideoKey) + "/timing.json"
+	uploads := append([]output{{j.p.TTSAudioKey, dub, "audio/wav"}}, subs...)
+	uploads = append(uploads, output{timingKey, timing, "application/json"}, output{j.p.OutputVideoKey, out, "video/mp4"})
+	for _, up := range uploads {
+		if err := j.h.objects.PutFile(ctx, up.key, up.file, up.contentType); err != nil {
+			return nil, fmt.Errorf("store %s: %w", up.key, err)
+		}
+	}
+	result["output_video_key"], result["dub_audio_key"], result["timing_report_key"] = j.p.OutputVideoKey, j.p.TTSAudioKey, timingKey
+	result["segments"], result["duration_ms"], result["timing"], result["mix"] = len(j.segs), totalMS, j.report.Summary, j.report.Mix
+	result["burned_subtitles"] = j.opts.burn
+	return result, nil
+}
+
+// assemble fits the clips to their slots and mixes the dub track over
+// the video's soundtrack of channels (0: none).
+func (j *job) assemble(ctx context.Context, video string, channels, totalMS int, dub string) error {
+	slots, err := j.h.clips(ctx, j.dir, j.segs)
+	if err != nil {
+		return err
+	}
+	fit := media.FitOptions{MaxSpeedup: j.h.cfg.MaxSpeedup, RescueSpeedup: j.h.cfg.RescueSpeedup, TotalMS: totalMS}
+	placements := media.Fit(slots, fit)
+	speech := make([]media.Span, 0, len(j.segs))
+	for _, s := range j.segs {
+		speech = append(speech, media.Span{StartMS: s.startMS, EndMS: s.endMS})
+	}
+	in := media.DubInput{Placements: placements, Clip: func(idx int) string { return clipPath(j.dir, idx) },
+		TotalMS: totalMS, Speech: speech, Mix: j.opts.mix}
+	if channels > 0 {
+		in.Original, in.OriginalChannels = video, channels
+	}
+	mix, err := media.AssembleDub(ctx, in, dub)
+	if err != nil {
+		return fmt.Errorf("assemble the dub of %s: %w", j.p.SourceVideoKey, err)
+	}
+	j.report = media.NewTimingReport(placements, fit)
+	j.report.Mix = mix
+	return nil
+}
+
+// subtitles writes the source, target and bilingual subtitles as SubRip
+// and WebVTT beside the output: final.<lang>.srt/.vtt and
+// final.<target>-<source>.srt/.vtt. The first two outputs are the source
+// and target SRT files.
+func (j *job) subtitles() ([]output, map[string]any, error) {
+	src := make([]media.Cue, 0, len(j.segs))
+	dst := make([]media.Cue, 0, len(j.segs))
+	for _, s := range j.segs {
+		src = append(src, media.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.src})
+		dst = append(dst, media.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.mt})
+	}
+	base := path.Dir(j.p.OutputVideoKey) + "/final."
+	dstName := j.dstLang
+	if dstName == j.srcLang {
+		dstName += ".dub"
+	}
+	both := dstName + "-" + j.srcLang
+	var outs []output
+	result := map[string]any{}
+	for _, f := range []struct {
+		name, field string
+		cues        []media.Cue
+	}{{j.srcLang, j.srcLang, src}, {dstName, j.dstLang, dst}, {both, "bilingual", media.Bilingual(dst, src)}} {
+		for _, format := range []struct {
+			ext, contentType, field string
+			write                   func(io.Writer, []media.Cue) error
+		}{{"srt", "application/x-subrip", "subtitles", media.WriteSRT}, {"vtt", "text/vtt", "subtitles_vtt", media.WriteVTT}} {
+			file := filepath.Join(j.dir, f.name+"."+format.ext)
+			if err := writeFile(file, func(w io.Writer) error { return format.write(w, f.cues) }); err != nil {
+				return nil, nil, err
+			}
+			outs = append(outs, output{base + f.name + "." + format.ext, file, format.contentType})
+			m, _ := result[format.field].(map[string]string)
+			if m == nil {
+				m = map[string]string{}
+				result[format.field] = m
+			}
+			m[f.field] = base + f.name + "." + format.ext
+		}
+	}
+	// outs: src.srt, src.vtt, dst.srt, ...: put the two SRT files first.
+	outs[1], outs[2] = outs[2], outs[1]
+	return outs, result, nil
+}
+
+// writeFile creates file and fills it with write.
+func writeFile(file string, write func(io.Writer) error) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(file), err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(file), err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(file), err)
+	}
+	return nil
+}
+
+// synthRate reads from a segment's synthesis parameters how much faster
+// than its default rate the engine spoke: a remote engine's speed, or
+// espeak-ng's words per minute over its default; 1 when neither is there.
+func synthRate(params []byte) float64 {
+	var p struct {
+		Speed   float64 `json:"speed"`
+		RateWPM float64 `json:"rate_wpm"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return 1
+	}
+	switch {
+	case p.Speed > 0:
+		return max(p.Speed, 1)
+	case p.RateWPM > 0:
+		return max(p.RateWPM/speech.EspeakDefaultWPM, 1)
+	}
+	return 1
+}
