@@ -26,11 +26,26 @@ func held(t *testing.T, ctx context.Context, db *testenv.Database, c *combiner) 
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(4242)`); err != nil {
 		t.Fatal(err)
 	}
+	// Whatever ends the test, the lock's connection goes back to the pool
+	// (else the database's cleanup waits for it forever).
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	blocked := make(chan error, 1)
 	go func() {
 		blocked <- c.do(ctx, "", func(b *pgx.Batch) { b.Queue(`SELECT pg_advisory_xact_lock(4242)`) })
 	}()
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.flight == 1 && len(c.waiting) == 0 })
+	// The blocker is in flight once Postgres has it waiting for the lock.
+	// (The combiner's own counters cannot tell: the goroutine that ended
+	// the previous batch may still hold its place in flight, with nothing
+	// waiting, before the blocker has even arrived.)
+	waitFor(t, func() bool {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return n == 1 && c.flight == 1 && len(c.waiting) == 0
+	})
 	return func() {
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)

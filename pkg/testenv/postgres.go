@@ -68,7 +68,7 @@ func Postgres(t testing.TB) *Database {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(func() {
-		pool.Close()
+		closePool(t, pool, 30*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, err := pgx.ConnectConfig(ctx, admin)
@@ -85,6 +85,25 @@ func Postgres(t testing.TB) *Database {
 		t.Fatalf("testenv: %v", err)
 	}
 	return &Database{URL: url, Pool: pool, Name: name}
+}
+
+// closePool closes pool, waiting at most wait for the connections a test
+// still holds (an open transaction, a query nobody reads). pgxpool's Close
+// waits for them forever: a test that failed while holding one would hang
+// until the binary's -timeout and hide its own failure message under a
+// goroutine dump. Past wait, the test is marked failed with the reason and
+// the cleanup goes on (the database is dropped WITH (FORCE)).
+func closePool(t testing.TB, pool *pgxpool.Pool, wait time.Duration) {
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(wait):
+		t.Errorf("testenv: %d connection(s) still held by the test %s after it ended: a transaction or a result left open", pool.Stat().AcquiredConns(), wait)
+	}
 }
 
 // replaceDatabase swaps the database name in a postgres:// URL.
