@@ -14,7 +14,9 @@ type errorsTB struct {
 	errs []string
 }
 
-func (e *errorsTB) Errorf(format string, args ...any) { e.errs = append(e.errs, fmt.Sprintf(format, args...)) }
+func (e *errorsTB) Errorf(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
 
 // A connection a failed test left acquired (an open transaction) makes the
 // database's cleanup report it and go on, instead of waiting for it until
