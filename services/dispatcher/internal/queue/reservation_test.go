@@ -24,6 +24,19 @@ func overdue(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) {
 		SET reserved_until = now() - interval '1 second' WHERE id = $1 AND reserved_until IS NOT NULL`, id)
 }
 
+// overdueReservation makes a project with one online agent and one entry
+// whose reservation for that agent is overdue; it returns the entry.
+func overdueReservation(t *testing.T, q *queue.Queue, pool *pgxpool.Pool) queue.Entry {
+	t.Helper()
+	project, _ := staffedProject(t, q, 1)
+	e := enqueue(t, q, project, queue.UrgencyNormal)
+	if got, err := q.Match(context.Background(), project); err != nil || len(got) != 1 {
+		t.Fatalf("reservation not made: %+v %v", got, err)
+	}
+	overdue(t, pool, e.ID)
+	return e
+}
+
 // checkLoads fails unless every agent's load equals its open assignments.
 func checkLoads(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
@@ -182,13 +195,7 @@ func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
 	putStaff(t, q, s1, p1, queue.Online, 1)
 	w := enqueue(t, q, p1, queue.UrgencyNormal)
 	// 2. A reservation handed out and never confirmed, now overdue.
-	p2, s2 := uuid.New(), uuid.New()
-	r := enqueue(t, q, p2, queue.UrgencyNormal)
-	putStaff(t, q, s2, p2, queue.Online, 1)
-	if got, _ := q.Match(ctx, p2); len(got) != 1 {
-		t.Fatal("reservation not made")
-	}
-	overdue(t, pool, r.ID)
+	r := overdueReservation(t, q, pool)
 	// 3. Counters that differ from the rows they count.
 	s3 := uuid.New()
 	putStaff(t, q, s3, uuid.New(), queue.Online, 3)
@@ -295,13 +302,7 @@ func TestStuckEntries(t *testing.T) {
 func TestScanExpiresOverdueReservations(t *testing.T) {
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
-	project, staff := uuid.New(), uuid.New()
-	e := enqueue(t, q, project, queue.UrgencyNormal)
-	putStaff(t, q, staff, project, queue.Online, 1)
-	if got, _ := q.Match(ctx, project); len(got) != 1 {
-		t.Fatal("no reservation")
-	}
-	overdue(t, pool, e.ID)
+	e := overdueReservation(t, q, pool)
 	res, err := q.Scan(ctx)
 	if err != nil || len(res.ReservationsExpired) != 1 || len(res.Assigned) != 1 || res.Assigned[0].ID != e.ID {
 		t.Fatalf("scan: %+v %v, want the reservation expired and the entry assigned anew", res, err)
