@@ -59,40 +59,36 @@ func TestPublishConsume(t *testing.T) {
 			arrived  atomic.Int32
 			finished = make(chan struct{})
 		)
-		cctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() {
-			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueASR, Prefetch: 8, Concurrency: concurrency},
-				func(ctx context.Context, d *Delivery) {
-					now := running.Add(1)
-					defer running.Add(-1)
-					for {
-						m := maxSeen.Load()
-						if now <= m || maxSeen.CompareAndSwap(m, now) {
-							break
-						}
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueASR, Prefetch: 8, Concurrency: concurrency},
+			func(ctx context.Context, d *Delivery) {
+				now := running.Add(1)
+				defer running.Add(-1)
+				for {
+					m := maxSeen.Load()
+					if now <= m || maxSeen.CompareAndSwap(m, now) {
+						break
 					}
-					// The first handlers wait until concurrency of them run
-					// at once, which proves the consumer reaches it.
-					if arrived.Add(1) == concurrency {
-						close(barrier)
-					}
-					<-barrier
-					if d.ContentType != ContentTypeJSON || d.DeliveryMode != amqp.Persistent {
-						t.Errorf("delivery %s: content type %q, mode %d", d.MessageId, d.ContentType, d.DeliveryMode)
-					}
-					if err := d.Ack(); err != nil {
-						t.Errorf("ack: %v", err)
-						return
-					}
-					mu.Lock()
-					seen[d.MessageId]++
-					if len(seen) == n {
-						close(finished)
-					}
-					mu.Unlock()
-				})
-		}()
+				}
+				// The first handlers wait until concurrency of them run
+				// at once, which proves the consumer reaches it.
+				if arrived.Add(1) == concurrency {
+					close(barrier)
+				}
+				<-barrier
+				if d.ContentType != ContentTypeJSON || d.DeliveryMode != amqp.Persistent {
+					t.Errorf("delivery %s: content type %q, mode %d", d.MessageId, d.ContentType, d.DeliveryMode)
+				}
+				if err := d.Ack(); err != nil {
+					t.Errorf("ack: %v", err)
+					return
+				}
+				mu.Lock()
+				seen[d.MessageId]++
+				if len(seen) == n {
+					close(finished)
+				}
+				mu.Unlock()
+			})
 		select {
 		case <-finished:
 		case <-ctx.Done():
@@ -102,8 +98,7 @@ func TestPublishConsume(t *testing.T) {
 		if !subConn.Consuming() {
 			t.Error("Consuming() = false while consuming")
 		}
-		stop()
-		if err := <-done; err != nil {
+		if err := bg.end(); err != nil {
 			t.Fatalf("Consume returned %v after cancel, want nil", err)
 		}
 		if subConn.Consuming() {
@@ -133,34 +128,30 @@ func TestPublishConsume(t *testing.T) {
 		var handled atomic.Int32
 		var ackErr error
 		var handlerCtxErr error
-		cctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() {
-			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueTranslate, Prefetch: n, Concurrency: 1},
-				func(hctx context.Context, d *Delivery) {
-					if handled.Add(1) > 1 {
-						t.Errorf("a second message (%s) started after shutdown began", d.MessageId)
-						_ = d.Nack(true)
-						return
-					}
-					close(started)
-					<-release
-					handlerCtxErr = hctx.Err()
-					ackErr = d.Ack()
-				})
-		}()
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueTranslate, Prefetch: n, Concurrency: 1},
+			func(hctx context.Context, d *Delivery) {
+				if handled.Add(1) > 1 {
+					t.Errorf("a second message (%s) started after shutdown began", d.MessageId)
+					_ = d.Nack(true)
+					return
+				}
+				close(started)
+				<-release
+				handlerCtxErr = hctx.Err()
+				ackErr = d.Ack()
+			})
 		<-started
-		stop()
+		bg.stop()
 		// Consume must wait for the running handler: it cannot return
 		// before release is closed, and the handler's ack must still reach
 		// the broker.
 		select {
-		case err := <-done:
+		case err := <-bg.done:
 			t.Fatalf("Consume returned (%v) while a handler was running", err)
 		default:
 		}
 		close(release)
-		if err := <-done; err != nil {
+		if err := <-bg.done; err != nil {
 			t.Fatalf("Consume: %v", err)
 		}
 		if ackErr != nil {
@@ -196,27 +187,22 @@ func TestPublishConsume(t *testing.T) {
 		}
 		var deliveries atomic.Int32
 		redelivered := make(chan bool, 1)
-		cctx, stop := context.WithCancel(ctx)
-		defer stop()
-		done := make(chan error, 1)
-		go func() {
-			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueTTS},
-				func(_ context.Context, d *Delivery) {
-					if deliveries.Add(1) == 1 {
-						// Kill the channel under the handler, as a lost
-						// connection would.
-						_ = d.Acknowledger.(*amqp.Channel).Close()
-						if err := d.Ack(); !errors.Is(err, amqp.ErrClosed) {
-							t.Errorf("ack on a closed channel: %v, want amqp.ErrClosed", err)
-						}
-						return
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueTTS},
+			func(_ context.Context, d *Delivery) {
+				if deliveries.Add(1) == 1 {
+					// Kill the channel under the handler, as a lost
+					// connection would.
+					_ = d.Acknowledger.(*amqp.Channel).Close()
+					if err := d.Ack(); !errors.Is(err, amqp.ErrClosed) {
+						t.Errorf("ack on a closed channel: %v, want amqp.ErrClosed", err)
 					}
-					if err := d.Ack(); err != nil {
-						t.Errorf("ack after resubscribe: %v", err)
-					}
-					redelivered <- d.Redelivered
-				})
-		}()
+					return
+				}
+				if err := d.Ack(); err != nil {
+					t.Errorf("ack after resubscribe: %v", err)
+				}
+				redelivered <- d.Redelivered
+			})
 		select {
 		case r := <-redelivered:
 			if !r {
@@ -225,8 +211,7 @@ func TestPublishConsume(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("message not redelivered after its channel died")
 		}
-		stop()
-		if err := <-done; err != nil {
+		if err := bg.end(); err != nil {
 			t.Fatalf("Consume: %v", err)
 		}
 		if got := counter(t, reg, "dubflow_broker_subscriptions_total", map[string]string{"queue": QueueTTS}); got < 2 {
@@ -240,28 +225,22 @@ func TestPublishConsume(t *testing.T) {
 		}
 		var calls atomic.Int32
 		acked := make(chan struct{})
-		cctx, stop := context.WithCancel(ctx)
-		defer stop()
-		done := make(chan error, 1)
-		go func() {
-			done <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueMuxVideo},
-				func(_ context.Context, d *Delivery) {
-					if calls.Add(1) == 1 {
-						panic("handler bug")
-					}
-					if err := d.Ack(); err != nil {
-						t.Errorf("ack: %v", err)
-					}
-					close(acked)
-				})
-		}()
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueMuxVideo},
+			func(_ context.Context, d *Delivery) {
+				if calls.Add(1) == 1 {
+					panic("handler bug")
+				}
+				if err := d.Ack(); err != nil {
+					t.Errorf("ack: %v", err)
+				}
+				close(acked)
+			})
 		select {
 		case <-acked:
 		case <-ctx.Done():
 			t.Fatal("message not redelivered after a panic")
 		}
-		stop()
-		if err := <-done; err != nil {
+		if err := bg.end(); err != nil {
 			t.Fatalf("Consume: %v", err)
 		}
 	})
@@ -279,18 +258,13 @@ func TestPublishConsume(t *testing.T) {
 			defer mu.Unlock()
 			return len(seen)
 		}
-		cctx, stop := context.WithCancel(ctx)
-		defer stop()
-		done := make(chan error, 1)
-		go func() {
-			done <- cutSub.Consume(cctx, ConsumeOptions{Queue: WaitingQueue, Concurrency: 2},
-				func(_ context.Context, d *Delivery) {
-					mu.Lock()
-					seen[d.MessageId] = true
-					mu.Unlock()
-					_ = d.Ack()
-				})
-		}()
+		bg := consumeInBackground(t, ctx, cutSub, ConsumeOptions{Queue: WaitingQueue, Concurrency: 2},
+			func(_ context.Context, d *Delivery) {
+				mu.Lock()
+				seen[d.MessageId] = true
+				mu.Unlock()
+				_ = d.Ack()
+			})
 		publish := func(prefix string) {
 			t.Helper()
 			for i := range 20 {
@@ -317,8 +291,7 @@ func TestPublishConsume(t *testing.T) {
 		// a new connection.
 		publish("after-")
 		waitFor(40)
-		stop()
-		if err := <-done; err != nil {
+		if err := bg.end(); err != nil {
 			t.Fatalf("Consume: %v", err)
 		}
 		for _, name := range []string{"cut-publish", "cut-consume"} {
@@ -330,13 +303,10 @@ func TestPublishConsume(t *testing.T) {
 
 	t.Run("ClosedConnEndsConsume", func(t *testing.T) {
 		c := dial(t, url, "test-close")
-		done := make(chan error, 1)
-		go func() {
-			done <- c.Consume(ctx, ConsumeOptions{Queue: QueueExtractAudio}, func(context.Context, *Delivery) {})
-		}()
+		bg := consumeInBackground(t, ctx, c, ConsumeOptions{Queue: QueueExtractAudio}, func(context.Context, *Delivery) {})
 		eventually(t, 30*time.Second, "Consume to subscribe", c.Consuming)
 		_ = c.Close()
-		if err := <-done; !errors.Is(err, ErrClosed) {
+		if err := <-bg.done; !errors.Is(err, ErrClosed) {
 			t.Fatalf("Consume after Close: %v, want ErrClosed", err)
 		}
 		p := NewPublisher(c)

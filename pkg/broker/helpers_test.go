@@ -50,13 +50,45 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	}
 }
 
+// background is a Consume running on a goroutine of its own.
+type background struct {
+	// stop cancels the Consume's context.
+	stop context.CancelFunc
+	// done receives what Consume returned.
+	done chan error
+}
+
+// consumeInBackground runs c.Consume with opts and handle until stop is
+// called or the test ends.
+func consumeInBackground(t testing.TB, ctx context.Context, c *Conn, opts ConsumeOptions,
+	handle func(context.Context, *Delivery)) *background {
+	cctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	bg := &background{stop: stop, done: make(chan error, 1)}
+	go func() { bg.done <- c.Consume(cctx, opts, handle) }()
+	return bg
+}
+
+// end stops the Consume and returns what it returned.
+func (bg *background) end() error {
+	bg.stop()
+	return <-bg.done
+}
+
 // getOne polls queue with basic.get until a message arrives or the
 // deadline passes. The message is acked.
 func getOne(t testing.TB, ch *amqp.Channel, queue string, within time.Duration) amqp.Delivery {
 	t.Helper()
+	return get(t, ch, queue, within, true)
+}
+
+// get polls queue with basic.get, acking the message when autoAck, until a
+// message arrives or the deadline passes.
+func get(t testing.TB, ch *amqp.Channel, queue string, within time.Duration, autoAck bool) amqp.Delivery {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		d, ok, err := ch.Get(queue, true)
+		d, ok, err := ch.Get(queue, autoAck)
 		if err != nil {
 			t.Fatalf("get from %s: %v", queue, err)
 		}

@@ -60,21 +60,17 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 			}
 		}
 	}
-	cctx, stopConsuming := context.WithCancel(ctx)
-	consumed := make(chan error, 1)
-	go func() {
-		consumed <- subConn.Consume(cctx, ConsumeOptions{Queue: QueueASR, Prefetch: 16, Concurrency: 4},
-			func(_ context.Context, d *Delivery) {
-				id, err := strconv.Atoi(d.MessageId)
-				if err != nil {
-					t.Errorf("message id %q: %v", d.MessageId, err)
-				}
-				update(func() { received[id]++ })
-				// An ack lost with its channel is fine: the message comes
-				// back and is counted once more.
-				_ = d.Ack()
-			})
-	}()
+	consumer := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueASR, Prefetch: 16, Concurrency: 4},
+		func(_ context.Context, d *Delivery) {
+			id, err := strconv.Atoi(d.MessageId)
+			if err != nil {
+				t.Errorf("message id %q: %v", d.MessageId, err)
+			}
+			update(func() { received[id]++ })
+			// An ack lost with its channel is fine: the message comes
+			// back and is counted once more.
+			_ = d.Ack()
+		})
 
 	// Producers publish back to back, at most window messages ahead of the
 	// consumer, so that publishes are in flight whenever the broker goes.
@@ -138,8 +134,7 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 		}
 		return true
 	})
-	stopConsuming()
-	if err := <-consumed; err != nil {
+	if err := consumer.end(); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 

@@ -105,7 +105,7 @@ func TestTopology(t *testing.T) {
 		if err := pub.Publish(ctx, Exchange, QueueExtractAudio, amqp.Publishing{Body: []byte(`{"reject":"me"}`)}); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		d := getOneUnacked(t, ch, QueueExtractAudio)
+		d := get(t, ch, QueueExtractAudio, 10*time.Second, false)
 		if err := d.Reject(false); err != nil {
 			t.Fatalf("reject: %v", err)
 		}
@@ -225,25 +225,6 @@ func TestDeliveryLimitReachesDLQ(t *testing.T) {
 	}
 	if deliveries < limit {
 		t.Errorf("dead-lettered after %d deliveries, limit %d", deliveries, limit)
-	}
-}
-
-// getOneUnacked waits for one message on queue and leaves it unacked.
-func getOneUnacked(t *testing.T, ch *amqp.Channel, queue string) amqp.Delivery {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, ok, err := ch.Get(queue, false)
-		if err != nil {
-			t.Fatalf("get from %s: %v", queue, err)
-		}
-		if ok {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no message on %s", queue)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

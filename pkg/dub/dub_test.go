@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/task/tasktest"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -19,18 +20,7 @@ import (
 // synthesized segments.
 func doneTask(t *testing.T, ctx context.Context, pool *pgxpool.Pool) uuid.UUID {
 	t.Helper()
-	id := uuid.New()
-	keys := wire.DefaultKeys(id)
-	ref := task.Ref{ID: id}
-	for _, tr := range []task.Transition{
-		task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es",
-			SourceVideoKey: keys.SourceVideo, OutputVideoKey: keys.OutputVideo, TraceID: "trace-dub"}),
-		task.Start(ref), task.Succeed(ref, nil, ""),
-	} {
-		if _, err := task.Apply(ctx, pool, tr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	id := tasktest.Done(t, ctx, pool, "trace-dub")
 	for i, text := range []string{"hola", "buenos días", "adiós"} {
 		if _, err := pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text,
 			tts_audio_key, tts_params_json, speaker, voice) VALUES ($1, $2, $3, $4, $5, $6, $7, '{"slot_ms": 900}', 'S1', 'es+m3')`,

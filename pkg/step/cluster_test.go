@@ -148,12 +148,7 @@ func dialCluster(t *testing.T, h *harness, url string) *broker.Conn {
 // with it.
 func declareQuorumEventQueue(t *testing.T, h *harness) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		t.Fatalf("channel: %v", err)
-	}
+	ch := h.channel()
 	defer ch.Close()
 	name := "cluster-events-" + uuid.NewString()[:8]
 	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
@@ -247,10 +242,7 @@ func checkSucceededEventsOnce(t *testing.T, h *harness, queue string, tasks int)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		t.Fatalf("channel: %v", err)
-	}
+	ch := h.channel()
 	defer ch.Close()
 	ids := map[uuid.UUID]map[uuid.UUID]bool{} // task → event ids of its task.succeeded
 	copies := 0

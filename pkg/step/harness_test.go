@@ -156,8 +156,9 @@ func counted(t testing.TB, reg *prometheus.Registry, stepName, outcome string) f
 	return 0
 }
 
-// ready is the number of messages ready in queue.
-func (h *harness) ready(queue string) int {
+// channel opens a channel on the harness's connection; the caller closes
+// it.
+func (h *harness) channel() *amqp.Channel {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -165,6 +166,13 @@ func (h *harness) ready(queue string) int {
 	if err != nil {
 		h.t.Fatalf("channel: %v", err)
 	}
+	return ch
+}
+
+// ready is the number of messages ready in queue.
+func (h *harness) ready(queue string) int {
+	h.t.Helper()
+	ch := h.channel()
 	defer ch.Close()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
@@ -209,6 +217,28 @@ func (h *harness) publishRaw(key string, body []byte) {
 func (h *harness) next(queue string, within time.Duration) []byte {
 	h.t.Helper()
 	return h.nextDelivery(queue, within).Body
+}
+
+// deadLetter waits for one message on the dead-letter queue and decodes it.
+func (h *harness) deadLetter(within time.Duration) *wire.DeadLetter {
+	h.t.Helper()
+	body := h.next(broker.DLQ, within)
+	dl, err := wire.DecodeDeadLetter(body)
+	if err != nil {
+		h.t.Fatalf("decode dead letter: %v\n%s", err, body)
+	}
+	return dl
+}
+
+// stepRows counts the task_steps rows of task in status.
+func (h *harness) stepRows(task uuid.UUID, status string) int {
+	h.t.Helper()
+	var n int
+	if err := h.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM task_steps WHERE task_id = $1 AND status = $2`, task, status).Scan(&n); err != nil {
+		h.t.Fatalf("count %s steps: %v", status, err)
+	}
+	return n
 }
 
 // outboxRows counts the rows left in the outbox.

@@ -103,10 +103,7 @@ func TestEngineErrorWithNULsAndInvalidUTF8EndsTheTask(t *testing.T) {
 		engine.status[env.TaskID.String()] = tc.status
 		engine.mu.Unlock()
 		h.publish(env)
-		dl, err := wire.DecodeDeadLetter(h.next(broker.DLQ, 60*time.Second))
-		if err != nil {
-			t.Fatalf("http %d: decode dead letter: %v", tc.status, err)
-		}
+		dl := h.deadLetter(60 * time.Second)
 		if dl.TaskID != env.TaskID || dl.ErrorClass != tc.class || !readable(dl.FailureReason) ||
 			!strings.Contains(dl.FailureReason, fmt.Sprintf("http %d: engine says:", tc.status)) {
 			t.Errorf("http %d: dead letter task %s class %q reason %q", tc.status, dl.TaskID, dl.ErrorClass, dl.FailureReason)
@@ -146,10 +143,7 @@ func TestCommitThatKeepsFailingUsesTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.publish(env)
-	dl, err := wire.DecodeDeadLetter(h.next(broker.DLQ, 60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := h.deadLetter(60 * time.Second)
 	if dl.Attempt != 4 || !strings.Contains(dl.FailureReason, "commit succeeded outcome") ||
 		!strings.Contains(dl.FailureReason, "not-null") {
 		t.Errorf("dead letter attempt %d reason %q, want attempt 4 naming the failed commit", dl.Attempt, dl.FailureReason)
@@ -178,10 +172,7 @@ func TestStepHeldPastAnyStepTimeoutIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.publish(env)
-	dl, err := wire.DecodeDeadLetter(h.next(broker.DLQ, 60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := h.deadLetter(60 * time.Second)
 	if !strings.Contains(dl.FailureReason, "held by another attempt") {
 		t.Errorf("dead letter reason %q", dl.FailureReason)
 	}
@@ -206,10 +197,7 @@ func TestHandBacksCarriedPastTheLimitAreDeadLettered(t *testing.T) {
 	if err := h.pub.Publish(ctx, broker.Exchange, broker.QueueASR, msg); err != nil {
 		t.Fatal(err)
 	}
-	dl, err := wire.DecodeDeadLetter(h.next(broker.DLQ, 30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := h.deadLetter(30 * time.Second)
 	if dl.TaskID != env.TaskID || !strings.Contains(dl.FailureReason, "handed back 5 times") {
 		t.Errorf("dead letter task %s reason %q", dl.TaskID, dl.FailureReason)
 	}

@@ -17,10 +17,7 @@ func (h *harness) nextDelivery(queue string, within time.Duration) amqp.Delivery
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		h.t.Fatalf("channel: %v", err)
-	}
+	ch := h.channel()
 	defer ch.Close()
 	for {
 		d, ok, err := ch.Get(queue, true)

@@ -48,25 +48,13 @@ func fakeASR(calls *callLog) step.Handler {
 // the handler again, spawn no further child and send no further message.
 func TestAParentTaskTranscribesOnceAndFansOutPerLanguage(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	h, env := setupParent(t)
 	ctx := context.Background()
-	env := asrEnvelope(t)
 	parent := env.TaskID
-	if _, err := task.Apply(ctx, h.db.Pool, task.Create(task.Details{ID: parent, SourceLanguage: "en",
-		TargetLanguage: "es", TraceID: env.TraceID, Targets: []string{"es", "ca"}})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
-		VALUES ($1, 'extract_audio', 1, 'succeeded', now())`, parent); err != nil {
-		t.Fatal(err)
-	}
 	// Only the parent's video is in storage; the fan-out places each
 	// child's.
 	objects := videoStore(t, parent)
-	calls := &callLog{}
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: time.Minute,
-		Handler: fakeASR(calls)}}, withObjects(objects))
-	h.publish(env)
+	calls := h.runFanOut(env, objects)
 
 	type sent struct {
 		task      uuid.UUID
@@ -219,10 +207,12 @@ func (o *outage) Copy(ctx context.Context, kind string, src, dst blob.Ref) error
 	return o.Store.Copy(ctx, kind, src, dst)
 }
 
-// newParent creates a parent task of es and ca whose extract_audio
-// succeeded.
-func newParent(t *testing.T, h *harness, env *wire.Envelope) {
+// setupParent is a harness holding a parent task of es and ca whose
+// extract_audio succeeded; env is the parent's asr message.
+func setupParent(t *testing.T) (*harness, *wire.Envelope) {
 	t.Helper()
+	h := setup(t)
+	env := asrEnvelope(t)
 	ctx := context.Background()
 	if _, err := task.Apply(ctx, h.db.Pool, task.Create(task.Details{ID: env.TaskID, SourceLanguage: "en",
 		TargetLanguage: "es", TraceID: env.TraceID, Targets: []string{"es", "ca"}})); err != nil {
@@ -232,6 +222,19 @@ func newParent(t *testing.T, h *harness, env *wire.Envelope) {
 		VALUES ($1, 'extract_audio', 1, 'succeeded', now())`, env.TaskID); err != nil {
 		t.Fatal(err)
 	}
+	return h, env
+}
+
+// runFanOut serves asr (after extract_audio) with fakeASR, objects being
+// the store the fan-out copies the children's videos in, and publishes
+// env; it returns the handler's calls.
+func (h *harness) runFanOut(env *wire.Envelope, objects step.Copier) *callLog {
+	h.t.Helper()
+	calls := &callLog{}
+	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: time.Minute,
+		Handler: fakeASR(calls)}}, withObjects(objects))
+	h.publish(env)
+	return calls
 }
 
 // TestAnObjectStoreOutageAtTheFanOutSpendsNoRetry: while the object store
@@ -241,16 +244,11 @@ func newParent(t *testing.T, h *harness, env *wire.Envelope) {
 // attempt.
 func TestAnObjectStoreOutageAtTheFanOutSpendsNoRetry(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	h, env := setupParent(t)
 	ctx := context.Background()
-	env := asrEnvelope(t)
 	parent := env.TaskID
-	newParent(t, h, env)
 	objects := &outage{Store: videoStore(t, parent), down: 2}
-	calls := &callLog{}
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: time.Minute,
-		Handler: fakeASR(calls)}}, withObjects(objects))
-	h.publish(env)
+	calls := h.runFanOut(env, objects)
 	for range 4 {
 		h.nextDelivery(broker.QueueTranslate, time.Minute)
 	}
@@ -276,15 +274,10 @@ func TestAnObjectStoreOutageAtTheFanOutSpendsNoRetry(t *testing.T) {
 // retries and without spawning a child that could only fail at its mux.
 func TestAParentWithoutItsVideoFailsAtTheFanOut(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	h, env := setupParent(t)
 	ctx := context.Background()
-	env := asrEnvelope(t)
 	parent := env.TaskID
-	newParent(t, h, env)
-	calls := &callLog{}
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: time.Minute,
-		Handler: fakeASR(calls)}}, withObjects(videoStore(t, uuid.Nil)))
-	h.publish(env)
+	calls := h.runFanOut(env, videoStore(t, uuid.Nil))
 	var status string
 	waitFor(t, time.Minute, "the parent to fail", func() bool {
 		_ = h.db.Pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, parent).Scan(&status)

@@ -17,12 +17,7 @@ import (
 // integrator would, and returns its name.
 func (h *harness) bindEvents() string {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		h.t.Fatalf("channel: %v", err)
-	}
+	ch := h.channel()
 	defer ch.Close()
 	q, err := ch.QueueDeclare("events-"+uuid.NewString()[:8], false, false, false, false, nil)
 	if err != nil {

@@ -27,13 +27,12 @@ func TestAnOutageDoesNotSpendTheRetryBudget(t *testing.T) {
 	var calls callLog
 	var outages atomic.Int32
 	do := effect(&calls)
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second,
-		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-			if outages.Add(1) <= 4 {
-				return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
-			}
-			return do.Handle(ctx, msg)
-		})}})
+	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		if outages.Add(1) <= 4 {
+			return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
+		}
+		return do.Handle(ctx, msg)
+	})))
 	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 2*time.Minute, "the step to succeed after the outage", func() bool { return h.effects(env.TaskID) == 1 })
@@ -67,18 +66,17 @@ func TestADatabaseOutageInTheHandlerDoesNotSpendTheRetryBudget(t *testing.T) {
 	var calls callLog
 	var runs atomic.Int32
 	do := effect(&calls)
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second,
-		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-			if runs.Add(1) <= 4 {
-				cut.Cut()
-				defer func() { _ = cut.Restore() }()
-			}
-			var segments int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1`, msg.Envelope.TaskID).Scan(&segments); err != nil {
-				return fmt.Errorf("load segments: %w", err)
-			}
-			return do.Handle(ctx, msg)
-		})}})
+	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		if runs.Add(1) <= 4 {
+			cut.Cut()
+			defer func() { _ = cut.Restore() }()
+		}
+		var segments int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1`, msg.Envelope.TaskID).Scan(&segments); err != nil {
+			return fmt.Errorf("load segments: %w", err)
+		}
+		return do.Handle(ctx, msg)
+	})))
 	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 2*time.Minute, "the step to succeed, or a retry", func() bool {
@@ -102,16 +100,15 @@ func TestADatabaseOutageAtCommitDoesNotSpendARetry(t *testing.T) {
 	var calls callLog
 	var runs atomic.Int32
 	do := effect(&calls)
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second,
-		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-			if runs.Add(1) == 1 {
-				msg.Then(func(ctx context.Context, tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
-					return err
-				})
-			}
-			return do.Handle(ctx, msg)
-		})}})
+	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		if runs.Add(1) == 1 {
+			msg.Then(func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+				return err
+			})
+		}
+		return do.Handle(ctx, msg)
+	})))
 	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 2*time.Minute, "the step to succeed", func() bool { return h.effects(env.TaskID) == 1 })

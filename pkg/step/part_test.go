@@ -33,7 +33,7 @@ func TestEmitKeepsEachPartsMessage(t *testing.T) {
 		}
 		return nil
 	})
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 30 * time.Second, Handler: asr}})
+	h.run(broker.QueueASR, route(asr))
 	env := asrEnvelope(t)
 	h.publish(env)
 

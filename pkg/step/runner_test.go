@@ -44,13 +44,8 @@ func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
 	if n := calls.len(); n != 1 {
 		t.Fatalf("handler calls = %d, want 1", n)
 	}
-	var succeeded int
-	if err := h.db.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM task_steps WHERE task_id = $1 AND status = 'succeeded'`, env.TaskID).Scan(&succeeded); err != nil {
-		t.Fatal(err)
-	}
-	if succeeded != 1 {
-		t.Fatalf("succeeded rows = %d, want 1", succeeded)
+	if n := h.stepRows(env.TaskID, "succeeded"); n != 1 {
+		t.Fatalf("succeeded rows = %d, want 1", n)
 	}
 }
 
@@ -64,11 +59,7 @@ func TestTransientErrorIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	})))
 	env := asrEnvelope(t)
 	h.publish(env)
-	body := h.next(broker.DLQ, 40*time.Second)
-	dl, err := wire.DecodeDeadLetter(body)
-	if err != nil {
-		t.Fatalf("decode dead letter: %v\n%s", err, body)
-	}
+	dl := h.deadLetter(40 * time.Second)
 	got := calls.snapshot()
 	if len(got) != 4 {
 		t.Fatalf("handler calls = %d, want 4 (first try and 3 retries)", len(got))
@@ -96,13 +87,8 @@ func TestTransientErrorIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	if err != nil || oenv.TaskID != env.TaskID {
 		t.Fatalf("original message does not decode to the task's envelope: %v", err)
 	}
-	var failed int
-	if err := h.db.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM task_steps WHERE task_id = $1 AND status = 'failed'`, env.TaskID).Scan(&failed); err != nil {
-		t.Fatal(err)
-	}
-	if failed != 4 {
-		t.Errorf("failed attempts recorded = %d, want 4", failed)
+	if n := h.stepRows(env.TaskID, "failed"); n != 4 {
+		t.Errorf("failed attempts recorded = %d, want 4", n)
 	}
 }
 
@@ -117,10 +103,7 @@ func TestPermanentErrorIsDeadLetteredAtOnce(t *testing.T) {
 	env := asrEnvelope(t)
 	start := time.Now()
 	h.publish(env)
-	dl, err := wire.DecodeDeadLetter(h.next(broker.DLQ, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := h.deadLetter(20 * time.Second)
 	if dl.ErrorClass != "permanent" || dl.Attempt != 1 || !strings.Contains(dl.FailureReason, "no audio stream") {
 		t.Errorf("dead letter = %+v", dl)
 	}
@@ -175,10 +158,7 @@ func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) 
 	}
 	for _, c := range cases {
 		h.publishRaw(broker.QueueASR, []byte(c.body))
-		dl, err := wire.DecodeDeadLetter(h.next(broker.DLQ, 20*time.Second))
-		if err != nil {
-			t.Fatalf("%s: decode dead letter: %v", c.name, err)
-		}
+		dl := h.deadLetter(20 * time.Second)
 		if dl.ErrorClass != "invalid" || !strings.Contains(strings.ToLower(dl.FailureReason), strings.ToLower(c.reason)) {
 			t.Errorf("%s: dead letter class %q reason %q, want invalid mentioning %q", c.name, dl.ErrorClass, dl.FailureReason, c.reason)
 		}

@@ -111,13 +111,7 @@ var spawnSQL = `WITH parent AS (
 	       (SELECT step, min(started_at) AS started_at, max(finished_at) AS finished_at FROM task_steps
 	         WHERE task_id = @parent AND step = ANY(@inherited_steps::text[]) AND status = 'succeeded'
 	         GROUP BY step) s
-), event AS (
-	INSERT INTO outbox (message_id, exchange, routing_key, body)
-	SELECT @message_id, @exchange, @routing_key, ` + eventBody("created") + `
-	  FROM created
-	RETURNING id
-)
-SELECT (SELECT status FROM tasks WHERE id = @id), (SELECT status FROM created), (SELECT id FROM event)`
+)` + createdEventTail
 
 // RowQuerier runs a query: a pool, a connection or a transaction.
 type RowQuerier interface {

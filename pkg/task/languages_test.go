@@ -22,11 +22,9 @@ func seedParent(t *testing.T, pool *pgxpool.Pool, languages ...string) uuid.UUID
 	t.Helper()
 	ctx := context.Background()
 	id := uuid.New()
-	if _, err := task.Apply(ctx, pool, task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: languages[0],
+	apply(t, ctx, pool, task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: languages[0],
 		SpeakerID: "", SourceVideoKey: wire.DefaultKeys(id).SourceVideo, OutputVideoKey: wire.DefaultKeys(id).OutputVideo,
-		TraceID: "trace-parent", Targets: languages})); err != nil {
-		t.Fatal(err)
-	}
+		TraceID: "trace-parent", Targets: languages}))
 	for _, q := range []string{
 		`UPDATE tasks SET status = 'running' WHERE id = $1`,
 		`INSERT INTO task_steps (task_id, step, part, attempt, status, finished_at) VALUES
@@ -156,16 +154,12 @@ func TestSpawnMakesEachChildOnceWithWhatItStartsFrom(t *testing.T) {
 func end(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, ok bool) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := task.Apply(ctx, pool, task.Start(task.Ref{ID: id, Step: "translate"})); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, pool, task.Start(task.Ref{ID: id, Step: "translate"}))
 	tr := task.Succeed(task.Ref{ID: id, Step: "mux_video"}, json.RawMessage(`{}`), "")
 	if !ok {
 		tr = task.Fail(task.Ref{ID: id, Step: "tts"}, "", "tts: engine gone")
 	}
-	if _, err := task.Apply(ctx, pool, tr); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, pool, tr)
 }
 
 func TestTheLastChildToEndConcludesTheParent(t *testing.T) {
@@ -229,12 +223,8 @@ func TestAReplayedChildThatSucceedsConcludesAFailedParentDone(t *testing.T) {
 	if r := read(t, db.Pool, parent); r.status != task.Failed {
 		t.Fatalf("parent %s, want failed", r.status)
 	}
-	if _, err := task.Apply(ctx, db.Pool, task.Retry(task.Ref{ID: children[1], Step: "tts"})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := task.Apply(ctx, db.Pool, task.Succeed(task.Ref{ID: children[1], Step: "mux_video"}, nil, "")); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Retry(task.Ref{ID: children[1], Step: "tts"}),
+		task.Succeed(task.Ref{ID: children[1], Step: "mux_video"}, nil, ""))
 	if r := read(t, db.Pool, parent); r.status != task.Done || r.err != "" {
 		t.Fatalf("parent %s %q after the replayed child succeeded, want done", r.status, r.err)
 	}
@@ -250,12 +240,8 @@ func TestCancellingAParentCancelsItsChildren(t *testing.T) {
 	parent := seedParent(t, db.Pool, "es", "ca", "fr")
 	children := spawnAll(t, db.Pool, parent, "es", "ca", "fr")
 	end(t, db.Pool, children[0], true)
-	if _, err := task.Apply(ctx, db.Pool, task.Start(task.Ref{ID: children[1], Step: "translate"})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := task.Apply(ctx, db.Pool, task.Cancel(task.Ref{ID: parent}, "operator")); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Start(task.Ref{ID: children[1], Step: "translate"}),
+		task.Cancel(task.Ref{ID: parent}, "operator"))
 	if r := read(t, db.Pool, parent); r.status != task.Failed || r.err != "cancelled: operator" {
 		t.Fatalf("parent %s %q, want it cancelled", r.status, r.err)
 	}
@@ -278,9 +264,7 @@ func TestCancellingAParentCancelsItsChildren(t *testing.T) {
 		}
 	}
 	// A child's late end leaves the cancelled parent alone.
-	if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: children[1], Step: "tts"}, "", "late")); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Fail(task.Ref{ID: children[1], Step: "tts"}, "", "late"))
 	if r := read(t, db.Pool, parent); r.status != task.Failed || r.err != "cancelled: operator" {
 		t.Fatalf("parent %s %q after a late end, want it left cancelled", r.status, r.err)
 	}
@@ -297,9 +281,7 @@ func TestChildrenEndingAtOnceConcludeTheParentOnce(t *testing.T) {
 		parent := seedParent(t, db.Pool, languages...)
 		children := spawnAll(t, db.Pool, parent, languages...)
 		for _, c := range children {
-			if _, err := task.Apply(ctx, db.Pool, task.Start(task.Ref{ID: c, Step: "translate"})); err != nil {
-				t.Fatal(err)
-			}
+			apply(t, ctx, db.Pool, task.Start(task.Ref{ID: c, Step: "translate"}))
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, len(children))
@@ -359,16 +341,12 @@ func TestSettleRecordsTheTargets(t *testing.T) {
 		return strings.Join(ts, ",")
 	}
 	d := task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", Targets: []string{"es", "ca"}}
-	if _, err := task.Apply(ctx, db.Pool, task.Settle(d)); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Settle(d))
 	if got := targets(); got != "es,ca" {
 		t.Fatalf("targets %q after Settle, want es,ca", got)
 	}
 	d.Targets = nil
-	if _, err := task.Apply(ctx, db.Pool, task.Settle(d)); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Settle(d))
 	if got, err := task.TargetsOf(ctx, db.Pool, id); err != nil || strings.Join(got, ",") != "es,ca" || targets() != "es,ca" {
 		t.Fatalf("targets %v (%v) after a Settle naming none, want es,ca kept", got, err)
 	}
@@ -391,9 +369,7 @@ func TestCancelAndChildrenEndingAtOnceNeverDeadlock(t *testing.T) {
 		parent := seedParent(t, db.Pool, languages...)
 		children := spawnAll(t, db.Pool, parent, languages...)
 		for _, c := range children {
-			if _, err := task.Apply(ctx, db.Pool, task.Start(task.Ref{ID: c, Step: "translate"})); err != nil {
-				t.Fatal(err)
-			}
+			apply(t, ctx, db.Pool, task.Start(task.Ref{ID: c, Step: "translate"}))
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, len(children)+1)

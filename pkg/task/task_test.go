@@ -35,6 +35,17 @@ func read(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) row {
 	return r
 }
 
+// apply applies the transitions in order, failing the test at the first
+// error.
+func apply(t *testing.T, ctx context.Context, q task.Querier, trs ...task.Transition) {
+	t.Helper()
+	for _, tr := range trs {
+		if _, err := task.Apply(ctx, q, tr); err != nil {
+			t.Fatalf("%s: %v", tr.Name, err)
+		}
+	}
+}
+
 // seed inserts a task in status with an old updated_at, a trace and an
 // error, so that every change of the row shows.
 func seed(t *testing.T, pool *pgxpool.Pool, status string) uuid.UUID {
@@ -243,9 +254,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 
 	t.Run("succeed without an output key keeps the task's", func(t *testing.T) {
 		id := seed(t, db.Pool, task.Running)
-		if _, err := task.Apply(ctx, db.Pool, task.Succeed(task.Ref{ID: id, Step: "asr"}, json.RawMessage(`{"no_speech":true}`), "")); err != nil {
-			t.Fatal(err)
-		}
+		apply(t, ctx, db.Pool, task.Succeed(task.Ref{ID: id, Step: "asr"}, json.RawMessage(`{"no_speech":true}`), ""))
 		if r := read(t, db.Pool, id); r.outputKey != "outputs/"+id.String()+"/final.mp4" || r.result != `{"no_speech": true}` {
 			t.Fatalf("row after succeed: %+v", r)
 		}
@@ -253,15 +262,11 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 
 	t.Run("fail records its reason and keeps the first error", func(t *testing.T) {
 		id := seed(t, db.Pool, task.Running)
-		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "asr: engine said \x00no\xff")); err != nil {
-			t.Fatal(err)
-		}
+		apply(t, ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "asr: engine said \x00no\xff"))
 		if r := read(t, db.Pool, id); r.err != "asr: engine said \uFFFDno\uFFFD" {
 			t.Fatalf("error after fail = %q", r.err)
 		}
-		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "tts"}, "", "tts: later")); err != nil {
-			t.Fatal(err)
-		}
+		apply(t, ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "tts"}, "", "tts: later"))
 		if r := read(t, db.Pool, id); r.err != "asr: engine said \uFFFDno\uFFFD" {
 			t.Fatalf("a second failure replaced the first error: %q", r.err)
 		}
@@ -291,9 +296,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 	t.Run("an event error is cut to the wire's bound", func(t *testing.T) {
 		id := seed(t, db.Pool, task.Running)
 		long := strings.Repeat("é", 5000)
-		if _, err := task.Apply(ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "asr: "+long)); err != nil {
-			t.Fatal(err)
-		}
+		apply(t, ctx, db.Pool, task.Fail(task.Ref{ID: id, Step: "asr"}, "", "asr: "+long))
 		if r := read(t, db.Pool, id); r.err != "asr: "+long {
 			t.Fatalf("the task's error was cut: %d bytes", len(r.err))
 		}
@@ -304,15 +307,11 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 
 	t.Run("cancel and compensate record their reason", func(t *testing.T) {
 		id := seed(t, db.Pool, task.Running)
-		if _, err := task.Apply(ctx, db.Pool, task.Compensate(task.Ref{ID: id, Step: "tts"}, "tts: 1 segment failed")); err != nil {
-			t.Fatal(err)
-		}
+		apply(t, ctx, db.Pool, task.Compensate(task.Ref{ID: id, Step: "tts"}, "tts: 1 segment failed"))
 		if r := read(t, db.Pool, id); r.err != "tts: 1 segment failed" {
 			t.Fatalf("error after compensate = %q", r.err)
 		}
-		if _, err := task.Apply(ctx, db.Pool, task.Cancel(task.Ref{ID: id}, "operator asked")); err != nil {
-			t.Fatal(err)
-		}
+		apply(t, ctx, db.Pool, task.Cancel(task.Ref{ID: id}, "operator asked"))
 		r := read(t, db.Pool, id)
 		evs := events(t, db.Pool, id)
 		if r.status != task.Failed || r.err != "cancelled: operator asked" || len(evs) != 2 || evs[1].Error != r.err {
@@ -327,9 +326,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 			task.Done:         func(id uuid.UUID) task.Transition { return task.Redub(task.Ref{ID: id}) },
 		} {
 			id := seed(t, db.Pool, from)
-			if _, err := task.Apply(ctx, db.Pool, tr(id)); err != nil {
-				t.Fatal(err)
-			}
+			apply(t, ctx, db.Pool, tr(id))
 			if r := read(t, db.Pool, id); r.status != task.Running || r.err != "" {
 				t.Errorf("from %s: row %+v", from, r)
 			}
@@ -364,9 +361,7 @@ func TestCreateAndSettle(t *testing.T) {
 	}
 	// Settle records what the first step settled; the status and the
 	// trace stay.
-	if _, err := task.Apply(ctx, db.Pool, task.Start(task.Ref{ID: id})); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Start(task.Ref{ID: id}))
 	settled := again
 	settled.TraceID = "trace-2"
 	res, err = task.Apply(ctx, db.Pool, task.Settle(settled))
@@ -483,16 +478,12 @@ func TestSettleRecordsTheProject(t *testing.T) {
 		return p
 	}
 	d := task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", Project: "studio"}
-	if _, err := task.Apply(ctx, db.Pool, task.Settle(d)); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Settle(d))
 	if got := project(); got != "studio" {
 		t.Fatalf("project %q after Settle, want studio", got)
 	}
 	d.Project = ""
-	if _, err := task.Apply(ctx, db.Pool, task.Settle(d)); err != nil {
-		t.Fatal(err)
-	}
+	apply(t, ctx, db.Pool, task.Settle(d))
 	if got := project(); got != "studio" {
 		t.Fatalf("project %q after a Settle without one, want it kept", got)
 	}

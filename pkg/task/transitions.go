@@ -327,7 +327,13 @@ var createSQL = `WITH created AS (
 	        @output_video_key, @trace_id, @targets::text[])
 	ON CONFLICT (id) DO NOTHING
 	RETURNING status, trace_id
-), event AS (
+)` + createdEventTail
+
+// createdEventTail ends a statement whose CTE "created" inserted a task
+// row (RETURNING status, trace_id): it adds the task's event.task.created
+// to the outbox and reads the status before, the status after and the
+// outbox row, the three columns Transition.Scan expects.
+var createdEventTail = `, event AS (
 	INSERT INTO outbox (message_id, exchange, routing_key, body)
 	SELECT @message_id, @exchange, @routing_key, ` + eventBody("created") + `
 	  FROM created

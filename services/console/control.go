@@ -17,15 +17,11 @@ import (
 // cancelTask ends a task that is not finished (task.Cancel): it becomes
 // failed with "cancelled: <reason>"; its workers' next commit is refused.
 func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
-	id, err := taskID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	var body struct {
 		Reason string `json:"reason"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	id, err := taskIDAndBody(r, &body)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -250,16 +250,26 @@ func latest(a, b *time.Time) *time.Time {
 	return &t
 }
 
-// getTask answers the task's detail with presigned links.
-func (s *server) getTask(w http.ResponseWriter, r *http.Request) {
+// requestedDetail loads the detail of the task named by the {id} path
+// value; it answers the error itself and returns false on failure.
+func (s *server) requestedDetail(w http.ResponseWriter, r *http.Request) (*taskDetail, bool) {
 	id, err := taskID(r)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return nil, false
 	}
 	d, err := s.loadDetail(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return nil, false
+	}
+	return d, true
+}
+
+// getTask answers the task's detail with presigned links.
+func (s *server) getTask(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.requestedDetail(w, r)
+	if !ok {
 		return
 	}
 	d.Links, d.TimingReport = s.links(r.Context(), d)

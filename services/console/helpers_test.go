@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,10 +147,23 @@ func sampleVideo(t *testing.T, seconds string) string {
 // multipartBody builds a form with the file at path as video.
 func multipartBody(t *testing.T, path string, fields map[string]string) (string, *bytes.Buffer) {
 	t.Helper()
+	values := url.Values{}
+	for k, v := range fields {
+		values.Set(k, v)
+	}
+	return multipartForm(t, path, values)
+}
+
+// multipartForm builds a form with the file at path as video and each value
+// of fields in order.
+func multipartForm(t *testing.T, path string, fields url.Values) (string, *bytes.Buffer) {
+	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
-	for k, v := range fields {
-		_ = mw.WriteField(k, v)
+	for k, vs := range fields {
+		for _, v := range vs {
+			_ = mw.WriteField(k, v)
+		}
 	}
 	fw, err := mw.CreateFormFile("video", "in.mp4")
 	if err != nil {

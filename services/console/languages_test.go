@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -21,23 +21,7 @@ import (
 // multipartTargets builds a form whose target field is repeated.
 func multipartTargets(t *testing.T, path string, targets ...string) (string, *bytes.Buffer) {
 	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	_ = mw.WriteField("source", "en")
-	for _, v := range targets {
-		_ = mw.WriteField("target", v)
-	}
-	fw, err := mw.CreateFormFile("video", "in.mp4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fw.Write(b)
-	mw.Close()
-	return mw.FormDataContentType(), &buf
+	return multipartForm(t, path, url.Values{"source": {"en"}, "target": targets})
 }
 
 // checkParent checks the parent's row, its first message and that the

@@ -38,14 +38,8 @@ type realtimeStatus struct {
 }
 
 func (s *server) realtimeStatus(w http.ResponseWriter, r *http.Request) {
-	id, err := taskID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	d, err := s.loadDetail(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, err)
+	d, ok := s.requestedDetail(w, r)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, computeRealtime(d, time.Now()))

@@ -23,16 +23,12 @@ type redubbed struct {
 // that segment is synthesized again and the video assembled again; the
 // earlier version stays.
 func (s *server) redubTask(w http.ResponseWriter, r *http.Request) {
-	id, err := taskID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	var body struct {
 		Segment int    `json:"segment"`
 		Text    string `json:"text"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	id, err := taskIDAndBody(r, &body)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

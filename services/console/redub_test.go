@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/task/tasktest"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -14,18 +14,7 @@ import (
 func TestRedubChangesOneLineOfADoneTask(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	id := uuid.New()
-	keys := wire.DefaultKeys(id)
-	ref := task.Ref{ID: id}
-	for _, tr := range []task.Transition{
-		task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es",
-			SourceVideoKey: keys.SourceVideo, OutputVideoKey: keys.OutputVideo, TraceID: "trace-redub"}),
-		task.Start(ref), task.Succeed(ref, nil, ""),
-	} {
-		if _, err := task.Apply(ctx, f.pool, tr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	id := tasktest.Done(t, ctx, f.pool, "trace-redub")
 	if _, err := f.pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, tts_audio_key)
 		VALUES ($1, 0, 0, 900, 'hello', 'hola', $2)`, id, wire.SegmentKey(id, 0)); err != nil {
 		t.Fatal(err)
@@ -58,18 +47,7 @@ func TestRedubChangesOneLineOfADoneTask(t *testing.T) {
 func TestSegmentsListTheLinesRedubTakes(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	id := uuid.New()
-	keys := wire.DefaultKeys(id)
-	ref := task.Ref{ID: id}
-	for _, tr := range []task.Transition{
-		task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es",
-			SourceVideoKey: keys.SourceVideo, OutputVideoKey: keys.OutputVideo, TraceID: "trace-segments"}),
-		task.Start(ref), task.Succeed(ref, nil, ""),
-	} {
-		if _, err := task.Apply(ctx, f.pool, tr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	id := tasktest.Done(t, ctx, f.pool, "trace-segments")
 	// Pipeline indexes 2 and 5: the API numbers them 1 and 2.
 	if _, err := f.pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text,
 		tts_audio_key, tts_params_json, speaker, voice, tts_error) VALUES

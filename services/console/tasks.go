@@ -163,6 +163,15 @@ func taskID(r *http.Request) (uuid.UUID, error) {
 	return id, nil
 }
 
+// taskIDAndBody reads the {id} path value and the JSON body into v.
+func taskIDAndBody(r *http.Request, v any) (uuid.UUID, error) {
+	id, err := taskID(r)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return id, decodeJSON(r, v)
+}
+
 // loadSummary reads one task.
 func (s *server) loadSummary(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row

@@ -58,20 +58,6 @@ func (s *Server) agentConsumeNext(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, it)
 }
 
-// agentStatus answers {agentId, queuedCount, capacity, available, items}.
-func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
-	agent, ok := parseUUID(w, "agentId", r.PathValue("agentId"))
-	if !ok {
-		return
-	}
-	st, err := s.aq.Status(r.Context(), agent)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
-}
-
 // orderPosition answers {position} of the order in the queue of the agent
 // named by the x-agent-id header; 404 when it is not queued there.
 func (s *Server) orderPosition(w http.ResponseWriter, r *http.Request) {

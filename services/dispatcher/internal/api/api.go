@@ -66,18 +66,20 @@ func New(q *queue.Queue, aq *agentqueue.Queue, token string, log zerolog.Logger)
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /internal/ai/events", s.aiEvent)
-	mux.HandleFunc("GET /queue/entries/{id}", s.getEntry)
-	mux.HandleFunc("DELETE /queue/entries/{id}", s.cancelEntry)
-	mux.HandleFunc("POST /queue/entries/{id}/confirm", s.confirmEntry)
+	mux.HandleFunc("GET /queue/entries/{id}", byID(s, "id", s.q.Entry, reply))
+	mux.HandleFunc("DELETE /queue/entries/{id}", byID(s, "id", s.q.Cancel, reply))
+	// Confirming an assignment: its reservation no longer expires.
+	mux.HandleFunc("POST /queue/entries/{id}/confirm", byID(s, "id", s.q.Confirm, reply))
 	mux.HandleFunc("POST /queue/entries/{id}/release", s.releaseEntry)
 	mux.HandleFunc("GET /queue/projects", s.listProjects)
 	mux.HandleFunc("GET /queue/projects/{id}/status", s.projectStatus)
 	mux.HandleFunc("PUT /staff/{id}", s.putStaff)
-	mux.HandleFunc("GET /staff/{id}", s.getStaff)
-	mux.HandleFunc("POST /staff/{id}/release", s.release)
+	mux.HandleFunc("GET /staff/{id}", byID(s, "id", s.q.Staff, reply))
+	mux.HandleFunc("POST /staff/{id}/release", byID(s, "id", s.q.Release, s.matchAndReply))
 	mux.HandleFunc("POST /queue/agents/{agentId}/orders", s.agentEnqueue)
 	mux.HandleFunc("POST /queue/agents/{agentId}/consume-next", s.agentConsumeNext)
-	mux.HandleFunc("GET /queue/agents/{agentId}/status", s.agentStatus)
+	// {agentId, queuedCount, capacity, available, items}
+	mux.HandleFunc("GET /queue/agents/{agentId}/status", byID(s, "agentId", s.aq.Status, reply))
 	mux.HandleFunc("GET /queue/orders/{orderId}/position", s.orderPosition)
 	mux.HandleFunc("DELETE /queue/agents/{agentId}/orders/{orderId}", s.agentCancel)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -183,46 +185,6 @@ func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 		EntryID: e.ID, Status: string(e.Status), Position: e.Position, Priority: e.Priority,
 		ChannelID: e.ChannelID, ChannelType: e.ChannelType, StaffID: e.AssignedStaffID,
 	})
-}
-
-func (s *Server) getEntry(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathUUID(w, r)
-	if !ok {
-		return
-	}
-	e, err := s.q.Entry(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
-}
-
-func (s *Server) cancelEntry(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathUUID(w, r)
-	if !ok {
-		return
-	}
-	e, err := s.q.Cancel(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
-}
-
-// confirmEntry confirms an assignment: its reservation no longer expires.
-func (s *Server) confirmEntry(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathUUID(w, r)
-	if !ok {
-		return
-	}
-	e, err := s.q.Confirm(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
 }
 
 // releaseEntry ends an assigned conversation and gives the agent's unit
@@ -331,32 +293,6 @@ func (s *Server) putStaff(w http.ResponseWriter, r *http.Request) {
 	s.matchAndReply(w, r, st)
 }
 
-func (s *Server) getStaff(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathUUID(w, r)
-	if !ok {
-		return
-	}
-	st, err := s.q.Staff(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathUUID(w, r)
-	if !ok {
-		return
-	}
-	st, err := s.q.Release(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.matchAndReply(w, r, st)
-}
-
 // matchAndReply matches the agent's project (capacity may have freed up)
 // and answers with the agent as it is afterwards.
 func (s *Server) matchAndReply(w http.ResponseWriter, r *http.Request, st queue.Staff) {
@@ -404,6 +340,30 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
 		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error")
 	}
+}
+
+// byID is the handler of a route that does one thing to the UUID in path
+// value param: a malformed one is a 400, an error of do answers as fail
+// maps it, and reply answers do's result.
+func byID[T any](s *Server, param string, do func(context.Context, uuid.UUID) (T, error),
+	reply func(http.ResponseWriter, *http.Request, T)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := parseUUID(w, param, r.PathValue(param))
+		if !ok {
+			return
+		}
+		v, err := do(r.Context(), id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		reply(w, r, v)
+	}
+}
+
+// reply answers 200 with v.
+func reply[T any](w http.ResponseWriter, _ *http.Request, v T) {
+	writeJSON(w, http.StatusOK, v)
 }
 
 // pathUUID reads the {id} path value.

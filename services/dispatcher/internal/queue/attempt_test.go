@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
-	"github.com/google/uuid"
 )
 
 // TestAttemptIsAtomicWithItsClaim: an attempt on an entry claims what it can
@@ -16,19 +15,16 @@ import (
 func TestAttemptIsAtomicWithItsClaim(t *testing.T) {
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
-	project, staff := uuid.New(), uuid.New()
-	putStaff(t, q, staff, project, queue.Online, 1)
+	project, staff := staffedProject(t, q, 1)
 	head := enqueue(t, q, project, queue.UrgencyHigh)
 	second := enqueue(t, q, project, queue.UrgencyNormal)
 
 	// A fault between the claim and the attempt's record.
-	if _, err := pool.Exec(ctx, `
+	exec(t, pool, `
 		CREATE FUNCTION refuse_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'injected fault: attempt not recorded'; END $$;
 		CREATE TRIGGER refuse_attempt BEFORE UPDATE ON visitor_waiting_queue
-		FOR EACH ROW WHEN (NEW.retry_count <> OLD.retry_count) EXECUTE FUNCTION refuse_attempt();`); err != nil {
-		t.Fatal(err)
-	}
+		FOR EACH ROW WHEN (NEW.retry_count <> OLD.retry_count) EXECUTE FUNCTION refuse_attempt();`)
 	if _, err := q.Process(ctx, second.ID, false); err == nil {
 		t.Fatal("Process succeeded although its attempt could not be recorded")
 	}
@@ -47,9 +43,7 @@ func TestAttemptIsAtomicWithItsClaim(t *testing.T) {
 	}
 
 	// Without the fault the same attempt serves the head and counts itself.
-	if _, err := pool.Exec(ctx, `DROP TRIGGER refuse_attempt ON visitor_waiting_queue`); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `DROP TRIGGER refuse_attempt ON visitor_waiting_queue`)
 	out, err := q.Process(ctx, second.ID, false)
 	if err != nil || len(out.Assigned) != 1 || out.Assigned[0].ID != head.ID ||
 		out.Entry.Status != queue.StatusWaiting || out.Entry.RetryCount != 1 || out.Entry.Position != 1 {

@@ -40,6 +40,32 @@ func putStaff(t *testing.T, q *queue.Queue, id, project uuid.UUID, a queue.Avail
 	}
 }
 
+// staffedProject returns a new project served by one online agent who
+// takes max conversations at once.
+func staffedProject(t *testing.T, q *queue.Queue, max int) (project, staff uuid.UUID) {
+	t.Helper()
+	project, staff = uuid.New(), uuid.New()
+	putStaff(t, q, staff, project, queue.Online, max)
+	return project, staff
+}
+
+// exec runs a statement that sets up or bends a test's rows.
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// concurrently runs f n times at once and waits for all of them.
+func concurrently(n int, f func()) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(f)
+	}
+	wg.Wait()
+}
+
 func TestDuplicateEnqueueIsRefusedWhileWaiting(t *testing.T) {
 	q, _ := setup(t, defaultConfig)
 	ctx := context.Background()
@@ -179,22 +205,16 @@ func TestConcurrentMatchersNeverOverAssign(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		putStaff(t, q, uuid.New(), project, queue.Online, 2)
 	}
-	var wg sync.WaitGroup
-	for i := 0; i < 40; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e, err := q.Enqueue(ctx, queue.EnqueueRequest{ProjectID: project, VisitorID: uuid.New(), Source: queue.SourceVisitor, Urgency: queue.UrgencyNormal})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if _, err := q.Process(ctx, e.ID, false); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	concurrently(40, func() {
+		e, err := q.Enqueue(ctx, queue.EnqueueRequest{ProjectID: project, VisitorID: uuid.New(), Source: queue.SourceVisitor, Urgency: queue.UrgencyNormal})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := q.Process(ctx, e.ID, false); err != nil {
+			t.Error(err)
+		}
+	})
 	var assigned, overloaded int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM visitor_waiting_queue WHERE status = 'assigned'`).Scan(&assigned); err != nil {
 		t.Fatal(err)
@@ -227,9 +247,7 @@ func TestRetriesThenExpiry(t *testing.T) {
 	}
 	backdate := func() {
 		t.Helper()
-		if _, err := pool.Exec(ctx, `UPDATE visitor_waiting_queue SET last_attempt_at = now() - interval '2 hours'`); err != nil {
-			t.Fatal(err)
-		}
+		exec(t, pool, `UPDATE visitor_waiting_queue SET last_attempt_at = now() - interval '2 hours'`)
 	}
 	backdate()
 	if _, err := q.Scan(ctx); err != nil {
@@ -263,10 +281,8 @@ func TestScanIsFairAcrossProjects(t *testing.T) {
 	q, pool := setup(t, cfg)
 	ctx := context.Background()
 	busy, quiet1, quiet2 := uuid.New(), uuid.New(), uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO visitor_waiting_queue (id, project_id, visitor_id, source, urgency, priority)
-		SELECT gen_random_uuid(), $1, gen_random_uuid(), 'visitor', 'urgent', 3 FROM generate_series(1, 500)`, busy); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `INSERT INTO visitor_waiting_queue (id, project_id, visitor_id, source, urgency, priority)
+		SELECT gen_random_uuid(), $1, gen_random_uuid(), 'visitor', 'urgent', 3 FROM generate_series(1, 500)`, busy)
 	quiet := []queue.Entry{enqueue(t, q, quiet1, queue.UrgencyLow), enqueue(t, q, quiet2, queue.UrgencyLow),
 		enqueue(t, q, quiet2, queue.UrgencyLow)}
 	res, err := q.Scan(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +20,21 @@ var reservingConfig = queue.Config{MaxRetries: 3, RetryDelay: time.Hour, BatchSi
 // overdue makes the entry's reservation overdue (instead of waiting for it).
 func overdue(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), `UPDATE visitor_waiting_queue
-		SET reserved_until = now() - interval '1 second' WHERE id = $1 AND reserved_until IS NOT NULL`, id); err != nil {
-		t.Fatal(err)
+	exec(t, pool, `UPDATE visitor_waiting_queue
+		SET reserved_until = now() - interval '1 second' WHERE id = $1 AND reserved_until IS NOT NULL`, id)
+}
+
+// overdueReservation makes a project with one online agent and one entry
+// whose reservation for that agent is overdue; it returns the entry.
+func overdueReservation(t *testing.T, q *queue.Queue, pool *pgxpool.Pool) queue.Entry {
+	t.Helper()
+	project, _ := staffedProject(t, q, 1)
+	e := enqueue(t, q, project, queue.UrgencyNormal)
+	if got, err := q.Match(context.Background(), project); err != nil || len(got) != 1 {
+		t.Fatalf("reservation not made: %+v %v", got, err)
 	}
+	overdue(t, pool, e.ID)
+	return e
 }
 
 // checkLoads fails unless every agent's load equals its open assignments.
@@ -51,8 +63,7 @@ func countOutbox(t *testing.T, pool *pgxpool.Pool, key string) int {
 func TestUnconfirmedReservationExpiresAndGivesCapacityBack(t *testing.T) {
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
-	project, staff := uuid.New(), uuid.New()
-	putStaff(t, q, staff, project, queue.Online, 1)
+	project, staff := staffedProject(t, q, 1)
 	a := enqueue(t, q, project, queue.UrgencyNormal)
 	b := enqueue(t, q, project, queue.UrgencyNormal)
 	got, err := q.Match(ctx, project)
@@ -92,9 +103,7 @@ func TestUnconfirmedReservationExpiresAndGivesCapacityBack(t *testing.T) {
 			t.Fatalf("confirm #%d: %+v %v", i+1, e, err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `UPDATE visitor_waiting_queue SET reserved_until = now() - interval '1 hour' WHERE id = $1`, a.ID); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE visitor_waiting_queue SET reserved_until = now() - interval '1 hour' WHERE id = $1`, a.ID)
 	if exp, _ := q.SweepReservations(ctx, 10); len(exp) != 0 {
 		t.Fatalf("a confirmed assignment expired")
 	}
@@ -128,8 +137,7 @@ func TestUnconfirmedReservationExpiresAndGivesCapacityBack(t *testing.T) {
 func TestReleaseOfAnAssignmentIsIdempotent(t *testing.T) {
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
-	project, staff := uuid.New(), uuid.New()
-	putStaff(t, q, staff, project, queue.Online, 2)
+	project, staff := staffedProject(t, q, 2)
 	a := enqueue(t, q, project, queue.UrgencyNormal)
 	b := enqueue(t, q, project, queue.UrgencyNormal)
 	waiting := enqueue(t, q, project, queue.UrgencyNormal)
@@ -137,28 +145,19 @@ func TestReleaseOfAnAssignmentIsIdempotent(t *testing.T) {
 		t.Fatalf("match: %v %v", got, err)
 	}
 	// 20 concurrent releases of a: one releases, the others change nothing.
-	var mu sync.Mutex
-	released := 0
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e, did, err := q.ReleaseAssignment(ctx, a.ID)
-			if err != nil || e.ReleasedAt == nil {
-				t.Errorf("release: %+v %v", e, err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if did {
-				released++
-			}
-		}()
-	}
-	wg.Wait()
-	if st, _ := q.Staff(ctx, staff); released != 1 || st.CurrentLoad != 1 {
-		t.Fatalf("20 releases of one assignment: %d released, load %d; want 1 and 1", released, st.CurrentLoad)
+	var released atomic.Int32
+	concurrently(20, func() {
+		e, did, err := q.ReleaseAssignment(ctx, a.ID)
+		if err != nil || e.ReleasedAt == nil {
+			t.Errorf("release: %+v %v", e, err)
+			return
+		}
+		if did {
+			released.Add(1)
+		}
+	})
+	if st, _ := q.Staff(ctx, staff); released.Load() != 1 || st.CurrentLoad != 1 {
+		t.Fatalf("20 releases of one assignment: %d released, load %d; want 1 and 1", released.Load(), st.CurrentLoad)
 	}
 	checkLoads(t, pool)
 	// The agent-level release ends b (the oldest open one); then nothing
@@ -196,13 +195,7 @@ func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
 	putStaff(t, q, s1, p1, queue.Online, 1)
 	w := enqueue(t, q, p1, queue.UrgencyNormal)
 	// 2. A reservation handed out and never confirmed, now overdue.
-	p2, s2 := uuid.New(), uuid.New()
-	r := enqueue(t, q, p2, queue.UrgencyNormal)
-	putStaff(t, q, s2, p2, queue.Online, 1)
-	if got, _ := q.Match(ctx, p2); len(got) != 1 {
-		t.Fatal("reservation not made")
-	}
-	overdue(t, pool, r.ID)
+	r := overdueReservation(t, q, pool)
 	// 3. Counters that differ from the rows they count.
 	s3 := uuid.New()
 	putStaff(t, q, s3, uuid.New(), queue.Online, 3)
@@ -213,35 +206,25 @@ func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `UPDATE staff SET current_load = 2 WHERE id = $1`, s3); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE agent_queues SET queue_size = 7 WHERE agent_id = $1`, agent); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE staff SET current_load = 2 WHERE id = $1`, s3)
+	exec(t, pool, `UPDATE agent_queues SET queue_size = 7 WHERE agent_id = $1`, agent)
 
 	var mu sync.Mutex
 	var total queue.Recovery
 	sizes := 0
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec, err := q.Recover(ctx)
-			n, err2 := aq.RepairSizes(ctx)
-			if err != nil || err2 != nil {
-				t.Errorf("recover: %v %v", err, err2)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			total.ReservationsExpired = append(total.ReservationsExpired, rec.ReservationsExpired...)
-			total.Assigned = append(total.Assigned, rec.Assigned...)
-			total.LoadsRepaired += rec.LoadsRepaired
-			sizes += n
-		}()
-	}
-	wg.Wait()
+	concurrently(4, func() {
+		rec, err := q.Recover(ctx)
+		n, err2 := aq.RepairSizes(ctx)
+		if err != nil || err2 != nil {
+			t.Errorf("recover: %v %v", err, err2)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		total.ReservationsExpired = append(total.ReservationsExpired, rec.ReservationsExpired...)
+		total.Assigned = append(total.Assigned, rec.Assigned...)
+		total.LoadsRepaired += rec.LoadsRepaired
+		sizes += n
+	})
 	if len(total.ReservationsExpired) != 1 || total.ReservationsExpired[0].ID != r.ID {
 		t.Fatalf("reservations expired: %+v, want %s once", total.ReservationsExpired, r.ID)
 	}
@@ -287,9 +270,7 @@ func TestStuckEntries(t *testing.T) {
 		t.Fatalf("a fresh entry counts as stuck: %d", n)
 	}
 	// Not attempted for longer than the retry delay (1 h) + 10 min.
-	if _, err := pool.Exec(ctx, `UPDATE visitor_waiting_queue SET entered_at = now() - interval '71 minutes' WHERE id = $1`, w.ID); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE visitor_waiting_queue SET entered_at = now() - interval '71 minutes' WHERE id = $1`, w.ID)
 	if n := stuck(); n != 1 {
 		t.Fatalf("stuck = %d, want 1 (the unattempted entry)", n)
 	}
@@ -305,9 +286,7 @@ func TestStuckEntries(t *testing.T) {
 	if got, _ := q.Match(ctx, project); len(got) != 1 {
 		t.Fatal("no reservation")
 	}
-	if _, err := pool.Exec(ctx, `UPDATE visitor_waiting_queue SET reserved_until = now() - interval '11 minutes' WHERE id = $1`, w.ID); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE visitor_waiting_queue SET reserved_until = now() - interval '11 minutes' WHERE id = $1`, w.ID)
 	if n := stuck(); n != 1 {
 		t.Fatalf("stuck = %d, want 1 (the overdue reservation)", n)
 	}
@@ -323,13 +302,7 @@ func TestStuckEntries(t *testing.T) {
 func TestScanExpiresOverdueReservations(t *testing.T) {
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
-	project, staff := uuid.New(), uuid.New()
-	e := enqueue(t, q, project, queue.UrgencyNormal)
-	putStaff(t, q, staff, project, queue.Online, 1)
-	if got, _ := q.Match(ctx, project); len(got) != 1 {
-		t.Fatal("no reservation")
-	}
-	overdue(t, pool, e.ID)
+	e := overdueReservation(t, q, pool)
 	res, err := q.Scan(ctx)
 	if err != nil || len(res.ReservationsExpired) != 1 || len(res.Assigned) != 1 || res.Assigned[0].ID != e.ID {
 		t.Fatalf("scan: %+v %v, want the reservation expired and the entry assigned anew", res, err)

@@ -17,16 +17,12 @@ func TestStatusCountsWaitsAgentsAndOrder(t *testing.T) {
 	first := enqueue(t, q, project, queue.UrgencyNormal)
 	urgent := enqueue(t, q, project, queue.UrgencyUrgent)
 	enqueue(t, q, uuid.New(), queue.UrgencyHigh) // another project
-	if _, err := pool.Exec(ctx, `UPDATE visitor_waiting_queue SET entered_at = now() - interval '90 seconds' WHERE id = $1`, first.ID); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE visitor_waiting_queue SET entered_at = now() - interval '90 seconds' WHERE id = $1`, first.ID)
 	a, b, c := uuid.New(), uuid.New(), uuid.New()
 	putStaff(t, q, a, project, queue.Online, 3)
 	putStaff(t, q, b, project, queue.Away, 2)
 	putStaff(t, q, c, project, queue.Online, 1)
-	if _, err := pool.Exec(ctx, `UPDATE staff SET current_load = 1 WHERE id IN ($1, $2)`, a, c); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE staff SET current_load = 1 WHERE id IN ($1, $2)`, a, c)
 	st, err := q.Status(ctx, project, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -62,9 +58,7 @@ func TestProjectsListsEveryQueueLongestWaitFirst(t *testing.T) {
 	if _, err := q.Cancel(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE visitor_waiting_queue SET entered_at = now() - interval '1 minute' WHERE id = $1`, old.ID); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, pool, `UPDATE visitor_waiting_queue SET entered_at = now() - interval '1 minute' WHERE id = $1`, old.ID)
 	putStaff(t, q, uuid.New(), staffed, queue.Online, 2)
 	putStaff(t, q, uuid.New(), busy, queue.Away, 1)
 
