@@ -162,8 +162,9 @@ func redrive(ctx context.Context, tx pgx.Tx, c *candidate) ([]int64, error) {
 var errDryRun = errors.New("dry run")
 
 // ttsMessage returns the task's tts message to replay: the one its last
-// tts attempt ran from (of any part: a re-dub's version v<n> is one), or,
-// if tts never ran, one built from the task row.
+// tts attempt ran from (of any part: a re-dub's version v<n> is one; a
+// translate batch's part becomes the message of the whole task), or, if
+// tts never ran, one built from the task row.
 // Its attempt accounts for replays not claimed yet, so that step.Replay
 // numbers the new attempt after them.
 func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker string) (*wire.Envelope, error) {
@@ -177,6 +178,19 @@ func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker
 	var env *wire.Envelope
 	if body != nil {
 		env, _ = wire.Decode(body)
+	}
+	if env != nil {
+		// A part of the step (a translate batch's segments) is re-driven as
+		// the whole task: every segment without audio, every part covered.
+		var p wire.TTS
+		if env.UnmarshalPayload(&p) == nil && len(p.SegmentIDs) > 0 {
+			p.SegmentIDs = nil
+			whole, err := wire.New(wire.StepTTS, taskID, env.TraceID, p)
+			if err != nil {
+				return nil, fmt.Errorf("build tts message of %s: %w", taskID, err)
+			}
+			env = whole
+		}
 	}
 	if env == nil {
 		if env, err = wire.New(wire.StepTTS, taskID, trace, wire.TTS{TaskID: taskID, SpeakerID: speaker}); err != nil {

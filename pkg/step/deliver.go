@@ -64,11 +64,17 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	}
 	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log}
 	f := &dl.facts
-	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, route.After, route.Timeout, env.Attempt, env.CreatedAt
+	// A part may wait for another step than the route's (wire.Depender:
+	// a tts part waits for asr, not for every translate batch).
+	after := route.After
+	if after != "" {
+		after = env.After(after)
+	}
+	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, after, route.Timeout, env.Attempt, env.CreatedAt
 	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
 	var claim store.Claim
 	err = r.claims.do(ctx, env.TaskID.String()+"/"+env.Step+"/"+part, func(b *pgx.Batch) {
-		store.QueueClaimStep(b, key, r.cfg.Worker, r.cfg.Lease, route.After, d.Body, &claim)
+		store.QueueClaimStep(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, &claim)
 	})
 	if err != nil {
 		f.Claim, f.ClaimErr = claimFailed, err

@@ -67,3 +67,32 @@ func (e *Envelope) Part() (string, error) {
 	}
 	return p.Part(), nil
 }
+
+// Depender is the payload of a message that waits for another step than
+// the one its route names (Previous): After returns that step ("" for
+// none) and ok, or ok false to keep the route's.
+type Depender interface {
+	After() (step string, ok bool)
+}
+
+// After names the step that must have succeeded before e runs: routeAfter
+// (its route's, Previous(step)) unless its payload is a Depender that says
+// otherwise. A payload that cannot be read keeps routeAfter (Part reports
+// the error).
+func (e *Envelope) After(routeAfter string) string {
+	newPayload, ok := payloadTypes[e.Step]
+	if !ok {
+		return routeAfter
+	}
+	d, ok := newPayload().(Depender)
+	if !ok {
+		return routeAfter
+	}
+	if err := json.Unmarshal(e.Payload, d); err != nil {
+		return routeAfter
+	}
+	if after, ok := d.After(); ok {
+		return after
+	}
+	return routeAfter
+}

@@ -55,3 +55,40 @@ func TestEnvelopePart(t *testing.T) {
 		t.Errorf("unreadable payload: %v, want an error naming the step", err)
 	}
 }
+
+// TestTTSPartAndDependency: a tts message with segment ids is the part they
+// name and waits for asr only; one without is the whole task (its version's
+// part) and waits for what its route says (translate).
+func TestTTSPartAndDependency(t *testing.T) {
+	task := uuid.MustParse("00000000-0000-0000-0000-000000000001")
+	for _, c := range []struct {
+		p           wire.TTS
+		part, after string
+	}{
+		{wire.TTS{TaskID: task}, "", wire.StepTranslate},
+		{wire.TTS{TaskID: task, Version: 3}, "v3", wire.StepTranslate},
+		{wire.TTS{TaskID: task, SegmentIDs: []string{"seg-4", "seg-5"}}, "seg-4,seg-5", wire.StepASR},
+		{wire.TTS{TaskID: task, SegmentIDs: []string{"seg-4"}, Version: 2}, "v2/seg-4", wire.StepASR},
+	} {
+		env, err := wire.New(wire.StepTTS, task, "trace", c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := env.Part()
+		if err != nil || part != c.part {
+			t.Errorf("%+v: part %q (%v), want %q", c.p, part, err, c.part)
+		}
+		if got := env.After(wire.Previous(wire.StepTTS)); got != c.after {
+			t.Errorf("%+v: waits for %q, want %q", c.p, got, c.after)
+		}
+	}
+	// Other steps keep their route's dependency.
+	env, err := wire.New(wire.StepMuxVideo, task, "trace", wire.MuxVideo{TaskID: task, SourceVideoKey: wire.DefaultKeys(task).SourceVideo,
+		TTSAudioKey: wire.DefaultKeys(task).DubAudio, OutputVideoKey: wire.DefaultKeys(task).OutputVideo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := env.After(wire.StepTTS); got != wire.StepTTS {
+		t.Errorf("mux_video waits for %q, want tts", got)
+	}
+}

@@ -69,9 +69,11 @@ type Translate struct {
 	BatchSize int `json:"batch_size,omitempty"`
 }
 
-// TTS is the payload of task.tts: one message per task. Absent settings are
-// zero (nil for the two where zero is meaningful) and the worker's
-// configuration applies.
+// TTS is the payload of task.tts. Without SegmentIDs it is the seed's one
+// message per task (every segment without audio); with them, one part of
+// the step, emitted by the translate batch that translated those segments
+// (see Part). Absent settings are zero (nil for the two where zero is
+// meaningful) and the worker's configuration applies.
 type TTS struct {
 	TaskID         uuid.UUID `json:"task_id"`
 	BatchSize      int       `json:"batch_size,omitempty"`
@@ -79,6 +81,9 @@ type TTS struct {
 	MaxRetries     *int      `json:"max_retries,omitempty"`
 	RetryDelaySec  *float64  `json:"retry_delay_sec,omitempty"`
 	SpeakerID      string    `json:"speaker_id,omitempty"`
+	// SegmentIDs, when set, are the segments of this part ("seg-N"):
+	// only those still without audio are synthesized.
+	SegmentIDs []string `json:"segment_ids,omitempty"`
 	// Version is the output version this run builds (0 or 1: the first
 	// dub; see VersionPart).
 	Version int `json:"version,omitempty"`

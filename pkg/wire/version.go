@@ -24,8 +24,31 @@ func VersionPart(v int) string {
 	return "v" + strconv.Itoa(v)
 }
 
-// Part names the tts message's part by its version.
-func (p *TTS) Part() string { return VersionPart(p.Version) }
+// Part names the tts message's part: by its version for a message without
+// segment ids (the whole task), else by its segment ids as a translate
+// batch is ("seg-0,seg-1"; "v<n>/seg-0,..." for a version above 1).
+func (p *TTS) Part() string {
+	if len(p.SegmentIDs) == 0 {
+		return VersionPart(p.Version)
+	}
+	if v := VersionPart(p.Version); v != "" {
+		return v + "/" + PartByIDs(p.SegmentIDs)
+	}
+	return PartByIDs(p.SegmentIDs)
+}
+
+// After names the step a tts part waits for: a part (segment ids) is
+// emitted by the translate batch that translated its segments, in the same
+// transaction, so its input exists when it does, and it waits only for asr
+// (every segment of the task known, for the speakers to be told apart) —
+// synthesis runs while later batches are still translated. A message for
+// the whole task waits for translate, as ever (ok false).
+func (p *TTS) After() (string, bool) {
+	if len(p.SegmentIDs) > 0 {
+		return StepASR, true
+	}
+	return "", false
+}
 
 // Part names the mux_video message's part by its version.
 func (p *MuxVideo) Part() string { return VersionPart(p.Version) }

@@ -374,9 +374,8 @@ func stageSegments(msg *step.Message, taskID uuid.UUID, segs []speech.Segment, b
 }
 
 // merge writes asr.json from the chunks' transcripts once every chunk has
-// succeeded, and ends a task without speech; with speech, it hands the task
-// to tts if every translate batch is already done (else the last batch
-// does).
+// succeeded, and ends a task without speech; with speech, it emits the tts
+// parts of the translate batches already done (the others emit their own).
 func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t taskInfo) error {
 	env := msg.Envelope
 	var chunks int
@@ -408,7 +407,51 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if len(doc.Segments) == 0 {
 		return finishWithoutSpeech(msg)
 	}
-	return msg.EmitWhenStepsDone(wire.StepTTS, wire.TTS{TaskID: env.TaskID, SpeakerID: t.speaker}, wire.StepTranslate)
+	return h.emitTTSParts(ctx, msg, t)
+}
+
+// emitTTSParts stages, for each translate batch of the task, its tts part
+// (the batch's segments) if the batch has succeeded by the time this part
+// commits: the batches that finished while later chunks were still
+// transcribed emitted none (a tts part waits for every segment to be
+// known); those that finish later emit their own. One of the two emits
+// each part, exactly once (step.EmitWhenPartDone).
+func (h *handler) emitTTSParts(ctx context.Context, msg *step.Message, t taskInfo) error {
+	env := msg.Envelope
+	rows, err := h.db.Query(ctx, `SELECT part, message FROM step_parts WHERE task_id = $1 AND step = $2 ORDER BY created_at, part`,
+		env.TaskID, wire.StepTranslate)
+	if err != nil {
+		return fmt.Errorf("read translate batches of %s: %w", env.TaskID, err)
+	}
+	type batch struct {
+		part string
+		body []byte
+	}
+	batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (batch, error) {
+		var b batch
+		return b, r.Scan(&b.part, &b.body)
+	})
+	if err != nil {
+		return fmt.Errorf("read translate batches of %s: %w", env.TaskID, err)
+	}
+	for _, b := range batches {
+		var p wire.Translate
+		if b.body == nil {
+			return fault.Permanent(fmt.Errorf("translate batch %q of %s has no message", b.part, env.TaskID))
+		}
+		sent, err := wire.Decode(b.body)
+		if err == nil {
+			err = sent.UnmarshalPayload(&p)
+		}
+		if err != nil {
+			return fault.Permanent(fmt.Errorf("translate batch %q of %s: %w", b.part, env.TaskID, err))
+		}
+		tts := wire.TTS{TaskID: env.TaskID, SpeakerID: t.speaker, SegmentIDs: p.SegmentIDs}
+		if err := msg.EmitWhenPartDone(wire.StepTTS, tts, wire.StepTranslate, b.part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noSpeech is the result of a task whose audio holds no speech.

@@ -189,7 +189,15 @@ func rebuild(t taskRow, stepName, part string) (*wire.Envelope, error) {
 		payload = wire.Translate{TaskID: t.id, SegmentIDs: strings.Split(part, ","), SourceLanguage: t.srcLang,
 			TargetLanguage: t.dst}
 	case wire.StepTTS:
-		payload = wire.TTS{TaskID: t.id, SpeakerID: t.speaker}
+		p := wire.TTS{TaskID: t.id, SpeakerID: t.speaker}
+		if strings.HasPrefix(part, "seg-") {
+			// A translate batch's part, named by its segment ids.
+			if strings.Contains(part, "#") {
+				return nil, fmt.Errorf("tts part %q never ran and its segment ids cannot be rebuilt", part)
+			}
+			p.SegmentIDs = strings.Split(part, ",")
+		}
+		payload = p
 	case wire.StepMuxVideo:
 		payload = wire.MuxVideo{TaskID: t.id, SourceVideoKey: or(t.sourceVideo, keys.SourceVideo),
 			TTSAudioKey: keys.DubAudio, OutputVideoKey: or(t.outputVideo, keys.OutputVideo)}

@@ -29,13 +29,19 @@ type Config struct {
 	ItemMaxRetries int `env:"TRANSLATE_ITEM_MAX_RETRIES" envDefault:"3"`
 	// MaxTextLength splits longer texts (characters); 0 for no limit.
 	MaxTextLength int `env:"TRANSLATE_MAX_TEXT_LENGTH" envDefault:"2000"`
+	// ApertiumPipelines bounds the long-lived Apertium pipelines the
+	// embedded engine keeps per language pair (each about 180 MB
+	// resident), as many batches translating at once: 0 for the default
+	// (1), -1 to keep none and run one `apertium` process per call.
+	ApertiumPipelines int `env:"APERTIUM_PIPELINES" envDefault:"0"`
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
 		config.AtLeast("TIMEOUT_TRANSLATE_SECONDS", c.TimeoutSeconds, 1),
-		config.AtLeast("TRANSLATE_ITEM_MAX_RETRIES", c.ItemMaxRetries, 1)}
+		config.AtLeast("TRANSLATE_ITEM_MAX_RETRIES", c.ItemMaxRetries, 1),
+		config.AtLeast("APERTIUM_PIPELINES", c.ApertiumPipelines, -1)}
 	if c.MaxTextLength < 0 {
 		errs = append(errs, errors.New("TRANSLATE_MAX_TEXT_LENGTH: want 0 (no limit) or more"))
 	}
@@ -55,14 +61,26 @@ func (c *Config) Speech() speech.Config {
 	}
 }
 
-// run serves the translate step with the configuration in environ until ctx is
-// cancelled.
-var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+// translator builds the configured engine inside its Batcher.
+func (c *Config) translator() (*speech.Batcher, error) {
 	batcher, err := speech.NewTranslator(c.Speech())
 	if err != nil {
 		return nil, err
 	}
+	if a, ok := batcher.Engine.(*speech.Apertium); ok {
+		a.Pipelines = c.ApertiumPipelines
+	}
+	return batcher, nil
+}
+
+// run serves the translate step with the configuration in environ until ctx is
+// cancelled.
+var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	batcher, err := c.translator()
+	if err != nil {
+		return nil, err
+	}
 	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.TranslateBatchSize).Int("item_max_retries", c.ItemMaxRetries).
-		Int("max_text_length", c.MaxTextLength).Msg("translate starting")
+		Int("max_text_length", c.MaxTextLength).Int("apertium_pipelines", c.ApertiumPipelines).Msg("translate starting")
 	return &handler{db: d.Pool, batcher: *batcher}, nil
 })

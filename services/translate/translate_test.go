@@ -106,12 +106,23 @@ func fanIn(t *testing.T, s *testenv.Stack) {
 		t.Errorf("%q → %q, want Spanish", texts[0], *mt[0])
 	}
 
-	// A duplicate of a finished batch is skipped and emits nothing.
+	// Each batch emits its own tts part, naming exactly its segments
+	// (stages overlap: synthesis of a batch starts while later ones are
+	// still translated); a duplicate of a finished batch is skipped and
+	// emits nothing.
 	s.Publish(msgs[2])
-	var p wire.TTS
-	tts := s.NextMessage(t, "task.tts", &p)
-	if tts.TaskID != id || tts.TraceID != "trace-fanin" || p.TaskID != id || p.SpeakerID != "es+f2" {
-		t.Errorf("tts message %+v payload %+v", tts, p)
+	want := map[string]bool{"seg-0,seg-1": true, "seg-2,seg-3": true, "seg-4": true}
+	for range msgs {
+		var p wire.TTS
+		tts := s.NextMessage(t, "task.tts", &p)
+		if tts.TaskID != id || tts.TraceID != "trace-fanin" || p.TaskID != id || p.SpeakerID != "es+f2" {
+			t.Errorf("tts message %+v payload %+v", tts, p)
+		}
+		part := strings.Join(p.SegmentIDs, ",")
+		if !want[part] {
+			t.Errorf("tts part %q: not a batch, or twice", part)
+		}
+		delete(want, part)
 	}
 	s.WaitFor("the duplicate to be consumed", func() bool { return s.Depth("task.translate") == 0 })
 	var outbox int
@@ -120,7 +131,7 @@ func fanIn(t *testing.T, s *testenv.Stack) {
 		return err == nil && outbox == 0
 	})
 	if n := s.Depth("task.tts"); n != 0 {
-		t.Errorf("%d more tts messages, want exactly one", n)
+		t.Errorf("%d more tts messages, want exactly one per batch", n)
 	}
 }
 

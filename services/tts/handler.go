@@ -92,9 +92,10 @@ type failure struct {
 	err error
 }
 
-// Handle synthesizes every segment without audio, then emits mux_video,
-// or parks the task with compensation messages for the segments that
-// still fail.
+// Handle synthesizes every segment without audio — of the part, for a
+// message with segment ids (one per translate batch, see wire.TTS) — then
+// emits mux_video (a part: stages the fan-in), or parks the step with
+// compensation messages for the segments that still fail.
 func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	var p wire.TTS
 	if err := msg.Decode(&p); err != nil {
@@ -113,20 +114,96 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := h.assignSpeakers(ctx, msg, t); err != nil {
 		return err
 	}
-	done, failed, err := h.synthesizeAll(ctx, t, set, msg)
+	only, err := segmentIndexes(p.SegmentIDs)
+	if err != nil {
+		return err
+	}
+	done, failed, err := h.synthesizeAll(ctx, t, set, msg, only)
 	if err != nil {
 		return err
 	}
 	if len(failed) > 0 {
 		return compensate(msg, t, failed, set)
 	}
-
+	if only != nil {
+		return h.finishPart(ctx, msg, t, only, done)
+	}
 	return h.finish(ctx, msg, t, done)
 }
 
-// synthesizeAll synthesizes every segment of t without audio, in batches,
-// and returns how many it did and which failed for good.
-func (h *handler) synthesizeAll(ctx context.Context, t task, set settings, msg *step.Message) (int, []failure, error) {
+// segmentIndexes reads a part's segment ids (nil for a message of the whole
+// task).
+func segmentIndexes(ids []string) ([]int32, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		idx, err := wire.SegmentIndex(id)
+		if err != nil {
+			return nil, fault.Permanent(fmt.Errorf("segment_ids: %w", err))
+		}
+		out = append(out, int32(idx))
+	}
+	return out, nil
+}
+
+// finishPart checks that every segment of the part has audio, then stages
+// the fan-in of mux_video: the tts part whose success completes the last
+// of asr, translate and tts emits it, exactly once. The task is not resumed
+// here: a part that parked (compensation) keeps it compensating until
+// tts_requeue re-drives the whole task.
+func (h *handler) finishPart(ctx context.Context, msg *step.Message, t task, only []int32, done int) error {
+	var missing, found int
+	if err := h.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE tts_audio_key IS NULL), count(*) FROM segments
+		WHERE task_id = $1 AND idx = ANY($2)`, t.id, only).Scan(&missing, &found); err != nil {
+		return fmt.Errorf("count segments without audio: %w", err)
+	}
+	if found != len(only) {
+		return fault.Permanent(fmt.Errorf("%d of the part's %d segments of task %s not found", len(only)-found, len(only), t.id))
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d segments of the part of task %s still without audio", missing, t.id)
+	}
+	msg.Log.Info().Int("synthesized", done).Int("segments", len(only)).Msg("every segment of the part has audio")
+	return msg.EmitWhenStepsDone(wire.StepMuxVideo, h.muxPayload(t), wire.StepASR, wire.StepTranslate)
+}
+
+// muxPayload is the mux_video message of the version being built.
+func (h *handler) muxPayload(t task) wire.MuxVideo {
+	keys := wire.VersionKeys(t.id, t.version)
+	output := firstNonEmpty(t.outputVideoKey, keys.OutputVideo)
+	if t.version > 1 {
+		// A re-dub writes a version of its own; earlier outputs stay.
+		output = keys.OutputVideo
+	}
+	return wire.MuxVideo{
+		TaskID:         t.id,
+		SourceVideoKey: firstNonEmpty(t.sourceVideoKey, keys.SourceVideo),
+		TTSAudioKey:    keys.DubAudio,
+		OutputVideoKey: output,
+		Version:        t.version,
+	}
+}
+
+// coverPartsSQL records, for a run of the whole task (first dub) that left
+// every segment with audio, each tts part not succeeded (parked, failed,
+// waiting) as succeeded: the run synthesized their segments, so the step
+// is complete (mux_video waits for every part) and a late copy of a part's
+// message is skipped as done. Arguments: task, worker.
+const coverPartsSQL = `INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
+	SELECT p.task_id, p.step, p.part,
+	       coalesce((SELECT max(s.attempt) FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step AND s.part = p.part), 0) + 1,
+	       'succeeded', $2, now(), now()
+	  FROM step_parts p
+	 WHERE p.task_id = $1 AND p.step = 'tts' AND p.part <> '' AND p.part NOT LIKE 'v%'
+	   AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step
+	                     AND s.part = p.part AND s.status IN ('succeeded', 'running'))`
+
+// synthesizeAll synthesizes every segment of t without audio (of only, when
+// not nil: a part), in batches, and returns how many it did and which
+// failed for good.
+func (h *handler) synthesizeAll(ctx context.Context, t task, set settings, msg *step.Message, only []int32) (int, []failure, error) {
 	var (
 		mu       sync.Mutex
 		failed   []failure
@@ -135,7 +212,7 @@ func (h *handler) synthesizeAll(ctx context.Context, t task, set settings, msg *
 		firstRun = true
 	)
 	for {
-		segs, err := h.pending(ctx, t.id, lastIdx, set.batchSize)
+		segs, err := h.pending(ctx, t.id, lastIdx, set.batchSize, only)
 		if err != nil {
 			return done, failed, err
 		}
@@ -182,19 +259,10 @@ func (h *handler) finish(ctx context.Context, msg *step.Message, t task, done in
 	}
 	msg.Log.Info().Int("synthesized", done).Msg("every segment has audio")
 	msg.Apply(lifecycle.Resume(lifecycle.RefOf(msg.Envelope)))
-	keys := wire.VersionKeys(t.id, t.version)
-	output := firstNonEmpty(t.outputVideoKey, keys.OutputVideo)
-	if t.version > 1 {
-		// A re-dub writes a version of its own; earlier outputs stay.
-		output = keys.OutputVideo
+	if t.version <= 1 {
+		msg.Exec(coverPartsSQL, t.id, "covered by the whole-task tts run")
 	}
-	return msg.Emit(wire.StepMuxVideo, wire.MuxVideo{
-		TaskID:         t.id,
-		SourceVideoKey: firstNonEmpty(t.sourceVideoKey, keys.SourceVideo),
-		TTSAudioKey:    keys.DubAudio,
-		OutputVideoKey: output,
-		Version:        t.version,
-	})
+	return msg.Emit(wire.StepMuxVideo, h.muxPayload(t))
 }
 
 // task reads the task's language, speaker and keys.
@@ -211,13 +279,15 @@ func (h *handler) task(ctx context.Context, id uuid.UUID) (task, error) {
 	return t, nil
 }
 
-// pending returns up to limit segments after idx without audio, in order.
-func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int) ([]segment, error) {
+// pending returns up to limit segments after idx without audio, in order
+// (of only, when not nil).
+func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int, only []int32) ([]segment, error) {
 	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms, next_start, mt_text, voice FROM (
 		    SELECT idx, start_ms, end_ms, mt_text, tts_audio_key, voice,
 		           lead(start_ms) OVER (ORDER BY idx) AS next_start
 		      FROM segments WHERE task_id = $1) s
-		WHERE tts_audio_key IS NULL AND idx > $2 ORDER BY idx LIMIT $3`, id, after, limit)
+		WHERE tts_audio_key IS NULL AND idx > $2 AND ($4::int[] IS NULL OR idx = ANY($4))
+		ORDER BY idx LIMIT $3`, id, after, limit, only)
 	if err != nil {
 		return nil, fmt.Errorf("read segments of %s: %w", id, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
+	"github.com/jackc/pgx/v5"
 )
 
 // voicing is how tts gives speakers voices.
@@ -28,8 +29,30 @@ type voicing struct {
 // voice in one statement (all or nothing, so a crash leaves none). The
 // task's own voice (speaker_id) goes to the first speaker. Audio that is
 // missing or unreadable leaves one speaker for all.
+//
+// The tts parts of a task start together (one per translate batch): the
+// first one finds the speakers, under a lock of the task held in a
+// transaction, and the others wait for it and find them recorded, so the
+// audio is downloaded and measured once.
 func (h *handler) assignSpeakers(ctx context.Context, msg *step.Message, t task) error {
-	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms FROM segments WHERE task_id = $1
+	var assigned bool
+	if err := h.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE task_id = $1 AND speaker <> '')`, t.id).Scan(&assigned); err != nil {
+		return fmt.Errorf("read speakers of %s: %w", t.id, err)
+	}
+	if assigned {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, h.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('speakers/' || $1::text, 0))`, t.id); err != nil {
+			return fmt.Errorf("lock speakers of %s: %w", t.id, err)
+		}
+		return h.assignSpeakersTx(ctx, tx, msg, t)
+	})
+}
+
+// assignSpeakersTx is assignSpeakers inside tx, under the task's lock.
+func (h *handler) assignSpeakersTx(ctx context.Context, tx pgx.Tx, msg *step.Message, t task) error {
+	rows, err := tx.Query(ctx, `SELECT idx, start_ms, end_ms FROM segments WHERE task_id = $1
 		AND NOT EXISTS (SELECT 1 FROM segments s WHERE s.task_id = $1 AND s.speaker <> '') ORDER BY idx`, t.id)
 	if err != nil {
 		return fmt.Errorf("read segments of %s: %w", t.id, err)
@@ -63,7 +86,7 @@ func (h *handler) assignSpeakers(ctx context.Context, msg *step.Message, t task)
 		names[i], chosen[i] = tr.Speaker, byName[tr.Speaker]
 	}
 	msg.Log.Info().Int("speakers", len(byName)).Interface("voices", byName).Msg("speakers found")
-	if _, err := h.db.Exec(ctx, `UPDATE segments AS s SET speaker = v.speaker, voice = v.voice
+	if _, err := tx.Exec(ctx, `UPDATE segments AS s SET speaker = v.speaker, voice = v.voice
 		FROM unnest($2::int[], $3::text[], $4::text[]) AS v(idx, speaker, voice)
 		WHERE s.task_id = $1 AND s.idx = v.idx AND s.speaker = ''`, t.id, idx, names, chosen); err != nil {
 		return fmt.Errorf("record speakers of %s: %w", t.id, err)

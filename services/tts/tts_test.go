@@ -86,6 +86,8 @@ func TestTTS(t *testing.T) {
 	s := testenv.NewStack(t, run, map[string]string{"TTS_BATCH_SIZE": "2", "TTS_MAX_CONCURRENCY": "2"})
 	stop := s.Start()
 	t.Run("synthesizes what is missing and emits mux_video", func(t *testing.T) { synthesizes(t, s) })
+	t.Run("a part synthesizes its segments; the last part emits mux_video once", func(t *testing.T) { parts(t, s) })
+	t.Run("a message without segment ids covers the parts", func(t *testing.T) { covers(t, s) })
 	stop()
 
 	var calls atomic.Int32
@@ -196,5 +198,113 @@ func compensates(t *testing.T, s *testenv.Stack, calls *atomic.Int32) {
 	}
 	if n := s.Depth("task.dlq"); n != 0 {
 		t.Errorf("%d dead letters: a parked step is not dead-lettered", n)
+	}
+}
+
+// partTask is newTask with asr succeeded and the task's tts parts
+// registered, as the translate batches emit them.
+func partTask(s *testenv.Stack, rows []row, parts ...string) uuid.UUID {
+	s.T.Helper()
+	ctx := context.Background()
+	id := newTask(s, rows)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, attempt, status, finished_at)
+		VALUES ($1, 'asr', 1, 'succeeded', now())`, id); err != nil {
+		s.T.Fatal(err)
+	}
+	for _, p := range parts {
+		if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO step_parts (task_id, step, part) VALUES ($1, 'tts', $2)`, id, p); err != nil {
+			s.T.Fatal(err)
+		}
+	}
+	return id
+}
+
+// waitQuiet waits until the outbox is empty: what the steps emitted is in
+// the queues.
+func waitQuiet(s *testenv.Stack) {
+	s.T.Helper()
+	s.WaitFor("the outbox to drain", func() bool {
+		var n int
+		err := s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n)
+		return err == nil && n == 0
+	})
+}
+
+// waitPart waits for a tts part to end.
+func waitPart(s *testenv.Stack, id uuid.UUID, part string) string {
+	s.T.Helper()
+	var status string
+	s.WaitFor("tts part "+part, func() bool {
+		err := s.DB.Pool.QueryRow(context.Background(), `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'tts' AND part = $2
+			AND status <> 'running' ORDER BY attempt DESC LIMIT 1`, id, part).Scan(&status)
+		return err == nil
+	})
+	return status
+}
+
+func parts(t *testing.T, s *testenv.Stack) {
+	id := partTask(s, []row{
+		{startMS: 0, endMS: 1000, mt: ptr("Hola.")},
+		{startMS: 1500, endMS: 2500, mt: ptr("Buenos días.")},
+		{startMS: 3000, endMS: 4000, mt: ptr("Adiós.")},
+	}, "seg-0,seg-1", "seg-2")
+	publishTTS(s, id, wire.TTS{SegmentIDs: []string{"seg-0", "seg-1"}})
+	if got := waitPart(s, id, "seg-0,seg-1"); got != "succeeded" {
+		t.Fatalf("tts part seg-0,seg-1 %s: %+v", got, s.Task(id))
+	}
+	segs := segments(s, id)
+	if segs[0].key == nil || segs[1].key == nil || segs[2].key != nil {
+		t.Fatalf("after the first part: keys %v %v %v, want segments 0 and 1 only", segs[0].key, segs[1].key, segs[2].key)
+	}
+	waitQuiet(s)
+	if n := s.Depth("task.mux_video"); n != 0 {
+		t.Fatalf("%d mux_video messages while a part is still to run", n)
+	}
+	publishTTS(s, id, wire.TTS{SegmentIDs: []string{"seg-2"}})
+	var p wire.MuxVideo
+	m := s.NextMessage(t, "task.mux_video", &p)
+	keys := wire.DefaultKeys(id)
+	if m.TaskID != id || p != (wire.MuxVideo{TaskID: id, SourceVideoKey: keys.SourceVideo, TTSAudioKey: keys.DubAudio, OutputVideoKey: keys.OutputVideo}) {
+		t.Errorf("mux_video message %+v payload %+v", m, p)
+	}
+	if segs := segments(s, id); segs[2].key == nil || *segs[2].key != wire.SegmentKey(id, 2) {
+		t.Errorf("segment 2: key %v", segs[2].key)
+	}
+	// A copy of a finished part is skipped and emits nothing.
+	publishTTS(s, id, wire.TTS{SegmentIDs: []string{"seg-2"}})
+	s.WaitFor("the copy to be consumed", func() bool { return s.Depth("task.tts") == 0 })
+	waitQuiet(s)
+	if n := s.Depth("task.mux_video"); n != 0 {
+		t.Errorf("%d more mux_video messages, want exactly one", n)
+	}
+}
+
+func covers(t *testing.T, s *testenv.Stack) {
+	ctx := context.Background()
+	id := partTask(s, []row{
+		{startMS: 0, endMS: 1000, mt: ptr("Hola.")},
+		{startMS: 1500, endMS: 2500, mt: ptr("Buenos días.")},
+	}, "seg-0", "seg-1")
+	// seg-0's part succeeded, seg-1's was parked (its synthesis failed).
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, part, attempt, status, finished_at)
+		VALUES ($1, 'tts', 'seg-0', 1, 'succeeded', now()), ($1, 'tts', 'seg-1', 1, 'parked', now())`, id); err != nil {
+		t.Fatal(err)
+	}
+	publishTTS(s, id, wire.TTS{})
+	if got := waitPart(s, id, ""); got != "succeeded" {
+		t.Fatalf("tts %s: %+v", got, s.Task(id))
+	}
+	for i, r := range segments(s, id) {
+		if r.key == nil || *r.key != wire.SegmentKey(id, i) {
+			t.Errorf("segment %d: key %v, want synthesized", i, r.key)
+		}
+	}
+	var done bool
+	if err := s.DB.Pool.QueryRow(ctx, `SELECT step_succeeded($1, 'tts')`, id).Scan(&done); err != nil || !done {
+		t.Errorf("tts step succeeded = %v (%v), want the parked part covered", done, err)
+	}
+	var p wire.MuxVideo
+	if m := s.NextMessage(t, "task.mux_video", &p); m.TaskID != id {
+		t.Errorf("mux_video message %+v", m)
 	}
 }
