@@ -150,8 +150,9 @@ func (s *stack) checkDubbed(t *testing.T, ctx context.Context, v taskJSON, input
 	s.checkSegments(t, ctx, v.TaskID)
 }
 
-// checkSteps: exactly one succeeded attempt per step, per part for the
-// fanned-out translate step, and every registered part succeeded.
+// checkSteps: exactly one succeeded attempt per part of every step; asr's
+// chunks and translate's batches are the parts registered for them, tts has
+// one part per translate batch, the other steps one part.
 func (s *stack) checkSteps(t *testing.T, ctx context.Context, id uuid.UUID) {
 	t.Helper()
 	rows, err := s.db.Pool.Query(ctx, `SELECT step, part, count(*) FILTER (WHERE status = 'succeeded')
@@ -179,17 +180,32 @@ func (s *stack) checkSteps(t *testing.T, ctx context.Context, id uuid.UUID) {
 		if parts[step] == 0 {
 			t.Errorf("step %s has no attempt", step)
 		}
-		if step != wire.StepTranslate && parts[step] != 1 {
-			t.Errorf("step %s has %d parts, want 1", step, parts[step])
+		switch step {
+		case wire.StepASR, wire.StepTranslate:
+			// Chunks of the audio, batches of the lines: every registered
+			// part succeeded (and, above, none twice).
+			var registered, unfinished int
+			if err := s.db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (
+					SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step AND s.part = p.part AND s.status = 'succeeded'))
+				FROM step_parts p WHERE p.task_id = $1 AND p.step = $2`, id, step).Scan(&registered, &unfinished); err != nil {
+				t.Fatal(err)
+			}
+			if unfinished != 0 {
+				t.Errorf("%s has %d of %d registered parts without a succeeded attempt", step, unfinished, registered)
+			}
+			if step == wire.StepTranslate && registered != parts[step] {
+				t.Errorf("translate has %d registered parts and %d with attempts", registered, parts[step])
+			}
+		case wire.StepTTS:
+			// One tts part per translate batch, each emitted by its batch.
+			if parts[step] != parts[wire.StepTranslate] {
+				t.Errorf("tts has %d parts, want one per translate batch (%d)", parts[step], parts[wire.StepTranslate])
+			}
+		default:
+			if parts[step] != 1 {
+				t.Errorf("step %s has %d parts, want 1", step, parts[step])
+			}
 		}
-	}
-	var registered int
-	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = 'translate'`,
-		id).Scan(&registered); err != nil {
-		t.Fatal(err)
-	}
-	if registered != parts[wire.StepTranslate] {
-		t.Errorf("translate has %d registered parts and %d with attempts", registered, parts[wire.StepTranslate])
 	}
 }
 
