@@ -115,16 +115,21 @@ func (m *Message) Emit(step string, payload any) error {
 // only by the part whose success completes this step, exactly once however
 // many parts finish at the same moment.
 func (m *Message) EmitWhenStepDone(step string, payload any) error {
+	return m.emitWhen(store.EmitWhenDoneSQL, step, payload, m.Envelope.Step)
+}
+
+// emitWhen stages the next step's message as the last arguments of a
+// conditional emit (sql's arguments: task, the conditions, next step, next
+// part, message id, exchange, routing key, body); the SQL function decides,
+// under its per-task lock, whether this transaction emits it.
+func (m *Message) emitWhen(sql, step string, payload any, conditions ...any) error {
 	_, part, body, err := m.nextPart(step, payload)
 	if err != nil {
 		return err
 	}
 	o := outbox.New(wire.Exchange, wire.RoutingKey(step), body)
-	m.stmts = append(m.stmts, stmt{
-		sql:    store.EmitWhenDoneSQL,
-		args:   []any{m.Envelope.TaskID, m.Envelope.Step, step, part, o.MessageID, o.Exchange, o.RoutingKey, o.Body},
-		outbox: o,
-	})
+	args := append(append([]any{m.Envelope.TaskID}, conditions...), step, part, o.MessageID, o.Exchange, o.RoutingKey, o.Body)
+	m.stmts = append(m.stmts, stmt{sql: sql, args: args, outbox: o})
 	return nil
 }
 

@@ -1,11 +1,6 @@
 package step
 
-import (
-	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/wire"
-)
-
-// This file is the overlap of fanned-out steps (issue 14): a part of the
+// This file is the overlap of fanned-out steps: a part of the
 // next step is emitted for each part of this one as soon as that part and
 // the steps it also needs have succeeded, instead of one message for the
 // whole step once every part has. Translate batches each emit their tts
@@ -25,17 +20,7 @@ const emitWhenPartDoneSQL = `SELECT emit_when_part_done($1, $2, $3, $4, $5, $6, 
 // success completes those steps must stage EmitWhenPartDone for this
 // message's part, so that one of the two emits it, exactly once.
 func (m *Message) EmitWhenOthersDone(step string, payload any, after ...string) error {
-	_, part, body, err := m.nextPart(step, payload)
-	if err != nil {
-		return err
-	}
-	o := outbox.New(wire.Exchange, wire.RoutingKey(step), body)
-	m.stmts = append(m.stmts, stmt{
-		sql:    emitWhenStepsDoneSQL,
-		args:   []any{m.Envelope.TaskID, after, step, part, o.MessageID, o.Exchange, o.RoutingKey, o.Body},
-		outbox: o,
-	})
-	return nil
+	return m.emitWhen(emitWhenStepsDoneSQL, step, payload, after)
 }
 
 // EmitWhenPartDone stages a part of the next step that is emitted, in this
@@ -43,15 +28,5 @@ func (m *Message) EmitWhenOthersDone(step string, payload any, after ...string) 
 // succeeded by then and the next part was not emitted before: the other
 // half of EmitWhenOthersDone.
 func (m *Message) EmitWhenPartDone(step string, payload any, afterStep, afterPart string) error {
-	_, part, body, err := m.nextPart(step, payload)
-	if err != nil {
-		return err
-	}
-	o := outbox.New(wire.Exchange, wire.RoutingKey(step), body)
-	m.stmts = append(m.stmts, stmt{
-		sql:    emitWhenPartDoneSQL,
-		args:   []any{m.Envelope.TaskID, afterStep, afterPart, step, part, o.MessageID, o.Exchange, o.RoutingKey, o.Body},
-		outbox: o,
-	})
-	return nil
+	return m.emitWhen(emitWhenPartDoneSQL, step, payload, afterStep, afterPart)
 }

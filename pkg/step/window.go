@@ -129,16 +129,5 @@ const emitWhenStepsDoneSQL = `SELECT emit_when_steps_done($1, $2, $3, $4, $5, $6
 // parts of any of them finish at the same moment. Every part that may
 // complete one of the steps must stage it, with the same steps.
 func (m *Message) EmitWhenStepsDone(step string, payload any, also ...string) error {
-	_, part, body, err := m.nextPart(step, payload)
-	if err != nil {
-		return err
-	}
-	steps := append([]string{m.Envelope.Step}, also...)
-	o := outbox.New(wire.Exchange, wire.RoutingKey(step), body)
-	m.stmts = append(m.stmts, stmt{
-		sql:    emitWhenStepsDoneSQL,
-		args:   []any{m.Envelope.TaskID, steps, step, part, o.MessageID, o.Exchange, o.RoutingKey, o.Body},
-		outbox: o,
-	})
-	return nil
+	return m.emitWhen(emitWhenStepsDoneSQL, step, payload, append([]string{m.Envelope.Step}, also...))
 }
