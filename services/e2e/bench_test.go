@@ -58,50 +58,6 @@ func BenchmarkPipeline(b *testing.B) {
 	b.Log("\n" + report.String())
 }
 
-// BenchmarkWorkerMemory dubs a 1-minute and a long (10-minute by default,
-// BENCH_LONG_MINUTES) video, each with freshly started workers, and reports
-// the peak resident memory (VmHWM) of every worker process after each: a
-// worker that streams its media stays flat as the video grows.
-func BenchmarkWorkerMemory(b *testing.B) {
-	long := benchLongMinutes(b)
-	peaks := map[int]map[string]int64{}
-	for _, minutes := range []int{1, long} {
-		b.Run(fmt.Sprintf("%dm", minutes), func(b *testing.B) {
-			ctx := context.Background()
-			video := fixtureVideo(b, ctx, "two_cities.wav", time.Duration(minutes)*time.Minute)
-			for i := 0; i < b.N; i++ {
-				s := newStack(b, nil)
-				s.start(b, append(append([]string{}, workers...), helpers...)...)
-				s.dub(b, ctx, video, time.Duration(10+3*minutes)*time.Minute)
-				peak := map[string]int64{}
-				for _, w := range workers {
-					hwm, err := s.procs[w].hwm()
-					if err != nil {
-						b.Fatal(err)
-					}
-					peak[w] = hwm
-					b.ReportMetric(float64(hwm)/(1<<20), w+"-MB")
-				}
-				peaks[minutes] = peak
-			}
-			if minutes == long && peaks[1] != nil {
-				b.Log("\n" + memoryReport(peaks[1], peaks[long], long))
-			}
-		})
-	}
-}
-
-// memoryReport compares the peaks of the short and the long run.
-func memoryReport(short, longPeaks map[string]int64, long int) string {
-	var report strings.Builder
-	fmt.Fprintf(&report, "peak RSS (VmHWM) per worker process: 1-minute vs %d-minute video\n", long)
-	for _, w := range workers {
-		a, z := short[w], longPeaks[w]
-		fmt.Fprintf(&report, "%-14s %8.1f MB %8.1f MB  x%.2f\n", w, float64(a)/(1<<20), float64(z)/(1<<20), float64(z)/float64(a))
-	}
-	return report.String()
-}
-
 // dub submits video with dubctl, waits for it and fails unless it is done.
 func (s *stack) dub(tb testing.TB, ctx context.Context, video string, timeout time.Duration) taskJSON {
 	tb.Helper()
