@@ -17,8 +17,11 @@ import (
 // workers, and reports for every worker process its own peak resident
 // memory (VmHWM) and the peak of its whole process tree — the worker plus
 // the ffmpeg, pocketsphinx, apertium and espeak-ng children it runs —
-// sampled every 50 ms while the video is dubbed. A worker that streams its
-// media stays flat as the video grows.
+// sampled every 50 ms while the video is dubbed, as the sum of proportional
+// set sizes (PSS: a page shared by several processes of the tree, such as a
+// shared library, counted once, as a node's memory sees it) and as the sum
+// of resident set sizes (each process's shared pages counted again: an upper
+// bound). A worker that streams its media stays flat as the video grows.
 //
 // translate runs with APERTIUM_PIPELINES=-1 (one apertium process per call,
 // nothing resident) unless the environment sets APERTIUM_PIPELINES: that is
@@ -50,10 +53,11 @@ func BenchmarkWorkerMemory(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					p := treePeak{own: hwm, tree: max(tree[w], hwm)}
+					p := treePeak{own: hwm, pss: tree[w].pss, rss: max(tree[w].rss, hwm)}
 					peak[w] = p
-					b.ReportMetric(float64(p.own)/(1<<20), w+"-MB")
-					b.ReportMetric(float64(p.tree)/(1<<20), w+"+children-MB")
+					b.ReportMetric(mb(p.own), w+"-MB")
+					b.ReportMetric(mb(p.pss), w+"+children-PSS-MB")
+					b.ReportMetric(mb(p.rss), w+"+children-RSS-MB")
 				}
 				peaks[minutes] = peak
 			}
@@ -64,19 +68,20 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	}
 }
 
-// treePeak is a worker's own peak (VmHWM) and the peak of the sum of its
-// and its descendants' resident memory.
-type treePeak struct{ own, tree int64 }
+// treePeak is a worker's own peak (VmHWM) and the peaks of the sums of its
+// and its descendants' proportional and resident set sizes.
+type treePeak struct{ own, pss, rss int64 }
 
 // memoryReport compares the peaks of the short and the long run.
 func memoryReport(short, longPeaks map[string]treePeak, long int) string {
 	var report strings.Builder
-	fmt.Fprintf(&report, "peak RSS per worker: 1-minute vs %d-minute video (worker alone | worker + children)\n", long)
+	fmt.Fprintf(&report, "peak memory per worker, 1-minute vs %d-minute video: worker alone (VmHWM) | worker + children, PSS | worker + children, RSS summed\n", long)
 	for _, w := range workers {
 		a, z := short[w], longPeaks[w]
-		fmt.Fprintf(&report, "%-14s %7.1f MB %7.1f MB x%.2f | %7.1f MB %7.1f MB x%.2f\n", w,
+		fmt.Fprintf(&report, "%-14s %6.1f %6.1f MB x%.2f | %6.1f %6.1f MB x%.2f | %6.1f %6.1f MB x%.2f\n", w,
 			mb(a.own), mb(z.own), float64(z.own)/float64(a.own),
-			mb(a.tree), mb(z.tree), float64(z.tree)/float64(a.tree))
+			mb(a.pss), mb(z.pss), float64(z.pss)/float64(a.pss),
+			mb(a.rss), mb(z.rss), float64(z.rss)/float64(a.rss))
 	}
 	return report.String()
 }
@@ -88,13 +93,17 @@ type treeSampler struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 	mu   sync.Mutex
-	peak map[string]int64
+	peak map[string]memory
 }
+
+// memory is a process tree's summed proportional and resident set sizes,
+// in bytes.
+type memory struct{ pss, rss int64 }
 
 // sampleTrees starts sampling the trees rooted at pids every interval
 // until stop.
 func sampleTrees(pids map[string]int, interval time.Duration) *treeSampler {
-	s := &treeSampler{done: make(chan struct{}), peak: map[string]int64{}}
+	s := &treeSampler{done: make(chan struct{}), peak: map[string]memory{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -104,9 +113,10 @@ func sampleTrees(pids map[string]int, interval time.Duration) *treeSampler {
 			procs := readProcs()
 			s.mu.Lock()
 			for name, pid := range pids {
-				if rss := procs.treeRSS(pid); rss > s.peak[name] {
-					s.peak[name] = rss
-				}
+				m := procs.tree(pid)
+				p := s.peak[name]
+				p.pss, p.rss = max(p.pss, m.pss), max(p.rss, m.rss)
+				s.peak[name] = p
 			}
 			s.mu.Unlock()
 			select {
@@ -119,8 +129,8 @@ func sampleTrees(pids map[string]int, interval time.Duration) *treeSampler {
 	return s
 }
 
-// stop ends the sampling and returns each tree's peak in bytes.
-func (s *treeSampler) stop() map[string]int64 {
+// stop ends the sampling and returns each tree's peaks.
+func (s *treeSampler) stop() map[string]memory {
 	close(s.done)
 	s.wg.Wait()
 	s.mu.Lock()
@@ -167,11 +177,33 @@ func readProcs() procTable {
 	return t
 }
 
-// treeRSS sums the resident memory of pid and all its descendants.
-func (t procTable) treeRSS(pid int) int64 {
-	total := t.rss[pid]
-	for _, c := range t.children[pid] {
-		total += t.treeRSS(c)
+// tree sums the memory of pid and all its descendants; a process that ends
+// before its PSS is read counts with its RSS.
+func (t procTable) tree(pid int) memory {
+	m := memory{rss: t.rss[pid], pss: pss(pid)}
+	if m.pss == 0 {
+		m.pss = m.rss
 	}
-	return total
+	for _, c := range t.children[pid] {
+		sub := t.tree(c)
+		m.pss += sub.pss
+		m.rss += sub.rss
+	}
+	return m
+}
+
+// pss reads a process's proportional set size from
+// /proc/PID/smaps_rollup, in bytes (0 if it cannot be read).
+func pss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
