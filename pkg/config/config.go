@@ -71,8 +71,8 @@ func (c Common) DatabaseWait() time.Duration {
 // acknowledge the input.
 const StepTimeoutMargin = 60 * time.Second
 
-// StepTimeoutVar names the variable that sets a step's timeout (DESIGN.md
-// section 3).
+// StepTimeoutVar names the variable that sets a step's timeout:
+// TIMEOUT_<STEP>_SECONDS, except TIMEOUT_MUX_SECONDS for mux_video.
 func StepTimeoutVar(step string) string {
 	if step == "mux_video" {
 		return "TIMEOUT_MUX_SECONDS"

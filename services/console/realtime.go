@@ -17,7 +17,8 @@ type progress struct {
 	Failed  int `json:"failed"`
 }
 
-// rtMetrics are seed 003's metrics of one task.
+// rtMetrics are the realtime metrics of one task: mean wait, throughput and
+// the estimated completion.
 type rtMetrics struct {
 	// AvgWaitTime is the mean seconds between a step becoming ready (its
 	// predecessor finished, or the task created) and its first attempt.
