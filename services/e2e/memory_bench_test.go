@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,8 +110,12 @@ func sampleTrees(pids map[string]int, interval time.Duration) *treeSampler {
 		defer s.wg.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		roots := make([]int, 0, len(pids))
+		for _, pid := range pids {
+			roots = append(roots, pid)
+		}
 		for {
-			procs := readProcs()
+			procs := readProcs(roots)
 			s.mu.Lock()
 			for name, pid := range pids {
 				m := procs.tree(pid)
@@ -138,43 +143,48 @@ func (s *treeSampler) stop() map[string]memory {
 	return s.peak
 }
 
-// procTable is one reading of /proc: each process's parent and resident
-// memory in bytes.
+// readProcs reads the trees rooted at roots: each process's children
+// (from /proc/PID/task/TID/children: a child may be started from any of the
+// process's threads) and its resident memory in bytes. It reads only the
+// trees' processes, not all of /proc, so that sampling often costs little.
+func readProcs(roots []int) procTable {
+	t := procTable{children: map[int][]int{}, rss: map[int]int64{}}
+	page := int64(os.Getpagesize())
+	var visit func(pid int)
+	visit = func(pid int) {
+		statm, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+		if err != nil {
+			return // the process ended
+		}
+		if f := strings.Fields(string(statm)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			t.rss[pid] = pages * page
+		}
+		threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		for _, th := range threads {
+			b, err := os.ReadFile(th)
+			if err != nil {
+				continue
+			}
+			for _, c := range strings.Fields(string(b)) {
+				if child, err := strconv.Atoi(c); err == nil {
+					t.children[pid] = append(t.children[pid], child)
+					visit(child)
+				}
+			}
+		}
+	}
+	for _, pid := range roots {
+		visit(pid)
+	}
+	return t
+}
+
+// procTable is one reading of process trees: each process's children and
+// resident memory in bytes.
 type procTable struct {
 	children map[int][]int
 	rss      map[int]int64
-}
-
-func readProcs() procTable {
-	t := procTable{children: map[int][]int{}, rss: map[int]int64{}}
-	entries, _ := os.ReadDir("/proc")
-	page := int64(os.Getpagesize())
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // the process ended between the listing and the read
-		}
-		// The command name (field 2) may hold spaces and parentheses: the
-		// fields after it start after the last ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		// f[0] is field 3 (state): ppid is field 4, rss (pages) field 24.
-		if len(f) < 22 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		pages, _ := strconv.ParseInt(f[21], 10, 64)
-		t.children[ppid] = append(t.children[ppid], pid)
-		t.rss[pid] = pages * page
-	}
-	return t
 }
 
 // tree sums the memory of pid and all its descendants; a process that ends
@@ -206,4 +216,36 @@ func pss(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// The memory benchmark's sampler finds a process's children and grandchildren
+// and counts their memory.
+func TestTreeSamplerCountsChildren(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	self := os.Getpid()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		procs := readProcs([]int{self})
+		sh := cmd.Process.Pid
+		if len(procs.children[sh]) == 1 {
+			sleep := procs.children[sh][0]
+			alone := procs.tree(sleep)
+			if procs.rss[sleep] <= 0 || alone.pss <= 0 {
+				t.Fatalf("sleep %d: rss %d, pss %d", sleep, procs.rss[sleep], alone.pss)
+			}
+			whole, withoutChildren := procs.tree(self), procs.rss[self]
+			if whole.rss < withoutChildren+procs.rss[sh]+procs.rss[sleep] {
+				t.Fatalf("tree rss %d < self %d + sh %d + sleep %d", whole.rss, withoutChildren, procs.rss[sh], procs.rss[sleep])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sh %d: children %v, want the sleep", sh, procs.children[sh])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
