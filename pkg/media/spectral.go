@@ -33,13 +33,15 @@ const (
 
 // fft is a radix-2 complex FFT of a fixed size.
 type fft struct {
-	n        int
-	rev      []int32
-	cos, sin []float64
+	n   int
+	rev []int32
+	// twCos[h+k], twSin[h+k] are cos and sin of 2πk/(2h) for the stage
+	// of butterflies h apart, k < h: each stage's twiddles in a row.
+	twCos, twSin []float64
 }
 
 func newFFT(n int) *fft {
-	f := &fft{n: n, rev: make([]int32, n), cos: make([]float64, n/2), sin: make([]float64, n/2)}
+	f := &fft{n: n, rev: make([]int32, n), twCos: make([]float64, n), twSin: make([]float64, n)}
 	bits := 0
 	for 1<<bits < n {
 		bits++
@@ -53,8 +55,11 @@ func newFFT(n int) *fft {
 		}
 		f.rev[i] = int32(r)
 	}
-	for k := range n / 2 {
-		f.cos[k], f.sin[k] = math.Cos(2*math.Pi*float64(k)/float64(n)), math.Sin(2*math.Pi*float64(k)/float64(n))
+	for h := 1; h < n; h <<= 1 {
+		for k := range h {
+			a := math.Pi * float64(k) / float64(h)
+			f.twCos[h+k], f.twSin[h+k] = math.Cos(a), math.Sin(a)
+		}
 	}
 	return f
 }
@@ -84,16 +89,20 @@ func (f *fft) transform(re, im []float64, inverse bool) {
 		re[j+1], im[j+1], re[j+3], im[j+3] = r1+t3r, i1+t3i, r1-t3r, i1-t3i
 	}
 	for size := 8; size <= n; size <<= 1 {
-		half, step := size/2, n/size
-		for k := range half {
-			wr, wi := f.cos[k*step], sign*f.sin[k*step]
-			for j := k; j < n; j += size {
-				l := j + half
-				tr := wr*re[l] - wi*im[l]
-				ti := wr*im[l] + wi*re[l]
-				re[l], im[l] = re[j]-tr, im[j]-ti
-				re[j] += tr
-				im[j] += ti
+		half := size / 2
+		// This stage's twiddles, e^{∓2πik/size}, k < half, lie at
+		// tw[half:size] (cos) of f.twCos and f.twSin.
+		wc, ws := f.twCos[half:size], f.twSin[half:size]
+		for start := 0; start < n; start += size {
+			ar, ai := re[start:start+half], im[start:start+half]
+			br, bi := re[start+half:start+size], im[start+half:start+size]
+			for k := range half {
+				wr, wi := wc[k], sign*ws[k]
+				tr := wr*br[k] - wi*bi[k]
+				ti := wr*bi[k] + wi*br[k]
+				br[k], bi[k] = ar[k]-tr, ai[k]-ti
+				ar[k] += tr
+				ai[k] += ti
 			}
 		}
 	}

@@ -120,3 +120,14 @@ func BenchmarkSpectralDucker(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkFFT1024(b *testing.B) {
+	f := newFFT(specSize)
+	re, im := make([]float64, specSize), make([]float64, specSize)
+	for i := range re {
+		re[i] = float64(i % 7)
+	}
+	for b.Loop() {
+		f.transform(re, im, false)
+	}
+}
