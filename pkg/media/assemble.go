@@ -179,11 +179,11 @@ func mixPass(ctx context.Context, voice *voiceStream, bg *ffmpegStream, rep *Mix
 	w := newFloatWriter(f)
 	ch, total := rep.Channels, msToFrames(int64(in.TotalMS), mixRate)
 	meter := newLoudnessMeter(ch, total)
-	duck := newDucker(in, rep.DuckDB)
-	v, b, m := make([]float32, mixBlock), make([]float32, mixBlock*ch), make([]float32, mixBlock*ch)
-	var soundtrack *sampleReader
+	v, m := make([]float32, mixBlock), make([]float32, mixBlock*ch)
+	var soundtrack *soundtrackStage
 	if bg != nil {
-		soundtrack = newSampleReader(bg, 16)
+		duck := newSpectralDucker(in, ch, rep.DuckDB, rep.Background == BackgroundReduceCenter)
+		soundtrack = startSoundtrackStage(ctx, newSampleReader(bg, 16), duck, ch, total)
 	}
 	for at := int64(0); at < total; at += mixBlock {
 		n := int(min(mixBlock, total-at))
@@ -196,10 +196,14 @@ func mixPass(ctx context.Context, voice *voiceStream, bg *ffmpegStream, rep *Mix
 					m[i*ch+c] = v[i]
 				}
 			}
-		} else if err := soundtrack.read(b[:n*ch]); err != nil {
+		} else if b, err := soundtrack.read(n, ch); err != nil {
 			return classifyFFmpegError(in.Original, bg.stderr.String(), fmt.Errorf("assemble dub: soundtrack: %w", err))
 		} else {
-			duck.mix(m[:n*ch], v[:n], b[:n*ch], at, ch, rep.Background == BackgroundReduceCenter)
+			for i, x := range v[:n] {
+				for c := range ch {
+					m[i*ch+c] = x + b[i*ch+c]
+				}
+			}
 		}
 		meter.add(m[:n*ch])
 		if err := w.write(m[:n*ch]); err != nil {
@@ -217,6 +221,70 @@ func mixPass(ctx context.Context, voice *voiceStream, bg *ffmpegStream, rep *Mix
 		return fmt.Errorf("assemble dub: %w", err)
 	}
 	return f.Close()
+}
+
+// soundtrackStage reads the decoded soundtrack through the spectral
+// ducker, which runs in a goroutine of its own: it is the mix's heaviest
+// part, and the mix's other work goes on meanwhile on another core.
+type soundtrackStage struct {
+	blocks <-chan []float32
+	err    error // set before blocks is closed
+	ready  []float32
+	at     int // read position in ready
+}
+
+// startSoundtrackStage starts reading total frames of ch channels from r
+// through duck.
+func startSoundtrackStage(ctx context.Context, r *sampleReader, duck *spectralDucker, ch int, total int64) *soundtrackStage {
+	blocks := make(chan []float32, 8)
+	s := &soundtrackStage{blocks: blocks}
+	go func() {
+		defer close(blocks)
+		send := func(b []float32) bool {
+			select {
+			case blocks <- append([]float32(nil), b...):
+				return true
+			case <-ctx.Done():
+				s.err = ctx.Err()
+				return false
+			}
+		}
+		buf := make([]float32, mixBlock*ch)
+		for taken := int64(0); taken < total; {
+			k := int(min(mixBlock, total-taken))
+			if err := r.read(buf[:k*ch]); err != nil {
+				s.err = err
+				return
+			}
+			taken += int64(k)
+			if !send(duck.process(buf[:k*ch])) {
+				return
+			}
+		}
+		send(duck.process(nil))
+	}()
+	return s
+}
+
+// read returns the next n processed frames (interleaved); the slice is
+// reused by the next call.
+func (s *soundtrackStage) read(n, ch int) ([]float32, error) {
+	if s.at > 0 && s.at >= len(s.ready)/2 {
+		s.ready, s.at = s.ready[:copy(s.ready, s.ready[s.at:])], 0
+	}
+	for len(s.ready)-s.at < n*ch {
+		b, ok := <-s.blocks
+		if !ok {
+			if s.err != nil {
+				return nil, s.err
+			}
+			return nil, fmt.Errorf("the spectral ducker gave back fewer frames than it took")
+		}
+		s.ready = append(s.ready, b...)
+	}
+	b := s.ready[s.at : s.at+n*ch]
+	s.at += n * ch
+	return b, nil
 }
 
 // Limiter timing: alimiter's defaults.

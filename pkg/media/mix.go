@@ -12,14 +12,17 @@ import (
 
 // Background modes: what of the film's own soundtrack the dub track keeps.
 const (
-	// BackgroundDuck keeps the whole soundtrack and lowers it by DuckDB
-	// wherever someone speaks (the original line or its dub), so music,
-	// ambience and effects go on under the dubbed voice.
+	// BackgroundDuck keeps the whole soundtrack and, wherever someone
+	// speaks (the original line or its dub), lowers each frequency by as
+	// much as it stands above the soundtrack's bed there, DuckDB at most
+	// (see spectral.go): the original voice goes down, music, ambience
+	// and effects go on under the dubbed voice and through the tail of a
+	// source line that its dub does not cover.
 	BackgroundDuck = "duck"
-	// BackgroundReduceCenter does the same, but during speech it replaces
-	// the lowered soundtrack's missing part with its side signal (left
-	// minus right): a voice mixed to the centre drops out while the stereo
-	// music stays. A mono soundtrack has no sides and is ducked.
+	// BackgroundReduceCenter does the same to the soundtrack's centre
+	// (the mid, (L+R)/2) only and keeps its sides (L-R)/2 as they are: a
+	// voice mixed to the centre drops out while the stereo music beside
+	// it stays whole. A mono soundtrack has no sides and is ducked.
 	BackgroundReduceCenter = "reduce_center"
 	// BackgroundNone drops the soundtrack: the dub track is the voice alone.
 	BackgroundNone = "none"
@@ -27,9 +30,10 @@ const (
 
 // Mix defaults and bounds.
 const (
-	// DefaultDuckDB is how far the soundtrack is lowered under speech: deep
-	// enough that the original words do not compete with the dub, shallow
-	// enough that music and ambience stay audible.
+	// DefaultDuckDB is how far the soundtrack is lowered under speech
+	// where the voice dominates it: deep enough that the original words
+	// do not compete with the dub. Music and ambience are lowered only
+	// where the voice covers them (spectral.go).
 	DefaultDuckDB = -18.0
 	MinDuckDB     = -60.0
 	// DefaultLoudnessLUFS is the integrated loudness (EBU R128) of the dub
@@ -56,7 +60,8 @@ type MixOptions struct {
 	// Background is BackgroundDuck (when empty), BackgroundReduceCenter or
 	// BackgroundNone.
 	Background string
-	// DuckDB (≤ 0) lowers the soundtrack under speech; 0 means
+	// DuckDB (≤ 0) is the most the soundtrack is lowered under speech,
+	// at the frequencies where the voice stands above the bed; 0 means
 	// DefaultDuckDB.
 	DuckDB float64
 	// LoudnessLUFS is the integrated loudness of the result; 0 means
@@ -125,8 +130,8 @@ func toChannels(channels int) string {
 	return "anull"
 }
 
-// ducker is the soundtrack's gain over the timeline: 1 outside speech,
-// DuckDB under every span, with linear ramps of duckAttackMS before and
+// ducker is a gain over the timeline: 1 outside speech, DuckDB under
+// every span, with linear ramps of duckAttackMS before and
 // duckReleaseMS after each span. It is asked for frames in order.
 type ducker struct {
 	spans           []frameSpan // merged, in order
@@ -181,25 +186,6 @@ func (d *ducker) gain(t int64) float32 {
 		}
 	}
 	return float32(g)
-}
-
-// mix writes to out the voice (mono) over the soundtrack bg (interleaved
-// channels) for the frames from at, the soundtrack lowered by the gain.
-// With reduceCenter the part of a stereo soundtrack the gain takes away
-// is replaced by its side signal (left minus right), so a voice in the
-// centre drops out while the music beside it stays.
-func (d *ducker) mix(out, voice, bg []float32, at int64, channels int, reduceCenter bool) {
-	for i, v := range voice {
-		g := d.gain(at + int64(i))
-		f := bg[i*channels : (i+1)*channels]
-		for c, s := range f {
-			x := v + s*g
-			if reduceCenter {
-				x += 0.5 * (s - f[1-c]) * (1 - g)
-			}
-			out[i*channels+c] = x
-		}
-	}
 }
 
 // sampleReader reads raw little-endian samples: 16-bit integers or

@@ -17,6 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -194,6 +196,43 @@ type consoleTask struct {
 	Links struct {
 		Output *string `json:"output"`
 	} `json:"links"`
+	Languages *consoleLanguages `json:"languages"`
+}
+
+// consoleLanguages is the "languages" object of GET /api/tasks/{id}: a
+// parent's languages and children, or a child's parent (API.md).
+type consoleLanguages struct {
+	ParentTaskID    *uuid.UUID `json:"parentTaskId"`
+	TargetLanguages []string   `json:"targetLanguages"`
+	Children        []struct {
+		TaskID         uuid.UUID `json:"taskId"`
+		TargetLanguage string    `json:"targetLanguage"`
+		Status         string    `json:"status"`
+		Error          string    `json:"error"`
+		OutputVideoKey string    `json:"outputVideoKey"`
+		CreatedAt      time.Time `json:"createdAt"`
+		UpdatedAt      time.Time `json:"updatedAt"`
+	} `json:"children"`
+}
+
+// family is the same as database mode reads: nil for a task of one
+// language.
+func (l *consoleLanguages) family() *languagesView {
+	if l == nil {
+		return nil
+	}
+	f := &languagesView{Targets: l.TargetLanguages}
+	if l.ParentTaskID != nil {
+		f.ParentID = *l.ParentTaskID
+	}
+	for _, c := range l.Children {
+		f.Children = append(f.Children, task.Child{ID: c.TaskID, TargetLanguage: c.TargetLanguage, Status: c.Status,
+			Error: c.Error, OutputVideoKey: c.OutputVideoKey, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt})
+	}
+	if f.ParentID == uuid.Nil && len(f.Targets) == 0 {
+		return nil
+	}
+	return f
 }
 
 func (c *consoleClient) statusCmd() *cobra.Command {
@@ -214,15 +253,20 @@ func (c *consoleClient) statusCmd() *cobra.Command {
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/tasks/"+id.String(), "", nil, &t); err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "task\t%s\nstatus\t%s\nlanguages\t%s → %s\nupdated\t%s\n", t.TaskID, t.Status,
+			// The keys in a column of 10, as database mode prints them.
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "task      %s\nstatus    %s\nlanguages %s → %s\nupdated   %s\n", t.TaskID, t.Status,
 				t.SourceLanguage, t.TargetLanguage, t.UpdatedAt.Local().Format(time.DateTime))
 			if t.Error != "" {
-				fmt.Fprintf(w, "error\t%s\n", t.Error)
+				fmt.Fprintf(out, "error     %s\n", t.Error)
 			}
 			if t.Links.Output != nil {
-				fmt.Fprintf(w, "output\t%s\n", *t.Links.Output)
+				fmt.Fprintf(out, "output    %s\n", *t.Links.Output)
 			}
+			// The block database mode prints: a parent's languages and
+			// children, a child's parent.
+			printLanguages(out, &taskView{Languages: t.Languages.family()})
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "\nSTEP\tSTATUS\tATTEMPTS\tDURATION")
 			for _, s := range t.Steps {
 				d := "-"

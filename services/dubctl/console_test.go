@@ -208,3 +208,58 @@ func TestDubctlWaitThroughTheConsoleShowsProgressAndDownloads(t *testing.T) {
 		}
 	}
 }
+
+// TestDubctlStatusThroughTheConsoleShowsTheLanguages: status in console
+// mode prints a parent's languages and children, and a child's parent, the
+// block database mode prints.
+func TestDubctlStatusThroughTheConsoleShowsTheLanguages(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	parent := uuid.New()
+	es, ca := wire.ChildTaskID(parent, "es"), wire.ChildTaskID(parent, "ca")
+	keys := wire.DefaultKeys(parent)
+	if _, err := e.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key,
+		output_video_key, targets) VALUES ($1, 'running', 'en', 'es', $2, $3, '{es,ca}')`,
+		parent, keys.SourceVideo, keys.OutputVideo); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id             uuid.UUID
+		lang, status   string
+		output, errMsg string
+	}{{es, "es", "done", "outputs/" + es.String() + "/final.mp4", ""}, {ca, "ca", "failed", "outputs/" + ca.String() + "/final.mp4", "tts: no voice for ca"}} {
+		if _, err := e.db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, source_language, target_language, source_video_key,
+			output_video_key, parent_task_id, error) VALUES ($1, $2, 'en', $3, $4, $5, $6, $7)`,
+			c.id, c.status, c.lang, wire.DefaultKeys(c.id).SourceVideo, c.output, parent, c.errMsg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := startConsole(t, e)
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("AMQP_URL", "")
+	t.Setenv("CONSOLE_URL", url)
+	t.Setenv("DUBFLOW_API_TOKEN", consoleToken)
+
+	out, stderr, code := run(t, "status", parent.String())
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, stderr)
+	}
+	t.Logf("status of the parent:\n%s", out)
+	for _, want := range []string{"targets   es, ca", "LANGUAGE", es.String(), ca.String(),
+		"outputs/" + es.String() + "/final.mp4", "tts: no voice for ca", "STEP"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status of the parent lacks %q:\n%s", want, out)
+		}
+	}
+	// The failed child's output is no output: "-", as in database mode.
+	if strings.Contains(out, "outputs/"+ca.String()) {
+		t.Errorf("status shows the failed child's output key:\n%s", out)
+	}
+	out, stderr, code = run(t, "status", es.String())
+	if code != 0 {
+		t.Fatalf("status of a child: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "parent    "+parent.String()) {
+		t.Errorf("status of a child does not name its parent:\n%s", out)
+	}
+}
