@@ -38,13 +38,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := msg.Decode(&p); err != nil {
 		return err
 	}
+	// The payload's keys were checked when the message was decoded
+	// (wire.Decode): a message naming another task's objects never gets here.
 	env := msg.Envelope
-	if err := wire.CheckKey(p.SourceVideoKey, wire.KindVideo, env.TaskID); err != nil {
-		return fault.Permanent(fmt.Errorf("source_video_key: %w", err))
-	}
-	if err := wire.CheckKey(p.OutputAudioKey, wire.KindAudio, env.TaskID); err != nil {
-		return fault.Permanent(fmt.Errorf("output_audio_key: %w", err))
-	}
 	t, err := h.resolve(ctx, env, p)
 	if err != nil {
 		return err
