@@ -11,13 +11,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Dial connects a broker.Conn named name to url, with a confirming
-// publisher on it; both are closed when the test ends.
-func Dial(tb testing.TB, url, name string) (*broker.Conn, *broker.Publisher) {
+// Dial connects a broker.Conn named name to url (with opts), with a
+// confirming publisher on it; both are closed when the test ends.
+func Dial(tb testing.TB, url, name string, opts ...broker.Option) (*broker.Conn, *broker.Publisher) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := broker.Dial(ctx, url, name, zerolog.Nop())
+	conn, err := broker.Dial(ctx, url, name, zerolog.Nop(), opts...)
 	if err != nil {
 		tb.Fatalf("dial %s: %v", name, err)
 	}
