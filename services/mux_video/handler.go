@@ -123,7 +123,7 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 			continue
 		}
 		p := clipPath(dir, s.idx)
-		if err := h.download(ctx, s.key, p, h.cfg.MaxClipBytes, "MAX_CLIP_BYTES"); err != nil {
+		if err := blob.Download(ctx, h.objects, s.key, p, blob.Need{MaxBytes: h.cfg.MaxClipBytes, Setting: "MAX_CLIP_BYTES"}); err != nil {
 			return nil, err
 		}
 		m, err := media.MeasureClip(p)
@@ -142,20 +142,6 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 
 func clipPath(dir string, idx int) string {
 	return filepath.Join(dir, fmt.Sprintf("seg-%06d.wav", idx))
-}
-
-// download fetches key into file, refusing a missing object; the download
-// stops at limit (the value of setting) whatever the object's metadata says.
-func (h *handler) download(ctx context.Context, key, file string, limit int64, setting string) error {
-	if _, err := h.objects.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
-		return fault.Permanent(fmt.Errorf("%s not found in storage", key))
-	} else if err != nil {
-		return fmt.Errorf("stat %s: %w", key, err)
-	}
-	if err := h.objects.GetFile(ctx, key, file, limit); err != nil {
-		return worker.Limit(err, blob.ErrTooLarge, setting, limit)
-	}
-	return nil
 }
 
 // explain names MAX_VIDEO_SECONDS in an error that hit it.
