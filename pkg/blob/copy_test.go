@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -75,16 +73,7 @@ func TestCopyPlacesAnObjectOfOneTaskUnderAnother(t *testing.T) {
 		t.Errorf("copy of a missing object: %v, want a permanent ErrNotFound", err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	down, err := blob.New(config.S3{Endpoint: addr, AccessKey: "k", SecretKey: "secret123", Bucket: "dubflow"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	down := downStore(t)
 	if err := down.Copy(ctx, wire.KindVideo, src, dst); !fault.IsUnavailable(err) {
 		t.Errorf("copy on a store that is down: %v, want it marked unavailable", err)
 	}

@@ -2,7 +2,11 @@ package blob
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+
+	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // Objects is the part of the object store a pipeline step uses: it reads
@@ -18,3 +22,44 @@ type Objects interface {
 }
 
 var _ Objects = (*Store)(nil)
+
+// Need is what a step needs of an object it downloads.
+type Need struct {
+	// What names the object in errors ("source video"); empty: its key alone.
+	What string
+	// NonEmpty refuses an empty object.
+	NonEmpty bool
+	// MaxBytes bounds the download while it reads (0: no bound); Setting is
+	// the configuration variable that set it, named when it refuses.
+	MaxBytes int64
+	Setting  string
+}
+
+// Download fetches key from objs into path for a step that cannot do
+// without it: a missing object (found so by the stat or by the download)
+// and, when need says so, an empty one are permanent failures; so is an
+// object larger than need.MaxBytes, whatever its metadata claims (an error
+// wrapping ErrTooLarge that names the setting: " (SETTING=value)").
+func Download(ctx context.Context, objs Objects, key, path string, need Need) error {
+	name := key
+	if need.What != "" {
+		name = need.What + " " + key
+	}
+	info, err := objs.Stat(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fault.Permanent(fmt.Errorf("%s not found in storage", name))
+	case err != nil:
+		return fmt.Errorf("stat %s: %w", key, err)
+	case need.NonEmpty && info.Size == 0:
+		return fault.Permanent(fmt.Errorf("%s is empty", name))
+	}
+	err = objs.GetFile(ctx, key, path, need.MaxBytes)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fault.Permanent(fmt.Errorf("%s not found in storage", name))
+	case errors.Is(err, ErrTooLarge):
+		return fault.Permanent(fmt.Errorf("%w (%s=%v)", err, need.Setting, need.MaxBytes))
+	}
+	return err
+}

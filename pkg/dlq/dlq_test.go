@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/rs/zerolog"
 )
 
 type fixture struct {
@@ -27,13 +27,7 @@ func setup(t *testing.T) *fixture {
 	ctx := context.Background()
 	db := testenv.Postgres(t)
 	url := testenv.AMQP(t)
-	conn, err := broker.Dial(ctx, url, "dlq-test", zerolog.Nop())
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	pub := broker.NewPublisher(conn)
-	t.Cleanup(func() { _ = pub.Close() })
+	conn, pub := brokertest.Dial(t, url, "dlq-test")
 	ch, err := conn.Channel(ctx)
 	if err != nil {
 		t.Fatalf("channel: %v", err)

@@ -52,14 +52,8 @@ func Segments(ctx context.Context, db Querier, taskID uuid.UUID) ([]Segment, err
 	if err := exists(ctx, db, taskID); err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, `SELECT idx, start_ms, end_ms, speaker, voice, src_text, mt_text,
-		tts_audio_key IS NOT NULL, tts_params_json, tts_error
-		FROM segments WHERE task_id = $1 ORDER BY idx`, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("read segments of %s: %w", taskID, err)
-	}
 	n := 0
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Segment, error) {
+	out, err := ReadSegments(ctx, db, taskID, func(r pgx.CollectableRow) (Segment, error) {
 		var s Segment
 		var fit []byte
 		err := r.Scan(&s.Idx, &s.StartMS, &s.EndMS, &s.Speaker, &s.Voice, &s.SourceText, &s.Text,
@@ -70,9 +64,11 @@ func Segments(ctx context.Context, db Querier, taskID uuid.UUID) ([]Segment, err
 			s.Fit = json.RawMessage(fit)
 		}
 		return s, err
-	})
+	}, `SELECT idx, start_ms, end_ms, speaker, voice, src_text, mt_text,
+		tts_audio_key IS NOT NULL, tts_params_json, tts_error
+		FROM segments WHERE task_id = $1 ORDER BY idx`)
 	if err != nil {
-		return nil, fmt.Errorf("read segments of %s: %w", taskID, err)
+		return nil, err
 	}
 	if out == nil {
 		out = []Segment{}

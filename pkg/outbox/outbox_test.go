@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/jackc/pgx/v5"
@@ -182,32 +183,9 @@ func TestRelayPublishesThroughTheBroker(t *testing.T) {
 	url := testenv.AMQP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conn, err := broker.Dial(ctx, url, "outbox-test", zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	raw, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	ch, err := raw.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(q.Name, "event.#", broker.Exchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := outbox.NewRelay(db.Pool, broker.NewPublisher(conn), zerolog.Nop(), nil)
+	_, pub := brokertest.Dial(t, url, "outbox-test")
+	deliveries := brokertest.Listen(t, url, "event.#")
+	relay := outbox.NewRelay(db.Pool, pub, zerolog.Nop(), nil)
 	deleted := make(chan struct{})
 	go func() { defer close(deleted); relay.DeleteLoop(ctx) }()
 	msgs := add(t, db.Pool, "event.task.succeeded")

@@ -27,18 +27,16 @@ func TestLostClaimIsRetriedNeverAcked(t *testing.T) {
 			h := setup(t)
 			var calls callLog
 			var runs atomic.Int32
-			h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-				if runs.Add(1) == 1 {
-					// The crash: the claim row is gone.
-					if _, err := h.db.Pool.Exec(ctx, `DELETE FROM task_steps WHERE task_id = $1`, msg.Envelope.TaskID); err != nil {
-						return err
-					}
-					if tc.wait {
-						<-ctx.Done()
-						return ctx.Err()
-					}
+			h.run(broker.QueueASR, route(firstRuns(1, &runs, &calls, func(ctx context.Context, msg *step.Message) error {
+				// The crash: the claim row is gone.
+				if _, err := h.db.Pool.Exec(ctx, `DELETE FROM task_steps WHERE task_id = $1`, msg.Envelope.TaskID); err != nil {
+					return err
 				}
-				return effect(&calls).Handle(ctx, msg)
+				if tc.wait {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
 			})), func(c *step.Config) { c.Lease = 3 * time.Second })
 			env := asrEnvelope(t)
 			h.publish(env)
@@ -55,10 +53,8 @@ func TestLostClaimIsRetriedNeverAcked(t *testing.T) {
 // it, nor acked: it is checked again later and runs once that lease is over.
 func TestDifferentAttemptWaitsForTheRunningOne(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)), func(c *step.Config) { c.Lease = 2 * time.Second })
-	env := asrEnvelope(t)
+	h, env := serveASR(t, route(effect(&calls)), func(c *step.Config) { c.Lease = 2 * time.Second })
 	var leaseEnd time.Time
 	if err := h.db.Pool.QueryRow(context.Background(), `INSERT INTO task_steps (task_id, step, attempt, status, worker, lease_until)
 		VALUES ($1, 'asr', 1, 'running', 'other-worker', now() + interval '3 seconds') RETURNING lease_until`, env.TaskID).Scan(&leaseEnd); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,4 +313,38 @@ var errFlaky = errors.New("engine unavailable")
 
 func amqpPublishing(body []byte) amqp.Publishing {
 	return amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body}
+}
+
+// serveASR sets up a harness with a runner serving the asr queue with
+// routes, and returns it with a first-attempt asr message of a new task,
+// not yet published.
+func serveASR(t *testing.T, routes []step.Route, opts ...options) (*harness, *wire.Envelope) {
+	t.Helper()
+	h := setup(t)
+	h.run(broker.QueueASR, routes, opts...)
+	return h, asrEnvelope(t)
+}
+
+// recorded is a handler that records each call in calls and returns what
+// f returns.
+func recorded(calls *callLog, f func(msg *step.Message) error) step.Handler {
+	return step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		calls.add(msg)
+		return f(msg)
+	})
+}
+
+// firstRuns is a handler whose first n runs call early before anything
+// else — an error (or panic) from it ends the run — and whose every run
+// that gets past it records the effect in calls; runs counts the runs.
+func firstRuns(n int32, runs *atomic.Int32, calls *callLog, early func(ctx context.Context, msg *step.Message) error) step.Handler {
+	do := effect(calls)
+	return step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		if runs.Add(1) <= n {
+			if err := early(ctx, msg); err != nil {
+				return err
+			}
+		}
+		return do.Handle(ctx, msg)
+	})
 }

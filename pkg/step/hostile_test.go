@@ -131,14 +131,11 @@ func TestEngineErrorWithNULsAndInvalidUTF8EndsTheTask(t *testing.T) {
 // its budget and then dead-lettered with the reason, never re-run forever.
 func TestCommitThatKeepsFailingUsesTheBudget(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-		calls.add(msg)
+	h, env := serveASR(t, route(recorded(&calls, func(msg *step.Message) error {
 		msg.Exec(`INSERT INTO effects (task_id, step) VALUES ($1, NULL)`, msg.Envelope.TaskID)
 		return nil
 	})), func(c *step.Config) { c.Backoff = func(int) time.Duration { return time.Second } })
-	env := asrEnvelope(t)
 	if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO tasks (id, status) VALUES ($1, 'running')`, env.TaskID); err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +159,9 @@ func TestCommitThatKeepsFailingUsesTheBudget(t *testing.T) {
 // few leases it is dead-lettered with the reason.
 func TestStepHeldPastAnyStepTimeoutIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: 2 * time.Second, Handler: effect(&calls)}},
+	h, env := serveASR(t, []step.Route{{Step: wire.StepASR, Timeout: 2 * time.Second, Handler: effect(&calls)}},
 		func(c *step.Config) { c.Lease = time.Second })
-	env := asrEnvelope(t)
 	if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO task_steps (task_id, step, attempt, status, worker, lease_until)
 		VALUES ($1, 'asr', 1, 'running', 'stuck-worker', now() + interval '1 hour')`, env.TaskID); err != nil {
 		t.Fatal(err)
@@ -185,10 +180,8 @@ func TestStepHeldPastAnyStepTimeoutIsDeadLettered(t *testing.T) {
 // carries across delay tiers count against the delivery limit.
 func TestHandBacksCarriedPastTheLimitAreDeadLettered(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)), func(c *step.Config) { c.DeliveryLimit = 5 })
-	env := asrEnvelope(t)
+	h, env := serveASR(t, route(effect(&calls)), func(c *step.Config) { c.DeliveryLimit = 5 })
 	body, _ := env.Marshal()
 	msg := amqpPublishing(body)
 	msg.Headers = amqp.Table{"x-dubflow-hand-backs": int64(5)}

@@ -23,17 +23,11 @@ import (
 // they are waited for, and the step succeeds once the store is back.
 func TestAnOutageDoesNotSpendTheRetryBudget(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
 	var outages atomic.Int32
-	do := effect(&calls)
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-		if outages.Add(1) <= 4 {
-			return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
-		}
-		return do.Handle(ctx, msg)
+	h, env := serveASR(t, route(firstRuns(4, &outages, &calls, func(context.Context, *step.Message) error {
+		return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
 	})))
-	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 2*time.Minute, "the step to succeed after the outage", func() bool { return h.effects(env.TaskID) == 1 })
 	var attempts, succeeded int
@@ -96,20 +90,15 @@ func TestADatabaseOutageInTheHandlerDoesNotSpendTheRetryBudget(t *testing.T) {
 // failed try.
 func TestADatabaseOutageAtCommitDoesNotSpendARetry(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
 	var runs atomic.Int32
-	do := effect(&calls)
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-		if runs.Add(1) == 1 {
-			msg.Then(func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
-				return err
-			})
-		}
-		return do.Handle(ctx, msg)
+	h, env := serveASR(t, route(firstRuns(1, &runs, &calls, func(_ context.Context, msg *step.Message) error {
+		msg.Then(func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+			return err
+		})
+		return nil
 	})))
-	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 2*time.Minute, "the step to succeed", func() bool { return h.effects(env.TaskID) == 1 })
 	if n := attemptsOf(t, h, env); n != 1 {

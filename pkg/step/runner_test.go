@@ -51,13 +51,10 @@ func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
 
 func TestTransientErrorIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-		calls.add(msg)
+	h, env := serveASR(t, route(recorded(&calls, func(*step.Message) error {
 		return fmt.Errorf("call asr engine: %w", errFlaky)
 	})))
-	env := asrEnvelope(t)
 	h.publish(env)
 	dl := h.deadLetter(40 * time.Second)
 	got := calls.snapshot()
@@ -94,13 +91,10 @@ func TestTransientErrorIsRetriedWithBackoffThenDeadLettered(t *testing.T) {
 
 func TestPermanentErrorIsDeadLetteredAtOnce(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-		calls.add(msg)
+	h, env := serveASR(t, route(recorded(&calls, func(*step.Message) error {
 		return fault.Permanent(fmt.Errorf("probe audio: no audio stream in %s", "audios/x/source.wav"))
 	})))
-	env := asrEnvelope(t)
 	start := time.Now()
 	h.publish(env)
 	dl := h.deadLetter(20 * time.Second)
@@ -117,16 +111,11 @@ func TestPermanentErrorIsDeadLetteredAtOnce(t *testing.T) {
 
 func TestPanicIsAFailureNotACrash(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
 	var calls callLog
 	var n atomic.Int32
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
-		if n.Add(1) == 1 {
-			panic("nil map write")
-		}
-		return effect(&calls).Handle(ctx, msg)
+	h, env := serveASR(t, route(firstRuns(1, &n, &calls, func(context.Context, *step.Message) error {
+		panic("nil map write")
 	})))
-	env := asrEnvelope(t)
 	h.publish(env)
 	waitFor(t, 20*time.Second, "the retry to succeed", func() bool { return h.effects(env.TaskID) == 1 })
 	var errText string

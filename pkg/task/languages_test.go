@@ -56,12 +56,52 @@ func spawnAll(t *testing.T, pool *pgxpool.Pool, parent uuid.UUID, languages ...s
 	return ids
 }
 
+// family makes a parent of languages (seedParent) and spawns its children.
+func family(t *testing.T, pool *pgxpool.Pool, languages ...string) (parent uuid.UUID, children []uuid.UUID) {
+	t.Helper()
+	parent = seedParent(t, pool, languages...)
+	return parent, spawnAll(t, pool, parent, languages...)
+}
+
+// start starts each task's translate step.
+func start(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ids []uuid.UUID) {
+	t.Helper()
+	for _, id := range ids {
+		apply(t, ctx, pool, task.Start(task.Ref{ID: id, Step: "translate"}))
+	}
+}
+
+// applyAtOnce applies every transition at the same moment, each in a
+// transaction of its own, and fails the test on an error (but a refusal
+// when refusals are allowed).
+func applyAtOnce(t *testing.T, ctx context.Context, pool *pgxpool.Pool, refusals bool, trs ...task.Transition) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(trs))
+	begin := make(chan struct{})
+	for _, tr := range trs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-begin
+			if _, err := task.Apply(ctx, pool, tr); err != nil && !(refusals && errors.Is(err, task.ErrRefused)) {
+				errs <- fmt.Errorf("%s of %s: %w", tr.Name, tr.TaskID, err)
+			}
+		}()
+	}
+	close(begin)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 func TestSpawnMakesEachChildOnceWithWhatItStartsFrom(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	parent := seedParent(t, db.Pool, "es", "ca")
-	children := spawnAll(t, db.Pool, parent, "es", "ca")
+	parent, children := family(t, db.Pool, "es", "ca")
 
 	// A redelivered or replayed fan-in spawns nothing again.
 	for _, l := range []string{"es", "ca"} {
@@ -176,8 +216,7 @@ func TestTheLastChildToEndConcludesTheParent(t *testing.T) {
 		{"one failed", []bool{true, false}, task.Failed, task.EventFailed, "languages: ca: tts: engine gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			parent := seedParent(t, db.Pool, "es", "ca")
-			children := spawnAll(t, db.Pool, parent, "es", "ca")
+			parent, children := family(t, db.Pool, "es", "ca")
 			end(t, db.Pool, children[0], tc.ok[0])
 			if r := read(t, db.Pool, parent); r.status != task.Running {
 				t.Fatalf("parent %s after one child of two ended, want running", r.status)
@@ -216,8 +255,7 @@ func TestAReplayedChildThatSucceedsConcludesAFailedParentDone(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	parent := seedParent(t, db.Pool, "es", "ca")
-	children := spawnAll(t, db.Pool, parent, "es", "ca")
+	parent, children := family(t, db.Pool, "es", "ca")
 	end(t, db.Pool, children[0], true)
 	end(t, db.Pool, children[1], false)
 	if r := read(t, db.Pool, parent); r.status != task.Failed {
@@ -237,8 +275,7 @@ func TestCancellingAParentCancelsItsChildren(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	parent := seedParent(t, db.Pool, "es", "ca", "fr")
-	children := spawnAll(t, db.Pool, parent, "es", "ca", "fr")
+	parent, children := family(t, db.Pool, "es", "ca", "fr")
 	end(t, db.Pool, children[0], true)
 	apply(t, ctx, db.Pool, task.Start(task.Ref{ID: children[1], Step: "translate"}),
 		task.Cancel(task.Ref{ID: parent}, "operator"))
@@ -278,34 +315,17 @@ func TestChildrenEndingAtOnceConcludeTheParentOnce(t *testing.T) {
 	ctx := context.Background()
 	languages := []string{"es", "ca", "fr", "de", "it", "pt"}
 	for round := range 10 {
-		parent := seedParent(t, db.Pool, languages...)
-		children := spawnAll(t, db.Pool, parent, languages...)
-		for _, c := range children {
-			apply(t, ctx, db.Pool, task.Start(task.Ref{ID: c, Step: "translate"}))
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(children))
-		start := make(chan struct{})
+		parent, children := family(t, db.Pool, languages...)
+		start(t, ctx, db.Pool, children)
+		var ends []task.Transition
 		for i, c := range children {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				tr := task.Succeed(task.Ref{ID: c, Step: "mux_video"}, nil, "")
-				if round%2 == 1 && i == 0 {
-					tr = task.Fail(task.Ref{ID: c, Step: "tts"}, "", "tts: engine gone")
-				}
-				if _, err := task.Apply(ctx, db.Pool, tr); err != nil {
-					errs <- fmt.Errorf("end child %d: %w", i, err)
-				}
-			}()
+			tr := task.Succeed(task.Ref{ID: c, Step: "mux_video"}, nil, "")
+			if round%2 == 1 && i == 0 {
+				tr = task.Fail(task.Ref{ID: c, Step: "tts"}, "", "tts: engine gone")
+			}
+			ends = append(ends, tr)
 		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		applyAtOnce(t, ctx, db.Pool, false, ends...)
 		want, event := task.Done, task.EventSucceeded
 		if round%2 == 1 {
 			want, event = task.Failed, task.EventFailed
@@ -366,32 +386,13 @@ func TestCancelAndChildrenEndingAtOnceNeverDeadlock(t *testing.T) {
 	ctx := context.Background()
 	languages := []string{"es", "ca", "fr", "de"}
 	for round := range 10 {
-		parent := seedParent(t, db.Pool, languages...)
-		children := spawnAll(t, db.Pool, parent, languages...)
+		parent, children := family(t, db.Pool, languages...)
+		start(t, ctx, db.Pool, children)
+		trs := []task.Transition{task.Cancel(task.Ref{ID: parent}, "operator")}
 		for _, c := range children {
-			apply(t, ctx, db.Pool, task.Start(task.Ref{ID: c, Step: "translate"}))
+			trs = append(trs, task.Succeed(task.Ref{ID: c, Step: "mux_video"}, nil, ""))
 		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(children)+1)
-		start := make(chan struct{})
-		apply := func(tr task.Transition) {
-			defer wg.Done()
-			<-start
-			if _, err := task.Apply(ctx, db.Pool, tr); err != nil && !errors.Is(err, task.ErrRefused) {
-				errs <- fmt.Errorf("round %d: %s of %s: %w", round, tr.Name, tr.TaskID, err)
-			}
-		}
-		wg.Add(len(children) + 1)
-		go apply(task.Cancel(task.Ref{ID: parent}, "operator"))
-		for _, c := range children {
-			go apply(task.Succeed(task.Ref{ID: c, Step: "mux_video"}, nil, ""))
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		applyAtOnce(t, ctx, db.Pool, true, trs...)
 		p := read(t, db.Pool, parent)
 		for _, c := range children {
 			r := read(t, db.Pool, c)

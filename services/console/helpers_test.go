@@ -19,6 +19,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,13 +61,7 @@ func setup(t *testing.T, edit ...func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := broker.Dial(ctx, testenv.AMQP(t), "console-test", zerolog.Nop(), broker.WithTopology(broker.Topology{}))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	pub := broker.NewPublisher(conn)
-	t.Cleanup(func() { _ = pub.Close() })
+	conn, pub := brokertest.Dial(t, testenv.AMQP(t), "console-test", broker.WithTopology(broker.Topology{}))
 	ch, err := conn.Channel(ctx)
 	if err != nil {
 		t.Fatal(err)

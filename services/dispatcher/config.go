@@ -53,44 +53,26 @@ func (c *Config) Validate() error {
 	if c.OpsAddr == "" || c.OpsAddr == c.HTTPAddr {
 		errs = append(errs, fmt.Errorf("OPS_ADDR %q: want an address of its own, not DISPATCHER_HTTP_ADDR's (metrics and readiness stay off the public port)", c.OpsAddr))
 	}
-	if c.IntervalSeconds <= 0 {
-		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_INTERVAL_SECONDS %v: want more than 0", c.IntervalSeconds))
-	}
-	if c.BatchSize < 1 || c.BatchSize > 10000 {
-		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_BATCH_SIZE %d: want 1..10000", c.BatchSize))
-	}
-	if c.MaxWorkers < 1 || c.MaxWorkers > 256 {
-		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_WORKERS %d: want 1..256", c.MaxWorkers))
-	}
-	if c.ProcessMaxRetries < 1 {
-		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_MAX_RETRIES %d: want at least 1", c.ProcessMaxRetries))
-	}
-	if c.ReservationTimeoutSeconds < 0 {
-		errs = append(errs, fmt.Errorf("QUEUE_RESERVATION_TIMEOUT_SECONDS %v: want 0 (off) or more", c.ReservationTimeoutSeconds))
-	}
-	if c.StuckEntrySeconds <= 0 {
-		errs = append(errs, fmt.Errorf("QUEUE_STUCK_ENTRY_SECONDS %v: want more than 0", c.StuckEntrySeconds))
-	}
-	if c.QueueMaxN < 1 || c.QueueMaxN > 10000 {
-		errs = append(errs, fmt.Errorf("QUEUE_MAX_N %d: want 1..10000", c.QueueMaxN))
-	}
-	if c.RetryDelaySeconds < 0 {
-		errs = append(errs, fmt.Errorf("QUEUE_PROCESS_RETRY_DELAY_SECONDS %v: want 0 or more", c.RetryDelaySeconds))
-	}
+	errs = append(errs, config.Positive("QUEUE_PROCESS_INTERVAL_SECONDS", c.IntervalSeconds),
+		config.Between("QUEUE_PROCESS_BATCH_SIZE", c.BatchSize, 1, 10000),
+		config.Between("QUEUE_PROCESS_MAX_WORKERS", c.MaxWorkers, 1, 256),
+		config.AtLeast("QUEUE_PROCESS_MAX_RETRIES", c.ProcessMaxRetries, 1),
+		config.NotNegative("QUEUE_RESERVATION_TIMEOUT_SECONDS", c.ReservationTimeoutSeconds, "0 (off) or more"),
+		config.Positive("QUEUE_STUCK_ENTRY_SECONDS", c.StuckEntrySeconds),
+		config.Between("QUEUE_MAX_N", c.QueueMaxN, 1, 10000),
+		config.NotNegative("QUEUE_PROCESS_RETRY_DELAY_SECONDS", c.RetryDelaySeconds, "0 or more"))
 	return errors.Join(errs...)
 }
 
 // Interval is the scan interval.
-func (c *Config) Interval() time.Duration { return seconds(c.IntervalSeconds) }
+func (c *Config) Interval() time.Duration { return config.Seconds(c.IntervalSeconds) }
 
 // Queue is the domain's part of the configuration.
 func (c *Config) Queue() queue.Config {
-	return queue.Config{MaxRetries: c.ProcessMaxRetries, RetryDelay: seconds(c.RetryDelaySeconds),
+	return queue.Config{MaxRetries: c.ProcessMaxRetries, RetryDelay: config.Seconds(c.RetryDelaySeconds),
 		BatchSize: c.BatchSize, MaxWorkers: c.MaxWorkers,
-		ReservationTimeout: seconds(c.ReservationTimeoutSeconds), StuckAfter: seconds(c.StuckEntrySeconds)}
+		ReservationTimeout: config.Seconds(c.ReservationTimeoutSeconds), StuckAfter: config.Seconds(c.StuckEntrySeconds)}
 }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // loadConfig reads the configuration from environ.
 func loadConfig(environ map[string]string) (Config, error) {

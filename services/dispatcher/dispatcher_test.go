@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -179,29 +180,7 @@ type eventCollector struct {
 
 func collectEvents(t *testing.T, amqpURL string) *eventCollector {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeDeclare(wire.Exchange, "topic", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	qd, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(qd.Name, "event.waiting.*", wire.Exchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := ch.Consume(qd.Name, "", true, true, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	deliveries := brokertest.Listen(t, amqpURL, "event.waiting.*")
 	c := &eventCollector{}
 	go func() {
 		for d := range deliveries {
@@ -528,16 +507,7 @@ func publish(t *testing.T, amqpURL, step string, taskID uuid.UUID, payload any) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Publish(wire.Exchange, wire.RoutingKey(step), true, false,
+	if err := brokertest.Channel(t, amqpURL).Publish(wire.Exchange, wire.RoutingKey(step), true, false,
 		amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body}); err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,11 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 )
 
 // workers are the dubbing chain's services, in pipeline order.
@@ -111,12 +111,8 @@ func newFlow(t testing.TB, extra map[string]string) *flow {
 	for k, v := range extra {
 		env[k] = v
 	}
-	conn, err := broker.Dial(context.Background(), b.AMQPURL, "failures-test", zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	f := &flow{t: t, bin: bin, env: env, db: b.DB, blob: b.Bucket.Store(t), pub: broker.NewPublisher(conn), conn: conn,
+	conn, pub := brokertest.Dial(t, b.AMQPURL, "failures-test")
+	f := &flow{t: t, bin: bin, env: env, db: b.DB, blob: b.Bucket.Store(t), pub: pub, conn: conn,
 		engines: e, procs: map[string]*testenv.Proc{}}
 	f.video = filepath.Join(t.TempDir(), "sample.mp4")
 	if err := media.MakeSampleVideo(context.Background(), sampleText, f.video, media.SampleOptions{}); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -120,15 +121,7 @@ func TestDubctlThroughTheConsoleNeedsNoDatabase(t *testing.T) {
 // nextMessage waits for a message in queue.
 func nextMessage(t *testing.T, e *env, queue string) amqp.Delivery {
 	t.Helper()
-	conn, err := amqp.Dial(e.amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := brokertest.Channel(t, e.amqpURL)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		if d, ok, err := ch.Get(queue, true); err != nil {

@@ -38,13 +38,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := msg.Decode(&p); err != nil {
 		return err
 	}
+	// The payload's keys were checked when the message was decoded
+	// (wire.Decode): a message naming another task's objects never gets here.
 	env := msg.Envelope
-	if err := wire.CheckKey(p.SourceVideoKey, wire.KindVideo, env.TaskID); err != nil {
-		return fault.Permanent(fmt.Errorf("source_video_key: %w", err))
-	}
-	if err := wire.CheckKey(p.OutputAudioKey, wire.KindAudio, env.TaskID); err != nil {
-		return fault.Permanent(fmt.Errorf("output_audio_key: %w", err))
-	}
 	t, err := h.resolve(ctx, env, p)
 	if err != nil {
 		return err
@@ -56,7 +52,10 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	defer os.RemoveAll(dir)
 	video := filepath.Join(dir, "source.media")
-	if err := h.download(ctx, p.SourceVideoKey, video); err != nil {
+	// The download stops at MAX_VIDEO_BYTES whatever the object's metadata
+	// says.
+	if err := blob.Download(ctx, h.objects, p.SourceVideoKey, video, blob.Need{What: "source video", NonEmpty: true,
+		MaxBytes: h.cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
 		return err
 	}
 	// The probe refuses a video that claims to be too long; the decode
@@ -126,28 +125,6 @@ func (t task) details(env *wire.Envelope, p wire.ExtractAudio) lifecycle.Details
 	return lifecycle.Details{ID: env.TaskID, SourceLanguage: t.sourceLanguage, TargetLanguage: t.targetLanguage,
 		SpeakerID: t.speakerID, SourceVideoKey: p.SourceVideoKey, OutputVideoKey: t.outputVideoKey, TraceID: env.TraceID,
 		Project: p.Project, Targets: p.Targets()}
-}
-
-// download fetches the video into path, refusing a missing or empty
-// object; the download stops at MAX_VIDEO_BYTES whatever the object's
-// metadata says.
-func (h *handler) download(ctx context.Context, key, path string) error {
-	info, err := h.objects.Stat(ctx, key)
-	switch {
-	case errors.Is(err, blob.ErrNotFound):
-		return fault.Permanent(fmt.Errorf("source video %s not found in storage", key))
-	case err != nil:
-		return fmt.Errorf("stat %s: %w", key, err)
-	case info.Size == 0:
-		return fault.Permanent(fmt.Errorf("source video %s is empty", key))
-	}
-	if err := h.objects.GetFile(ctx, key, path, h.cfg.MaxVideoBytes); err != nil {
-		if errors.Is(err, blob.ErrNotFound) {
-			return fault.Permanent(fmt.Errorf("source video %s not found in storage", key))
-		}
-		return worker.Limit(err, blob.ErrTooLarge, "MAX_VIDEO_BYTES", h.cfg.MaxVideoBytes)
-	}
-	return nil
 }
 
 // explain names MAX_VIDEO_SECONDS in an error that hit it.

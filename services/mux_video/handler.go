@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -42,16 +43,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := msg.Decode(&p); err != nil {
 		return err
 	}
+	// The payload's keys were checked when the message was decoded
+	// (wire.Decode): a message naming another task's objects never gets here.
 	id := msg.Envelope.TaskID
-	for _, k := range []struct{ name, key, kind string }{
-		{"source_video_key", p.SourceVideoKey, wire.KindVideo},
-		{"tts_audio_key", p.TTSAudioKey, wire.KindTTS},
-		{"output_video_key", p.OutputVideoKey, wire.KindOutput},
-	} {
-		if err := wire.CheckKey(k.key, k.kind, id); err != nil {
-			return fault.Permanent(fmt.Errorf("%s: %w", k.name, err))
-		}
-	}
 	j := &job{h: h, p: p, opts: h.options(p.Options)}
 	if err := j.opts.mix.Validate(); err != nil {
 		return fault.Permanent(fmt.Errorf("options: %w", err))
@@ -88,33 +82,33 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 // segments reads the task's segments in order; every one must have audio
 // (or the empty-text marker).
 func (h *handler) segments(ctx context.Context, id uuid.UUID) ([]segment, error) {
-	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms, src_text, coalesce(mt_text, ''), tts_audio_key,
-		coalesce(tts_params_json, '{}') FROM segments WHERE task_id = $1 ORDER BY idx`, id)
-	if err != nil {
-		return nil, fmt.Errorf("read segments of %s: %w", id, err)
+	type row struct {
+		segment
+		key    *string
+		params []byte
 	}
-	defer rows.Close()
+	rows, err := dub.ReadSegments(ctx, h.db, id, func(r pgx.CollectableRow) (row, error) {
+		var s row
+		err := r.Scan(&s.idx, &s.startMS, &s.endMS, &s.src, &s.mt, &s.key, &s.params)
+		return s, err
+	}, `SELECT idx, start_ms, end_ms, src_text, coalesce(mt_text, ''), tts_audio_key,
+		coalesce(tts_params_json, '{}') FROM segments WHERE task_id = $1 ORDER BY idx`)
+	if err != nil {
+		return nil, err
+	}
 	var out []segment
-	for rows.Next() {
-		var s segment
-		var key *string
-		var params []byte
-		if err := rows.Scan(&s.idx, &s.startMS, &s.endMS, &s.src, &s.mt, &key, &params); err != nil {
-			return nil, fmt.Errorf("read segments of %s: %w", id, err)
+	for _, r := range rows {
+		if r.key == nil {
+			return nil, fault.Permanent(fmt.Errorf("segment %d of task %s has no synthesized audio", r.idx, id))
 		}
-		if key == nil {
-			return nil, fault.Permanent(fmt.Errorf("segment %d of task %s has no synthesized audio", s.idx, id))
-		}
-		if *key != "" {
-			if err := wire.CheckKey(*key, wire.KindTTS, id); err != nil {
-				return nil, fault.Permanent(fmt.Errorf("segment %d audio key: %w", s.idx, err))
+		if *r.key != "" {
+			if err := wire.CheckKey(*r.key, wire.KindTTS, id); err != nil {
+				return nil, fault.Permanent(fmt.Errorf("segment %d audio key: %w", r.idx, err))
 			}
 		}
-		s.key, s.synthRate = *key, synthRate(params)
+		s := r.segment
+		s.key, s.synthRate = *r.key, synthRate(r.params)
 		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read segments of %s: %w", id, err)
 	}
 	return out, nil
 }
@@ -129,7 +123,7 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 			continue
 		}
 		p := clipPath(dir, s.idx)
-		if err := h.download(ctx, s.key, p, h.cfg.MaxClipBytes, "MAX_CLIP_BYTES"); err != nil {
+		if err := blob.Download(ctx, h.objects, s.key, p, blob.Need{MaxBytes: h.cfg.MaxClipBytes, Setting: "MAX_CLIP_BYTES"}); err != nil {
 			return nil, err
 		}
 		m, err := media.MeasureClip(p)
@@ -148,20 +142,6 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 
 func clipPath(dir string, idx int) string {
 	return filepath.Join(dir, fmt.Sprintf("seg-%06d.wav", idx))
-}
-
-// download fetches key into file, refusing a missing object; the download
-// stops at limit (the value of setting) whatever the object's metadata says.
-func (h *handler) download(ctx context.Context, key, file string, limit int64, setting string) error {
-	if _, err := h.objects.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) {
-		return fault.Permanent(fmt.Errorf("%s not found in storage", key))
-	} else if err != nil {
-		return fmt.Errorf("stat %s: %w", key, err)
-	}
-	if err := h.objects.GetFile(ctx, key, file, limit); err != nil {
-		return worker.Limit(err, blob.ErrTooLarge, setting, limit)
-	}
-	return nil
 }
 
 // explain names MAX_VIDEO_SECONDS in an error that hit it.

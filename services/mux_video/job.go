@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -61,7 +62,7 @@ type output struct{ key, file, contentType string }
 func (j *job) run(ctx context.Context) (map[string]any, error) {
 	cfg := j.h.cfg
 	video := filepath.Join(j.dir, "source.media")
-	if err := j.h.download(ctx, j.p.SourceVideoKey, video, cfg.MaxVideoBytes, "MAX_VIDEO_BYTES"); err != nil {
+	if err := blob.Download(ctx, j.h.objects, j.p.SourceVideoKey, video, blob.Need{MaxBytes: cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
 		return nil, err
 	}
 	// The claimed length sizes the dub track: it must be within the limit,

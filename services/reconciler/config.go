@@ -39,12 +39,10 @@ type Config struct {
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate()}
-	if c.IntervalSeconds <= 0 {
-		errs = append(errs, fmt.Errorf("RECONCILE_INTERVAL_SECONDS %v: want more than 0", c.IntervalSeconds))
-	}
-	if c.StuckTaskSeconds <= 0 {
-		errs = append(errs, fmt.Errorf("STUCK_TASK_SECONDS %v: want more than 0", c.StuckTaskSeconds))
-	}
+	errs = append(errs, config.Positive("RECONCILE_INTERVAL_SECONDS", c.IntervalSeconds),
+		config.Positive("STUCK_TASK_SECONDS", c.StuckTaskSeconds),
+		config.Positive("RECONCILE_COMPENSATING_MAX_SECONDS", c.CompensatingMaxSeconds),
+		config.Between("RECONCILE_BATCH_SIZE", c.Batch, 1, 10000))
 	if c.LeaseGraceSeconds < 0 || c.OutboxAgeSeconds < 0 {
 		errs = append(errs, errors.New("RECONCILE_LEASE_GRACE_SECONDS and RECONCILE_OUTBOX_AGE_SECONDS must not be negative"))
 	}
@@ -52,22 +50,21 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("RECONCILE_TASK_MAX_IDLE_SECONDS %v: want more than STUCK_TASK_SECONDS (%v), or tasks end before a lost message is re-driven",
 			c.TaskMaxIdleSeconds, c.StuckTaskSeconds))
 	}
-	if c.CompensatingMaxSeconds <= 0 {
-		errs = append(errs, fmt.Errorf("RECONCILE_COMPENSATING_MAX_SECONDS %v: want more than 0", c.CompensatingMaxSeconds))
-	}
-	errs = append(errs, config.Between("RECONCILE_BATCH_SIZE", c.Batch, 1, 10000))
 	return errors.Join(errs...)
 }
+
+// Interval is the time between passes.
+func (c *Config) Interval() time.Duration { return config.Seconds(c.IntervalSeconds) }
 
 // Settings returns the pass settings.
 func (c *Config) Settings() Settings {
 	return Settings{
-		StuckTask:       seconds(c.StuckTaskSeconds),
-		LeaseGrace:      seconds(c.LeaseGraceSeconds),
+		StuckTask:       config.Seconds(c.StuckTaskSeconds),
+		LeaseGrace:      config.Seconds(c.LeaseGraceSeconds),
 		Settle:          settle,
-		OutboxAge:       seconds(c.OutboxAgeSeconds),
-		TaskMaxIdle:     seconds(c.TaskMaxIdleSeconds),
-		CompensatingMax: seconds(c.CompensatingMaxSeconds),
+		OutboxAge:       config.Seconds(c.OutboxAgeSeconds),
+		TaskMaxIdle:     config.Seconds(c.TaskMaxIdleSeconds),
+		CompensatingMax: config.Seconds(c.CompensatingMaxSeconds),
 		Batch:           c.Batch,
 	}
 }
@@ -76,5 +73,3 @@ func (c *Config) Settings() Settings {
 // parts waiting for a message: its message may be between the outbox and
 // the queue while the count is taken.
 const settle = 10 * time.Second
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

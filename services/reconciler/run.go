@@ -21,7 +21,7 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 	m := newMetrics(p.Registry)
 	rec := &reconciler{pool: p.Pool, pub: p.Publisher(), depths: brokerDepths(p.PublishConn(), broker.DefaultDelayTiers),
 		set: cfg.Settings()}
-	interval := seconds(cfg.IntervalSeconds)
+	interval := cfg.Interval()
 	p.Log.Info().Dur("interval", interval).Dur("stuck_task", rec.set.StuckTask).Dur("lease_grace", rec.set.LeaseGrace).
 		Dur("outbox_age", rec.set.OutboxAge).Dur("task_max_idle", rec.set.TaskMaxIdle).
 		Dur("compensating_max", rec.set.CompensatingMax).Int("batch", rec.set.Batch).Msg("reconciler starting")

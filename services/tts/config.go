@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"math"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
@@ -67,13 +66,9 @@ func (c *Config) Validate() error {
 		config.Between("TTS_BATCH_SIZE", c.BatchSize, 1, 1000),
 		config.Between("TTS_MAX_CONCURRENCY", c.MaxConcurrency, 1, 64),
 		config.Between("TTS_MAX_SPEAKERS", c.MaxSpeakers, 1, 8),
-		config.Between("TTS_MAX_RETRIES", c.SegmentMaxRetries, 0, 20)}
-	if c.RetryDelaySeconds < 0 || c.RetryDelaySeconds > 300 || math.IsNaN(c.RetryDelaySeconds) {
-		errs = append(errs, errors.New("TTS_RETRY_DELAY_SECONDS: want 0..300"))
-	}
-	if c.MaxRate < 1 || c.MaxRate > 2 || math.IsNaN(c.MaxRate) {
-		errs = append(errs, errors.New("TTS_MAX_RATE: want 1..2"))
-	}
+		config.Between("TTS_MAX_RETRIES", c.SegmentMaxRetries, 0, 20),
+		config.BetweenFloat("TTS_RETRY_DELAY_SECONDS", c.RetryDelaySeconds, 0, 300),
+		config.BetweenFloat("TTS_MAX_RATE", c.MaxRate, 1, 2)}
 	return errors.Join(errs...)
 }
 
@@ -89,7 +84,7 @@ func (c *Config) Speech() speech.Config {
 // Settings are the configured batch, concurrency and retry settings.
 func (c *Config) Settings() settings {
 	return settings{batchSize: c.BatchSize, concurrency: c.MaxConcurrency, maxRetries: c.SegmentMaxRetries,
-		retryDelay: time.Duration(c.RetryDelaySeconds * float64(time.Second)), maxRate: c.MaxRate}
+		retryDelay: config.Seconds(c.RetryDelaySeconds), maxRate: c.MaxRate}
 }
 
 // run serves the tts step with the configuration in environ until ctx is

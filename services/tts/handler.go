@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -282,33 +283,21 @@ func (h *handler) task(ctx context.Context, id uuid.UUID) (task, error) {
 // pending returns up to limit segments after idx without audio, in order
 // (of only, when not nil).
 func (h *handler) pending(ctx context.Context, id uuid.UUID, after, limit int, only []int32) ([]segment, error) {
-	rows, err := h.db.Query(ctx, `SELECT idx, start_ms, end_ms, next_start, mt_text, voice FROM (
-		    SELECT idx, start_ms, end_ms, mt_text, tts_audio_key, voice,
-		           lead(start_ms) OVER (ORDER BY idx) AS next_start
-		      FROM segments WHERE task_id = $1) s
-		WHERE tts_audio_key IS NULL AND idx > $2 AND ($4::int[] IS NULL OR idx = ANY($4))
-		ORDER BY idx LIMIT $3`, id, after, limit, only)
-	if err != nil {
-		return nil, fmt.Errorf("read segments of %s: %w", id, err)
-	}
-	defer rows.Close()
-	var out []segment
-	for rows.Next() {
+	return dub.ReadSegments(ctx, h.db, id, func(r pgx.CollectableRow) (segment, error) {
 		var s segment
 		var next *int
-		if err := rows.Scan(&s.idx, &s.startMS, &s.endMS, &next, &s.text, &s.voice); err != nil {
-			return nil, fmt.Errorf("read segments of %s: %w", id, err)
-		}
+		err := r.Scan(&s.idx, &s.startMS, &s.endMS, &next, &s.text, &s.voice)
 		s.slotMS = s.endMS - s.startMS
 		if next != nil && *next > s.endMS {
 			s.slotMS = *next - s.startMS
 		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read segments of %s: %w", id, err)
-	}
-	return out, nil
+		return s, err
+	}, `SELECT idx, start_ms, end_ms, next_start, mt_text, voice FROM (
+		    SELECT idx, start_ms, end_ms, mt_text, tts_audio_key, voice,
+		           lead(start_ms) OVER (ORDER BY idx) AS next_start
+		      FROM segments WHERE task_id = $1) s
+		WHERE tts_audio_key IS NULL AND idx > $2 AND ($4::int[] IS NULL OR idx = ANY($4))
+		ORDER BY idx LIMIT $3`, after, limit, only)
 }
 
 // segment synthesizes one segment with retries, stores the clip and

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -306,15 +307,7 @@ func (s *stack) deadLetterForMissingVideo(t *testing.T) uuid.UUID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := amqp.Dial(s.env["AMQP_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := brokertest.Channel(t, s.env["AMQP_URL"])
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -252,36 +253,13 @@ func (q *Queue) Position(ctx context.Context, agent, order uuid.UUID) (int, erro
 // concurrent enqueue, consume or cancel is counted exactly once. Any number
 // of replicas may run it at once.
 func (q *Queue) RepairSizes(ctx context.Context) (int, error) {
-	rows, err := q.pool.Query(ctx, `SELECT a.agent_id FROM agent_queues a WHERE a.queue_size <>
-		(SELECT count(*) FROM agent_queue_items i WHERE i.agent_id = a.agent_id AND i.status = 'queued')`)
-	if err != nil {
-		return 0, fmt.Errorf("find agents with a wrong queue size: %w", err)
-	}
-	suspects, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return 0, fmt.Errorf("find agents with a wrong queue size: %w", err)
-	}
-	repaired := 0
-	for _, agent := range suspects {
-		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-			var stored, queued int
-			if err := tx.QueryRow(ctx, `SELECT queue_size FROM agent_queues WHERE agent_id = $1 FOR UPDATE`, agent).Scan(&stored); err != nil {
-				return err
-			}
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM agent_queue_items
-				WHERE agent_id = $1 AND status = 'queued'`, agent).Scan(&queued); err != nil {
-				return err
-			}
-			if stored == queued {
-				return nil
-			}
-			repaired++
-			_, err := tx.Exec(ctx, `UPDATE agent_queues SET queue_size = $2, updated_at = now() WHERE agent_id = $1`, agent, queued)
-			return err
-		})
-		if err != nil {
-			return repaired, fmt.Errorf("repair queue size of agent %s: %w", agent, err)
-		}
-	}
-	return repaired, nil
+	return queueSize.Repair(ctx, q.pool)
 }
+
+// queueSize is an agent's queue_size: the number of its queued items.
+var queueSize = store.Counter{Name: "queue size", Of: "agent",
+	Suspects: `SELECT a.agent_id FROM agent_queues a WHERE a.queue_size <>
+		(SELECT count(*) FROM agent_queue_items i WHERE i.agent_id = a.agent_id AND i.status = 'queued')`,
+	Stored: `SELECT queue_size FROM agent_queues WHERE agent_id = $1 FOR UPDATE`,
+	Count:  `SELECT count(*) FROM agent_queue_items WHERE agent_id = $1 AND status = 'queued'`,
+	Set:    `UPDATE agent_queues SET queue_size = $2, updated_at = now() WHERE agent_id = $1`}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -208,39 +209,18 @@ const openAssignmentsSQL = `SELECT count(*) FROM visitor_waiting_queue
 // repairLoads sets current_load to the number of open assignments for every
 // agent where they differ, and returns how many it changed.
 func (q *Queue) repairLoads(ctx context.Context) (int, error) {
-	suspects, err := q.ids(ctx, `SELECT s.id FROM staff s WHERE s.current_load <>
-		(SELECT count(*) FROM visitor_waiting_queue w
-		 WHERE w.assigned_staff_id = s.id AND w.status = 'assigned' AND w.released_at IS NULL)`)
-	if err != nil {
-		return 0, fmt.Errorf("find agents with a wrong load: %w", err)
-	}
-	repaired := 0
-	for _, id := range suspects {
-		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-			// Lock first, count after: the count's snapshot then includes
-			// every assignment committed before the lock, and no new one can
-			// be made while it is held (the claims skip locked agents).
-			var load int
-			if err := tx.QueryRow(ctx, `SELECT current_load FROM staff WHERE id = $1 FOR UPDATE`, id).Scan(&load); err != nil {
-				return err
-			}
-			var open int
-			if err := tx.QueryRow(ctx, openAssignmentsSQL, id).Scan(&open); err != nil {
-				return err
-			}
-			if open == load {
-				return nil
-			}
-			repaired++
-			_, err := tx.Exec(ctx, `UPDATE staff SET current_load = $2, updated_at = now() WHERE id = $1`, id, open)
-			return err
-		})
-		if err != nil {
-			return repaired, fmt.Errorf("repair load of staff %s: %w", id, err)
-		}
-	}
-	return repaired, nil
+	return staffLoad.Repair(ctx, q.pool)
 }
+
+// staffLoad is an agent's current_load: the number of its open assignments.
+// The claims skip locked agents, so none is made while the count is taken.
+var staffLoad = store.Counter{Name: "load", Of: "staff",
+	Suspects: `SELECT s.id FROM staff s WHERE s.current_load <>
+		(SELECT count(*) FROM visitor_waiting_queue w
+		 WHERE w.assigned_staff_id = s.id AND w.status = 'assigned' AND w.released_at IS NULL)`,
+	Stored: `SELECT current_load FROM staff WHERE id = $1 FOR UPDATE`,
+	Count:  openAssignmentsSQL,
+	Set:    `UPDATE staff SET current_load = $2, updated_at = now() WHERE id = $1`}
 
 // matchAll matches every project with both a waiting entry and an agent
 // with free capacity.
