@@ -204,7 +204,6 @@ type spectralDucker struct {
 	ga, gb    []float64
 	hop       int64 // index of the next spectrum
 	out       []float32
-	outAt     int // read position in out
 	skip      int // output frames still to drop (the padding)
 }
 
