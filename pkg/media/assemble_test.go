@@ -260,3 +260,50 @@ func TestAssembleDubInParts(t *testing.T) {
 		t.Errorf("tracks differ by up to %d", worst)
 	}
 }
+
+// TestSplitVoiceBoundsTheLinesAPartStretches: each stretched line is a
+// rubberband filter in its part's ffmpeg, so an hour's timeline (450
+// stretched lines) is cut into parts of at most maxPartStretched of them —
+// the ffmpeg stays the size it is for a short video — while a short
+// timeline keeps as many parts as cores.
+func TestSplitVoiceBoundsTheLinesAPartStretches(t *testing.T) {
+	timeline := func(lines int) ([]Placement, int) {
+		var ps []Placement
+		for i := range lines {
+			tempo := 1.0
+			if i%2 == 0 {
+				tempo = 1.2
+			}
+			ps = append(ps, Placement{Idx: i, StartMS: i * 4000, SlotMS: 2500, AudioMS: 3000, OutMS: 2500, Tempo: tempo})
+		}
+		return ps, lines * 4000
+	}
+	for _, c := range []struct {
+		lines, cores, minParts, maxParts int
+	}{{900, 2, 900 / 2 / maxPartStretched, 900/2/maxPartStretched + 2}, {40, 2, 2, 2}, {40, 1, 1, 1}} {
+		ps, total := timeline(c.lines)
+		parts := splitVoice(ps, total, c.cores)
+		lines := 0
+		for i, p := range parts {
+			stretched := 0
+			for _, pl := range p.placements {
+				if pl.Tempo != 1 {
+					stretched++
+				}
+			}
+			if stretched > maxPartStretched {
+				t.Errorf("%d lines: part %d stretches %d lines, more than %d", c.lines, i, stretched, maxPartStretched)
+			}
+			if i > 0 && p.fromMS != parts[i-1].toMS {
+				t.Fatalf("%d lines: part %d starts at %d, the previous ends at %d", c.lines, i, p.fromMS, parts[i-1].toMS)
+			}
+			lines += len(p.placements)
+		}
+		if lines != c.lines || parts[len(parts)-1].toMS != total || parts[0].fromMS != 0 {
+			t.Fatalf("%d lines: parts hold %d lines over [%d, %d)", c.lines, lines, parts[0].fromMS, parts[len(parts)-1].toMS)
+		}
+		if len(parts) < c.minParts || len(parts) > c.maxParts {
+			t.Errorf("%d lines on %d cores: %d parts, want %d to %d", c.lines, c.cores, len(parts), c.minParts, c.maxParts)
+		}
+	}
+}

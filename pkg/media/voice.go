@@ -328,8 +328,17 @@ func (p *voicePart) frames() int64 {
 // ffmpeg about 50 ms to start.
 const minPartStretchMS = 20_000
 
-// splitVoice cuts the timeline into at most parts stretches with about as
-// much stretching to do in each.
+// maxPartStretched bounds the lines one part's ffmpeg stretches: each
+// stretched line is a rubberband filter of its own in the graph, with its
+// own buffers (about 0.7 MB), so a part of an hour's 400 stretched lines
+// would make the ffmpeg grow with the video (a 10-minute video stretches
+// about 70 lines, 35 a part on two cores). Bounded, the ffmpeg stays
+// flat and a long timeline is made in more parts, cores at a time.
+const maxPartStretched = 48
+
+// splitVoice cuts the timeline into about parts stretches with about as
+// much stretching to do in each, and into more when a part would stretch
+// more than maxPartStretched lines.
 func splitVoice(placements []Placement, totalMS, parts int) []*voicePart {
 	weight := func(p Placement) int {
 		if p.Tempo != 1 {
@@ -337,24 +346,35 @@ func splitVoice(placements []Placement, totalMS, parts int) []*voicePart {
 		}
 		return 0
 	}
-	sum := 0
+	sum, stretched := 0, 0
 	for _, p := range placements {
 		sum += weight(p)
+		if p.Tempo != 1 {
+			stretched++
+		}
 	}
-	parts = max(min(parts, sum/minPartStretchMS), 1)
+	parts = max(min(parts, sum/minPartStretchMS), (stretched+maxPartStretched-1)/maxPartStretched, 1)
 	out := []*voicePart{{}}
-	acc := 0
+	acc, inPart := 0, 0
 	for i, p := range placements {
 		cur := out[len(out)-1]
 		cur.placements = append(cur.placements, p)
 		acc += weight(p)
-		if len(out) == parts || i+1 == len(placements) || acc*parts < sum*len(out) {
+		if p.Tempo != 1 {
+			inPart++
+		}
+		if i+1 == len(placements) {
+			continue
+		}
+		balanced := len(out) < parts && acc*parts >= sum*len(out)
+		if !balanced && inPart < maxPartStretched {
 			continue
 		}
 		cut := min((p.EndMS()+placements[i+1].StartMS)/2, totalMS)
 		if cut > cur.fromMS && cut >= p.EndMS() {
 			cur.toMS = cut
 			out = append(out, &voicePart{fromMS: cut})
+			inPart = 0
 		}
 	}
 	out[len(out)-1].toMS = max(totalMS, out[len(out)-1].fromMS)
@@ -363,7 +383,8 @@ func splitVoice(placements []Placement, totalMS, parts int) []*voicePart {
 
 // startVoice starts making the voice of the timeline in as many parts as
 // cores (more parts would overlap the mix with the stretching, but each
-// costs an ffmpeg), cores at a time, in timeline order.
+// costs an ffmpeg; a long timeline takes more, see maxPartStretched),
+// cores at a time, in timeline order.
 func startVoice(ctx context.Context, in DubInput, rate, cores int, work string) *voiceStream {
 	s := &voiceStream{parts: splitVoice(in.Placements, in.TotalMS, cores)}
 	slots := make(chan struct{}, cores)
