@@ -40,6 +40,7 @@ func BenchmarkPipeline(b *testing.B) {
 		for step, d := range s.stepTimes(b, ctx, v.TaskID) {
 			steps[step] += d
 		}
+		b.Log("\n" + s.timeline(b, ctx, v.TaskID))
 	}
 	b.StopTimer()
 	pipeline := total.Seconds() / float64(b.N)
@@ -94,6 +95,39 @@ func (s *stack) stepTimes(tb testing.TB, ctx context.Context, id uuid.UUID) map[
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// timeline lists every attempt of every step and part of task id, its start
+// and end in seconds after the task was created and the gap since the
+// latest end before it (queue wait, claim and hand-off), to see where a
+// dub's wall time goes.
+func (s *stack) timeline(tb testing.TB, ctx context.Context, id uuid.UUID) string {
+	tb.Helper()
+	rows, err := s.db.Pool.Query(ctx, `SELECT ts.step, ts.part, ts.attempt, ts.status,
+		extract(epoch FROM ts.started_at - t.created_at)::float8,
+		extract(epoch FROM coalesce(ts.finished_at, ts.started_at) - t.created_at)::float8
+		FROM task_steps ts JOIN tasks t ON t.id = ts.task_id
+		WHERE ts.task_id = $1 ORDER BY ts.started_at`, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var out strings.Builder
+	fmt.Fprintf(&out, "timeline of task %s (s after created)\n%-12s %-14s %3s %-10s %7s %7s %7s\n",
+		id, "step", "part", "try", "status", "start", "end", "run")
+	for rows.Next() {
+		var step, part, status string
+		var attempt int
+		var start, end float64
+		if err := rows.Scan(&step, &part, &attempt, &status, &start, &end); err != nil {
+			tb.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%-12s %-14s %3d %-10s %7.2f %7.2f %7.2f\n", step, part, attempt, status, start, end, end-start)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return out.String()
 }
 
 // fixtureVideo makes an MP4 of a still test picture over a speech fixture,
