@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -66,20 +65,7 @@ var rmsLevel = regexp.MustCompile(`RMS level dB: (-?[0-9.]+|-inf)`)
 // and to seconds with ffmpeg's astats.
 func rmsDB(t *testing.T, file string, from, to float64) float64 {
 	t.Helper()
-	af := fmt.Sprintf("atrim=start=%g:end=%g,astats=measure_perchannel=none", from, to)
-	b, err := exec.Command("ffmpeg", "-nostdin", "-hide_banner", "-i", file, "-af", af, "-f", "null", "-").CombinedOutput()
-	if err != nil {
-		t.Fatalf("astats: %v: %s", err, b)
-	}
-	m := rmsLevel.FindAllStringSubmatch(string(b), -1)
-	if len(m) == 0 {
-		t.Fatalf("astats printed no RMS level: %s", b)
-	}
-	if m[len(m)-1][1] == "-inf" {
-		return -200
-	}
-	v, _ := strconv.ParseFloat(m[len(m)-1][1], 64)
-	return v
+	return rmsDBAfter(t, file, "", from, to)
 }
 
 // TestDubKeepsTheSoundtrack dubs a soundtrack with a steady tone under

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/speech/speechtest"
@@ -111,8 +112,10 @@ func rmsDBAfter(t *testing.T, file, filter string, from, to float64) float64 {
 	if m[len(m)-1][1] == "-inf" {
 		return -200
 	}
-	var v float64
-	fmt.Sscan(m[len(m)-1][1], &v)
+	v, err := strconv.ParseFloat(m[len(m)-1][1], 64)
+	if err != nil {
+		t.Fatalf("astats RMS level %q: %v", m[len(m)-1][1], err)
+	}
 	return v
 }
 
