@@ -61,13 +61,20 @@ func startConsole(t *testing.T, e *env) string {
 	return "http://" + httpAddr
 }
 
-func TestDubctlThroughTheConsoleNeedsNoDatabase(t *testing.T) {
-	e := setup(t)
+// throughConsole starts the console on e and points dubctl at it, with
+// neither the database nor the broker set.
+func throughConsole(t *testing.T, e *env) {
+	t.Helper()
 	url := startConsole(t, e)
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("AMQP_URL", "")
 	t.Setenv("CONSOLE_URL", url)
 	t.Setenv("DUBFLOW_API_TOKEN", consoleToken)
+}
+
+func TestDubctlThroughTheConsoleNeedsNoDatabase(t *testing.T) {
+	e := setup(t)
+	throughConsole(t, e)
 
 	stdout, stderr, code := run(t, "submit", "--input", sample(t, media.SampleSpeech), "--target", "es", "--json")
 	if code != 0 {
@@ -163,11 +170,7 @@ func TestDubctlWaitThroughTheConsoleShowsProgressAndDownloads(t *testing.T) {
 		VALUES ($1, 'extract_audio', 1, 'succeeded', now())`, id); err != nil {
 		t.Fatal(err)
 	}
-	url := startConsole(t, e)
-	t.Setenv("DATABASE_URL", "")
-	t.Setenv("AMQP_URL", "")
-	t.Setenv("CONSOLE_URL", url)
-	t.Setenv("DUBFLOW_API_TOKEN", consoleToken)
+	throughConsole(t, e)
 
 	dest := filepath.Join(t.TempDir(), "out", "dub.mp4")
 	type result struct {
@@ -227,11 +230,7 @@ func TestDubctlStatusThroughTheConsoleShowsTheLanguages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	url := startConsole(t, e)
-	t.Setenv("DATABASE_URL", "")
-	t.Setenv("AMQP_URL", "")
-	t.Setenv("CONSOLE_URL", url)
-	t.Setenv("DUBFLOW_API_TOKEN", consoleToken)
+	throughConsole(t, e)
 
 	out, stderr, code := run(t, "status", parent.String())
 	if code != 0 {
