@@ -50,7 +50,12 @@ ff -i "$in" -vn -ac 1 -ar 16000 -c:a pcm_s16le "$work/audio.wav"
 echo "stage=extract_audio seconds=$(since "$t")"
 
 t=$(now)
-pocketsphinx_continuous -infile "$work/audio.wav" -time yes -logfn /dev/null >"$work/asr.txt"
+# The decoder search the asr worker runs with (POCKETSPHINX_SEARCH, the
+# same default): the baseline differs from the pipeline by its orchestration only.
+search=${POCKETSPHINX_SEARCH:--fwdflat no -maxhmmpf 3000}
+[ "$search" = default ] && search=
+# shellcheck disable=SC2086 # flags and values, split at blanks
+pocketsphinx_continuous -infile "$work/audio.wav" -time yes -logfn /dev/null $search >"$work/asr.txt"
 # Utterances: a text line, then "word start end confidence" lines from <s>
 # to </s>. A segment spans its first and last real word.
 awk '

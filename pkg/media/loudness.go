@@ -114,6 +114,7 @@ type limiter struct {
 	channels, look int
 	limit, rise    float64
 	pushed         int64     // frames pushed so far
+	slot           int       // pushed % look: where the next frame goes in delay
 	delay          []float32 // the last look frames pushed, a ring
 	need           []float64 // ring of the last look minima
 	needSum        float64
@@ -187,18 +188,23 @@ func (l *limiter) process(in, out []float32) int {
 		if float64(peak) > l.limit {
 			need = l.limit / float64(peak)
 		}
-		k := l.pushed
+		k, slot := l.pushed, l.slot
+		// next is the slot of frame k-look+1, the one that leaves the
+		// delay line now.
+		next := slot + 1
+		if next == l.look {
+			next = 0
+		}
+		l.pushed, l.slot = k+1, next
+		emit := out != nil && k >= 2*(look-1)
 		if need < 1 {
 			l.calm = 0
 		} else if l.calm++; l.calm >= 2*look && l.gain == 1 {
 			// Nothing to limit in the window nor in the minima averaged:
 			// pass the frame leaving the delay line as it is.
 			l.window.reset(k)
-			slot := int(k % look)
 			copy(l.delay[slot*ch:(slot+1)*ch], frame)
-			l.pushed++
-			if out != nil && k >= 2*(look-1) {
-				next := int((k + 1) % look)
+			if emit {
 				copy(out[written:written+ch], l.delay[next*ch:(next+1)*ch])
 				written += ch
 			}
@@ -207,9 +213,7 @@ func (l *limiter) process(in, out []float32) int {
 			l.needSum = float64(look) // every minimum is 1: drop the sum's rounding
 		}
 		least := l.window.push(k, need, k-look)
-		slot := int(k % look)
-		// The window is complete for frame k-look+1, the one that leaves
-		// the delay line now.
+		// The window is complete for frame k-look+1.
 		l.needSum += least - l.need[slot]
 		l.need[slot] = least
 		if target := l.needSum / float64(look); target < l.gain {
@@ -218,11 +222,9 @@ func (l *limiter) process(in, out []float32) int {
 			l.gain = target // within 0.0001 dB: done rising
 		}
 		copy(l.delay[slot*ch:(slot+1)*ch], frame)
-		l.pushed++
-		if out == nil || k < 2*(look-1) {
+		if !emit {
 			continue
 		}
-		next := int((k + 1) % look)
 		g := float32(l.gain)
 		for c, s := range l.delay[next*ch : (next+1)*ch] {
 			out[written+c] = min(max(s*g, -float32(l.limit)), float32(l.limit))

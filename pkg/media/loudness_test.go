@@ -102,3 +102,23 @@ func TestLimiter(t *testing.T) {
 		t.Errorf("gain at the peak %v, want %v", g, peakLimit/3)
 	}
 }
+
+// BenchmarkLimiter runs a minute of mono noise, a peak every second,
+// through the limiter in normalizePass's blocks.
+func BenchmarkLimiter(b *testing.B) {
+	in := make([]float32, 60*mixRate)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range in {
+		in[i] = float32(rng.NormFloat64() * 0.1)
+		if i%mixRate == 0 {
+			in[i] = 1.5
+		}
+	}
+	out := make([]float32, mixBlock)
+	for b.Loop() {
+		l := newLimiter(1, peakLimit, limiterAttackFrames, limiterReleaseFrames)
+		for at := 0; at < len(in); at += mixBlock {
+			l.process(in[at:at+mixBlock], out)
+		}
+	}
+}

@@ -30,6 +30,9 @@ type Config struct {
 	// ASRChunkSeconds and ASRConcurrency configure the Chunker around the
 	// recogniser (defaults 60 and 2).
 	ASRChunkSeconds, ASRConcurrency int
+	// PocketsphinxSearch is the embedded recogniser's search options
+	// (POCKETSPHINX_SEARCH; see DefaultPocketsphinxSearch).
+	PocketsphinxSearch string
 
 	TranslateEngine  string // TRANSLATE_ENGINE: apertium (default) | openai | apy
 	TranslateBaseURL string // TRANSLATE_BASE_URL
@@ -105,7 +108,7 @@ func NewTranscriber(c Config) (*Chunker, error) {
 	case EngineOpenAI:
 		engine = &OpenAITranscriber{BaseURL: c.ASRBaseURL, APIKey: c.ASRAPIKey, Model: firstNonEmpty(c.ASRModel, "whisper-1"), Client: c.client()}
 	default:
-		engine = NewPocketsphinx()
+		engine = &Pocketsphinx{Search: c.PocketsphinxSearch}
 	}
 	return &Chunker{Engine: engine, ChunkSeconds: c.ASRChunkSeconds, Concurrency: c.ASRConcurrency}, nil
 }

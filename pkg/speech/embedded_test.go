@@ -43,7 +43,10 @@ func TestChunkedPocketsphinxConformance(t *testing.T) {
 		Speech:      speechtest.Fixture(t, "two_cities.wav"),
 		Reference:   speechtest.ReadText(t, "two_cities.txt"),
 		Language:    "en-US",
-		MaxWER:      0.5, // 0.412 measured; whole file 0.252: each chunk restarts the decoder and its normalisation
+		// 0.261 measured with DefaultPocketsphinxSearch (0.294 with the
+		// package's own search); each chunk restarts the decoder and its
+		// normalisation.
+		MaxWER: 0.35,
 		Unsupported: "fr",
 	}.Run(t)
 }

@@ -187,3 +187,27 @@ func TestErrorSnippetIsCleanTextAtAnyLength(t *testing.T) {
 		}
 	}
 }
+
+// TestPocketsphinxSearch: the search setting becomes the decoder's flags
+// (the default when empty, none for "default"), and a setting that is not
+// flag-value pairs, or that sets what Transcribe sets, is refused.
+func TestPocketsphinxSearch(t *testing.T) {
+	for search, want := range map[string]string{
+		"":                DefaultPocketsphinxSearch,
+		"default":         "",
+		" -beam  1e-40 ":  "-beam 1e-40",
+		"-maxhmmpf 10000": "-maxhmmpf 10000",
+	} {
+		if got := strings.Join((&Pocketsphinx{Search: search}).searchArgs(), " "); got != want {
+			t.Errorf("search %q: args %q, want %q", search, got, want)
+		}
+		if err := CheckPocketsphinxSearch(search); err != nil {
+			t.Errorf("search %q refused: %v", search, err)
+		}
+	}
+	for _, bad := range []string{"-beam", "beam 1e-40", "-infile /etc/passwd", "-logfn x -beam 1"} {
+		if err := CheckPocketsphinxSearch(bad); err == nil || !strings.Contains(err.Error(), "POCKETSPHINX_SEARCH") {
+			t.Errorf("search %q: error %v, want one naming POCKETSPHINX_SEARCH", bad, err)
+		}
+	}
+}

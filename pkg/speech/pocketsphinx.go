@@ -20,12 +20,25 @@ import (
 // splits an utterance at its longest pause.
 const DefaultMaxSegment = 9 * time.Second
 
+// DefaultPocketsphinxSearch is the decoder search the embedded recogniser
+// runs with (POCKETSPHINX_SEARCH): the first-pass tree search and the
+// lattice's best path, without the second flat-lexicon pass, and at most
+// 3000 active HMMs a frame (the package's default is 30000). On the
+// fixtures it halves the decoder's CPU time (two_cities 11.6 → 5.6
+// CPU-s, jfk 4.5 → 2.2) and its word error rate is no worse (two_cities
+// 0.252 → 0.218, jfk 0.545 → 0.500).
+const DefaultPocketsphinxSearch = "-fwdflat no -maxhmmpf 3000"
+
 // Pocketsphinx is the embedded English recogniser: it runs
 // pocketsphinx_continuous (Debian packages pocketsphinx and
 // pocketsphinx-en-us) on a 16 kHz mono 16-bit WAV file.
 type Pocketsphinx struct {
 	// Command is the program to run; "pocketsphinx_continuous" when empty.
 	Command string
+	// Search is the decoder's search options (flags and values separated
+	// by blanks): DefaultPocketsphinxSearch when empty, "default" for the
+	// package's own.
+	Search string
 	// ExtraArgs are appended to the command line (e.g. -hmm, -dict).
 	ExtraArgs []string
 	// MaxSegment bounds a segment's length; DefaultMaxSegment when zero.
@@ -48,7 +61,7 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 	if cmdName == "" {
 		cmdName = "pocketsphinx_continuous"
 	}
-	args := append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.ExtraArgs...)
+	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
 	out, err := run(ctx, nil, cmdName, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pocketsphinx: %w", err)
@@ -58,6 +71,17 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 		maxSeg = DefaultMaxSegment
 	}
 	return parsePocketsphinx(string(out), int(maxSeg/time.Millisecond)), nil
+}
+
+// searchArgs is Search as arguments.
+func (p *Pocketsphinx) searchArgs() []string {
+	switch p.Search {
+	case "":
+		return strings.Fields(DefaultPocketsphinxSearch)
+	case "default":
+		return nil
+	}
+	return strings.Fields(p.Search)
 }
 
 // checkASRInput makes sure path is a 16 kHz mono 16-bit PCM WAV file; any
@@ -208,4 +232,22 @@ func splitUtterance(words []Word, maxMS int) []Segment {
 	}
 	head := splitUtterance(words[:cut:cut], maxMS)
 	return append(head, splitUtterance(words[cut:], maxMS)...)
+}
+
+// CheckPocketsphinxSearch reports a search setting that is not "default"
+// or pairs of a flag and its value, or that sets what Transcribe sets.
+func CheckPocketsphinxSearch(search string) error {
+	if search == "" || search == "default" {
+		return nil
+	}
+	f := strings.Fields(search)
+	if len(f)%2 != 0 {
+		return fmt.Errorf("POCKETSPHINX_SEARCH %q: want pairs of a flag and its value, or \"default\"", search)
+	}
+	for i := 0; i < len(f); i += 2 {
+		if !strings.HasPrefix(f[i], "-") || slices.Contains([]string{"-infile", "-time", "-logfn", "-argfile"}, f[i]) {
+			return fmt.Errorf("POCKETSPHINX_SEARCH %q: %q is not a search flag", search, f[i])
+		}
+	}
+	return nil
 }

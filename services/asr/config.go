@@ -29,6 +29,9 @@ type Config struct {
 	// handles at once.
 	ChunkSeconds     int `env:"ASR_CHUNK_SECONDS" envDefault:"30"`
 	ChunkConcurrency int `env:"ASR_CONCURRENCY" envDefault:"2"`
+	// PocketsphinxSearch is the embedded recogniser's decoder search
+	// (pocketsphinx_continuous flags); "default" for the package's own.
+	PocketsphinxSearch string `env:"POCKETSPHINX_SEARCH" envDefault:"-fwdflat no -maxhmmpf 3000"`
 
 	// TranslateBatch is how many segments one translate message carries.
 	config.TranslateBatch
@@ -39,7 +42,7 @@ func (c *Config) Validate() error {
 	return errors.Join(c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
 		config.AtLeast("TIMEOUT_ASR_SECONDS", c.TimeoutSeconds, 1),
 		config.Between("ASR_CHUNK_SECONDS", c.ChunkSeconds, 5, 600),
-		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 1, 64))
+		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 1, 64), speech.CheckPocketsphinxSearch(c.PocketsphinxSearch))
 }
 
 // Timeout is the step's timeout.
@@ -49,7 +52,7 @@ func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds
 func (c *Config) Speech() speech.Config {
 	return speech.Config{
 		ASREngine: c.Engine.Name, ASRBaseURL: c.Engine.BaseURL, ASRAPIKey: c.Engine.APIKey, ASRModel: c.Engine.Model,
-		ASRChunkSeconds: c.ChunkSeconds, ASRConcurrency: c.ChunkConcurrency,
+		ASRChunkSeconds: c.ChunkSeconds, ASRConcurrency: c.ChunkConcurrency, PocketsphinxSearch: c.PocketsphinxSearch,
 	}
 }
 
