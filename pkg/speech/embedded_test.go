@@ -39,14 +39,14 @@ func TestChunkedPocketsphinxConformance(t *testing.T) {
 	}
 	// two_cities is 44 s: 10 s chunks make five pieces cut at silences.
 	speechtest.TranscriberSuite{
-		Engine:      &speech.Chunker{Engine: speech.NewPocketsphinx(), ChunkSeconds: 10, Concurrency: 2},
-		Speech:      speechtest.Fixture(t, "two_cities.wav"),
-		Reference:   speechtest.ReadText(t, "two_cities.txt"),
-		Language:    "en-US",
+		Engine:    &speech.Chunker{Engine: speech.NewPocketsphinx(), ChunkSeconds: 10, Concurrency: 2},
+		Speech:    speechtest.Fixture(t, "two_cities.wav"),
+		Reference: speechtest.ReadText(t, "two_cities.txt"),
+		Language:  "en-US",
 		// 0.261 measured with DefaultPocketsphinxSearch (0.294 with the
 		// package's own search); each chunk restarts the decoder and its
 		// normalisation.
-		MaxWER: 0.35,
+		MaxWER:      0.35,
 		Unsupported: "fr",
 	}.Run(t)
 }
