@@ -39,10 +39,11 @@ func BenchmarkLongAndFair(b *testing.B) {
 	ctx := context.Background()
 	long := fixtureVideo(b, ctx, "two_cities.wav", time.Duration(minutes)*time.Minute)
 	short := fixtureVideo(b, ctx, "jfk.wav", 0)
-	serial, _ := runSerial(b, ctx, long)
+	serial, stages := runSerial(b, ctx, long)
 
 	b.ResetTimer()
 	var idle, beside, pipeline time.Duration
+	steps := map[string]time.Duration{}
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		s.dub(b, ctx, short, 10*time.Minute)
@@ -59,6 +60,10 @@ func BenchmarkLongAndFair(b *testing.B) {
 			b.Fatalf("long video: exit %d, task %s %s: %s", code, v.TaskID, v.Status, v.Error)
 		}
 		pipeline += time.Since(start)
+		for step, d := range s.stepTimes(b, ctx, id) {
+			steps[step] += d
+		}
+		b.Log("\n" + s.timeline(b, ctx, id))
 	}
 	b.StopTimer()
 	n := float64(b.N)
@@ -72,6 +77,10 @@ func BenchmarkLongAndFair(b *testing.B) {
 		minutes, p, serial.Seconds(), p/serial.Seconds())
 	fmt.Fprintf(&report, "11 s clip: idle %.2fs, submitted while the %d-minute video was transcribed %.2fs, ratio %.2f (goal ≤ 2.5)\n",
 		sIdle, minutes, sBeside, sBeside/sIdle)
+	fmt.Fprintf(&report, "%-14s %10s %10s\n", "step", "pipeline", "serial")
+	for _, step := range workers {
+		fmt.Fprintf(&report, "%-14s %9.2fs %9.2fs\n", step, steps[step].Seconds()/n, stages[step].Seconds())
+	}
 	b.Log("\n" + report.String())
 }
 
