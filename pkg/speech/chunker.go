@@ -109,8 +109,25 @@ func (c *Chunker) Whole(wavPath string) (bool, error) {
 		return false, err
 	}
 	f.Close()
-	chunk := c.seconds() * h.SampleRate
-	return h.DataSize >= 0 && h.DataSize/2 <= int64(chunk+chunk/5), nil
+	return h.DataSize >= 0 && c.parts(int(h.DataSize/2), h.SampleRate) == 1, nil
+}
+
+// minChunkSeconds is the shortest chunk audio is cut into to be
+// transcribed in parallel: each chunk costs the engine's start-up and a
+// lead-in (pocketsphinx: ~0.85 CPU-s and 5 s of audio decoded again).
+const minChunkSeconds = 20
+
+// parts is how many even chunks total samples are cut into: enough that
+// none is longer than ChunkSeconds (a fifth more for a single chunk), and
+// at least Concurrency of no less than minChunkSeconds each, so that
+// audio a little longer than two such chunks is still transcribed on
+// several cores (44 s in 60 s chunks: two of 22 s).
+func (c *Chunker) parts(total, rate int) int {
+	chunk, parts := c.seconds()*rate, 1
+	if total > chunk+chunk/5 {
+		parts = (total + chunk - 1) / chunk
+	}
+	return max(parts, min(c.concurrency(), total/(minChunkSeconds*rate)))
 }
 
 // Split cuts the audio in wavPath into chunks and hands each to fn in
@@ -188,9 +205,9 @@ type splitter struct {
 func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 	chunk := c.seconds() * h.SampleRate
 	if total := int(h.DataSize / 2); h.DataSize >= 0 && total > 0 {
-		// Even chunks: 44 s in 30 s chunks is two of 22 s, not 30 + 14,
+		// Even chunks: 100 s in 60 s chunks is two of 50 s, not 60 + 40,
 		// so that concurrent chunks finish together.
-		parts := (total + chunk - 1) / chunk
+		parts := c.parts(total, h.SampleRate)
 		chunk = (total + parts - 1) / parts
 	}
 	var data io.Reader = f

@@ -211,3 +211,28 @@ func TestPocketsphinxSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkerParts: audio is cut into chunks of at most ChunkSeconds, and
+// into Concurrency chunks of at least 20 s when it is shorter than that.
+func TestChunkerParts(t *testing.T) {
+	const rate = 16000
+	for _, c := range []struct {
+		seconds, chunk, concurrency, want int
+	}{
+		{11, 60, 2, 1},   // too short to split
+		{39, 60, 2, 1},   // two chunks would be under 20 s
+		{44, 60, 2, 2},   // two of 22 s
+		{44, 60, 1, 1},   // no concurrency: one chunk up to 72 s
+		{72, 60, 1, 1},   // a fifth over the target still goes whole
+		{73, 60, 1, 2},   // beyond it, cut
+		{100, 60, 4, 4},  // four of 25 s
+		{600, 60, 2, 10}, // ten of 60 s
+		{601, 60, 2, 11},
+		{44, 30, 2, 2},
+	} {
+		ch := &Chunker{ChunkSeconds: c.chunk, Concurrency: c.concurrency}
+		if got := ch.parts(c.seconds*rate, rate); got != c.want {
+			t.Errorf("%d s in %d s chunks, concurrency %d: %d parts, want %d", c.seconds, c.chunk, c.concurrency, got, c.want)
+		}
+	}
+}

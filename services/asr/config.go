@@ -27,7 +27,7 @@ type Config struct {
 	// the others wait until earlier ones finish, so that other tasks'
 	// messages take turns. WORKER_CONCURRENCY is the messages one process
 	// handles at once.
-	ChunkSeconds     int `env:"ASR_CHUNK_SECONDS" envDefault:"30"`
+	ChunkSeconds     int `env:"ASR_CHUNK_SECONDS" envDefault:"60"`
 	ChunkConcurrency int `env:"ASR_CONCURRENCY" envDefault:"2"`
 	// PocketsphinxSearch is the embedded recogniser's decoder search
 	// (pocketsphinx_continuous flags); "default" for the package's own.

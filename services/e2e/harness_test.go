@@ -110,7 +110,7 @@ func newStack(tb testing.TB, extra map[string]string) *stack {
 	// them (ASR_CHUNK_SECONDS=30 make bench ...).
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		for _, prefix := range []string{"ASR_", "TRANSLATE_", "TTS_", "MUX_", "WORKER_"} {
+		for _, prefix := range []string{"ASR_", "POCKETSPHINX_", "TRANSLATE_", "TTS_", "MUX_", "WORKER_"} {
 			if strings.HasPrefix(k, prefix) {
 				env[k] = v
 			}
