@@ -3,9 +3,13 @@ package speech_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/speech/speechtest"
 )
 
 // BenchmarkApertiumBatching compares one apertium call per batch of 20
@@ -60,4 +64,43 @@ func BenchmarkApertiumPerChunk(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/chunk")
 		})
 	}
+}
+
+// BenchmarkPocketsphinxSearch decodes each fixture with the default
+// search (DefaultPocketsphinxSearch) and with the package's own
+// ("default"), alternating, reporting CPU seconds (the decoder's, from
+// its rusage) and the word error rate:
+//
+//	go test -run '^$' -bench PocketsphinxSearch -benchtime 2x ./speech/
+func BenchmarkPocketsphinxSearch(b *testing.B) {
+	for _, name := range []string{"jfk", "two_cities"} {
+		wav, ref := speechtest.Fixture(b, name+".wav"), speechtest.ReadText(b, name+".txt")
+		for _, c := range []struct{ label, search string }{{"now", ""}, {"package-default", "default"}} {
+			b.Run(name+"/"+c.label, func(b *testing.B) {
+				p := &speech.Pocketsphinx{Search: c.search}
+				var wer float64
+				start := childCPU()
+				for b.Loop() {
+					segs, err := p.Transcribe(context.Background(), wav, "en")
+					if err != nil {
+						b.Fatal(err)
+					}
+					texts := make([]string, len(segs))
+					for i, s := range segs {
+						texts[i] = s.Text
+					}
+					wer = speechtest.WER(ref, strings.Join(texts, " "))
+				}
+				b.ReportMetric((childCPU()-start)/float64(b.N), "cpu-s/op")
+				b.ReportMetric(wer, "WER")
+			})
+		}
+	}
+}
+
+// childCPU is the CPU time, in seconds, of the child processes waited for.
+func childCPU() float64 {
+	var r syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &r)
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano()).Seconds()
 }
