@@ -577,6 +577,14 @@ workers_up() {
 			source "$DEV/env"
 			set +a
 			export OPS_ADDR=127.0.0.1:$port
+			# Consumers sized to the machine unless the env says otherwise:
+			# a step worker one per core, asr one more (README, Sizing).
+			if [[ -z ${WORKER_CONCURRENCY:-} ]]; then
+				case $name in
+				asr) export WORKER_CONCURRENCY=$(($(nproc) + 1)) ;;
+				extract_audio | translate | tts | mux_video) export WORKER_CONCURRENCY=$(nproc) ;;
+				esac
+			fi
 			cd "$ROOT"
 			exec setsid "$bin" >>"$DEV/logs/$name.log" 2>&1 </dev/null
 		) 9>&- &
