@@ -192,24 +192,23 @@ func (c *consoleClient) statusCmd() *cobra.Command {
 }
 
 func (c *consoleClient) listCmd() *cobra.Command {
-	var (
-		status string
-		limit  int
-		asJSON bool
-	)
+	o := &listOptions{maxLimit: 200}
 	cmd := &cobra.Command{
 		Use:   "list [--status S] [--limit N] [--json]",
 		Short: "List recent tasks, newest first (through the console)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{"status": {status}, "limit": {fmt.Sprint(limit)}}
+			if err := o.check(); err != nil {
+				return err
+			}
+			q := url.Values{"status": {o.status}, "limit": {fmt.Sprint(o.limit)}}
 			var page struct {
 				Tasks []consoleTask `json:"tasks"`
 			}
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/tasks?"+q.Encode(), "", nil, &page); err != nil {
 				return err
 			}
-			if asJSON {
+			if o.asJSON {
 				return writeJSON(cmd.OutOrStdout(), page.Tasks)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -221,9 +220,6 @@ func (c *consoleClient) listCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&status, "status", "", "only tasks with this status")
-	f.IntVar(&limit, "limit", 20, "at most this many tasks (1..200)")
-	f.BoolVar(&asJSON, "json", false, "print a JSON array")
+	o.bind(cmd)
 	return cmd
 }

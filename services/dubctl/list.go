@@ -10,35 +10,53 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// listOptions are the flags of `dubctl list`, in database and console
+// mode alike; maxLimit is the most tasks the mode answers with.
+type listOptions struct {
+	status   string
+	limit    int
+	asJSON   bool
+	maxLimit int
+}
+
+// bind adds the flags to cmd.
+func (o *listOptions) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.status, "status", "", "only tasks with this status")
+	f.IntVar(&o.limit, "limit", 20, fmt.Sprintf("at most this many tasks (1..%d)", o.maxLimit))
+	f.BoolVar(&o.asJSON, "json", false, "print a JSON array")
+}
+
+// check refuses a status that is none and a limit out of range.
+func (o *listOptions) check() error {
+	switch o.status {
+	case "", taskQueued, taskRunning, taskCompensating, taskDone, taskFailed:
+	default:
+		return usageError(fmt.Errorf("--status %q: want queued, running, compensating, done or failed", o.status))
+	}
+	if o.limit < 1 || o.limit > o.maxLimit {
+		return usageError(fmt.Errorf("--limit %d: want 1..%d", o.limit, o.maxLimit))
+	}
+	return nil
+}
+
 // listCmd builds `dubctl list`.
 func listCmd() *cobra.Command {
-	var (
-		status string
-		limit  int
-		asJSON bool
-	)
+	o := &listOptions{maxLimit: 10000}
 	cmd := &cobra.Command{
 		Use:   "list [--status S] [--limit N] [--json]",
 		Short: "List recent tasks, newest first",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch status {
-			case "", taskQueued, taskRunning, taskCompensating, taskDone, taskFailed:
-			default:
-				return usageError(fmt.Errorf("--status %q: want queued, running, compensating, done or failed", status))
+			if err := o.check(); err != nil {
+				return err
 			}
-			if limit < 1 || limit > 10000 {
-				return usageError(fmt.Errorf("--limit %d: want 1..10000", limit))
-			}
-			return show(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) ([]taskSummary, error) {
-				return listTasks(ctx, pool, status, limit)
+			return show(cmd, o.asJSON, func(ctx context.Context, pool *pgxpool.Pool) ([]taskSummary, error) {
+				return listTasks(ctx, pool, o.status, o.limit)
 			}, printTasks)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&status, "status", "", "only tasks with this status")
-	f.IntVar(&limit, "limit", 20, "at most this many tasks")
-	f.BoolVar(&asJSON, "json", false, "print a JSON array")
+	o.bind(cmd)
 	return cmd
 }
 

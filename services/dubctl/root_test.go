@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -26,5 +27,30 @@ func TestNewRootCmdBuildsIndependentTrees(t *testing.T) {
 	}
 	if first == second || list == other {
 		t.Fatal("newRootCmd returned shared commands")
+	}
+}
+
+// TestListOptions: both modes' `list` refuse an unknown status and a limit
+// out of the mode's range as usage errors.
+func TestListOptions(t *testing.T) {
+	for _, c := range []struct {
+		o  listOptions
+		ok bool
+	}{
+		{listOptions{status: "", limit: 20, maxLimit: 200}, true},
+		{listOptions{status: "done", limit: 200, maxLimit: 200}, true},
+		{listOptions{status: "done", limit: 201, maxLimit: 200}, false},
+		{listOptions{status: "done", limit: 5000, maxLimit: 10000}, true},
+		{listOptions{status: "finished", limit: 20, maxLimit: 10000}, false},
+		{listOptions{status: "", limit: 0, maxLimit: 10000}, false},
+	} {
+		err := c.o.check()
+		if (err == nil) != c.ok {
+			t.Errorf("%+v: error %v, want ok=%v", c.o, err, c.ok)
+		}
+		var e *exitError
+		if err != nil && (!errors.As(err, &e) || e.code != exitUsage) {
+			t.Errorf("%+v: %v is not a usage error", c.o, err)
+		}
 	}
 }
