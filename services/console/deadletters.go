@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -15,22 +15,7 @@ import (
 )
 
 // deadLetterView is a dead letter in the API's field names.
-type deadLetterView struct {
-	ID              int64           `json:"id"`
-	MessageID       string          `json:"messageId"`
-	TaskID          *uuid.UUID      `json:"taskId"`
-	Step            string          `json:"step"`
-	Attempt         int             `json:"attempt"`
-	ErrorClass      string          `json:"errorClass"`
-	FailureReason   string          `json:"failureReason"`
-	RoutingKey      string          `json:"routingKey"`
-	Source          string          `json:"source"`
-	FailedAt        time.Time       `json:"failedAt"`
-	RecordedAt      time.Time       `json:"recordedAt"`
-	ReplayedAt      *time.Time      `json:"replayedAt"`
-	ReplayCount     int             `json:"replayCount"`
-	OriginalMessage json.RawMessage `json:"originalMessage,omitempty"`
-}
+type deadLetterView = consoleapi.DeadLetter
 
 func viewOf(d *dlq.DeadLetter) deadLetterView {
 	return deadLetterView{ID: d.ID, MessageID: d.MessageID, TaskID: d.TaskID, Step: d.Step, Attempt: d.Attempt,

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -19,32 +19,11 @@ import (
 // spawned (id wire.ChildTaskID(parent, language)), each muxing the video it
 // reads from videos/{child}/source.mp4.
 
-// languagesView is the "languages" object of GET /api/tasks/{id}: a
-// parent's languages and children, or a child's parent. A task of one
-// language has none (null).
+// languagesView is the "languages" object of GET /api/tasks/{id}
+// (consoleapi.Languages) with each child's mux_video result, for its links.
 type languagesView struct {
-	ParentTaskID    *uuid.UUID  `json:"parentTaskId"`
-	TargetLanguages []string    `json:"targetLanguages"`
-	Children        []childView `json:"children"`
-}
-
-// childView is one child task of a parent with links to its outputs.
-type childView struct {
-	TaskID         uuid.UUID       `json:"taskId"`
-	TargetLanguage string          `json:"targetLanguage"`
-	Status         string          `json:"status"`
-	Error          string          `json:"error"`
-	OutputVideoKey string          `json:"outputVideoKey"`
-	CreatedAt      time.Time       `json:"createdAt"`
-	UpdatedAt      time.Time       `json:"updatedAt"`
-	Links          childLinks      `json:"links"`
-	result         json.RawMessage // mux_video's result, for the links
-}
-
-// childLinks are presigned GET URLs of a child's outputs (null until done).
-type childLinks struct {
-	Output    *string        `json:"output"`
-	Subtitles []subtitleLink `json:"subtitles"`
+	consoleapi.Languages
+	results []json.RawMessage // of Children, in order
 }
 
 // loadLanguages reads task id's family: nil for a task of one language.
@@ -56,7 +35,7 @@ func loadLanguages(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*languagesView
 	if f.ParentID == uuid.Nil && len(f.Targets) == 0 {
 		return nil, nil
 	}
-	v := &languagesView{TargetLanguages: f.Targets, Children: []childView{}}
+	v := &languagesView{Languages: consoleapi.Languages{TargetLanguages: f.Targets, Children: []consoleapi.Child{}}}
 	if v.TargetLanguages == nil {
 		v.TargetLanguages = []string{}
 	}
@@ -79,9 +58,10 @@ func loadLanguages(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*languagesView
 		return nil, fmt.Errorf("read results of the children of %s: %w", id, err)
 	}
 	for _, c := range f.Children {
-		v.Children = append(v.Children, childView{TaskID: c.ID, TargetLanguage: c.TargetLanguage, Status: c.Status,
+		v.Children = append(v.Children, consoleapi.Child{TaskID: c.ID, TargetLanguage: c.TargetLanguage, Status: c.Status,
 			Error: c.Error, OutputVideoKey: c.OutputVideoKey, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
-			Links: childLinks{Subtitles: []subtitleLink{}}, result: results[c.ID]})
+			Links: consoleapi.ChildLinks{Subtitles: []subtitleLink{}}})
+		v.results = append(v.results, results[c.ID])
 	}
 	return v, nil
 }
@@ -94,11 +74,11 @@ func (s *server) childLinksOf(ctx context.Context, v *languagesView) {
 	for i := range v.Children {
 		c := &v.Children[i]
 		var res result
-		if c.Status != task.Done || len(c.result) == 0 || json.Unmarshal(c.result, &res) != nil {
+		if c.Status != task.Done || len(v.results[i]) == 0 || json.Unmarshal(v.results[i], &res) != nil {
 			continue
 		}
 		l, _ := s.resultLinks(ctx, res, false)
-		c.Links = childLinks{Output: l.Output, Subtitles: l.Subtitles}
+		c.Links = consoleapi.ChildLinks{Output: l.Output, Subtitles: l.Subtitles}
 	}
 }
 

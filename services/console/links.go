@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"path"
 	"sort"
+
+	"github.com/dubflow/dubflow/pkg/consoleapi"
 )
 
 // links are presigned GET URLs of a task's objects.
@@ -17,10 +19,7 @@ type links struct {
 }
 
 // subtitleLink is one subtitle file.
-type subtitleLink struct {
-	Language string `json:"language"`
-	URL      string `json:"url"`
-}
+type subtitleLink = consoleapi.SubtitleLink
 
 // result is what mux_video records as a done task's result.
 type result struct {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -24,22 +25,9 @@ const (
 	maxPage     = 200
 )
 
-// taskSummary is a task without its steps.
-type taskSummary struct {
-	TaskID         uuid.UUID `json:"taskId"`
-	Status         string    `json:"status"`
-	SourceLanguage string    `json:"sourceLanguage"`
-	TargetLanguage string    `json:"targetLanguage"`
-	SpeakerID      string    `json:"speakerId"`
-	Error          string    `json:"error"`
-	CreatedAt      time.Time `json:"createdAt"`
-	UpdatedAt      time.Time `json:"updatedAt"`
-	// ParentTaskID is the parent of a child task (one language of a
-	// submission into several), null for any other task.
-	ParentTaskID *uuid.UUID `json:"parentTaskId"`
-	// TargetLanguages are a parent's languages, [] for any other task.
-	TargetLanguages []string `json:"targetLanguages"`
-}
+// taskSummary is a task without its steps (the API's shape, shared with
+// dubctl).
+type taskSummary = consoleapi.TaskSummary
 
 const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
 	parent_task_id, targets`

@@ -8,24 +8,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/spf13/cobra"
 )
 
 // The console-mode dead-letter commands: dlq list, show and replay.
-
-// consoleDeadLetter is a dead letter as the console lists it.
-type consoleDeadLetter struct {
-	ID            int64      `json:"id"`
-	TaskID        *string    `json:"taskId"`
-	Step          string     `json:"step"`
-	Attempt       int        `json:"attempt"`
-	ErrorClass    string     `json:"errorClass"`
-	Source        string     `json:"source"`
-	FailureReason string     `json:"failureReason"`
-	FailedAt      time.Time  `json:"failedAt"`
-	ReplayedAt    *time.Time `json:"replayedAt"`
-	ReplayCount   int        `json:"replayCount"`
-}
 
 func (c *consoleClient) dlqListCmd() *cobra.Command {
 	var (
@@ -41,7 +28,7 @@ func (c *consoleClient) dlqListCmd() *cobra.Command {
 			q := url.Values{"step": {stepName}, "since": {since}, "limit": {fmt.Sprint(limit)},
 				"pending": {fmt.Sprint(pending)}}
 			var out struct {
-				DeadLetters []consoleDeadLetter `json:"deadLetters"`
+				DeadLetters []consoleapi.DeadLetter `json:"deadLetters"`
 			}
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/dead-letters?"+q.Encode(), "", nil, &out); err != nil {
 				return err
@@ -54,7 +41,7 @@ func (c *consoleClient) dlqListCmd() *cobra.Command {
 			for _, d := range out.DeadLetters {
 				task, replayed := "-", "no"
 				if d.TaskID != nil {
-					task = *d.TaskID
+					task = d.TaskID.String()
 				}
 				if d.ReplayedAt != nil {
 					replayed = fmt.Sprintf("%s (%d×)", d.ReplayedAt.Local().Format(time.DateTime), d.ReplayCount)

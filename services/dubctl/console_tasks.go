@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -90,13 +91,8 @@ func (c *consoleClient) upload(ctx context.Context, o submitOptions) (string, er
 
 // consoleTask is the part of GET /api/tasks/{id} status prints.
 type consoleTask struct {
-	TaskID         string    `json:"taskId"`
-	Status         string    `json:"status"`
-	SourceLanguage string    `json:"sourceLanguage"`
-	TargetLanguage string    `json:"targetLanguage"`
-	Error          string    `json:"error"`
-	UpdatedAt      time.Time `json:"updatedAt"`
-	Steps          []struct {
+	consoleapi.TaskSummary
+	Steps []struct {
 		Step       string `json:"step"`
 		Status     string `json:"status"`
 		Attempts   int    `json:"attempts"`
@@ -105,28 +101,12 @@ type consoleTask struct {
 	Links struct {
 		Output *string `json:"output"`
 	} `json:"links"`
-	Languages *consoleLanguages `json:"languages"`
+	Languages *consoleapi.Languages `json:"languages"`
 }
 
-// consoleLanguages is the "languages" object of GET /api/tasks/{id}: a
-// parent's languages and children, or a child's parent (API.md).
-type consoleLanguages struct {
-	ParentTaskID    *uuid.UUID `json:"parentTaskId"`
-	TargetLanguages []string   `json:"targetLanguages"`
-	Children        []struct {
-		TaskID         uuid.UUID `json:"taskId"`
-		TargetLanguage string    `json:"targetLanguage"`
-		Status         string    `json:"status"`
-		Error          string    `json:"error"`
-		OutputVideoKey string    `json:"outputVideoKey"`
-		CreatedAt      time.Time `json:"createdAt"`
-		UpdatedAt      time.Time `json:"updatedAt"`
-	} `json:"children"`
-}
-
-// family is the same as database mode reads: nil for a task of one
-// language.
-func (l *consoleLanguages) family() *languagesView {
+// familyOf is what database mode reads of a task's languages: nil for a
+// task of one language.
+func familyOf(l *consoleapi.Languages) *languagesView {
 	if l == nil {
 		return nil
 	}
@@ -174,7 +154,7 @@ func (c *consoleClient) statusCmd() *cobra.Command {
 			}
 			// The block database mode prints: a parent's languages and
 			// children, a child's parent.
-			printLanguages(out, &taskView{Languages: t.Languages.family()})
+			printLanguages(out, &taskView{Languages: familyOf(t.Languages)})
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "\nSTEP\tSTATUS\tATTEMPTS\tDURATION")
 			for _, s := range t.Steps {
@@ -203,7 +183,7 @@ func (c *consoleClient) listCmd() *cobra.Command {
 			}
 			q := url.Values{"status": {o.status}, "limit": {fmt.Sprint(o.limit)}}
 			var page struct {
-				Tasks []consoleTask `json:"tasks"`
+				Tasks []consoleapi.TaskSummary `json:"tasks"`
 			}
 			if err := c.do(cmd.Context(), http.MethodGet, "/api/tasks?"+q.Encode(), "", nil, &page); err != nil {
 				return err
