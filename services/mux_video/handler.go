@@ -74,8 +74,12 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	msg.Apply(task.Succeed(task.RefOf(msg.Envelope), body, p.OutputVideoKey))
 	sum := j.report.Summary
-	msg.Log.Info().Str("output_video_key", p.OutputVideoKey).Int("segments", len(j.segs)).Str("background", j.report.Mix.Background).
-		Int("sped_up", sum.SpedUp).Int("over_bound", sum.OverBound).Int("truncated", sum.Truncated).Msg("video dubbed")
+	ev := msg.Log.Info().Str("output_video_key", p.OutputVideoKey).Int("segments", len(j.segs)).Str("background", j.report.Mix.Background).
+		Int("sped_up", sum.SpedUp).Int("over_bound", sum.OverBound).Int("truncated", sum.Truncated)
+	for _, l := range j.laps { // where the time went: video, clips, assemble, mux, store
+		ev = ev.Float64(l.name+"_s", l.took.Seconds())
+	}
+	ev.Msg("video dubbed")
 	return nil
 }
 

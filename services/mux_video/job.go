@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/media"
@@ -51,6 +52,21 @@ type job struct {
 	segs             []segment
 	dir              string
 	report           *media.TimingReport
+	laps             []lap // how long each part of the run took, for the log
+	last             time.Time
+}
+
+// lap is one part of a run and how long it took.
+type lap struct {
+	name string
+	took time.Duration
+}
+
+// lap records that the part of the run named name ended now.
+func (j *job) lap(name string) {
+	now := time.Now()
+	j.laps = append(j.laps, lap{name, now.Sub(j.last)})
+	j.last = now
 }
 
 // output is a file the step stores.
@@ -61,6 +77,7 @@ type output struct{ key, file, contentType string }
 // returns the task's result.
 func (j *job) run(ctx context.Context) (map[string]any, error) {
 	cfg := j.h.cfg
+	j.last = time.Now()
 	video := filepath.Join(j.dir, "source.media")
 	if err := blob.Download(ctx, j.h.objects, j.p.SourceVideoKey, video, blob.Need{MaxBytes: cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
 		return nil, err
@@ -72,6 +89,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 		return nil, fmt.Errorf("check %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
 	totalMS := int(info.Duration.Milliseconds())
+	j.lap("video")
 	dub := filepath.Join(j.dir, "dub.wav")
 	channels := 0 // no soundtrack
 	if audio := info.StreamsOf(media.AudioStream); len(audio) > 0 {
@@ -101,6 +119,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 	if err := media.Mux(ctx, in, out); err != nil {
 		return nil, fmt.Errorf("mux %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
+	j.lap("mux")
 	timingKey := path.Dir(j.p.OutputVideoKey) + "/timing.json"
 	uploads := append([]output{{j.p.TTSAudioKey, dub, "audio/wav"}}, subs...)
 	uploads = append(uploads, output{timingKey, timing, "application/json"}, output{j.p.OutputVideoKey, out, "video/mp4"})
@@ -109,6 +128,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 			return nil, fmt.Errorf("store %s: %w", up.key, err)
 		}
 	}
+	j.lap("store")
 	result["output_video_key"], result["dub_audio_key"], result["timing_report_key"] = j.p.OutputVideoKey, j.p.TTSAudioKey, timingKey
 	result["segments"], result["duration_ms"], result["timing"], result["mix"] = len(j.segs), totalMS, j.report.Summary, j.report.Mix
 	result["burned_subtitles"] = j.opts.burn
@@ -122,6 +142,7 @@ func (j *job) assemble(ctx context.Context, video string, channels, totalMS int,
 	if err != nil {
 		return err
 	}
+	j.lap("clips")
 	fit := media.FitOptions{MaxSpeedup: j.h.cfg.MaxSpeedup, RescueSpeedup: j.h.cfg.RescueSpeedup, TotalMS: totalMS}
 	placements := media.Fit(slots, fit)
 	speech := make([]media.Span, 0, len(j.segs))
@@ -137,6 +158,7 @@ func (j *job) assemble(ctx context.Context, video string, channels, totalMS int,
 	if err != nil {
 		return fmt.Errorf("assemble the dub of %s: %w", j.p.SourceVideoKey, err)
 	}
+	j.lap("assemble")
 	j.report = media.NewTimingReport(placements, fit)
 	j.report.Mix = mix
 	return nil
