@@ -52,7 +52,7 @@ echo "stage=extract_audio seconds=$(since "$t")"
 t=$(now)
 # The decoder search the asr worker runs with (POCKETSPHINX_SEARCH, the
 # same default): the baseline differs from the pipeline by its orchestration only.
-search=${POCKETSPHINX_SEARCH:--fwdflat no -maxhmmpf 3000}
+search=${POCKETSPHINX_SEARCH:--fwdflat no -maxhmmpf 6000}
 [ "$search" = default ] && search=
 # shellcheck disable=SC2086 # flags and values, split at blanks
 pocketsphinx_continuous -infile "$work/audio.wav" -time yes -logfn /dev/null $search >"$work/asr.txt"

@@ -23,11 +23,13 @@ const DefaultMaxSegment = 9 * time.Second
 // DefaultPocketsphinxSearch is the decoder search the embedded recogniser
 // runs with (POCKETSPHINX_SEARCH): the first-pass tree search and the
 // lattice's best path, without the second flat-lexicon pass, and at most
-// 3000 active HMMs a frame (the package's default is 30000). On the
-// fixtures it halves the decoder's CPU time (two_cities 11.6 → 5.6
-// CPU-s, jfk 4.5 → 2.2) and its word error rate is no worse (two_cities
-// 0.252 → 0.218, jfk 0.545 → 0.500).
-const DefaultPocketsphinxSearch = "-fwdflat no -maxhmmpf 3000"
+// 6000 active HMMs a frame (the package's default is 30000). On the
+// fixtures it takes 0.57–0.61 of the decoder's CPU time (two_cities 14.2 →
+// 8.7 CPU-s, jfk 6.4 → 3.7 under load) with the word error rate of
+// two_cities 0.252 → 0.235 and of jfk 0.545 → 0.636 (two words of 22).
+// 3000 HMMs halves the CPU but loses words in short chunks of noisy
+// speech (the jfk clip in 5 s chunks: services/asr TestASRFansOut).
+const DefaultPocketsphinxSearch = "-fwdflat no -maxhmmpf 6000"
 
 // Pocketsphinx is the embedded English recogniser: it runs
 // pocketsphinx_continuous (Debian packages pocketsphinx and

@@ -31,7 +31,7 @@ type Config struct {
 	ChunkConcurrency int `env:"ASR_CONCURRENCY" envDefault:"2"`
 	// PocketsphinxSearch is the embedded recogniser's decoder search
 	// (pocketsphinx_continuous flags); "default" for the package's own.
-	PocketsphinxSearch string `env:"POCKETSPHINX_SEARCH" envDefault:"-fwdflat no -maxhmmpf 3000"`
+	PocketsphinxSearch string `env:"POCKETSPHINX_SEARCH" envDefault:"-fwdflat no -maxhmmpf 6000"`
 
 	// TranslateBatch is how many segments one translate message carries.
 	config.TranslateBatch

@@ -67,6 +67,7 @@ func BenchmarkLongAndFair(b *testing.B) {
 			steps[step] += d
 		}
 		b.Log("\n" + s.timeline(b, ctx, id))
+		b.Log(s.logLine(b, "mux_video", id, "video dubbed"))
 	}
 	b.StopTimer()
 	n := float64(b.N)
@@ -129,4 +130,21 @@ func (s *stack) waitChunksRunning(tb testing.TB, ctx context.Context, id uuid.UU
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// logLine returns the line of service's log that mentions task id and
+// contains text (the last one), or says there is none.
+func (s *stack) logLine(tb testing.TB, service string, id uuid.UUID, text string) string {
+	tb.Helper()
+	raw, err := os.ReadFile(s.procs[service].Log)
+	if err != nil {
+		return fmt.Sprintf("%s log: %v", service, err)
+	}
+	found := fmt.Sprintf("no %q line for task %s in the %s log", text, id, service)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, id.String()) && strings.Contains(line, text) {
+			found = service + ": " + line
+		}
+	}
+	return found
 }
