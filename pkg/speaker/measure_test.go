@@ -11,7 +11,7 @@ import (
 )
 
 // fixture returns a speech fixture from DUBFLOW_FIXTURES.
-func fixture(t *testing.T, name string) string {
+func fixture(t testing.TB, name string) string {
 	t.Helper()
 	dir := os.Getenv("DUBFLOW_FIXTURES")
 	if dir == "" {
@@ -21,7 +21,7 @@ func fixture(t *testing.T, name string) string {
 }
 
 // ffmpeg runs ffmpeg with args.
-func ffmpeg(t *testing.T, args ...string) {
+func ffmpeg(t testing.TB, args ...string) {
 	t.Helper()
 	out, err := exec.CommandContext(context.Background(), "ffmpeg", append([]string{"-nostdin", "-v", "error", "-y"}, args...)...).CombinedOutput()
 	if err != nil {

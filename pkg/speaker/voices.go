@@ -30,6 +30,12 @@ var EspeakVoices = Voices{
 // used up starts again from its first. With no voices at all, every
 // speaker gets preferred.
 func Assign(turns []Turn, v Voices, language, preferred string) map[string]string {
+	return AssignMore(turns, nil, v, language, preferred)
+}
+
+// AssignMore is Assign for speakers found after others were given their
+// voices (given): those keep theirs, and their voices count as taken.
+func AssignMore(turns []Turn, given map[string]string, v Voices, language, preferred string) map[string]string {
 	lang := func(list []string) []string {
 		out := make([]string, len(list))
 		for i, s := range list {
@@ -42,6 +48,10 @@ func Assign(turns []Turn, v Voices, language, preferred string) map[string]strin
 	var taken []string
 	if preferred != "" {
 		taken = append(taken, preferred)
+	}
+	for name, voice := range given {
+		out[name] = voice
+		taken = append(taken, voice)
 	}
 	for _, t := range turns {
 		if _, ok := out[t.Speaker]; ok {

@@ -65,7 +65,7 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log}
 	f := &dl.facts
 	// A part may wait for another step than the route's (wire.Depender:
-	// a tts part waits for asr, not for every translate batch).
+	// a tts part waits for nothing: its translate batch emitted it).
 	after := route.After
 	if after != "" {
 		after = env.After(after)

@@ -3,11 +3,14 @@ package step
 // This file is the overlap of fanned-out steps: a part of the
 // next step is emitted for each part of this one as soon as that part and
 // the steps it also needs have succeeded, instead of one message for the
-// whole step once every part has. Translate batches each emit their tts
-// part once asr is complete; the asr part that completes asr emits the tts
-// parts of the batches that finished before it. Both go through the same
-// lock of the next step (emit_when_steps_done, emit_when_part_done), so
-// that whichever commits last emits the part, exactly once.
+// whole step once every part has: a part waiting for its own input and
+// for whole steps besides (EmitWhenOthersDone) is emitted by whichever of
+// its input part and the part that completes those steps commits last
+// (EmitWhenPartDone). Both go through the same lock of the next step
+// (emit_when_steps_done, emit_when_part_done), so that the part is emitted
+// exactly once. (Translate batches emitted their tts parts this way, once
+// asr was complete; they now emit them at once, and the asr merge's
+// EmitWhenPartDone only serves batches that finished under that rule.)
 
 // emitWhenPartDoneSQL emits a part of the next step once a given part of
 // another step has succeeded (arguments: task, step, part, next step, next

@@ -57,7 +57,7 @@ func TestEnvelopePart(t *testing.T) {
 }
 
 // TestTTSPartAndDependency: a tts message with segment ids is the part they
-// name and waits for asr only; one without is the whole task (its version's
+// name and waits for no step; one without is the whole task (its version's
 // part) and waits for what its route says (translate).
 func TestTTSPartAndDependency(t *testing.T) {
 	task := uuid.MustParse("00000000-0000-0000-0000-000000000001")
@@ -67,8 +67,8 @@ func TestTTSPartAndDependency(t *testing.T) {
 	}{
 		{wire.TTS{TaskID: task}, "", wire.StepTranslate},
 		{wire.TTS{TaskID: task, Version: 3}, "v3", wire.StepTranslate},
-		{wire.TTS{TaskID: task, SegmentIDs: []string{"seg-4", "seg-5"}}, "seg-4,seg-5", wire.StepASR},
-		{wire.TTS{TaskID: task, SegmentIDs: []string{"seg-4"}, Version: 2}, "v2/seg-4", wire.StepASR},
+		{wire.TTS{TaskID: task, SegmentIDs: []string{"seg-4", "seg-5"}}, "seg-4,seg-5", ""},
+		{wire.TTS{TaskID: task, SegmentIDs: []string{"seg-4"}, Version: 2}, "v2/seg-4", ""},
 	} {
 		env, err := wire.New(wire.StepTTS, task, "trace", c.p)
 		if err != nil {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -37,17 +38,32 @@ func (p *TTS) Part() string {
 	return PartByIDs(p.SegmentIDs)
 }
 
-// After names the step a tts part waits for: a part (segment ids) is
-// emitted by the translate batch that translated its segments, in the same
-// transaction, so its input exists when it does, and it waits only for asr
-// (every segment of the task known, for the speakers to be told apart) —
-// synthesis runs while later batches are still translated. A message for
-// the whole task waits for translate, as ever (ok false).
+// After names the step a tts part waits for: none. A part (segment ids)
+// is emitted by the translate batch that translated its segments, in the
+// same transaction, so its input exists when it does, and its speakers are
+// told apart from the segments known so far (speaker.Extend): synthesis
+// runs while later chunks are still transcribed and translated. A message
+// for the whole task waits for translate, as ever (ok false).
 func (p *TTS) After() (string, bool) {
 	if len(p.SegmentIDs) > 0 {
-		return StepASR, true
+		return "", true
 	}
 	return "", false
+}
+
+// MuxFor is the mux_video message that builds version v of a task whose
+// row names sourceVideoKey and outputVideoKey (empty: the default keys). A
+// re-dub (v > 1) writes a version of its own; earlier outputs stay. Every
+// step that may emit a task's mux_video builds it here, so that the
+// message is the same whichever emits it.
+func MuxFor(taskID uuid.UUID, v int, sourceVideoKey, outputVideoKey string) MuxVideo {
+	keys := VersionKeys(taskID, v)
+	output := cmp.Or(outputVideoKey, keys.OutputVideo)
+	if v > 1 {
+		output = keys.OutputVideo
+	}
+	return MuxVideo{TaskID: taskID, SourceVideoKey: cmp.Or(sourceVideoKey, keys.SourceVideo), TTSAudioKey: keys.DubAudio,
+		OutputVideoKey: output, Version: v}
 }
 
 // Part names the mux_video message's part by its version.

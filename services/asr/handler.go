@@ -51,7 +51,8 @@ const segmentStride = 1000
 
 // taskInfo is what asr reads from the task's row.
 type taskInfo struct {
-	target, speaker string
+	target, speaker                string
+	sourceVideoKey, outputVideoKey string
 }
 
 // Handle serves the three kinds of asr message (wire.ASR.Part): the whole
@@ -72,7 +73,8 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
 	var t taskInfo
-	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id FROM tasks WHERE id = $1`, env.TaskID).Scan(&t.target, &t.speaker)
+	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key FROM tasks WHERE id = $1`,
+		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
@@ -115,7 +117,7 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if err := h.store(ctx, msg, p.OutputKey, p.Language, segs, 0); err != nil {
 		return err
 	}
-	stageSegments(msg, msg.Envelope.TaskID, segs, 0, -1)
+	stageSegments(msg, msg.Envelope.TaskID, segs, voicesOf(wav, 0, segs, msg.Log), 0, -1)
 	if len(segs) == 0 {
 		return finishWithoutSpeech(msg)
 	}
@@ -163,7 +165,7 @@ func (h *handler) chunk(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if err := h.store(ctx, msg, key, p.Language, segs, base); err != nil {
 		return err
 	}
-	stageSegments(msg, msg.Envelope.TaskID, segs, base, base+segmentStride)
+	stageSegments(msg, msg.Envelope.TaskID, segs, voicesOf(wav, ch.OffsetMS, segs, msg.Log), base, base+segmentStride)
 	if err := h.emitBatches(msg, p, t, segs, base); err != nil {
 		return err
 	}
@@ -337,45 +339,11 @@ func (h *handler) checkLength(key, wav string) error {
 	return worker.Limit(media.CheckLength("audio "+key, d, limit), media.ErrTooLong, "MAX_VIDEO_SECONDS", h.maxSeconds)
 }
 
-// upsertSegmentsSQL writes the segments in one statement. A re-run that
-// recognises the same text keeps the translation (and, with the same
-// timing, the synthesized audio); a changed segment starts over.
-const upsertSegmentsSQL = `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text)
-	SELECT $1, s.idx, s.start_ms, s.end_ms, s.src_text
-	  FROM unnest($2::int[], $3::int[], $4::int[], $5::text[]) AS s(idx, start_ms, end_ms, src_text)
-	ON CONFLICT (task_id, idx) DO UPDATE SET
-	    start_ms = EXCLUDED.start_ms, end_ms = EXCLUDED.end_ms, src_text = EXCLUDED.src_text,
-	    mt_text = CASE WHEN segments.src_text = EXCLUDED.src_text THEN segments.mt_text END,
-	    tts_audio_key = CASE WHEN segments.src_text = EXCLUDED.src_text AND segments.start_ms = EXCLUDED.start_ms
-	        AND segments.end_ms = EXCLUDED.end_ms THEN segments.tts_audio_key END,
-	    tts_params_json = CASE WHEN segments.src_text = EXCLUDED.src_text AND segments.start_ms = EXCLUDED.start_ms
-	        AND segments.end_ms = EXCLUDED.end_ms THEN segments.tts_params_json END`
-
-// stageSegments replaces the task's segments numbered from base up to end
-// (-1: all after base) with segs in the success transaction: segments past
-// the new end of the range (from an earlier, longer run) go.
-func stageSegments(msg *step.Message, taskID uuid.UUID, segs []speech.Segment, base, end int) {
-	if end < 0 {
-		msg.Exec(`DELETE FROM segments WHERE task_id = $1 AND idx >= $2`, taskID, base+len(segs))
-	} else {
-		msg.Exec(`DELETE FROM segments WHERE task_id = $1 AND idx >= $2 AND idx < $3`, taskID, base+len(segs), end)
-	}
-	if len(segs) == 0 {
-		return
-	}
-	idx := make([]int32, len(segs))
-	start := make([]int32, len(segs))
-	stop := make([]int32, len(segs))
-	text := make([]string, len(segs))
-	for i, s := range segs {
-		idx[i], start[i], stop[i], text[i] = int32(base+i), int32(s.StartMS), int32(s.EndMS), s.Text
-	}
-	msg.Exec(upsertSegmentsSQL, taskID, idx, start, stop, text)
-}
-
 // merge writes asr.json from the chunks' transcripts once every chunk has
-// succeeded, and ends a task without speech; with speech, it emits the tts
-// parts of the translate batches already done (the others emit their own).
+// succeeded, and ends a task without speech. With speech, it stages the
+// mux_video fan-in: the translate batches and their tts parts run while
+// chunks are still transcribed, so this part may be the one that completes
+// the last of asr, translate and tts.
 func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t taskInfo) error {
 	env := msg.Envelope
 	var chunks int
@@ -407,15 +375,19 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if len(doc.Segments) == 0 {
 		return finishWithoutSpeech(msg)
 	}
-	return h.emitTTSParts(ctx, msg, t)
+	if err := h.emitTTSParts(ctx, msg, t); err != nil {
+		return err
+	}
+	return msg.EmitWhenStepsDone(wire.StepMuxVideo, wire.MuxFor(env.TaskID, 0, t.sourceVideoKey, t.outputVideoKey),
+		wire.StepTranslate, wire.StepTTS)
 }
 
 // emitTTSParts stages, for each translate batch of the task, its tts part
 // (the batch's segments) if the batch has succeeded by the time this part
-// commits: the batches that finished while later chunks were still
-// transcribed emitted none (a tts part waits for every segment to be
-// known); those that finish later emit their own. One of the two emits
-// each part, exactly once (step.EmitWhenPartDone).
+// commits and the part was not emitted before. A batch emits its own tts
+// part with its success; this covers batches that finished before an
+// upgrade under the earlier rule, where a batch finishing before asr left
+// its part to the asr merge. Exactly once either way (step.EmitWhenPartDone).
 func (h *handler) emitTTSParts(ctx context.Context, msg *step.Message, t taskInfo) error {
 	env := msg.Envelope
 	rows, err := h.db.Query(ctx, `SELECT part, message FROM step_parts WHERE task_id = $1 AND step = $2 ORDER BY created_at, part`,

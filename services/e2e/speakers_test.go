@@ -11,9 +11,25 @@ import (
 // TestTwoSpeakers dubs a clip built from two fixtures — jfk.wav (a higher
 // voice), a second of silence, then 11 s of two_cities.wav (a lower one) —
 // and expects two speakers: the segments of the first part spoken by one
-// voice, those of the second by another, a high and a low one.
+// voice, those of the second by another, a high and a low one. Whole, the
+// clip is one asr message and tts clusters all its segments at once; in
+// 12 s chunks each voice is in a chunk of its own, transcribed in either
+// order, and the tts part of the chunk done second finds the second voice
+// beside the first one's speaker (speaker.Extend).
 func TestTwoSpeakers(t *testing.T) {
-	s := newStack(t, nil)
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"whole", nil},
+		{"chunks", map[string]string{"ASR_CHUNK_SECONDS": "12"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { twoSpeakers(t, c.env) })
+	}
+}
+
+func twoSpeakers(t *testing.T, env map[string]string) {
+	s := newStack(t, env)
 	s.start(t, append(append([]string{}, workers...), helpers...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

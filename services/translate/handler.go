@@ -24,8 +24,7 @@ type handler struct {
 }
 
 // Handle translates the batch's untranslated segments, stages their
-// mt_text, and emits the batch's tts part (the same segments) once asr is
-// complete.
+// mt_text, and emits the batch's tts part (the same segments).
 func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	var p wire.Translate
 	if err := msg.Decode(&p); err != nil {
@@ -75,13 +74,13 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 			WHERE s.task_id = $1 AND s.idx = t.idx AND s.mt_text IS NULL`, env.TaskID, idx, out)
 	}
 	msg.Log.Info().Int("segments", len(want)).Int("translated", len(texts)).Msg("batch translated")
-	// The batch's own tts part (the same segments), emitted now if asr is
-	// complete (every segment known, for tts to tell the speakers apart),
-	// else by the asr part that completes it: synthesis of these segments
-	// starts while later batches are still translated. The tts part that
+	// The batch's own tts part (the same segments), emitted with this
+	// success: synthesis of these segments starts while later chunks are
+	// still transcribed and translated (tts tells their speakers apart
+	// from the segments known by then). The tts part or the asr merge that
 	// completes the last of asr, translate and tts emits mux_video.
 	tts := wire.TTS{TaskID: env.TaskID, SpeakerID: speaker, SegmentIDs: p.SegmentIDs}
-	if err := msg.EmitWhenOthersDone(wire.StepTTS, tts, wire.StepASR); err != nil {
+	if err := msg.Emit(wire.StepTTS, tts); err != nil {
 		return fault.Permanent(err)
 	}
 	return nil

@@ -43,16 +43,14 @@ type Config struct {
 	// VoicesLow/VoicesHigh ("{lang}" becomes the target language); empty
 	// lists take espeak-ng's variants for the espeak engine, and the
 	// task's voice for every speaker otherwise.
-	MaxSpeakers   int      `env:"TTS_MAX_SPEAKERS" envDefault:"4"`
-	VoicesLow     []string `env:"TTS_VOICES_LOW"`
-	VoicesHigh    []string `env:"TTS_VOICES_HIGH"`
-	MaxAudioBytes int64    `env:"MAX_AUDIO_BYTES" envDefault:"1073741824"`
+	MaxSpeakers int      `env:"TTS_MAX_SPEAKERS" envDefault:"4"`
+	VoicesLow   []string `env:"TTS_VOICES_LOW"`
+	VoicesHigh  []string `env:"TTS_VOICES_HIGH"`
 }
 
 // Voicing is the voice-per-speaker setting.
 func (c *Config) Voicing() voicing {
-	v := voicing{maxSpeakers: c.MaxSpeakers, maxAudioBytes: c.MaxAudioBytes,
-		voices: speaker.Voices{Low: c.VoicesLow, High: c.VoicesHigh}}
+	v := voicing{maxSpeakers: c.MaxSpeakers, voices: speaker.Voices{Low: c.VoicesLow, High: c.VoicesHigh}}
 	if len(v.voices.Low)+len(v.voices.High) == 0 && c.Engine.Name == "espeak" {
 		v.voices = speaker.EspeakVoices
 	}

@@ -31,7 +31,6 @@ type synthesizer interface {
 // objects is the part of the object store tts uses.
 type objects interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
-	GetFile(ctx context.Context, key, path string, maxBytes int64) error
 }
 
 // settings are the batch, concurrency and retry settings of one run.
@@ -112,11 +111,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		t.speaker = p.SpeakerID
 	}
 	t.version = p.Version
-	if err := h.assignSpeakers(ctx, msg, t); err != nil {
-		return err
-	}
 	only, err := segmentIndexes(p.SegmentIDs)
 	if err != nil {
+		return err
+	}
+	if err := h.assignSpeakers(ctx, msg, t, only); err != nil {
 		return err
 	}
 	done, failed, err := h.synthesizeAll(ctx, t, set, msg, only)
@@ -172,19 +171,7 @@ func (h *handler) finishPart(ctx context.Context, msg *step.Message, t task, onl
 
 // muxPayload is the mux_video message of the version being built.
 func (h *handler) muxPayload(t task) wire.MuxVideo {
-	keys := wire.VersionKeys(t.id, t.version)
-	output := firstNonEmpty(t.outputVideoKey, keys.OutputVideo)
-	if t.version > 1 {
-		// A re-dub writes a version of its own; earlier outputs stay.
-		output = keys.OutputVideo
-	}
-	return wire.MuxVideo{
-		TaskID:         t.id,
-		SourceVideoKey: firstNonEmpty(t.sourceVideoKey, keys.SourceVideo),
-		TTSAudioKey:    keys.DubAudio,
-		OutputVideoKey: output,
-		Version:        t.version,
-	}
+	return wire.MuxFor(t.id, t.version, t.sourceVideoKey, t.outputVideoKey)
 }
 
 // coverPartsSQL records, for a run of the whole task (first dub) that left

@@ -3,15 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -20,26 +15,28 @@ type voicing struct {
 	// maxSpeakers bounds the speakers told apart (1: one voice for all).
 	maxSpeakers int
 	voices      speaker.Voices
-	// maxAudioBytes bounds the source audio downloaded.
-	maxAudioBytes int64
 }
 
-// assignSpeakers finds the speakers of a task whose segments have none yet,
-// from the task's extracted audio, and records each segment's speaker and
-// voice in one statement (all or nothing, so a crash leaves none). The
-// task's own voice (speaker_id) goes to the first speaker. Audio that is
-// missing or unreadable leaves one speaker for all.
+// assignSpeakers gives a speaker and a voice to the task's segments that
+// have none yet, from the voices asr measured in them, and records them in
+// one statement (all or nothing, so a crash leaves none). The task's own
+// voice (speaker_id) goes to the first speaker.
 //
-// The tts parts of a task start together (one per translate batch): the
-// first one finds the speakers, under a lock of the task held in a
-// transaction, and the others wait for it and find them recorded, so the
-// audio is downloaded and measured once.
-func (h *handler) assignSpeakers(ctx context.Context, msg *step.Message, t task) error {
-	var assigned bool
-	if err := h.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE task_id = $1 AND speaker <> '')`, t.id).Scan(&assigned); err != nil {
+// A task's tts parts start as their translate batches finish, while later
+// chunks are still transcribed: the first part tells the speakers apart
+// among the segments known then (speaker.Cluster), later ones put the new
+// segments with those speakers or make new ones (speaker.Extend). Parts
+// take turns under a lock of the task held in a transaction, so that two
+// never number the same new speaker twice. only names the part's segments
+// (nil: the whole task); a part whose segments all have a speaker takes no
+// lock.
+func (h *handler) assignSpeakers(ctx context.Context, msg *step.Message, t task, only []int32) error {
+	var missing bool
+	if err := h.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE task_id = $1 AND speaker = ''
+		AND ($2::int[] IS NULL OR idx = ANY($2)))`, t.id, only).Scan(&missing); err != nil {
 		return fmt.Errorf("read speakers of %s: %w", t.id, err)
 	}
-	if assigned {
+	if !missing {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, h.db, func(tx pgx.Tx) error {
@@ -50,75 +47,59 @@ func (h *handler) assignSpeakers(ctx context.Context, msg *step.Message, t task)
 	})
 }
 
-// assignSpeakersTx is assignSpeakers inside tx, under the task's lock.
+// known is what assignSpeakersTx reads of one segment.
+type known struct {
+	idx            int32
+	speaker, voice string
+	voiced         speaker.Voice
+}
+
+// assignSpeakersTx is assignSpeakers inside tx, under the task's lock: it
+// extends the speakers over every segment known now.
 func (h *handler) assignSpeakersTx(ctx context.Context, tx pgx.Tx, msg *step.Message, t task) error {
-	rows, err := tx.Query(ctx, `SELECT idx, start_ms, end_ms FROM segments WHERE task_id = $1
-		AND NOT EXISTS (SELECT 1 FROM segments s WHERE s.task_id = $1 AND s.speaker <> '') ORDER BY idx`, t.id)
+	rows, err := tx.Query(ctx, `SELECT idx, speaker, voice, pitch_hz, brightness_hz FROM segments
+		WHERE task_id = $1 ORDER BY idx`, t.id)
 	if err != nil {
 		return fmt.Errorf("read segments of %s: %w", t.id, err)
 	}
-	var idx []int32
-	var spans []speaker.Span
-	for rows.Next() {
-		var i int32
-		var s speaker.Span
-		if err := rows.Scan(&i, &s.StartMS, &s.EndMS); err != nil {
-			rows.Close()
-			return fmt.Errorf("read segments of %s: %w", t.id, err)
-		}
-		idx, spans = append(idx, i), append(spans, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(spans) == 0 {
-		return err
-	}
-	voices, err := h.measure(ctx, t, spans)
+	segs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (known, error) {
+		var k known
+		return k, r.Scan(&k.idx, &k.speaker, &k.voice, &k.voiced.PitchHz, &k.voiced.BrightnessHz)
+	})
 	if err != nil {
-		if ctx.Err() != nil || fault.IsUnavailable(err) {
-			return err
+		return fmt.Errorf("read segments of %s: %w", t.id, err)
+	}
+	voices := make([]speaker.Voice, len(segs))
+	speakers := make([]string, len(segs))
+	given := map[string]string{}
+	newOnes := 0
+	for i, s := range segs {
+		if h.voicing.maxSpeakers > 1 {
+			voices[i] = s.voiced // one voice for all: the first of the low register, as ever
 		}
-		msg.Log.Warn().Err(err).Msg("speaker turns unknown: one voice for every segment")
+		speakers[i] = s.speaker
+		if s.speaker == "" {
+			newOnes++
+		} else if _, ok := given[s.speaker]; !ok {
+			given[s.speaker] = s.voice
+		}
 	}
-	turns := speaker.Cluster(voices, max(1, h.voicing.maxSpeakers))
-	byName := speaker.Assign(turns, h.voicing.voices, strings.ToLower(t.language), t.speaker)
-	names, chosen := make([]string, len(turns)), make([]string, len(turns))
+	if newOnes == 0 {
+		return nil
+	}
+	turns := speaker.Extend(voices, speakers, max(1, h.voicing.maxSpeakers))
+	byName := speaker.AssignMore(turns, given, h.voicing.voices, strings.ToLower(t.language), t.speaker)
+	idx, names, chosen := make([]int32, 0, newOnes), make([]string, 0, newOnes), make([]string, 0, newOnes)
 	for i, tr := range turns {
-		names[i], chosen[i] = tr.Speaker, byName[tr.Speaker]
+		if segs[i].speaker == "" {
+			idx, names, chosen = append(idx, segs[i].idx), append(names, tr.Speaker), append(chosen, byName[tr.Speaker])
+		}
 	}
-	msg.Log.Info().Int("speakers", len(byName)).Interface("voices", byName).Msg("speakers found")
+	msg.Log.Info().Int("segments", newOnes).Int("speakers", len(byName)).Interface("voices", byName).Msg("speakers found")
 	if _, err := tx.Exec(ctx, `UPDATE segments AS s SET speaker = v.speaker, voice = v.voice
 		FROM unnest($2::int[], $3::text[], $4::text[]) AS v(idx, speaker, voice)
 		WHERE s.task_id = $1 AND s.idx = v.idx AND s.speaker = ''`, t.id, idx, names, chosen); err != nil {
 		return fmt.Errorf("record speakers of %s: %w", t.id, err)
 	}
 	return nil
-}
-
-// measure downloads the task's extracted audio and measures each span's
-// voice. With an error it still returns one (unknown) voice per span.
-func (h *handler) measure(ctx context.Context, t task, spans []speaker.Span) ([]speaker.Voice, error) {
-	unknown := make([]speaker.Voice, len(spans))
-	if h.voicing.maxSpeakers <= 1 {
-		return unknown, nil
-	}
-	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
-	if err != nil {
-		return unknown, fmt.Errorf("make temp dir: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "source.wav")
-	key := wire.DefaultKeys(t.id).SourceAudio
-	if err := h.objects.GetFile(ctx, key, file, h.voicing.maxAudioBytes); err != nil {
-		return unknown, fmt.Errorf("download %s: %w", key, err)
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return unknown, err
-	}
-	defer f.Close()
-	v, err := speaker.Measure(f, spans)
-	if err != nil {
-		return unknown, fmt.Errorf("measure %s: %w", key, err)
-	}
-	return v, nil
 }
