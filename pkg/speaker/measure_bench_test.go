@@ -9,8 +9,8 @@ import (
 )
 
 // BenchmarkMeasure measures the voices of ten minutes of speech (the
-// two_cities fixture repeated) in 4 s spans, as tts does for a 10-minute
-// video's ~150 segments before it synthesizes the first one.
+// two_cities fixture repeated) in 4 s spans: what asr adds, over its
+// chunks, to a 10-minute video's ~150 segments.
 func BenchmarkMeasure(b *testing.B) {
 	dir := b.TempDir()
 	list := filepath.Join(dir, "list.txt")
