@@ -330,11 +330,14 @@ const minPartStretchMS = 20_000
 
 // maxPartStretched bounds the lines one part's ffmpeg stretches: each
 // stretched line is a rubberband filter of its own in the graph, with its
-// own buffers (about 0.7 MB), so a part of an hour's 400 stretched lines
+// own buffers (about 0.75 MB), so a part of an hour's 400 stretched lines
 // would make the ffmpeg grow with the video (a 10-minute video stretches
 // about 70 lines, 35 a part on two cores). Bounded, the ffmpeg stays
-// flat and a long timeline is made in more parts, cores at a time.
-const maxPartStretched = 48
+// flat (~40 MB PSS) and a long timeline is made in more parts, cores at a
+// time: at 48 lines two stretching ffmpegs, the soundtrack's decoder and
+// mux_video itself peaked at 154 MB over an hour, above the 150 MB a
+// worker with its children should stay under.
+const maxPartStretched = 36
 
 // splitVoice cuts the timeline into about parts stretches with about as
 // much stretching to do in each, and into more when a part would stretch

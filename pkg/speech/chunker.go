@@ -121,13 +121,22 @@ const minChunkSeconds = 20
 // none is longer than ChunkSeconds (a fifth more for a single chunk), and
 // at least Concurrency of no less than minChunkSeconds each, so that
 // audio a little longer than two such chunks is still transcribed on
-// several cores (44 s in 60 s chunks: two of 22 s).
+// several cores (44 s in 60 s chunks: two of 22 s). More chunks than
+// Concurrency are rounded up to a multiple of it while they stay at
+// least minChunkSeconds long: Concurrency chunks run at once, so 9 even
+// chunks two at a time end with one chunk alone on one core, where 10
+// smaller ones end together.
 func (c *Chunker) parts(total, rate int) int {
-	chunk, parts := c.seconds()*rate, 1
+	chunk, parts, conc := c.seconds()*rate, 1, c.concurrency()
 	if total > chunk+chunk/5 {
 		parts = (total + chunk - 1) / chunk
 	}
-	return max(parts, min(c.concurrency(), total/(minChunkSeconds*rate)))
+	if parts > conc {
+		if whole := (parts + conc - 1) / conc * conc; total/whole >= minChunkSeconds*rate {
+			parts = whole
+		}
+	}
+	return max(parts, min(conc, total/(minChunkSeconds*rate)))
 }
 
 // Split cuts the audio in wavPath into chunks and hands each to fn in
@@ -219,9 +228,11 @@ func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 		lead = 5 * h.SampleRate
 	}
 	lead = max(lead, 0)
+	// The buffer reaches the furthest cut: the next target is at most one
+	// window beyond a chunk from the last cut, the cut one more window.
 	return &splitter{c: c, data: bufio.NewReaderSize(data, 64<<10), rate: h.SampleRate,
 		chunk: chunk, window: chunk / 5, lead: lead,
-		buf: make([]byte, 0, 2*(chunk+chunk/5)), tail: make([]byte, 0, 2*lead)}
+		buf: make([]byte, 0, 2*(chunk+2*(chunk/5))), tail: make([]byte, 0, 2*lead)}
 }
 
 // next writes the next chunk's file; ok is false when the samples ended.
@@ -242,7 +253,12 @@ func (s *splitter) next() (Chunk, bool, error) {
 	}
 	cut := len(s.buf) / 2
 	if !last {
-		cut = quietest(s.buf, s.chunk-s.window, s.chunk+s.window, s.rate/50)
+		// Aim at the n+1-th chunk's end on the whole timeline, not a chunk
+		// after the last cut: cuts that each land late in their window
+		// would otherwise add up and leave fewer, longer chunks than
+		// planned (10 minutes in 60 s chunks: nine of 66 s).
+		target := (s.n+1)*s.chunk - s.start
+		cut = quietest(s.buf, target-s.window, target+s.window, s.rate/50)
 	}
 	path, err := s.c.writeChunk(s.tail, s.buf[:2*cut], s.rate, s.n)
 	if err != nil {

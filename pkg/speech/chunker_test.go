@@ -193,17 +193,51 @@ func TestChunkerStreams(t *testing.T) {
 	}
 }
 
+// TestChunkerCutsDoNotDrift: each cut aims at its place on the whole
+// timeline (k × 60 s), not 60 s after the previous cut. Pauses every 70 s
+// lie inside the window after each previous cut, so cuts aimed from the
+// previous one would follow them, and 10 minutes would end in 9 chunks of
+// up to 70 s (one alone on a core while the other idles) instead of 10.
+func TestChunkerCutsDoNotDrift(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 10-minute WAV")
+	}
+	var pauses [][2]time.Duration
+	for at := 70 * time.Second; at < 10*time.Minute; at += 70 * time.Second {
+		pauses = append(pauses, [2]time.Duration{at, at + 300*time.Millisecond})
+	}
+	p := writeToneWAV(t, 10*time.Minute, pauses...)
+	c := &speech.Chunker{ChunkSeconds: 60, Concurrency: 2, TempDir: t.TempDir()}
+	var starts []time.Duration
+	err := c.Split(context.Background(), p, func(ch speech.Chunk) error {
+		starts = append(starts, time.Duration(ch.OffsetMS+ch.LeadMS)*time.Millisecond)
+		return os.Remove(ch.Path)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(starts) != 10 {
+		t.Fatalf("chunks start at %v: %d chunks, want 10", starts, len(starts))
+	}
+	for k, at := range starts {
+		if d := at - time.Duration(k)*time.Minute; d < -12*time.Second || d > 12*time.Second {
+			t.Errorf("chunk %d starts at %v, more than a window (12 s) from %v", k, at, time.Duration(k)*time.Minute)
+		}
+	}
+}
+
 func TestChunkerLeadIn(t *testing.T) {
-	// Silences at 9.0–9.3 s and 19.5–20.0 s; 10 s chunks, 3 s lead-in.
+	// 35 s in 10 s chunks is four even ones of 8.75 s: silences at the
+	// first two cuts (8.6–8.9 s, 17.3–17.7 s); 3 s lead-in.
 	p := writeToneWAV(t, 35*time.Second,
-		[2]time.Duration{9 * time.Second, 9300 * time.Millisecond},
-		[2]time.Duration{19500 * time.Millisecond, 20 * time.Second})
+		[2]time.Duration{8600 * time.Millisecond, 8900 * time.Millisecond},
+		[2]time.Duration{17300 * time.Millisecond, 17700 * time.Millisecond})
 	rec := &chunkRecorder{lateWord: true}
 	segs, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 10, Concurrency: 1, LeadSeconds: 3}).Transcribe(context.Background(), p, "en")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.lengths) < 3 || rec.lengths[1] < 12*time.Second {
+	if len(rec.lengths) < 3 || rec.lengths[1] < 11*time.Second {
 		t.Fatalf("chunk lengths %v: chunks after the first must carry a 3 s lead-in", rec.lengths)
 	}
 	// The first chunk keeps both its words; later chunks lose the word the

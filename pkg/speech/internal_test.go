@@ -213,7 +213,8 @@ func TestPocketsphinxSearch(t *testing.T) {
 }
 
 // TestChunkerParts: audio is cut into chunks of at most ChunkSeconds, and
-// into Concurrency chunks of at least 20 s when it is shorter than that.
+// into Concurrency chunks of at least 20 s when it is shorter than that;
+// more chunks come in multiples of Concurrency while they stay ≥ 20 s.
 func TestChunkerParts(t *testing.T) {
 	const rate = 16000
 	for _, c := range []struct {
@@ -227,7 +228,12 @@ func TestChunkerParts(t *testing.T) {
 		{73, 60, 1, 2},   // beyond it, cut
 		{100, 60, 4, 4},  // four of 25 s
 		{600, 60, 2, 10}, // ten of 60 s
-		{601, 60, 2, 11},
+		{540, 60, 2, 10}, // nine would leave the last alone: ten of 54 s
+		{601, 60, 2, 12}, // eleven → twelve of 50 s
+		{250, 60, 4, 8},  // five → eight of 31 s, two rounds of four
+		{90, 20, 4, 5},   // eight would be under 20 s
+		{130, 60, 4, 4},  // three, but four cores: four of 32 s
+		{190, 60, 1, 4},  // no concurrency: no rounding
 		{44, 30, 2, 2},
 	} {
 		ch := &Chunker{ChunkSeconds: c.chunk, Concurrency: c.concurrency}
