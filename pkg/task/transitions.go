@@ -25,6 +25,12 @@ const (
 	EventRedubbing    = wire.EventTaskRedubbing
 )
 
+// StatusChannel is the Postgres notification channel on which every change
+// of a task's status is announced, the task's id as payload, when the
+// transaction that made it commits (a trigger on tasks): a client waiting
+// for a task LISTENs on it rather than polling.
+const StatusChannel = "dubflow_task_status"
+
 // Ref names the task a transition changes and what its event reports.
 type Ref struct {
 	ID uuid.UUID

@@ -20,7 +20,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// pollInterval is how often wait reads the task's progress.
+// pollInterval is how often wait reads the task's progress; a change of
+// its status (to done, say) wakes it at once (statusWaiter).
 const pollInterval = 500 * time.Millisecond
 
 // waitOptions are the flags wait shares with submit --wait.
@@ -77,8 +78,8 @@ still fails) says how to re-drive it and exits 4; a timeout exits 3.`,
 	return cmd
 }
 
-// followTask polls the task until it ends or o.timeout passes, then reports
-// the outcome.
+// followTask reads the task every pollInterval, and whenever its status
+// changes, until it ends or o.timeout passes, then reports the outcome.
 func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) error {
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
@@ -91,8 +92,8 @@ func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) err
 		bar = newProgress(out)
 	}
 	deadline := time.Now().Add(o.timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
+	changes := listenStatus(ctx, pool, id)
+	defer changes.close()
 	for {
 		v, err := loadTask(ctx, pool, id)
 		if err != nil {
@@ -120,11 +121,9 @@ func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) err
 				"task %s still %s after %s (at step %s); `dubctl wait %s` continues", id, v.Status, o.timeout,
 				v.currentStep(), id)))
 		}
-		select {
-		case <-ctx.Done():
+		if err := changes.wait(ctx, pollInterval); err != nil {
 			bar.stop()
-			return fmt.Errorf("wait for %s: %w", id, ctx.Err())
-		case <-tick.C:
+			return fmt.Errorf("wait for %s: %w", id, err)
 		}
 	}
 }
