@@ -22,14 +22,16 @@ RACE_FLAG := $(if $(filter 1,$(TEST_RACE)),-race)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := .tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 # BENCH_PKGS: packages with benchmarks (found by default); BENCHTIME, BENCH_COUNT,
-# BENCH_TIMEOUT (services/e2e dubs a 10-minute video).
+# BENCH_TIMEOUT (services/e2e dubs a 10-minute video, BENCH_LONG_MINUTES, and
+# for the workers' memory an hour's, BENCH_MEMORY_MINUTES: ~10 minutes on a
+# quiet 2-core machine, far more beside other load).
 BENCH_PKGS ?= $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' pkg services 2>/dev/null))))
 BENCHTIME ?= 1s
 # BENCH: which benchmarks (a go test -bench pattern); e.g. BENCH='Pipeline|LongAndFair'
 # BENCHTIME=1x for the dubbing figures alone (44 s clip, long video, short beside long).
 BENCH ?= .
 BENCH_COUNT ?= 1
-BENCH_TIMEOUT ?= 60m
+BENCH_TIMEOUT ?= 120m
 # Go files to format, outside the git-ignored folders.
 GOFILES = $(shell find . -path './.*' -prune -o -path ./bin -prune -o -name '*.go' -print)
 # The shared speech fixtures beside the checkout, when present.

@@ -36,7 +36,7 @@ func benchWorkerEnv() map[string]string {
 // The long video's pipeline time includes the short clip's work, which
 // shares the machine with it: the ratio is, if anything, pessimistic.
 func BenchmarkLongAndFair(b *testing.B) {
-	minutes := benchLongMinutes(b)
+	minutes := benchMinutes(b, "BENCH_LONG_MINUTES", 10)
 	s := newStack(b, benchWorkerEnv())
 	s.start(b, append(append([]string{}, workers...), helpers...)...)
 	ctx := context.Background()
@@ -88,16 +88,17 @@ func BenchmarkLongAndFair(b *testing.B) {
 	b.Log("\n" + report.String())
 }
 
-// benchLongMinutes is BENCH_LONG_MINUTES, 10 by default.
-func benchLongMinutes(tb testing.TB) int {
+// benchMinutes is the length of a benchmark's long video, the environment
+// variable key in whole minutes, def when it is unset.
+func benchMinutes(tb testing.TB, key string, def int) int {
 	tb.Helper()
-	v := os.Getenv("BENCH_LONG_MINUTES")
+	v := os.Getenv(key)
 	if v == "" {
-		return 10
+		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 2 {
-		tb.Fatalf("BENCH_LONG_MINUTES=%q: want a whole number of minutes, at least 2", v)
+		tb.Fatalf("%s=%q: want a whole number of minutes, at least 2", key, v)
 	}
 	return n
 }

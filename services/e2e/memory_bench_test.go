@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// BenchmarkWorkerMemory dubs a 1-minute and a long (10-minute by default,
-// BENCH_LONG_MINUTES=60 for the hour) video, each with freshly started
+// BenchmarkWorkerMemory dubs a 1-minute and a long (BENCH_MEMORY_MINUTES,
+// the hour by default) video, each with freshly started
 // workers, and reports for every worker process its own peak resident
 // memory (VmHWM) and the peak of its whole process tree — the worker plus
 // the ffmpeg, pocketsphinx, apertium and espeak-ng children it runs —
@@ -34,7 +34,7 @@ import (
 // With -v the report names, for the long video, what each tree held at its
 // peak: each process above 1 MB.
 func BenchmarkWorkerMemory(b *testing.B) {
-	long := benchLongMinutes(b)
+	long := benchMinutes(b, "BENCH_MEMORY_MINUTES", 60)
 	extra := map[string]string{}
 	if v, ok := os.LookupEnv("APERTIUM_PIPELINES"); ok {
 		extra["APERTIUM_PIPELINES"] = v
