@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,8 +24,11 @@ import (
 // is lost or duplicated by the number of replicas, as it would be with a
 // shared broker queue.
 const (
-	// pollInterval is how often the hub reads what changed.
-	pollInterval = time.Second
+	// pollInterval is how often the hub reads what changed; a change of a
+	// task's status (task.StatusChannel) makes it read at once, but no
+	// sooner than minPollSpacing after the last read.
+	pollInterval   = time.Second
+	minPollSpacing = 200 * time.Millisecond
 	// watchedTasks bounds the unfinished tasks watched (the most recently
 	// updated first).
 	watchedTasks = 500
@@ -140,19 +144,27 @@ func (h *hub) publish(ev event) {
 	}
 }
 
-// run polls until ctx is cancelled; a failed poll is logged and retried.
+// run polls every pollInterval, and at once (but no sooner than
+// minPollSpacing after the last poll) when a task's status changes, until
+// ctx is cancelled; a failed poll is logged and retried.
 func (h *hub) run(ctx context.Context) error {
 	defer close(h.stopped)
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
+	changes := task.Listen(ctx, h.pool)
+	defer changes.Close()
 	for {
+		last := time.Now()
 		if err := h.poll(ctx); err != nil && ctx.Err() == nil {
 			h.log.Warn().Err(err).Msg("events poll")
 		}
+		if changes.Wait(ctx, pollInterval-time.Since(last), nil) != nil {
+			return nil
+		}
+		// A burst of changes (many tasks ending together) is read in one
+		// poll rather than one each.
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(minPollSpacing - time.Since(last)):
 		}
 	}
 }

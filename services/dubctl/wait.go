@@ -14,6 +14,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/schollz/progressbar/v3"
@@ -92,8 +93,9 @@ func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) err
 		bar = newProgress(out)
 	}
 	deadline := time.Now().Add(o.timeout)
-	changes := listenStatus(ctx, pool, id)
-	defer changes.close()
+	changes := task.Listen(ctx, pool)
+	defer changes.Close()
+	itsOwn := func(changed string) bool { return changed == id.String() }
 	for {
 		v, err := loadTask(ctx, pool, id)
 		if err != nil {
@@ -121,7 +123,7 @@ func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) err
 				"task %s still %s after %s (at step %s); `dubctl wait %s` continues", id, v.Status, o.timeout,
 				v.currentStep(), id)))
 		}
-		if err := changes.wait(ctx, pollInterval); err != nil {
+		if err := changes.Wait(ctx, pollInterval, itsOwn); err != nil {
 			bar.stop()
 			return fmt.Errorf("wait for %s: %w", id, err)
 		}
