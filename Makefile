@@ -52,7 +52,8 @@ help: ## List the targets
 		awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: SERVICES (build), TEST_PKGS TEST_TIMEOUT TEST_FLAGS TEST_RACE (test),"
-	@echo "  BENCH_PKGS BENCHTIME BENCH_COUNT (bench); the stack reads AMQP_URL, DATABASE_URL, S3_*"
+	@echo "  BENCH BENCH_PKGS BENCHTIME BENCH_COUNT BENCH_TIMEOUT, BENCH_LONG_MINUTES (10)"
+	@echo "  BENCH_MEMORY_MINUTES (60) (bench); the stack reads AMQP_URL, DATABASE_URL, S3_*"
 	@echo "  (see scripts/stack.sh)."
 
 .PHONY: build
