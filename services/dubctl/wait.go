@@ -22,7 +22,7 @@ import (
 )
 
 // pollInterval is how often wait reads the task's progress; a change of
-// its status (to done, say) wakes it at once (statusWaiter).
+// its status (to done, say) wakes it at once (task.Listener).
 const pollInterval = 500 * time.Millisecond
 
 // waitOptions are the flags wait shares with submit --wait.
