@@ -54,18 +54,19 @@ const emitNewPartSQL = `WITH part AS (
 )
 SELECT (SELECT id FROM sent)`
 
+// fansOutLanguages reports whether env's step is the one a task with
+// several languages fans out after: its claim reads the task's targets
+// along (store.QueueClaimStep), so that fanOutLanguages costs no round trip.
+func fansOutLanguages(env *wire.Envelope) bool { return env.Step == wire.StepASR }
+
 // fanOutLanguages rewrites what an asr part of a parent task staged: the
 // translate and tts messages go, and the part that completes the step
 // spawns the children and emits their translate batches. A task with one
-// language is left alone (one query: its targets).
-func (r *Runner) fanOutLanguages(ctx context.Context, msg *Message) error {
+// language (no targets, read with the claim) is left alone.
+func (r *Runner) fanOutLanguages(ctx context.Context, msg *Message, targets []string) error {
 	env := msg.Envelope
-	if env.Step != wire.StepASR {
+	if !fansOutLanguages(env) || len(targets) == 0 {
 		return nil
-	}
-	targets, err := task.TargetsOf(ctx, r.cfg.Pool, env.TaskID)
-	if err != nil || len(targets) == 0 {
-		return err
 	}
 	var p wire.ASR
 	if err := msg.Decode(&p); err != nil {

@@ -119,20 +119,6 @@ type RowQuerier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// TargetsOf returns the languages task id dubs into at once (none for a
-// task with one language, or one that does not exist).
-func TargetsOf(ctx context.Context, q Querier, id uuid.UUID) ([]string, error) {
-	var targets []string
-	err := q.QueryRow(ctx, `SELECT targets FROM tasks WHERE id = $1`, id).Scan(&targets)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read targets of task %s: %w", id, err)
-	}
-	return targets, nil
-}
-
 // Child is one child task of a parent: the language it dubs into and how
 // far it got.
 type Child struct {
