@@ -109,8 +109,11 @@ func (c *Conn) Consume(ctx context.Context, opts ConsumeOptions, handle func(con
 		handle: handle,
 		hctx:   hctx,
 		slots:  make(chan struct{}, opts.Concurrency),
+		idle:   make(chan dispatchJob),
+		stop:   make(chan struct{}),
 	}
 	defer cs.all.Wait()
+	defer close(cs.stop)
 
 	log := c.log.With().Str("queue", opts.Queue).Str("consumer_tag", opts.Tag).Logger()
 	for attempt := 1; ; {
@@ -145,7 +148,21 @@ type consumer struct {
 	hctx   context.Context
 	slots  chan struct{}  // one per running handler
 	all    sync.WaitGroup // every handler of every subscription
+	// idle hands a delivery to a handler goroutine waiting for one; stop
+	// ends the waiting ones when Consume returns (see dispatcher).
+	idle chan dispatchJob
+	stop chan struct{}
 }
+
+// dispatchJob is one delivery for a handler goroutine.
+type dispatchJob struct {
+	d        *Delivery
+	inflight *sync.WaitGroup
+}
+
+// dispatcherIdle is how long a handler goroutine waits for the next
+// delivery before it ends.
+const dispatcherIdle = 5 * time.Second
 
 // subscription is one channel consuming the queue.
 type subscription struct {
@@ -231,7 +248,12 @@ func (cs *consumer) run(ctx context.Context) (subscribed bool, err error) {
 			}
 			s.inflight.Add(1)
 			cs.all.Add(1)
-			go cs.dispatch(&Delivery{Delivery: d}, &s.inflight)
+			job := dispatchJob{d: &Delivery{Delivery: d}, inflight: &s.inflight}
+			select {
+			case cs.idle <- job:
+			default:
+				go cs.dispatcher(job)
+			}
 		}
 	}
 }
@@ -251,6 +273,29 @@ func (cs *consumer) acquire(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// dispatcher runs job, then the next deliveries handed to it while it
+// waits (idle), until none came for dispatcherIdle or Consume returned. A
+// goroutine kept busy keeps the stack its handler grew, instead of each
+// delivery growing a fresh one again (decoding and claiming a message goes
+// deep). A delivery finds no waiting goroutine only while all are busy or
+// between two deliveries, so there are at most twice as many as handler
+// slots.
+func (cs *consumer) dispatcher(job dispatchJob) {
+	t := time.NewTimer(dispatcherIdle)
+	defer t.Stop()
+	for {
+		cs.dispatch(job.d, job.inflight)
+		t.Reset(dispatcherIdle)
+		select {
+		case job = <-cs.idle:
+		case <-t.C:
+			return
+		case <-cs.stop:
+			return
+		}
+	}
 }
 
 // dispatch runs the handler for one delivery and frees its slot.

@@ -301,7 +301,8 @@ func newEvent(ref Ref, name, status string, edit func(*wire.Event)) *outbox.Mess
 		body = []byte(fmt.Sprintf(`{"event_id":%q,"event":%q,"task_id":%q,"status":%q,"occurred_at":%q}`,
 			e.EventID, name, ref.ID, status, e.OccurredAt.Format(time.RFC3339Nano)))
 	}
-	return outbox.New(wire.Exchange, e.RoutingKey(), body)
+	// The body carries the event's id: no need to read it back (outbox.New).
+	return &outbox.Message{MessageID: e.EventID, Exchange: wire.Exchange, RoutingKey: e.RoutingKey(), Body: body}
 }
 
 // withEvent returns args with the event's named arguments added.
