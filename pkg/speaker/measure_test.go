@@ -8,16 +8,14 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/speaker"
+	"github.com/dubflow/dubflow/pkg/speech/speechtest"
 )
 
-// fixture returns a speech fixture from DUBFLOW_FIXTURES.
+// fixture returns a speech fixture (speechtest.Fixture: DUBFLOW_FIXTURES,
+// else shared/fixtures/speech above the working directory).
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	dir := os.Getenv("DUBFLOW_FIXTURES")
-	if dir == "" {
-		t.Fatal("DUBFLOW_FIXTURES is not set: point it at the shared speech fixtures (shared/fixtures/speech)")
-	}
-	return filepath.Join(dir, name)
+	return speechtest.Fixture(t, name)
 }
 
 // ffmpeg runs ffmpeg with args.
