@@ -82,7 +82,9 @@ func Spawn(parent Ref, language string) Transition {
 	args := map[string]any{"id": id, "parent": parent.ID, "target_language": language,
 		"source_video_key": keys.SourceVideo, "output_video_key": keys.OutputVideo,
 		"inherited_steps": []string{wire.StepExtractAudio, wire.StepASR}, "worker": InheritedWorker(parent.ID)}
-	return Transition{Name: "spawn", TaskID: id, SQL: spawnSQL, Args: withEvent(args, ref, ev), Event: ev}
+	t := Transition{Name: "spawn", TaskID: id, Event: ev}
+	t.SQL, t.Args = positional(spawnSQL, withEvent(args, ref, ev))
+	return t
 }
 
 // spawnSQL makes a child's row and what it starts with. Its first column

@@ -1,9 +1,11 @@
 package task
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/outbox"
@@ -71,7 +73,9 @@ func Create(d Details) Transition {
 	args := detailArgs(d)
 	ref := Ref{ID: d.ID, Trace: d.TraceID}
 	ev := newEvent(ref, EventQueued, Queued, nil)
-	return Transition{Name: "create", TaskID: d.ID, SQL: createSQL, Args: withEvent(args, ref, ev), Event: ev}
+	t := Transition{Name: "create", TaskID: d.ID, Event: ev}
+	t.SQL, t.Args = positional(createSQL, withEvent(args, ref, ev))
+	return t
 }
 
 // Settle records the languages, speaker and keys the first step settled
@@ -80,7 +84,9 @@ func Create(d Details) Transition {
 func Settle(d Details) Transition {
 	args := detailArgs(d)
 	args["project"] = d.Project
-	return Transition{Name: "settle", TaskID: d.ID, SQL: settleSQL, Args: []any{pgx.StrictNamedArgs(args)}}
+	t := Transition{Name: "settle", TaskID: d.ID}
+	t.SQL, t.Args = positional(settleSQL, args)
+	return t
 }
 
 // Start records that a step of the task succeeded: a queued task becomes
@@ -270,15 +276,66 @@ func (r *rule) transition(ref Ref, args map[string]any, edit func(*wire.Event)) 
 	for k, v := range args {
 		named[k] = v
 	}
-	t := Transition{Name: r.name, TaskID: ref.ID, SQL: r.sql}
-	if r.event == "" {
-		t.Args = []any{named}
-		return t
+	t := Transition{Name: r.name, TaskID: ref.ID}
+	if r.event != "" {
+		t.Event = newEvent(ref, r.event, r.to, edit)
+		named = withEvent(named, ref, t.Event)
 	}
-	t.Event = newEvent(ref, r.event, r.to, edit)
-	t.Args = withEvent(named, ref, t.Event)
+	t.SQL, t.Args = positional(r.sql, named)
 	return t
 }
+
+// positional returns sql with its named arguments (@name) numbered and
+// named's values in that order, as pgx.StrictNamedArgs would rewrite them
+// on every execution; the numbering of each statement is worked out once
+// (positionals). When named does not match the statement's names it
+// returns them unchanged, for pgx to report the mismatch when the
+// statement runs.
+func positional(sql string, named pgx.StrictNamedArgs) (string, []any) {
+	p, ok := positionals.Load(sql)
+	if !ok {
+		probe := make(pgx.StrictNamedArgs, len(named))
+		for name := range named {
+			probe[name] = argName(name)
+		}
+		numbered, order, err := probe.RewriteQuery(context.Background(), nil, sql, nil)
+		if err != nil {
+			return sql, []any{named}
+		}
+		names := make([]string, len(order))
+		for i, o := range order {
+			names[i] = string(o.(argName))
+		}
+		p, _ = positionals.LoadOrStore(sql, &numberedSQL{sql: numbered, names: names})
+	}
+	n := p.(*numberedSQL)
+	if len(n.names) != len(named) {
+		return sql, []any{named}
+	}
+	args := make([]any, len(n.names))
+	for i, name := range n.names {
+		v, ok := named[name]
+		if !ok {
+			return sql, []any{named}
+		}
+		args[i] = v
+	}
+	return n.sql, args
+}
+
+// numberedSQL is a statement with its named arguments numbered, and the
+// names in the order of their numbers.
+type numberedSQL struct {
+	sql   string
+	names []string
+}
+
+// argName marks an argument's place while a statement is numbered.
+type argName string
+
+// positionals holds the numbered form of each statement (*numberedSQL by
+// its SQL with named arguments).
+var positionals sync.Map
 
 // eventBody is the SQL of the event's body: the one built in Go, with the
 // trace id of the task's row (from source) when the caller had none.
@@ -306,13 +363,13 @@ func newEvent(ref Ref, name, status string, edit func(*wire.Event)) *outbox.Mess
 }
 
 // withEvent returns args with the event's named arguments added.
-func withEvent(args map[string]any, ref Ref, ev *outbox.Message) []any {
+func withEvent(args map[string]any, ref Ref, ev *outbox.Message) pgx.StrictNamedArgs {
 	named := pgx.StrictNamedArgs{"message_id": ev.MessageID, "exchange": ev.Exchange,
 		"routing_key": ev.RoutingKey, "body": ev.Body, "trace": ref.Trace}
 	for k, v := range args {
 		named[k] = v
 	}
-	return []any{named}
+	return named
 }
 
 func detailArgs(d Details) map[string]any {
