@@ -8,7 +8,7 @@ import (
 // registerUUID makes m encode a uuid.UUID sent as a Postgres uuid from its
 // 16 bytes. Without it pgx takes the uuid.UUID for a driver.Valuer: it
 // formats it as text and parses the text back, for every argument of every
-// statement — a tenth of a busy worker's CPU. A uuid.UUID sent where
+// statement — 7 % of the Go CPU of a relay hop (pprof). A uuid.UUID sent where
 // Postgres expects another type falls through to the driver.Valuer as
 // before (the wrap plans nothing for it), and scanning is left alone.
 func registerUUID(m *pgtype.Map) {
