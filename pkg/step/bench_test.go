@@ -163,23 +163,34 @@ func rawRelay(b *testing.B, hops int, work func(context.Context, []byte) error) 
 	url := testenv.AMQP(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	var mem runtime.MemStats
 	elapsed, err := brokertest.RawRelay(ctx, url, hops, brokertest.RelayOptions{
-		Prefetch: benchPrefetch, Concurrency: benchConcurrency, Started: b.ResetTimer, Work: work,
+		Prefetch: benchPrefetch, Concurrency: benchConcurrency, Started: func() { b.ResetTimer(); mem = memNow() }, Work: work,
 	})
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return reportHops(b, hops, elapsed)
+	return reportHops(b, hops, elapsed, mem)
 }
 
-// reportHops reports the rate of hops done in elapsed, and the time per hop
-// as ns/op (a round's hops may be more than b.N).
-func reportHops(b *testing.B, hops int, elapsed time.Duration) float64 {
+// reportHops reports the rate of hops done in elapsed, and per hop the
+// time as ns/op and what was allocated since mem as B/op and allocs/op (a
+// round's hops may be more than b.N).
+func reportHops(b *testing.B, hops int, elapsed time.Duration, mem runtime.MemStats) float64 {
 	rate := float64(hops) / elapsed.Seconds()
+	now := memNow()
 	b.ReportMetric(rate, "hops/s")
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(hops), "ns/op")
+	b.ReportMetric(float64(now.TotalAlloc-mem.TotalAlloc)/float64(hops), "B/op")
+	b.ReportMetric(float64(now.Mallocs-mem.Mallocs)/float64(hops), "allocs/op")
 	return rate
+}
+
+func memNow() runtime.MemStats {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
 }
 
 // runtimeRelay relays hops hops through a step runner with a no-op
@@ -238,6 +249,7 @@ func runtimeRelay(b *testing.B, hops int, tweak func(*step.Runner)) float64 {
 	runCtx, stop := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	b.ResetTimer()
+	mem := memNow()
 	start := time.Now()
 	go func() { stopped <- r.Run(runCtx) }()
 	var end time.Time
@@ -251,5 +263,5 @@ func runtimeRelay(b *testing.B, hops int, tweak func(*step.Runner)) float64 {
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
 	}
-	return reportHops(b, hops, end.Sub(start))
+	return reportHops(b, hops, end.Sub(start), mem)
 }
