@@ -53,14 +53,9 @@ func AssembleDub(ctx context.Context, in DubInput, out string) (*MixReport, erro
 	if err := in.check(); err != nil {
 		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
-	outURL, err := localOutput(out)
+	outPath, work, err := dubWorkDir(out)
 	if err != nil {
 		return nil, err
-	}
-	outPath := strings.TrimPrefix(outURL, "file:")
-	work, err := os.MkdirTemp(filepath.Dir(outPath), ".dub-*")
-	if err != nil {
-		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
 	defer os.RemoveAll(work)
 	rep, err := in.plan(ctx)
@@ -95,6 +90,22 @@ func AssembleDub(ctx context.Context, in DubInput, out string) (*MixReport, erro
 		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
 	return rep, nil
+}
+
+// dubWorkDir checks out, the dub's output path, and makes a work folder
+// beside it (the same file system, so that the finished file is renamed into
+// place); the caller removes the folder.
+func dubWorkDir(out string) (outPath, work string, err error) {
+	outURL, err := localOutput(out)
+	if err != nil {
+		return "", "", err
+	}
+	outPath = strings.TrimPrefix(outURL, "file:")
+	work, err = os.MkdirTemp(filepath.Dir(outPath), ".dub-*")
+	if err != nil {
+		return "", "", fmt.Errorf("assemble dub: %w", err)
+	}
+	return outPath, work, nil
 }
 
 // check reports options out of range and placements out of order.

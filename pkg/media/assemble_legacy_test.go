@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // DubSampleRate is the sample rate of the per-segment assembly's track
@@ -26,14 +25,9 @@ func assembleDubPerSegment(ctx context.Context, placements []Placement, clipPath
 	if totalMS < 0 {
 		return fmt.Errorf("assemble dub: timeline length %d ms is negative", totalMS)
 	}
-	outURL, err := localOutput(out)
+	outPath, work, err := dubWorkDir(out)
 	if err != nil {
 		return err
-	}
-	outPath := strings.TrimPrefix(outURL, "file:")
-	work, err := os.MkdirTemp(filepath.Dir(outPath), ".dub-*")
-	if err != nil {
-		return fmt.Errorf("assemble dub: %w", err)
 	}
 	defer os.RemoveAll(work)
 

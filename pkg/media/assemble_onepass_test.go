@@ -36,14 +36,9 @@ func assembleDubOnePass(ctx context.Context, in DubInput, out string) (*MixRepor
 	if in.TotalMS < 0 {
 		return nil, fmt.Errorf("assemble dub: timeline length %d ms is negative", in.TotalMS)
 	}
-	outURL, err := localOutput(out)
+	outPath, work, err := dubWorkDir(out)
 	if err != nil {
 		return nil, err
-	}
-	outPath := strings.TrimPrefix(outURL, "file:")
-	work, err := os.MkdirTemp(filepath.Dir(outPath), ".dub-*")
-	if err != nil {
-		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
 	defer os.RemoveAll(work)
 
@@ -74,33 +69,18 @@ func assembleDubOnePass(ctx context.Context, in DubInput, out string) (*MixRepor
 	return rep, nil
 }
 
-// plan decides the mode and channels of the mix, writing the gain
+// onePassPlan is plan, then writes the gain
 // envelope when the soundtrack is kept.
 func (in DubInput) onePassPlan(ctx context.Context, work string) (*MixReport, error) {
-	o := in.Mix.withDefaults()
-	rep := &MixReport{Background: o.Background, DuckDB: o.DuckDB, Channels: 1, SampleRate: mixRate, TargetLUFS: o.LoudnessLUFS}
-	if in.Original == "" || o.Background == BackgroundNone {
-		rep.Background, rep.DuckDB = BackgroundNone, 0
-		return rep, nil
-	}
-	info, err := Probe(ctx, in.Original)
-	if err != nil {
-		return nil, fmt.Errorf("soundtrack: %w", err)
-	}
-	audio := info.StreamsOf(AudioStream)
-	if len(audio) == 0 {
-		rep.Background, rep.DuckDB = BackgroundNone, 0
-		return rep, nil
-	}
-	rep.Channels = min(max(audio[0].Channels, 1), 2)
-	if rep.Channels < 2 && rep.Background == BackgroundReduceCenter {
-		rep.Background = BackgroundDuck
+	rep, err := in.plan(ctx)
+	if err != nil || rep.Background == BackgroundNone {
+		return rep, err
 	}
 	spans := append([]Span(nil), in.Speech...)
 	for _, p := range in.Placements {
 		spans = append(spans, Span{p.StartMS, p.EndMS()})
 	}
-	return rep, writeEnvelope(filepath.Join(work, "envelope.wav"), spans, in.TotalMS, o.DuckDB)
+	return rep, writeEnvelope(filepath.Join(work, "envelope.wav"), spans, in.TotalMS, rep.DuckDB)
 }
 
 // onePassMix runs the one filter graph: voice (input 0), soundtrack (1) and

@@ -53,25 +53,53 @@ func Handler(reg *prometheus.Registry, checks map[string]Check) *http.ServeMux {
 	return mux
 }
 
-// Serve listens on addr and serves h until ctx is cancelled.
+// Serve listens on addr and serves h, the ops endpoints, until ctx is
+// cancelled.
 func Serve(ctx context.Context, addr string, h http.Handler, log zerolog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return ServeHTTP(ctx, addr, srv, 5*time.Second, log.With().Str("server", "ops").Logger())
+}
+
+// ServeHTTP listens on addr and serves srv until ctx is cancelled, then
+// lets requests in flight finish for up to grace and closes the
+// connections still open after it (event streams, slow clients).
+func ServeHTTP(ctx context.Context, addr string, srv *http.Server, grace time.Duration, log zerolog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Info().Str("addr", ln.Addr().String()).Msg("ops endpoints listening")
+	log.Info().Str("addr", ln.Addr().String()).Msg("listening")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", addr, err)
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("shut down %s: %w", addr, err)
 		}
+		_ = srv.Close()
 		return nil
+	}
+}
+
+// Every calls f every interval, the first time one interval from now, until
+// ctx is cancelled. A call that outlasts the interval delays the next one
+// rather than overlapping it.
+func Every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		f(ctx)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -132,22 +133,15 @@ func (r *Relay) DeleteLoop(ctx context.Context) {
 // SweepLoop publishes outbox rows older than age every interval until ctx
 // is done.
 func (r *Relay) SweepLoop(ctx context.Context, interval, age time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := r.Sweep(ctx, age, 100)
-			if err != nil && ctx.Err() == nil {
-				r.log.Warn().Err(err).Msg("outbox sweep")
-			}
-			if n > 0 {
-				r.log.Info().Int("messages", n).Msg("outbox sweep published messages left behind")
-			}
+	ops.Every(ctx, interval, func(ctx context.Context) {
+		n, err := r.Sweep(ctx, age, 100)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("outbox sweep")
 		}
-	}
+		if n > 0 {
+			r.log.Info().Int("messages", n).Msg("outbox sweep published messages left behind")
+		}
+	})
 }
 
 // Sweep publishes up to limit outbox rows older than age and deletes them

@@ -252,19 +252,3 @@ func (p *Process) Close() {
 		p.Pool.Close()
 	}
 }
-
-// Every calls f every interval, the first time one interval from now, until
-// ctx is cancelled. A call that outlasts the interval delays the next one
-// rather than overlapping it.
-func Every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		f(ctx)
-	}
-}

@@ -130,28 +130,3 @@ func TestReadyChecksAreServed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// Every waits one interval before the first call, calls f again each
-// interval and returns when ctx is cancelled.
-func TestEveryCallsAfterEachIntervalUntilCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	calls := make(chan time.Time, 10)
-	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		Every(ctx, 50*time.Millisecond, func(context.Context) {
-			calls <- time.Now()
-			if len(calls) == 3 {
-				cancel()
-			}
-		})
-		close(done)
-	}()
-	<-done
-	if len(calls) != 3 {
-		t.Fatalf("%d calls, want 3 before the cancel", len(calls))
-	}
-	if first := <-calls; first.Sub(start) < 50*time.Millisecond {
-		t.Errorf("first call after %v, want one interval (50ms) first", first.Sub(start))
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/rs/zerolog"
 )
@@ -56,30 +57,18 @@ func panicError(p any) error { return fmt.Errorf("handler panic: %v", p) }
 // returned value.
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Int32 {
 	lost := new(atomic.Int32)
-	go func() {
-		t := time.NewTicker(r.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				err := store.ExtendLease(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
-				switch {
-				case errors.Is(err, store.ErrLeaseLost):
-					lost.Store(int32(leaseLost))
-					cancel()
-					return
-				case errors.Is(err, store.ErrClaimLost):
-					lost.Store(int32(claimLost))
-					cancel()
-					return
-				}
-				if err != nil && ctx.Err() == nil {
-					log.Warn().Err(err).Msg("extend lease")
-				}
-			}
+	go ops.Every(ctx, r.cfg.Lease/3, func(ctx context.Context) {
+		err := store.ExtendLease(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			lost.Store(int32(leaseLost))
+			cancel()
+		case errors.Is(err, store.ErrClaimLost):
+			lost.Store(int32(claimLost))
+			cancel()
+		case err != nil && ctx.Err() == nil:
+			log.Warn().Err(err).Msg("extend lease")
 		}
-	}()
+	})
 	return lost
 }

@@ -62,30 +62,18 @@ func Decode(body []byte) (*Envelope, error) {
 
 // DecodeDeadLetter parses and validates a dead letter from task.dlq.
 func DecodeDeadLetter(body []byte) (*DeadLetter, error) {
-	var d DeadLetter
-	if err := decodeMessage(body, MaxDeadLetterBytes, schemaDeadLetter, &d, "failed_at"); err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return decodeAs[DeadLetter](body, MaxDeadLetterBytes, schemaDeadLetter, "failed_at")
 }
 
 // DecodeCompensation parses and validates a message from
 // task.tts_compensation.
 func DecodeCompensation(body []byte) (*Compensation, error) {
-	var c Compensation
-	if err := decodeMessage(body, MaxMessageBytes, schemaCompensation, &c, "created_at"); err != nil {
-		return nil, err
-	}
-	return &c, nil
+	return decodeAs[Compensation](body, MaxMessageBytes, schemaCompensation, "created_at")
 }
 
 // DecodeEvent parses and validates an integrator event.
 func DecodeEvent(body []byte) (*Event, error) {
-	var ev Event
-	if err := decodeMessage(body, MaxMessageBytes, schemaEvent, &ev, "occurred_at"); err != nil {
-		return nil, err
-	}
-	return &ev, nil
+	return decodeAs[Event](body, MaxMessageBytes, schemaEvent, "occurred_at")
 }
 
 // Marshal encodes the dead letter as JSON, its failure reason made clean
@@ -115,21 +103,25 @@ func (e *Event) Marshal() ([]byte, error) {
 	return marshal(&c)
 }
 
-func decodeMessage(body []byte, limit int, schema string, v any, timeField string) error {
+// decodeAs parses body (at most limit bytes), validates it against schema,
+// refuses field names in another case than T's, and decodes it into a new
+// T; a time that does not parse is reported at timeField.
+func decodeAs[T any](body []byte, limit int, schema, timeField string) (*T, error) {
 	reg, doc, err := parse(body, limit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := reg.validate(schema, doc, ""); err != nil {
-		return err
+		return nil, err
 	}
-	if err := checkCase(doc.(map[string]any), jsonFields(reflect.TypeOf(v).Elem())); err != nil {
-		return err
+	if err := checkCase(doc.(map[string]any), jsonFields(reflect.TypeFor[T]())); err != nil {
+		return nil, err
 	}
+	v := new(T)
 	if err := unmarshal(body, v, timeField); err != nil {
-		return err
+		return nil, err
 	}
-	return nil
+	return v, nil
 }
 
 // parse checks the size of body and parses it as JSON for the validator.

@@ -117,14 +117,7 @@ func speechToSegments(t *testing.T, s *testenv.Stack) {
 		t.Errorf("recognised %q; JFK's line has \"country\" in it", text)
 	}
 
-	raw, err := s.Blob.Get(ctx, wire.DefaultKeys(id).ASR, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc transcript
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc, raw := readTranscript(ctx, t, s, id)
 	if doc.TaskID != id || doc.Language != "en" || len(doc.Segments) != len(segs) {
 		t.Fatalf("asr.json = %s", raw)
 	}
@@ -203,4 +196,18 @@ func silenceIsNoSpeech(t *testing.T, s *testenv.Stack) {
 	if err != nil || !strings.Contains(string(raw), `"segments":[]`) {
 		t.Errorf("asr.json = %s (err %v), want no segments", raw, err)
 	}
+}
+
+// readTranscript reads and decodes the task's asr.json.
+func readTranscript(ctx context.Context, t *testing.T, s *testenv.Stack, id uuid.UUID) (transcript, []byte) {
+	t.Helper()
+	raw, err := s.Blob.Get(ctx, wire.DefaultKeys(id).ASR, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc transcript
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("asr.json: %v\n%s", err, raw)
+	}
+	return doc, raw
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -129,14 +128,7 @@ func checkSegments(t *testing.T, s *testenv.Stack, id uuid.UUID) []string {
 	if all := strings.Join(texts, " "); !strings.Contains(all, "country") || len(ids) < 2 {
 		t.Errorf("%d segments: %q", len(ids), all)
 	}
-	raw, err := s.Blob.Get(ctx, wire.DefaultKeys(id).ASR, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc transcript
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc, _ := readTranscript(ctx, t, s, id)
 	var docIDs []string
 	for _, seg := range doc.Segments {
 		docIDs = append(docIDs, seg.ID)

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/service"
+	"github.com/rs/zerolog"
 )
 
 // run is the console until ctx is cancelled: the API and page on
@@ -30,28 +30,14 @@ func run(ctx context.Context, environ map[string]string) error {
 		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst)}
 	p.Registry.MustRegister(newQueueCollector(s.queues))
 	return p.Run(ctx,
-		func(ctx context.Context) error { return serveAPI(ctx, cfg.HTTPAddr, s.Handler(), cfg.ShutdownGrace()) },
+		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },
 		s.events.run)
 }
 
-// serveAPI serves h on addr until ctx is cancelled, then lets requests in
-// flight finish for up to grace. No write timeout: event streams and large
-// uploads last; a slow header is cut off.
-func serveAPI(ctx context.Context, addr string, h http.Handler, grace time.Duration) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
+// serveAPI serves the API and page on CONSOLE_HTTP_ADDR until ctx is
+// cancelled. No write timeout: event streams and large uploads last; a slow
+// header is cut off.
+func serveAPI(ctx context.Context, cfg *Config, h http.Handler, log zerolog.Logger) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve %s: %w", addr, err)
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		return nil
-	}
+	return ops.ServeHTTP(ctx, cfg.HTTPAddr, srv, cfg.ShutdownGrace(), log.With().Str("server", "console").Logger())
 }

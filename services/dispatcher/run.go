@@ -49,7 +49,7 @@ func run(ctx context.Context, environ map[string]string) error {
 	jobs := append(worker.Jobs(runners), serveAPI(p, api.New(q, aq, cfg.APIToken, p.Log), m, cfg.HTTPAddr))
 	if cfg.ProcessEnabled {
 		jobs = append(jobs, func(ctx context.Context) error {
-			service.Every(ctx, cfg.Interval(), func(ctx context.Context) { scan(ctx, q, m, p.Log) })
+			ops.Every(ctx, cfg.Interval(), func(ctx context.Context) { scan(ctx, q, m, p.Log) })
 			return nil
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/rs/zerolog"
 )
@@ -28,7 +29,7 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 	pass := func(ctx context.Context) { rec.passOnce(ctx, m, p.Log) }
 	return p.Run(ctx, func(ctx context.Context) error {
 		pass(ctx)
-		service.Every(ctx, interval, pass)
+		ops.Every(ctx, interval, pass)
 		return nil
 	})
 }

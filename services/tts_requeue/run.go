@@ -11,6 +11,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/service"
 )
 
@@ -46,7 +47,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	}
 	return p.Run(ctx, func(ctx context.Context) error {
 		passLogged(ctx)
-		service.Every(ctx, f.every, passLogged)
+		ops.Every(ctx, f.every, passLogged)
 		return nil
 	})
 }
