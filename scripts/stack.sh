@@ -21,7 +21,7 @@
 #
 # Settings (environment):
 #   AMQP_URL, DATABASE_URL, S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY,
-#   S3_BUCKET, S3_USE_SSL   the stack (DESIGN.md's defaults)
+#   S3_BUCKET, S3_USE_SSL   the stack (defaults as in the README's configuration table)
 #   DISPATCHER_API_TOKEN     kept in .devstack/ when unset (generated once)
 #   DUBFLOW_API_TOKEN        the console's token, kept in .devstack/ when unset (generated once)
 #   CONSOLE_HTTP_ADDR        where the console listens (127.0.0.1:8080)
