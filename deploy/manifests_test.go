@@ -33,7 +33,8 @@ var credentialVars = []string{"AMQP_URL", "DATABASE_URL", "S3_ACCESS_KEY", "S3_S
 var externalSecrets = []string{"dubflow-credentials", "dubflow-dispatcher", "dubflow-console", "dubflow-engines"}
 
 // TestOverlays renders every overlay, decodes each object strictly and
-// checks the deployment rules of issue 6 on it.
+// checks the deployment rules on it: every service covered, one namespace,
+// and each workload's pod, probes, image, resources and selector.
 func TestOverlays(t *testing.T) {
 	for _, overlay := range overlays {
 		t.Run(overlay, func(t *testing.T) {

@@ -70,8 +70,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// TestChannelOpenRetriesWhenTheWriteFails covers issue 10 item 6b at its
-// root: opening a channel whose channel.open write fails on a connection
+// TestChannelOpenRetriesWhenTheWriteFails: opening a channel whose channel.open write fails on a connection
 // that amqp091-go has not yet marked closed waits for the new connection
 // instead of failing the caller.
 func TestChannelOpenRetriesWhenTheWriteFails(t *testing.T) {
@@ -96,7 +95,7 @@ func TestChannelOpenRetriesWhenTheWriteFails(t *testing.T) {
 	}
 }
 
-// TestInFlightPublishesSurviveFailedWrites covers issue 10 item 6b: while
+// TestInFlightPublishesSurviveFailedWrites: while
 // several publishes are in flight, the connection's writes start failing,
 // again and again; every publish still returns nil, each message is on the
 // queue, and the publisher carries on over the new connections.

@@ -121,7 +121,7 @@ func TestDubKeepsTheSoundtrack(t *testing.T) {
 			}
 			// Under the original speech the speech goes down: measured under
 			// 2 kHz, away from the tone, which the soundtrack keeps (the
-			// bed is kept per frequency since issue 13, not lowered whole).
+			// bed is kept per frequency, not lowered whole).
 			o, d := rmsDBAfter(t, orig, speechBand, gapFrom, gapTo), rmsDBAfter(t, out, speechBand, gapFrom, gapTo)
 			t.Logf("%s, under speech without a dubbed line %.1f–%.1f s, under 2 kHz: original %.1f dB, dub %.1f dB", tc.mode, gapFrom, gapTo, o, d)
 			if d-o > tc.maxUnder {

@@ -16,7 +16,7 @@ import (
 // A fanned-out part keeps the message emitted for it (step_parts.message),
 // so that the reconciler can re-drive a part whose message was lost before
 // any worker claimed it — also a translate part whose name is a hash of its
-// segment ids (issue 10 item 4b).
+// segment ids.
 func TestEmitKeepsEachPartsMessage(t *testing.T) {
 	t.Parallel()
 	h := setup(t)

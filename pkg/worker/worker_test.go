@@ -46,7 +46,7 @@ func asrMessage(t *testing.T) *wire.Envelope {
 	return env
 }
 
-// Issue 10 item 6c: a worker whose step timeout does not end a minute before
+// A worker whose step timeout does not end a minute before
 // the broker's consumer timeout refuses to start, naming the variables to
 // change — the old default of 1800 s against RabbitMQ's 30 minutes.
 func TestServeRefusesAStepTimeoutAtTheBrokerConsumerTimeout(t *testing.T) {
@@ -69,7 +69,7 @@ func TestServeRefusesAStepTimeoutAtTheBrokerConsumerTimeout(t *testing.T) {
 	s.Start()()
 }
 
-// Issue 10 item 6d: two consumers of one process (WORKER_CONCURRENCY=2) run
+// Two consumers of one process (WORKER_CONCURRENCY=2) run
 // two steps at once, each under a lease owner of its own.
 func TestConsumersOfOneProcessHoldLeasesUnderTheirOwnWorkerIDs(t *testing.T) {
 	release := make(chan struct{})

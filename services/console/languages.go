@@ -14,7 +14,7 @@ import (
 )
 
 // This file is the console's side of a task that dubs into several
-// languages at once (issue 13 item 7): a parent task names its
+// languages at once: a parent task names its
 // targetLanguages; where its asr completes, one child task per language is
 // spawned (id wire.ChildTaskID(parent, language)), each muxing the video it
 // reads from videos/{child}/source.mp4.

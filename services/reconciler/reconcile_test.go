@@ -181,7 +181,7 @@ func asrOf(t *testing.T, task uuid.UUID) *wire.Envelope {
 	return message(t, wire.StepASR, task, wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
 }
 
-// Issue 10 item 2: a backlog is waiting, not loss. 200 tasks whose asr
+// A backlog is waiting, not loss. 200 tasks whose asr
 // messages wait in task.asr (no worker consumes them) for far longer than
 // STUCK_TASK_SECONDS draw no re-publish; a message really lost (its part
 // queued, nothing in any queue or the outbox, no activity) is re-driven
@@ -363,7 +363,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 	f.exec(t, `INSERT INTO step_parts (task_id, step, part, created_at) VALUES ($1, 'asr', '', now() - interval '1 hour')`, lostASR)
 	// translate: one part done, one whose retry was lost, one never ran
 	// (its message kept in step_parts), one whose segment ids are so many
-	// that its name is a hash (issue 10 item 4b).
+	// that its name is a hash.
 	trans := f.task(t, time.Hour)
 	f.succeeded(t, trans, wire.StepExtractAudio, wire.StepASR)
 	tr := func(ids ...string) *wire.Envelope {
@@ -455,7 +455,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 	}
 }
 
-// Issue 10 item 3: every non-terminal task has an owner that ends it after
+// Every non-terminal task has an owner that ends it after
 // a bound. A task left compensating past RECONCILE_COMPENSATING_MAX_SECONDS,
 // and a running task without progress past RECONCILE_TASK_MAX_IDLE_SECONDS,
 // end failed with the reason, and their event.task.failed leaves through
