@@ -93,7 +93,7 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 			k.Part, k.Attempt = "same", i-n+1
 		}
 		wg.Go(func() {
-			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { store.QueueClaimStep(b, k, "w", time.Minute, "", nil, false, &claims[i]) })
+			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { store.QueueClaimStep(b, k, "w", time.Minute, "", nil, &claims[i]) })
 		})
 	}
 	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 2*n })

@@ -52,10 +52,6 @@ type Config struct {
 	ShutdownGrace time.Duration
 	Log           zerolog.Logger
 	Metrics       *Metrics
-	// Objects places each child's source video where a task of several
-	// languages fans out (languages.go); the workers pass their object
-	// store. A runner without it refuses to fan out.
-	Objects Copier
 }
 
 func (c *Config) defaults() error {

@@ -24,7 +24,6 @@ type delivery struct {
 	route   Route
 	msg     *Message
 	stepID  int64
-	targets []string      // the task's languages, for fanOutLanguages
 	elapsed time.Duration // how long the handler ran
 	log     zerolog.Logger
 	facts   facts
@@ -75,13 +74,13 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
 	var claim store.Claim
 	err = r.claims.do(ctx, env.TaskID.String()+"/"+env.Step+"/"+part, func(b *pgx.Batch) {
-		store.QueueClaimStep(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, fansOutLanguages(env), &claim)
+		store.QueueClaimStep(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, &claim)
 	})
 	if err != nil {
 		f.Claim, f.ClaimErr = claimFailed, err
 		return dl
 	}
-	dl.stepID, dl.targets = claim.StepID, claim.Targets
+	dl.stepID = claim.StepID
 	f.Claim, f.HeldUntil, f.BaseAttempt = claimResultOf(claim.Outcome), claim.HeldUntil, claim.BaseAttempt
 	return dl
 }

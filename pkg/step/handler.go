@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 )
@@ -110,6 +111,43 @@ func (m *Message) Emit(step string, payload any) error {
 		insert(outbox.New(wire.Exchange, wire.RoutingKey(step), body)))
 	return nil
 }
+
+// EmitFor stages a message of another task — a child task the handler
+// spawns in the same transaction (task.Spawn) — on the same trace. It is
+// registered as a part of that task and sent only if that part was not
+// registered before, so that a redelivered or replayed message that runs the
+// handler again sends nothing twice.
+func (m *Message) EmitFor(taskID uuid.UUID, step string, payload any) error {
+	next, err := wire.New(step, taskID, m.Envelope.TraceID, payload)
+	if err != nil {
+		return fmt.Errorf("build %s message of %s: %w", step, taskID, err)
+	}
+	body, err := next.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode %s message of %s: %w", step, taskID, err)
+	}
+	part, err := PartOf(next)
+	if err != nil {
+		return err
+	}
+	o := outbox.New(wire.Exchange, next.RoutingKey(), body)
+	m.stmts = append(m.stmts, stmt{sql: emitNewPartSQL,
+		args: []any{taskID, step, part, body, o.MessageID, o.Exchange, o.RoutingKey}, outbox: o})
+	return nil
+}
+
+// emitNewPartSQL registers a part with its message and adds the message to
+// the outbox only if the part was not registered before, returning the
+// outbox id or NULL (arguments: task, step, part, body, message id,
+// exchange, routing key).
+const emitNewPartSQL = `WITH part AS (
+	INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4)
+	ON CONFLICT DO NOTHING RETURNING 1
+), sent AS (
+	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	SELECT $5, $6, $7, $4 FROM part RETURNING id
+)
+SELECT (SELECT id FROM sent)`
 
 // EmitWhenStepDone stages the next step's message for fan-in: it is emitted
 // only by the part whose success completes this step, exactly once however

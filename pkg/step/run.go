@@ -21,10 +21,6 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 		fmt.Errorf("step %s timed out after %s: %w", dl.env.Step, dl.route.Timeout, context.DeadlineExceeded))
 	lost := r.heartbeat(runCtx, cancel, dl.stepID, dl.log)
 	err := r.call(runCtx, dl.route.Handler, dl.msg)
-	if err == nil {
-		// A task dubbing into several languages fans out here (languages.go).
-		err = r.fanOutLanguages(runCtx, dl.msg, dl.targets)
-	}
 	if err != nil && runCtx.Err() != nil && !errors.Is(err, context.Cause(runCtx)) {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
 	}

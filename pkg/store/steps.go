@@ -44,10 +44,6 @@ type Claim struct {
 	StepID      int64
 	BaseAttempt int
 	HeldUntil   time.Time
-	// Targets are the languages the task dubs into at once (tasks.targets),
-	// read with the claim when asked for and the attempt was claimed; nil
-	// for a task without a row.
-	Targets []string
 }
 
 // StepKey names one attempt of one part of one step of a task.
@@ -72,25 +68,22 @@ type Querier interface {
 // message is the envelope, kept with the attempt for re-drives.
 func ClaimStep(ctx context.Context, q Querier, k StepKey, worker string, lease time.Duration, after string, message []byte) (Claim, error) {
 	var c Claim
-	err := scanClaim(q.QueryRow(ctx, claimStepSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message, false), k, &c)
+	err := scanClaim(q.QueryRow(ctx, claimStepSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message), k, &c)
 	return c, err
 }
 
 // claimStepSQL calls claim_step (arguments: task, step, part, attempt,
-// worker, lease, after, message) and, when $9 and the attempt is claimed,
-// reads the task's targets in the same round trip.
-const claimStepSQL = `SELECT c.outcome, c.step_id, c.base_attempt, c.held_until,
-		CASE WHEN $9::boolean AND c.outcome = 'claimed' THEN (SELECT t.targets FROM tasks t WHERE t.id = $1) END
+// worker, lease, after, message).
+const claimStepSQL = `SELECT c.outcome, c.step_id, c.base_attempt, c.held_until
 		FROM claim_step($1, $2, $3, $4, $5, $6, $7, $8) c`
 
 // QueueClaimStep queues ClaimStep's statement on b, so that the claims of
 // several deliveries go to Postgres in one round trip; the claim is read
 // into c when the batch is closed, and its error is returned from the
 // batch's Close, as ClaimStep would return it. Claims queued on one batch
-// share its transaction: one that fails undoes them all. With targets, a
-// claimed attempt comes with its task's targets (Claim.Targets).
-func QueueClaimStep(b *pgx.Batch, k StepKey, worker string, lease time.Duration, after string, message []byte, targets bool, c *Claim) {
-	b.Queue(claimStepSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message, targets).QueryRow(func(row pgx.Row) error {
+// share its transaction: one that fails undoes them all.
+func QueueClaimStep(b *pgx.Batch, k StepKey, worker string, lease time.Duration, after string, message []byte, c *Claim) {
+	b.Queue(claimStepSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message).QueryRow(func(row pgx.Row) error {
 		return scanClaim(row, k, c)
 	})
 }
@@ -101,7 +94,7 @@ func scanClaim(row pgx.Row, k StepKey, c *Claim) error {
 	var base *int32
 	var held *time.Time
 	*c = Claim{}
-	if err := row.Scan(&c.Outcome, &id, &base, &held, &c.Targets); err != nil {
+	if err := row.Scan(&c.Outcome, &id, &base, &held); err != nil {
 		return fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
 	}
 	if id != nil {

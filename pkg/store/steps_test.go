@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestOneRunningAttemptPerPart: two different attempts of one part claimed
@@ -119,44 +117,5 @@ func TestMissingClaimRowIsClaimLost(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, store.FinishStepSQL, c.StepID, "w", store.StatusSucceeded, "")
 	if err := store.MapError(err); !errors.Is(err, store.ErrClaimLost) {
 		t.Errorf("finish a lost claim: %v, want ErrClaimLost", err)
-	}
-}
-
-// TestClaimReadsTheTargetsAlong: a claim asked for the task's targets
-// returns them with a claimed attempt, in the same round trip; not for a
-// task without a row, nor when the attempt was not claimed, nor when not
-// asked for.
-func TestClaimReadsTheTargetsAlong(t *testing.T) {
-	db := testenv.Postgres(t)
-	ctx := context.Background()
-	id := uuid.New()
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, targets) VALUES ($1, 'running', '{es,ca}')`, id); err != nil {
-		t.Fatal(err)
-	}
-	claim := func(task uuid.UUID, attempt int, targets bool) store.Claim {
-		t.Helper()
-		var c store.Claim
-		b := &pgx.Batch{}
-		store.QueueClaimStep(b, store.StepKey{TaskID: task, Step: "asr", Attempt: attempt}, "w", time.Minute, "", nil, targets, &c)
-		if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	if c := claim(id, 1, true); c.Outcome != store.Claimed || strings.Join(c.Targets, ",") != "es,ca" {
-		t.Errorf("claim with targets: %s %v, want claimed [es ca]", c.Outcome, c.Targets)
-	}
-	if c := claim(id, 2, true); c.Outcome != store.Held || c.Targets != nil {
-		t.Errorf("held claim: %s %v, want held without targets", c.Outcome, c.Targets)
-	}
-	if c := claim(uuid.New(), 1, true); c.Outcome != store.Claimed || c.Targets != nil {
-		t.Errorf("claim of a task without a row: %s %v, want claimed without targets", c.Outcome, c.Targets)
-	}
-	other := uuid.New()
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, targets) VALUES ($1, 'running', '{es,ca}')`, other); err != nil {
-		t.Fatal(err)
-	}
-	if c := claim(other, 1, false); c.Outcome != store.Claimed || c.Targets != nil {
-		t.Errorf("claim without targets: %s %v, want claimed without targets", c.Outcome, c.Targets)
 	}
 }

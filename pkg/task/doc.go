@@ -17,7 +17,8 @@
 //	Redub       done → running                                            task.redubbing
 //	Spawn       (no row) → queued: a child     an existing child      task.queued
 //	            of a task with several
-//	            languages (languages.go)
+//	            languages (languages.go;
+//	            the asr worker spawns)
 //
 // Succeed, Fail and Cancel of a child task also conclude its parent when
 // the child is the last of its siblings to end (done if all are done,

@@ -15,7 +15,7 @@ import (
 // A task that dubs into several languages at once is a parent: its row
 // records the languages (tasks.targets), it extracts and transcribes the
 // audio once, and where its asr step completes it spawns one child task per
-// language (Spawn, staged by the step runtime in the same transaction). A
+// language (Spawn, staged by the asr worker in the same transaction). A
 // child (tasks.parent_task_id) starts with the parent's segments and
 // glossary and with the parent's extract_audio and asr recorded as its own
 // (task_steps rows of worker "parent <id>": nothing runs twice), and then
@@ -67,7 +67,7 @@ func InheritedWorker(parent uuid.UUID) string { return "parent " + parent.String
 // exists already (Result.Changed false: a redelivered or replayed fan-in
 // spawns nothing). The child's id is wire.ChildTaskID(parent, language); it
 // reads its video from its own videos/{child}/source.mp4 (copied there
-// from the parent's by the step runtime before Spawn commits) and writes
+// from the parent's by the asr worker before Spawn commits) and writes
 // outputs/{child}/final.mp4. In the same statement it copies the parent's
 // segments (start, end, source text) and glossary, and records the parent's
 // succeeded extract_audio and asr as the child's (InheritedWorker), so that

@@ -41,7 +41,7 @@ func seedParent(t *testing.T, pool *pgxpool.Pool, languages ...string) uuid.UUID
 	return id
 }
 
-// spawnAll spawns a child of parent per language, as the step runtime does
+// spawnAll spawns a child of parent per language, as the asr worker does
 // where the parent's asr completes.
 func spawnAll(t *testing.T, pool *pgxpool.Pool, parent uuid.UUID, languages ...string) []uuid.UUID {
 	t.Helper()

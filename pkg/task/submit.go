@@ -23,8 +23,8 @@ var ErrExists = errors.New("task exists already")
 // from its extract_audio payload p and adds env, its first message, to the
 // outbox, in one transaction. A payload naming several target_languages
 // makes a parent task (see Spawn): the video is stored once, under the
-// parent's key; the step runtime copies it to each child's key where the
-// parent's asr completes (pkg/step, languages.go). It returns the outbox rows to publish after
+// parent's key; the asr worker copies it to each child's key where the
+// parent's asr completes (services/asr, spawnChildren). It returns the outbox rows to publish after
 // the commit (outbox.Flush; a sweep publishes them otherwise). A task that
 // exists already is refused.
 func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio) ([]int64, error) {

@@ -40,8 +40,8 @@ var childNamespace = uuid.MustParse("6f0c7a52-3b1e-5d8e-9a57-1f2b7c0d4e13")
 
 // ChildTaskID is the id of the child task that dubs parent's video into
 // language: a name-based (SHA-1) UUID of the two, so that everyone who knows
-// the parent — dubctl uploading the video under the child's key, the step
-// runtime spawning the child, an integrator — names the same child.
+// the parent — dubctl uploading the video under the child's key, the asr
+// worker spawning the child, an integrator — names the same child.
 func ChildTaskID(parent uuid.UUID, language string) uuid.UUID {
 	return uuid.NewSHA1(childNamespace, []byte(parent.String()+"/"+language))
 }

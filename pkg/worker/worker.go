@@ -109,9 +109,6 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 			Log:           p.Log.With().Str("worker", id).Logger(),
 			Metrics:       metrics,
 		}
-		if p.Blob != nil {
-			sc.Objects = p.Blob
-		}
 		if tune != nil {
 			tune(&sc)
 		}

@@ -65,6 +65,6 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	}
 	d.Log.Info().Str("engine", c.Engine.Name).Int("chunk_seconds", c.ChunkSeconds).Int("chunk_concurrency", c.ChunkConcurrency).
 		Int("translate_batch_size", c.TranslateBatchSize).Msg("asr starting")
-	return &handler{objects: d.Blob, db: d.Pool, asr: engine,
+	return &handler{objects: d.Blob, videos: d.Blob, db: d.Pool, asr: engine,
 		batchSize: c.TranslateBatchSize, maxAudioBytes: c.MaxAudioBytes, maxSeconds: c.MaxVideoSeconds}, nil
 })

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type transcriber interface {
 // handler runs the asr step.
 type handler struct {
 	objects       blob.Objects
+	videos        copier // places a parent's video under its children's keys
 	db            *pgxpool.Pool
 	asr           transcriber
 	batchSize     int
@@ -53,10 +55,14 @@ const segmentStride = 1000
 type taskInfo struct {
 	target, speaker                string
 	sourceVideoKey, outputVideoKey string
+	// targets are the languages of a parent task, one that dubs into several
+	// at once (none for any other task): its asr spawns a child task per
+	// language instead of translating (spawnChildren).
+	targets []string
 }
 
 // Handle serves the three kinds of asr message (wire.ASR.Part): the whole
-// audio (the seed's message) is transcribed at once when it fits one chunk,
+// audio (what extract_audio sends) is transcribed at once when it fits one chunk,
 // else cut at silences into one message per chunk; a chunk is transcribed,
 // its segments staged and its translate batches emitted at once; the merge,
 // emitted by the chunk that completes the step, writes asr.json.
@@ -73,8 +79,8 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
 	var t taskInfo
-	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key FROM tasks WHERE id = $1`,
-		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey)
+	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets FROM tasks WHERE id = $1`,
+		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
@@ -121,7 +127,10 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if len(segs) == 0 {
 		return finishWithoutSpeech(msg)
 	}
-	return h.emitBatches(msg, p, t, segs, 0)
+	if len(t.targets) > 0 {
+		return h.spawnChildren(ctx, msg, p, t, segmentIDs(0, len(segs)))
+	}
+	return h.emitBatches(msg, p, t, segmentIDs(0, len(segs)))
 }
 
 // fanOut cuts the audio at silences, stores each chunk beside it and emits
@@ -166,8 +175,10 @@ func (h *handler) chunk(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 		return err
 	}
 	stageSegments(msg, msg.Envelope.TaskID, segs, voicesOf(wav, ch.OffsetMS, segs, msg.Log), base, base+segmentStride)
-	if err := h.emitBatches(msg, p, t, segs, base); err != nil {
-		return err
+	if len(t.targets) == 0 { // a parent's children translate once the merge has spawned them
+		if err := h.emitBatches(msg, p, t, segmentIDs(base, len(segs))); err != nil {
+			return err
+		}
 	}
 	if err := msg.ReleaseWindow(ctx, h.db); err != nil {
 		return err
@@ -227,17 +238,11 @@ func clean(all []speech.Segment) []speech.Segment {
 	return segs
 }
 
-// emitBatches stages one translate message per batch of segs, numbered
-// from base.
-func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, segs []speech.Segment, base int) error {
-	for lo := 0; lo < len(segs); lo += h.batchSize {
-		hi := min(lo+h.batchSize, len(segs))
-		ids := make([]string, 0, hi-lo)
-		for i := lo; i < hi; i++ {
-			ids = append(ids, wire.SegmentID(base+i))
-		}
+// emitBatches stages one translate message per batch of the segments ids.
+func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, ids []string) error {
+	for batch := range slices.Chunk(ids, h.batchSize) {
 		err := msg.Emit(wire.StepTranslate, wire.Translate{
-			TaskID: msg.Envelope.TaskID, SegmentIDs: ids, SourceLanguage: p.Language, TargetLanguage: t.target,
+			TaskID: msg.Envelope.TaskID, SegmentIDs: batch, SourceLanguage: p.Language, TargetLanguage: t.target,
 			BatchSize: h.batchSize,
 		})
 		if err != nil {
@@ -245,6 +250,15 @@ func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, segs []
 		}
 	}
 	return nil
+}
+
+// segmentIDs are the ids of n segments numbered from base.
+func segmentIDs(base, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = wire.SegmentID(base + i)
+	}
+	return ids
 }
 
 // window is how many chunks of one task may be in the queue at once: the
@@ -374,6 +388,13 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	msg.Log.Info().Int("chunks", chunks).Int("segments", len(doc.Segments)).Str("output_key", p.OutputKey).Msg("chunks merged")
 	if len(doc.Segments) == 0 {
 		return finishWithoutSpeech(msg)
+	}
+	if len(t.targets) > 0 {
+		ids := make([]string, len(doc.Segments))
+		for i, s := range doc.Segments {
+			ids[i] = s.ID
+		}
+		return h.spawnChildren(ctx, msg, p, t, ids)
 	}
 	if err := h.emitTTSParts(ctx, msg, t); err != nil {
 		return err

@@ -53,8 +53,8 @@ func (f *fixture) checkParent(t *testing.T, id uuid.UUID, want []string) {
 	if src.Size == 0 {
 		t.Fatal("source video is empty")
 	}
-	// The video is stored once: the asr fan-out copies it to each child
-	// (pkg/step/languages.go), so nothing is placed under a child's key yet.
+	// The video is stored once: the asr worker copies it to each child
+	// where the parent's asr completes, so nothing is placed under a child's key yet.
 	for _, l := range want {
 		key := wire.DefaultKeys(wire.ChildTaskID(id, l)).SourceVideo
 		if _, err := f.srv.objects.Stat(ctx, key); !errors.Is(err, blob.ErrNotFound) {
