@@ -122,7 +122,7 @@ func (s *stage) all(cmd string) []instruction {
 }
 
 // mediaPackages are the Debian packages the embedded engines call.
-var mediaPackages = []string{"ffmpeg", "pocketsphinx", "pocketsphinx-en-us", "apertium", "apertium-eng-spa", "espeak-ng"}
+var mediaPackages = []string{"ffmpeg", "pocketsphinx", "pocketsphinx-en-us", "apertium", "apertium-eng-spa", "apertium-eng-cat", "espeak-ng"}
 
 // TestDockerfile checks the one image recipe: it builds the binary with
 // `make build SERVICES=$SERVICE` (the command CI uses) and CGO disabled, on

@@ -191,7 +191,7 @@ for s in "${SERVICES[@]}"; do
 		done
 		in_image "$root" ffmpeg -hide_banner -f lavfi -i sine=d=0.2 -f wav -y /tmp/smoke.wav >/dev/null 2>&1 ||
 			die "$s: ffmpeg does not run as $UID_GID"
-		modes=$(in_image "$root" apertium -l) && [[ $modes == *eng-spa* ]] || die "$s: apertium has no eng-spa"
+		modes=$(in_image "$root" apertium -l) && [[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
 		in_image "$root" espeak-ng -v es -w /tmp/smoke-es.wav "hola" || die "$s: espeak-ng does not speak"
 		[ -d "$root/usr/share/pocketsphinx/model/en-us" ] || die "$s: pocketsphinx-en-us model missing"
 	fi
@@ -209,7 +209,7 @@ for s in "${SERVICES[@]}"; do
 	kill -TERM "$pid"
 	wait "$pid" || die "$s: did not exit 0 on SIGTERM"
 	extra=""
-	[[ $MEDIA_SERVICES == *" $s "* ]] && extra=", ffmpeg ffprobe pocketsphinx apertium(eng-spa) espeak-ng run"
+	[[ $MEDIA_SERVICES == *" $s "* ]] && extra=", ffmpeg ffprobe pocketsphinx apertium(eng-spa, eng-cat) espeak-ng run"
 	RESULT[$s]="/healthz and /readyz 200 as ${user:-65532}, exit 0 on SIGTERM$extra"
 done
 
