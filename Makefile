@@ -114,7 +114,7 @@ cluster-test: ## Kill a node of a private 3-node RabbitMQ cluster mid-batch; eve
 soak: build ## Run the soak test (scripts/soak.sh)
 	bash scripts/soak.sh
 
-# CHAOS_FLAGS: flags of bin/chaos (-tasks 200 -seed S -duration 8m -settle 15m -keep; see
+# CHAOS_FLAGS: flags of bin/chaos (-tasks 200 -languages 10 -seed S -duration 8m -settle 15m -keep; see
 # services/chaos/README.md). The MinIO it runs is the one scripts/stack.sh builds.
 CHAOS_FLAGS ?=
 MINIO_VERSION = $(shell sed -n 's/^MINIO_VERSION=//p' scripts/stack.sh)

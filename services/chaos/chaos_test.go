@@ -24,17 +24,17 @@ func TestOptionsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.tasks != 200 || o.seed != 0 || o.duration != 8*time.Minute || o.settle != 15*time.Minute || o.keep || o.fixtures != "/fixtures" {
+	if o.tasks != 200 || o.languages != 10 || o.seed != 0 || o.duration != 8*time.Minute || o.settle != 15*time.Minute || o.keep || o.fixtures != "/fixtures" {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
 
 func TestOptionsFlags(t *testing.T) {
-	o, err := parseOptions([]string{"-tasks", "7", "-seed", "99", "-duration", "1m", "-settle", "2m", "-keep", "-fixtures", "/f"}, noEnv, io.Discard)
+	o, err := parseOptions([]string{"-tasks", "7", "-languages", "3", "-seed", "99", "-duration", "1m", "-settle", "2m", "-keep", "-fixtures", "/f"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.tasks != 7 || o.seed != 99 || o.duration != time.Minute || o.settle != 2*time.Minute || !o.keep || o.fixtures != "/f" {
+	if o.tasks != 7 || o.languages != 3 || o.seed != 99 || o.duration != time.Minute || o.settle != 2*time.Minute || !o.keep || o.fixtures != "/f" {
 		t.Fatalf("flags: %+v", o)
 	}
 }
@@ -42,6 +42,7 @@ func TestOptionsFlags(t *testing.T) {
 func TestOptionsRejected(t *testing.T) {
 	for _, args := range [][]string{
 		{"-tasks", "0", "-fixtures", "/f"},
+		{"-languages", "-1", "-fixtures", "/f"},
 		{"-duration", "1s", "-fixtures", "/f"},
 		{"-settle", "0s", "-fixtures", "/f"},
 		{"-fixtures", "/f", "extra"},

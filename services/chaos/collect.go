@@ -29,18 +29,26 @@ type taskRow struct {
 	errMsg string
 	output string
 	result []byte
+	// targets is how many languages a parent dubs into (0 for any other
+	// task); children how many child tasks it has; child whether the task
+	// is one.
+	targets, children int
+	child             bool
 }
 
 // collect fills s from the database, the object store and the observer.
 func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *observer, tmp string, s *summary) error {
-	rows, err := pool.Query(ctx, `SELECT id, status, error, output_video_key, result::text FROM tasks ORDER BY created_at`)
+	rows, err := pool.Query(ctx, `SELECT t.id, t.status, t.error, t.output_video_key, t.result::text,
+		       coalesce(cardinality(t.targets), 0), (SELECT count(*) FROM tasks c WHERE c.parent_task_id = t.id),
+		       t.parent_task_id IS NOT NULL
+		  FROM tasks t ORDER BY t.created_at`)
 	if err != nil {
 		return fmt.Errorf("read tasks: %w", err)
 	}
 	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskRow, error) {
 		var t taskRow
 		var result string
-		err := r.Scan(&t.id, &t.status, &t.errMsg, &t.output, &result)
+		err := r.Scan(&t.id, &t.status, &t.errMsg, &t.output, &result, &t.targets, &t.children, &t.child)
 		t.result = []byte(result)
 		return t, err
 	})
@@ -52,6 +60,12 @@ func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *
 	s.BadEvents = bad
 	for _, t := range tasks {
 		id := t.id.String()
+		if t.targets > 0 {
+			s.Parents++
+		}
+		if t.child {
+			s.Children++
+		}
 		switch t.status {
 		case "done":
 			s.Done++
@@ -126,6 +140,15 @@ func checkOutputs(ctx context.Context, objects *blob.Store, tasks []taskRow, tmp
 			continue
 		}
 		id := t.id.String()
+		if t.targets > 0 {
+			// A parent has no video of its own: its children have one each.
+			if t.children != t.targets {
+				s.InvalidOutputs = append(s.InvalidOutputs, finding{id, fmt.Sprintf("parent of %d languages done with %d child tasks", t.targets, t.children)})
+				continue
+			}
+			s.ValidOutputs++
+			continue
+		}
 		if strings.Contains(string(t.result), "no_speech") {
 			s.InvalidOutputs = append(s.InvalidOutputs, finding{id, "done without output: no speech recognized in a real-speech clip"})
 			continue

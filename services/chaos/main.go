@@ -118,7 +118,11 @@ func (r *runner) submitAll(ctx context.Context, sub *submitter, clips []clip, sp
 	for range 4 {
 		wg.Go(func() {
 			for i := range next {
-				_, tries, err := sub.submit(ctx, picks[i])
+				targets := ""
+				if r.o.languages > 0 && i%r.o.languages == r.o.languages-1 {
+					targets = twoLanguages
+				}
+				_, tries, err := sub.submit(ctx, picks[i], targets)
 				mu.Lock()
 				if err == nil {
 					ok++

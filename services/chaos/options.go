@@ -14,6 +14,9 @@ import (
 type options struct {
 	// tasks is how many tasks are submitted.
 	tasks int
+	// languages: every languages-th task dubs into two languages at once
+	// (a parent and two children); 0 for none.
+	languages int
 	// seed drives every random choice (0: one from the clock, printed).
 	seed uint64
 	// duration is how long faults are injected; tasks are submitted during
@@ -37,12 +40,13 @@ func parseOptions(args []string, env func(string) string, stderr io.Writer) (opt
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-seed S] [-duration D] [-settle D] [-keep] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
+		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-languages N] [-seed S] [-duration D] [-settle D] [-keep] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
 		fmt.Fprintln(stderr, "Runs dubflow's workers on a private RabbitMQ, Postgres and MinIO while killing, restarting,")
 		fmt.Fprintln(stderr, "cutting and slowing them, then checks that every task ended done, once. See services/chaos/README.md.")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.tasks, "tasks", 200, "tasks to submit")
+	fs.IntVar(&o.languages, "languages", 10, "every Nth task dubs into "+twoLanguages+" at once: a parent task and a child per language (0: none)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of every random choice (0: from the clock; the seed used is printed)")
 	fs.DurationVar(&o.duration, "duration", 8*time.Minute, "how long faults are injected (tasks are submitted during the first half)")
 	fs.DurationVar(&o.settle, "settle", 15*time.Minute, "how long to wait, after the faults stop, for every task to end")
@@ -65,6 +69,9 @@ func (o *options) validate() error {
 	var errs []error
 	if o.tasks < 1 || o.tasks > 100000 {
 		errs = append(errs, fmt.Errorf("-tasks %d: want 1..100000", o.tasks))
+	}
+	if o.languages < 0 {
+		errs = append(errs, fmt.Errorf("-languages %d: want 0 (none) or more", o.languages))
 	}
 	if o.duration < 10*time.Second {
 		errs = append(errs, fmt.Errorf("-duration %s: want at least 10s", o.duration))

@@ -22,9 +22,12 @@ type summary struct {
 	// have created one more).
 	Submitted int
 	Tasks     int
-	Done      int
-	Failed    []finding
-	Stuck     []finding
+	// Parents are the tasks of several languages among Tasks, Children
+	// their child tasks (in Tasks too).
+	Parents, Children int
+	Done              int
+	Failed            []finding
+	Stuck             []finding
 	// InvalidOutputs are done tasks whose output video is missing or lacks
 	// a video or an audio stream.
 	InvalidOutputs []finding
@@ -96,9 +99,10 @@ func (s *summary) print(w io.Writer) bool {
 	fmt.Fprintf(w, "\n=== chaos summary (seed %d)\n", s.Seed)
 	fmt.Fprintf(w, "faults injected:            %s\n", counts(s.Faults))
 	fmt.Fprintf(w, "services exited by themselves: %s\n", counts(s.SelfExits))
-	fmt.Fprintf(w, "tasks:                      %d requested, %d submitted, %d in the database\n", s.Requested, s.Submitted, s.Tasks)
+	fmt.Fprintf(w, "tasks:                      %d requested, %d submitted, %d in the database (%d of several languages and their %d children)\n",
+		s.Requested, s.Submitted, s.Tasks, s.Parents, s.Children)
 	fmt.Fprintf(w, "done / failed / stuck:      %d / %d / %d\n", s.Done, len(s.Failed), len(s.Stuck))
-	fmt.Fprintf(w, "valid outputs:              %d of %d done (ffprobe: video and audio streams)\n", s.ValidOutputs, s.Done)
+	fmt.Fprintf(w, "valid outputs:              %d of %d done (ffprobe: video and audio streams; a parent: one child per language)\n", s.ValidOutputs, s.Done)
 	fmt.Fprintf(w, "tasks with >1 success event: %d (of which %d with distinct message ids)\n", len(s.MultiSuccess), len(s.MultiSuccessDistinct))
 	fmt.Fprintf(w, "done tasks without success event: %d\n", len(s.MissingSuccess))
 	fmt.Fprintf(w, "duplicate succeeded parts:  %d\n", len(s.DuplicateParts))

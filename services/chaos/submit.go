@@ -63,16 +63,25 @@ type submitter struct {
 	env    []string
 }
 
-// submit uploads the clip and creates its task the way an operator does,
+// twoLanguages are the target languages of a task that dubs into several
+// at once (both have offline engines: apertium-eng-spa and -eng-cat).
+const twoLanguages = "es,ca"
+
+// submit uploads the clip and creates its task the way an operator does
+// (into targets, dubctl's --target, when not empty),
 // retrying (bounded) while the stack is down; it returns the task id.
 // A failed attempt may still have created a task (the commit succeeded,
 // its answer was lost); the checks read every task from the database, so
 // such a task is judged like the others.
-func (s *submitter) submit(ctx context.Context, c clip) (uuid.UUID, int, error) {
+func (s *submitter) submit(ctx context.Context, c clip, targets string) (uuid.UUID, int, error) {
 	var last error
 	for try := 1; try <= 30; try++ {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		cmd := exec.CommandContext(cctx, s.dubctl, "submit", "--input", c.path)
+		args := []string{"submit", "--input", c.path}
+		if targets != "" {
+			args = append(args, "--target", targets)
+		}
+		cmd := exec.CommandContext(cctx, s.dubctl, args...)
 		cmd.Env = s.env
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
