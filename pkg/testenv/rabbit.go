@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -329,23 +328,17 @@ func Chown(dir, name string) error {
 	})
 }
 
-// freePort returns a TCP port free on the loopback interface, outside the
-// ranges RabbitMQ's own tools use (25672 and 35672-35682 for CLI
-// distribution).
+// freePort returns a TCP port free on the loopback interface and not handed
+// out before (freshAddr), outside the ranges RabbitMQ's own tools use (25672
+// and 35672-35682 for CLI distribution).
 func freePort() (int, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("find free port: %w", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if port == 25672 || port == 4369 || (port >= 35672 && port <= 35682) {
-			continue
-		}
-		return port, nil
+	a, err := freshAddr(func(port int) bool {
+		return port != 25672 && port != 4369 && (port < 35672 || port > 35682)
+	})
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("find free port: only reserved ports offered")
+	return a.Port, nil
 }
 
 // processAlive reports whether pid names a running (not zombie) process.

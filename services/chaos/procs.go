@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
 )
 
 // services are the programs the run starts, kills and restarts: the five
@@ -43,7 +45,7 @@ type procs struct {
 func newProcs(bin, logs string, env map[string]string) (*procs, error) {
 	ps := &procs{}
 	for _, name := range services {
-		port, err := freePort()
+		port, err := testenv.FreePort()
 		if err != nil {
 			return nil, err
 		}

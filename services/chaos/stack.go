@@ -151,7 +151,7 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 	if len(bins) == 0 {
 		return nil, errors.New("postgres: no /usr/lib/postgresql/*/bin/pg_ctl (install the Debian package postgresql)")
 	}
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ const (
 )
 
 func startMinio(ctx context.Context, bin, work string, cl *cleanups) (*minioServer, error) {
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -316,15 +316,6 @@ func (m *minioServer) restart(ctx context.Context, crash bool, down time.Duratio
 
 // ---------------------------------------------------------------- helpers
 
-// freePort returns a TCP port free on the loopback interface now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // startLogged starts cmd in its own process group, its output appended to
 // the file at log after the line header (when not empty); done is closed
