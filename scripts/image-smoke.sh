@@ -26,7 +26,7 @@ TAG=${IMAGE_SMOKE_TAG:-smoke}
 RELEASE=bookworm
 DEBIAN_BASE=localhost/debian:$RELEASE-slim
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-MEDIA_SERVICES=" extract_audio asr translate tts mux_video "
+MEDIA_SERVICES=" extract_audio asr translate tts mux_video console "
 UID_GID=65532:65532
 
 log() { printf '== %s\n' "$*" >&2; }
