@@ -316,7 +316,6 @@ func (m *minioServer) restart(ctx context.Context, crash bool, down time.Duratio
 
 // ---------------------------------------------------------------- helpers
 
-
 // startLogged starts cmd in its own process group, its output appended to
 // the file at log after the line header (when not empty); done is closed
 // when the process has exited.
