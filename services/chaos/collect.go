@@ -38,22 +38,9 @@ type taskRow struct {
 
 // collect fills s from the database, the object store and the observer.
 func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *observer, tmp string, s *summary) error {
-	rows, err := pool.Query(ctx, `SELECT t.id, t.status, t.error, t.output_video_key, t.result::text,
-		       coalesce(cardinality(t.targets), 0), (SELECT count(*) FROM tasks c WHERE c.parent_task_id = t.id),
-		       t.parent_task_id IS NOT NULL
-		  FROM tasks t ORDER BY t.created_at`)
+	tasks, err := readTasks(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("read tasks: %w", err)
-	}
-	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskRow, error) {
-		var t taskRow
-		var result string
-		err := r.Scan(&t.id, &t.status, &t.errMsg, &t.output, &result, &t.targets, &t.children, &t.child)
-		t.result = []byte(result)
-		return t, err
-	})
-	if err != nil {
-		return fmt.Errorf("read tasks: %w", err)
+		return err
 	}
 	s.Tasks = len(tasks)
 	events, bad := obs.snapshot()
@@ -101,6 +88,28 @@ func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *
 		return fmt.Errorf("count dead letters: %w", err)
 	}
 	return nil
+}
+
+// readTasks reads every task, oldest first.
+func readTasks(ctx context.Context, pool *pgxpool.Pool) ([]taskRow, error) {
+	rows, err := pool.Query(ctx, `SELECT t.id, t.status, t.error, t.output_video_key, t.result::text,
+		       coalesce(cardinality(t.targets), 0), (SELECT count(*) FROM tasks c WHERE c.parent_task_id = t.id),
+		       t.parent_task_id IS NOT NULL
+		  FROM tasks t ORDER BY t.created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("read tasks: %w", err)
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskRow, error) {
+		var t taskRow
+		var result string
+		err := r.Scan(&t.id, &t.status, &t.errMsg, &t.output, &result, &t.targets, &t.children, &t.child)
+		t.result = []byte(result)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read tasks: %w", err)
+	}
+	return tasks, nil
 }
 
 // history is the task's last step attempts, as evidence.
