@@ -1,14 +1,10 @@
 package task
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -285,93 +281,6 @@ func (r *rule) transition(ref Ref, args map[string]any, edit func(*wire.Event)) 
 	return t
 }
 
-// positional returns sql with its named arguments (@name) numbered and
-// named's values in that order, as pgx.StrictNamedArgs would rewrite them
-// on every execution; the numbering of each statement is worked out once
-// (positionals). When named does not match the statement's names it
-// returns them unchanged, for pgx to report the mismatch when the
-// statement runs.
-func positional(sql string, named pgx.StrictNamedArgs) (string, []any) {
-	p, ok := positionals.Load(sql)
-	if !ok {
-		probe := make(pgx.StrictNamedArgs, len(named))
-		for name := range named {
-			probe[name] = argName(name)
-		}
-		numbered, order, err := probe.RewriteQuery(context.Background(), nil, sql, nil)
-		if err != nil {
-			return sql, []any{named}
-		}
-		names := make([]string, len(order))
-		for i, o := range order {
-			names[i] = string(o.(argName))
-		}
-		p, _ = positionals.LoadOrStore(sql, &numberedSQL{sql: numbered, names: names})
-	}
-	n := p.(*numberedSQL)
-	if len(n.names) != len(named) {
-		return sql, []any{named}
-	}
-	args := make([]any, len(n.names))
-	for i, name := range n.names {
-		v, ok := named[name]
-		if !ok {
-			return sql, []any{named}
-		}
-		args[i] = v
-	}
-	return n.sql, args
-}
-
-// numberedSQL is a statement with its named arguments numbered, and the
-// names in the order of their numbers.
-type numberedSQL struct {
-	sql   string
-	names []string
-}
-
-// argName marks an argument's place while a statement is numbered.
-type argName string
-
-// positionals holds the numbered form of each statement (*numberedSQL by
-// its SQL with named arguments).
-var positionals sync.Map
-
-// eventBody is the SQL of the event's body: the one built in Go, with the
-// trace id of the task's row (from source) when the caller had none.
-func eventBody(source string) string {
-	return fmt.Sprintf(`CASE WHEN @trace = '' AND %[1]s.trace_id <> ''
-	       THEN convert_to(jsonb_set(convert_from(@body::bytea, 'UTF8')::jsonb, '{trace_id}', to_jsonb(%[1]s.trace_id))::text, 'UTF8')
-	       ELSE @body::bytea END`, source)
-}
-
-// newEvent builds the event of a transition to status.
-func newEvent(ref Ref, name, status string, edit func(*wire.Event)) *outbox.Message {
-	e := &wire.Event{EventID: uuid.New(), Event: name, TaskID: ref.ID, Status: status, Step: ref.Step,
-		OccurredAt: time.Now().UTC(), TraceID: ref.Trace}
-	if edit != nil {
-		edit(e)
-	}
-	body, err := e.Marshal()
-	if err != nil {
-		// Only an unencodable Data could fail, and Data is JSON already.
-		body = []byte(fmt.Sprintf(`{"event_id":%q,"event":%q,"task_id":%q,"status":%q,"occurred_at":%q}`,
-			e.EventID, name, ref.ID, status, e.OccurredAt.Format(time.RFC3339Nano)))
-	}
-	// The body carries the event's id: no need to read it back (outbox.New).
-	return &outbox.Message{MessageID: e.EventID, Exchange: wire.Exchange, RoutingKey: e.RoutingKey(), Body: body}
-}
-
-// withEvent returns args with the event's named arguments added.
-func withEvent(args map[string]any, ref Ref, ev *outbox.Message) pgx.StrictNamedArgs {
-	named := pgx.StrictNamedArgs{"message_id": ev.MessageID, "exchange": ev.Exchange,
-		"routing_key": ev.RoutingKey, "body": ev.Body, "trace": ref.Trace}
-	for k, v := range args {
-		named[k] = v
-	}
-	return named
-}
-
 func detailArgs(d Details) map[string]any {
 	targets := d.Targets
 	if targets == nil {
@@ -419,12 +328,91 @@ const settleSQL = `INSERT INTO tasks AS t (id, source_language, target_language,
 	    updated_at = now()
 	RETURNING t.status, t.status, NULL::bigint`
 
-func list(statuses []string) string {
-	q := make([]string, len(statuses))
-	for i, s := range statuses {
-		q[i] = quote(s)
-	}
-	return strings.Join(q, ", ")
+// concludeSQL is the part of a terminal transition's statement that
+// concludes the parent of a child that ended.
+const concludeSQL = `, concluded AS (
+	SELECT conclude_parent(moved.parent_task_id, @id, moved.to_status) AS id
+	  FROM moved
+	 WHERE moved.parent_task_id IS NOT NULL AND moved.from_status <> moved.to_status
+	   AND moved.to_status IN ('done', 'failed')
+)`
+
+// cancelChildrenSQL is the part of Cancel's statement that cancels the
+// unfinished children of a parent it cancelled, each announced by its own
+// task.cancelled. A child whose row another transaction holds at that
+// moment (a step of it committing) is skipped rather than waited for, so
+// that Cancel and a child's end, which locks the parent, never deadlock;
+// such a child runs on, and its end leaves the cancelled parent alone.
+const cancelChildrenSQL = `, children AS (
+	UPDATE tasks k SET status = 'failed', error = @error, updated_at = now()
+	  FROM (SELECT c.id FROM tasks c
+	         WHERE c.parent_task_id = @id AND c.status IN ('queued', 'running', 'compensating')
+	           AND EXISTS (SELECT 1 FROM moved WHERE moved.from_status <> moved.to_status)
+	         FOR UPDATE OF c SKIP LOCKED) open
+	 WHERE k.id = open.id
+	RETURNING k.id, k.trace_id
+), children_events AS (
+	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	SELECT e.event_id, @exchange, @routing_key, convert_to(jsonb_strip_nulls(jsonb_build_object(
+	           'event_id', e.event_id, 'event', '` + EventCancelled + `', 'task_id', e.id, 'status', 'failed',
+	           'error', @error::text, 'occurred_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+	           'trace_id', nullif(e.trace_id, '')))::text, 'UTF8')
+	  FROM (SELECT gen_random_uuid() AS event_id, children.id, children.trace_id FROM children) e
+)`
+
+// InheritedWorker is the worker recorded on the extract_audio and asr rows
+// of a child task in task_steps: they ran once, on the parent.
+func InheritedWorker(parent uuid.UUID) string { return "parent " + parent.String() }
+
+// Spawn creates the child task of parent that dubs into language, queued
+// (task.queued, whose data names the parent and the language), unless it
+// exists already (Result.Changed false: a redelivered or replayed fan-in
+// spawns nothing). The child's id is wire.ChildTaskID(parent, language); it
+// reads its video from its own videos/{child}/source.mp4 (copied there
+// from the parent's by the asr worker before Spawn commits) and writes
+// outputs/{child}/final.mp4. In the same statement it copies the parent's
+// segments (start, end, source text) and glossary, and records the parent's
+// succeeded extract_audio and asr as the child's (InheritedWorker), so that
+// the child's translate, tts and mux_video run as for any task. A parent
+// that does not exist returns ErrNotFound.
+func Spawn(parent Ref, language string) Transition {
+	id := wire.ChildTaskID(parent.ID, language)
+	keys := wire.DefaultKeys(id)
+	ref := Ref{ID: id, Step: parent.Step, Trace: parent.Trace}
+	data, _ := json.Marshal(map[string]string{"parent_task_id": parent.ID.String(), "target_language": language})
+	ev := newEvent(ref, EventQueued, Queued, func(e *wire.Event) { e.Data = data })
+	args := map[string]any{"id": id, "parent": parent.ID, "target_language": language,
+		"source_video_key": keys.SourceVideo, "output_video_key": keys.OutputVideo,
+		"inherited_steps": []string{wire.StepExtractAudio, wire.StepASR}, "worker": InheritedWorker(parent.ID)}
+	t := Transition{Name: "spawn", TaskID: id, Event: ev}
+	t.SQL, t.Args = positional(spawnSQL, withEvent(args, ref, ev))
+	return t
 }
 
-func quote(s string) string { return "'" + s + "'" }
+// spawnSQL makes a child's row and what it starts with. Its first column
+// reads the child's row as it was before the statement (NULL when made
+// now); the parent missing makes nothing and reads NULL twice (ErrNotFound).
+var spawnSQL = `WITH parent AS (
+	SELECT id, source_language, speaker_id, trace_id, project FROM tasks WHERE id = @parent
+), created AS (
+	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
+	                   output_video_key, trace_id, project, parent_task_id)
+	SELECT @id, 'queued', p.source_language, @target_language, p.speaker_id, @source_video_key,
+	       @output_video_key, p.trace_id, p.project, p.id
+	  FROM parent p
+	ON CONFLICT DO NOTHING
+	RETURNING id, status, trace_id
+), segs AS (
+	INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text)
+	SELECT c.id, s.idx, s.start_ms, s.end_ms, s.src_text FROM created c JOIN segments s ON s.task_id = @parent
+), glossary AS (
+	INSERT INTO task_glossaries (task_id, terms)
+	SELECT c.id, g.terms FROM created c JOIN task_glossaries g ON g.task_id = @parent
+), steps AS (
+	INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
+	SELECT c.id, s.step, '', 1, 'succeeded', @worker, s.started_at, s.finished_at
+	  FROM created c,
+	       (SELECT step, min(started_at) AS started_at, max(finished_at) AS finished_at FROM task_steps
+	         WHERE task_id = @parent AND step = ANY(@inherited_steps::text[]) AND status = 'succeeded'
+	         GROUP BY step) s
+)` + createdEventTail
