@@ -15,7 +15,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -238,7 +237,7 @@ func runtimeRelay(b *testing.B, hops int, tweak func(*step.Runner)) float64 {
 		Queue:     broker.QueueASR,
 		Routes:    route(relay),
 		Pool:      h.db.Pool,
-		Source:    worker.Source(conn, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: benchPrefetch, Concurrency: benchConcurrency}),
+		Source:    step.BrokerSource(conn, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: benchPrefetch, Concurrency: benchConcurrency}),
 		Publisher: h.pub,
 		Delay:     broker.Topology{}.DelayExchange,
 		Log:       h.log,

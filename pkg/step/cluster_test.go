@@ -16,7 +16,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -46,7 +45,7 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 	cons := dialCluster(t, h, url)
 	on := func(queue string) options {
 		return func(c *step.Config) {
-			c.Source = worker.Source(cons, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8})
+			c.Source = step.BrokerSource(cons, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8})
 		}
 	}
 	h.run(broker.QueueExtractAudio, []step.Route{{Step: wire.StepExtractAudio, Timeout: 30 * time.Second,

@@ -15,7 +15,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/rs/zerolog"
 )
 
@@ -52,7 +51,7 @@ func TestHelperProcessWorker(t *testing.T) {
 			return ctx.Err()
 		})),
 		Pool:      pool,
-		Source:    worker.Source(consConn, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 1, Concurrency: 1}),
+		Source:    step.BrokerSource(consConn, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 1, Concurrency: 1}),
 		Publisher: broker.NewPublisher(pubConn),
 		Delay:     broker.Topology{}.DelayExchange,
 		Worker:    "doomed-worker",

@@ -114,18 +114,21 @@ func (r *Runner) logger(d Delivery, env *wire.Envelope) zerolog.Logger {
 
 // reject dead-letters a message that never reached a handler (invalid, or
 // waiting too long), fails its task if it names one, then acks it. It
-// touches no step row.
+// touches no step row. The dead letter names the queue the message was
+// consumed from and, when the message names no step served there, the
+// queue's step.
 func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, class string, err error, log zerolog.Logger) {
 	// Published directly, not through the outbox: its id comes from the
 	// delivery, so that a redelivery's dead letter is recorded once.
-	o := r.deadLetter(uuid.NewSHA1(deadLetterSpace, d.Body), d.Body, env, class, err.Error(), 0)
+	served := r.served(env)
+	o := r.deadLetter(rejectedID(r.cfg.Queue, d), d.Body, served, class, err.Error(), 0)
 	if perr := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, o.Publishing()); perr != nil {
 		log.Error().Err(perr).Msg("dead-letter publish failed; message handed back")
-		r.handBack(ctx, d, log)
+		r.settle.HandBack(ctx, d, log)
 		return
 	}
 	if env != nil && env.TaskID != uuid.Nil {
-		fail := task.Fail(task.RefOf(env), "", fmt.Sprintf("%s: %s", env.Step, err))
+		fail := task.Fail(task.RefOf(env), "", fmt.Sprintf("%s: %s", served.Step, err))
 		out, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{{sql: fail.SQL, args: fail.Args, transition: &fail}})
 		if ferr == nil {
 			ferr = r.relay.Publish(ctx, out)
@@ -134,7 +137,45 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 			log.Warn().Err(ferr).Msg("mark task failed")
 		}
 	}
-	r.ack(d, log)
+	r.settle.Ack(d, log)
+}
+
+// rejectedID is the dead-letter id of a delivery rejected before its
+// handler: derived from the queue it was consumed from and the publisher's
+// message id, or its body when it has none. A redelivery of the message is
+// recorded once; the same bytes on two queues, or two messages of one queue,
+// are recorded apart.
+func rejectedID(queue string, d Delivery) uuid.UUID {
+	if d.MessageID != "" {
+		return uuid.NewSHA1(deadLetterSpace, []byte(queue+"\x00message_id\x00"+d.MessageID))
+	}
+	return uuid.NewSHA1(deadLetterSpace, append([]byte(queue+"\x00body\x00"), d.Body...))
+}
+
+// served returns what the dead letter of a rejected message says about
+// it: env's task, attempt and trace (nothing when env is nil), and its step
+// when this runner serves it, else the step of the consumed queue.
+func (r *Runner) served(env *wire.Envelope) *wire.Envelope {
+	var out wire.Envelope
+	if env != nil {
+		out = *env
+	}
+	if _, ok := r.routes[out.Step]; !ok {
+		out.Step = r.queueStep()
+	}
+	return &out
+}
+
+// queueStep is the step of the consumed queue: the work queue's step, or
+// the one route's; "" for a queue of several steps.
+func (r *Runner) queueStep() string {
+	if s := wire.StepOfQueue(r.cfg.Queue); s != "" {
+		return s
+	}
+	if len(r.cfg.Routes) == 1 {
+		return r.cfg.Routes[0].Step
+	}
+	return ""
 }
 
 // later republishes the message unchanged through a delay tier, then acks
@@ -160,29 +201,10 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 	}
 	if err := r.cfg.Publisher.Publish(ctx, o.Exchange, o.RoutingKey, msg); err != nil {
 		log.Error().Err(err).Msg("delay publish failed; message handed back")
-		r.handBack(ctx, d, log)
+		r.settle.HandBack(ctx, d, log)
 		return
 	}
-	r.ack(d, log)
-}
-
-func (r *Runner) ack(d Delivery, log zerolog.Logger) {
-	r.troubles.Store(0)
-	if err := d.Ack(); err != nil {
-		log.Warn().Err(err).Msg("ack failed; the broker will redeliver and the duplicate will be skipped")
-	}
-}
-
-// handBack returns the message to its queue after a pause that grows while
-// hand-backs follow each other (handBackPause).
-func (r *Runner) handBack(ctx context.Context, d Delivery, log zerolog.Logger) {
-	select {
-	case <-time.After(handBackPause(r.troubles.Add(1))):
-	case <-ctx.Done():
-	}
-	if err := d.Nack(true); err != nil {
-		log.Warn().Err(err).Msg("nack failed; the broker will redeliver")
-	}
+	r.settle.Ack(d, log)
 }
 
 // release frees the delivery's attempt for the next delivery of the message.

@@ -14,7 +14,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -91,7 +90,7 @@ func (h *harness) start(queue string, routes []step.Route, opts ...options) (*st
 		Queue:         queue,
 		Routes:        routes,
 		Pool:          h.db.Pool,
-		Source:        worker.Source(conn, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8}),
+		Source:        step.BrokerSource(conn, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8}),
 		Publisher:     h.pub,
 		Delay:         topo.DelayExchange,
 		DLQ:           broker.DLQ,

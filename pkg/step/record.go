@@ -106,7 +106,7 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 // under id; retries is how often the step was retried before it gave up.
 func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, class, reason string, retries int) *outbox.Message {
 	dl := wire.NewDeadLetter(original, env, class, reason, time.Now())
-	dl.RetryCount = retries
+	dl.RetryCount, dl.Queue = retries, r.cfg.Queue
 	body, err := dl.Marshal()
 	if err != nil {
 		// Only an unencodable reason could fail; keep the message anyway.

@@ -17,6 +17,8 @@ import (
 type Delivery struct {
 	Body       []byte
 	RoutingKey string
+	// MessageID is the AMQP message id, "" when the publisher set none.
+	MessageID string
 	// Headers are the message's AMQP headers: the broker's
 	// x-delivery-count, and what the runtime carries across the delay
 	// tiers (see later).
@@ -50,10 +52,10 @@ type Runner struct {
 	running atomic.Bool
 	// now is the clock decisions are taken by.
 	now func() time.Time
-	// troubles counts hand-backs in a row (the database or the broker is
-	// down); it spaces them out so an outage does not burn through the
-	// queue's delivery limit.
-	troubles atomic.Int32
+	// settle acks and hands back the deliveries (Settler): hand-backs in
+	// a row (the database or the broker is down) are spaced out so an
+	// outage does not burn through the queue's delivery limit.
+	settle Settler
 	// claims and commits send the claims and the commits of concurrent
 	// deliveries together (combiner).
 	claims, commits *combiner
@@ -136,7 +138,7 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 		case actRecord:
 			r.record(ctx, dl, dec)
 		case actAck:
-			r.ack(d, dl.log)
+			r.settle.Ack(d, dl.log)
 			return
 		case actLater:
 			r.later(ctx, d, dl.env, dec.Delay, dec.Held, dl.log)
@@ -148,7 +150,7 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 			if dec.Release {
 				r.release(ctx, dl)
 			}
-			r.handBack(ctx, d, dl.log)
+			r.settle.HandBack(ctx, d, dl.log)
 			return
 		}
 	}

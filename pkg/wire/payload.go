@@ -130,8 +130,11 @@ type DeadLetter struct {
 	// dead-lettered: a transient failure is retried up to STEP_MAX_RETRIES
 	// times (3 by default: after 1 s, 2 s, 4 s), then sent to the DLQ with
 	// retry_count 3; a permanent or invalid message is never retried (0).
-	RetryCount int       `json:"retry_count"`
-	Step       string    `json:"step,omitempty"`
+	RetryCount int    `json:"retry_count"`
+	Step       string `json:"step,omitempty"`
+	// Queue is the queue the failed message was consumed from, when a
+	// worker dead-lettered it.
+	Queue      string    `json:"queue,omitempty"`
 	ErrorClass string    `json:"error_class"`
 	TaskID     uuid.UUID `json:"task_id,omitzero"`
 	TraceID    string    `json:"trace_id,omitempty"`

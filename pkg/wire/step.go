@@ -1,6 +1,10 @@
 package wire
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Step names, as carried in the envelope's step field.
 const (
@@ -60,9 +64,30 @@ const (
 	// bind their own queues.
 	EventPrefix = "event."
 
+	// DelayPrefix starts the name of every delay tier's exchange and queue
+	// (DelayQueue).
+	DelayPrefix = "task.delay."
+
 	taskPrefix    = "task."
 	waitingPrefix = "waiting."
 )
+
+// DelayQueue returns the name of the delay exchange and queue of a tier:
+// task.delay.<seconds>s.
+func DelayQueue(tier time.Duration) string {
+	return fmt.Sprintf("%s%ds", DelayPrefix, int64(tier/time.Second))
+}
+
+// StepOfQueue returns the dubbing step whose work queue is queue
+// ("task.asr" → "asr"), or "" when queue is not one of WorkQueues.
+func StepOfQueue(queue string) string {
+	for i, q := range WorkQueues {
+		if q == queue {
+			return Pipeline[i]
+		}
+	}
+	return ""
+}
 
 // WorkQueues lists the five work queues of the dubbing chain in order.
 var WorkQueues = []string{QueueExtractAudio, QueueASR, QueueTranslate, QueueTTS, QueueMuxVideo}

@@ -95,7 +95,7 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 			Queue:  queue,
 			Routes: routes,
 			Pool:   p.Pool,
-			Source: Source(conn, broker.ConsumeOptions{
+			Source: step.BrokerSource(conn, broker.ConsumeOptions{
 				Queue: queue, Prefetch: 1, Concurrency: 1, Tag: fmt.Sprintf("%s-%d", p.Name, i+1),
 			}),
 			Worker:        id,
@@ -147,28 +147,6 @@ func WorkerIDs(service string, n int) []string {
 		ids[i] = fmt.Sprintf("%s-%d", base, i+1)
 	}
 	return ids
-}
-
-// Source adapts a broker consumer to the step runtime.
-func Source(conn *broker.Conn, opts broker.ConsumeOptions) step.Source {
-	return source{conn: conn, opts: opts}
-}
-
-type source struct {
-	conn *broker.Conn
-	opts broker.ConsumeOptions
-}
-
-func (s source) Consume(ctx context.Context, handle func(context.Context, step.Delivery)) error {
-	return s.conn.Consume(ctx, s.opts, func(ctx context.Context, d *broker.Delivery) {
-		handle(ctx, step.Delivery{
-			Body:       d.Body,
-			RoutingKey: d.RoutingKey,
-			Headers:    d.Headers,
-			Ack:        d.Ack,
-			Nack:       func(requeue bool) error { return d.Nack(requeue) },
-		})
-	})
 }
 
 // Main is a worker's main: service.Main, under the step's name (a worker's

@@ -56,8 +56,8 @@ func messageID(id string, body []byte) string {
 
 // parseDeadLetter reads one delivery of task.dlq. It never fails: whatever
 // cannot be read is recorded as such, so that nothing is lost.
-func parseDeadLetter(d amqp.Delivery, now time.Time) *deadLetter {
-	dl := &deadLetter{MessageID: messageID(d.MessageId, d.Body), Raw: d.Body, RoutingKey: d.RoutingKey, FailedAt: now.UTC()}
+func parseDeadLetter(d step.Delivery, now time.Time) *deadLetter {
+	dl := &deadLetter{MessageID: messageID(d.MessageID, d.Body), Raw: d.Body, RoutingKey: d.RoutingKey, FailedAt: now.UTC()}
 	death, dead := lastDeath(d.Headers)
 	if env, ok := readServiceEnvelope(d.Body); ok && !dead {
 		dl.Source = sourceService
@@ -79,7 +79,11 @@ func parseDeadLetter(d amqp.Delivery, now time.Time) *deadLetter {
 			dl.Reason = strings.TrimSpace(dl.Reason + "; original message unreadable: " + err.Error())
 		}
 		if dl.RoutingKey == "" || dl.RoutingKey == wire.RoutingKeyDLQ {
-			dl.RoutingKey = wire.RoutingKey(dl.Step)
+			// The queue the worker consumed it from, or its step's.
+			dl.RoutingKey = env.Queue
+			if dl.RoutingKey == "" {
+				dl.RoutingKey = wire.RoutingKey(dl.Step)
+			}
 		}
 		return dl
 	}

@@ -8,16 +8,13 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/service"
+	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/rs/zerolog"
 )
 
 // name is the service's name in logs and broker connections.
 const name = "dlq_recorder"
-
-// handBackPause spaces the redeliveries of a message that could not be
-// recorded (the database is down, say), so the recorder does not spin.
-const handBackPause = time.Second
 
 // run records task.dlq and task.tts_compensation until ctx is cancelled,
 // logging to logOut (standard output when nil).
@@ -40,10 +37,16 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 	})
 	c := &consumers{rec: &recorder{pool: p.Pool, pub: p.Publisher()}, metrics: newMetrics(p.Registry), log: p.Log}
 	p.Log.Info().Int("concurrency", cfg.RecordConcurrency).Msg("dlq_recorder starting")
-	consume := func(queue, tag string, handle func(context.Context, *broker.Delivery)) service.Job {
+	// The workers' consumer and hand-back rules (step.BrokerSource,
+	// step.Settler): a message that cannot be recorded yet (the database is
+	// down, say) is handed back after a pause that grows while hand-backs
+	// follow each other.
+	consume := func(queue, tag string, handle func(context.Context, step.Delivery, *step.Settler)) service.Job {
 		return func(ctx context.Context) error {
-			return conn.Consume(ctx, broker.ConsumeOptions{Queue: queue, Concurrency: cfg.RecordConcurrency,
-				Tag: name + "-" + tag}, handle)
+			var settle step.Settler
+			src := step.BrokerSource(conn, broker.ConsumeOptions{Queue: queue, Concurrency: cfg.RecordConcurrency,
+				Tag: name + "-" + tag})
+			return src.Consume(ctx, func(ctx context.Context, d step.Delivery) { handle(ctx, d, &settle) })
 		}
 	}
 	return p.Run(ctx, consume(wire.QueueDLQ, "dlq", c.deadLetter),
@@ -59,8 +62,8 @@ type consumers struct {
 
 // deadLetter records one delivery of task.dlq, then acks it. A delivery
 // that cannot be recorded is handed back, never acked.
-func (c *consumers) deadLetter(ctx context.Context, d *broker.Delivery) {
-	dl := parseDeadLetter(d.Delivery, time.Now())
+func (c *consumers) deadLetter(ctx context.Context, d step.Delivery, settle *step.Settler) {
+	dl := parseDeadLetter(d, time.Now())
 	log := c.log.With().Str("message_id", dl.MessageID).Str("step", dl.Step).Int("attempt", dl.Attempt).
 		Str("error_class", dl.ErrorClass).Str("source", dl.Source).Str("trace_id", dl.TraceID).Logger()
 	if dl.TaskID != nil {
@@ -70,7 +73,7 @@ func (c *consumers) deadLetter(ctx context.Context, d *broker.Delivery) {
 	if err != nil && out.ID == 0 && !out.Failed {
 		c.metrics.errors.WithLabelValues(wire.QueueDLQ).Inc()
 		log.Error().Err(err).Msg("dead letter not recorded; handed back")
-		c.handBack(ctx, d, log)
+		settle.HandBack(ctx, d, log)
 		return
 	}
 	if err != nil {
@@ -85,15 +88,13 @@ func (c *consumers) deadLetter(ctx context.Context, d *broker.Delivery) {
 		log.Error().Int64("dead_letter_id", out.ID).Bool("task_failed", out.Failed).
 			Str("routing_key", dl.RoutingKey).Str("reason", dl.Reason).Msg("dead letter recorded")
 	}
-	if err := d.Ack(); err != nil {
-		log.Warn().Err(err).Msg("ack failed; the redelivery will be recognised as a duplicate")
-	}
+	settle.Ack(d, log)
 }
 
 // compensation records one delivery of task.tts_compensation against its
 // segment, then acks it. An unreadable message is recorded as a dead letter.
-func (c *consumers) compensation(ctx context.Context, d *broker.Delivery) {
-	id := messageID(d.MessageId, d.Body)
+func (c *consumers) compensation(ctx context.Context, d step.Delivery, settle *step.Settler) {
+	id := messageID(d.MessageID, d.Body)
 	log := c.log.With().Str("message_id", id).Str("queue", wire.QueueTTSCompensation).Logger()
 	msg, err := wire.DecodeCompensation(d.Body)
 	if err != nil {
@@ -104,12 +105,12 @@ func (c *consumers) compensation(ctx context.Context, d *broker.Delivery) {
 		if _, rerr := c.rec.deadLetter(ctx, dl); rerr != nil {
 			c.metrics.errors.WithLabelValues(wire.QueueTTSCompensation).Inc()
 			log.Error().Err(rerr).Msg("invalid compensation message not recorded; handed back")
-			c.handBack(ctx, d, log)
+			settle.HandBack(ctx, d, log)
 			return
 		}
 		c.metrics.deadLetters.WithLabelValues(dl.Step, dl.ErrorClass, dl.Source).Inc()
 		log.Error().Err(err).Msg("invalid compensation message recorded as a dead letter")
-		_ = d.Ack()
+		settle.Ack(d, log)
 		return
 	}
 	log = log.With().Str("task_id", msg.TaskID.String()).Int("segment_idx", msg.SegmentIdx).
@@ -118,7 +119,7 @@ func (c *consumers) compensation(ctx context.Context, d *broker.Delivery) {
 	if err != nil {
 		c.metrics.errors.WithLabelValues(wire.QueueTTSCompensation).Inc()
 		log.Error().Err(err).Msg("compensation not recorded; handed back")
-		c.handBack(ctx, d, log)
+		settle.HandBack(ctx, d, log)
 		return
 	}
 	if fresh {
@@ -127,17 +128,5 @@ func (c *consumers) compensation(ctx context.Context, d *broker.Delivery) {
 	} else {
 		log.Info().Msg("compensation recorded before; duplicate acked")
 	}
-	if err := d.Ack(); err != nil {
-		log.Warn().Err(err).Msg("ack failed; the redelivery will be recognised as a duplicate")
-	}
-}
-
-func (c *consumers) handBack(ctx context.Context, d *broker.Delivery, log zerolog.Logger) {
-	select {
-	case <-time.After(handBackPause):
-	case <-ctx.Done():
-	}
-	if err := d.Nack(true); err != nil {
-		log.Warn().Err(err).Msg("nack failed; the broker redelivers")
-	}
+	settle.Ack(d, log)
 }

@@ -1,0 +1,69 @@
+package step
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/rs/zerolog"
+)
+
+// Settler ends deliveries by the runtime's rules, for the step runner and
+// for every other consumer of the system's queues (the dead-letter
+// recorder): a delivery is acked, or handed back to its queue after a
+// pause that grows while hand-backs follow each other (handBackPause, 1 s
+// to 30 s) and starts again after an ack, so that an outage of the
+// database neither spins the consumer nor burns through the queue's
+// delivery limit. The zero value is ready; one Settler serves one
+// consumer.
+type Settler struct {
+	// troubles counts hand-backs in a row.
+	troubles atomic.Int32
+}
+
+// Ack acknowledges d and ends a run of hand-backs.
+func (s *Settler) Ack(d Delivery, log zerolog.Logger) {
+	s.troubles.Store(0)
+	if err := d.Ack(); err != nil {
+		log.Warn().Err(err).Msg("ack failed; the broker will redeliver and the duplicate will be skipped")
+	}
+}
+
+// HandBack returns d to its queue after the pause of the next hand-back in
+// a row (at once when ctx ends first).
+func (s *Settler) HandBack(ctx context.Context, d Delivery, log zerolog.Logger) {
+	t := time.NewTimer(handBackPause(s.troubles.Add(1)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if err := d.Nack(true); err != nil {
+		log.Warn().Err(err).Msg("nack failed; the broker will redeliver")
+	}
+}
+
+// BrokerSource returns the Source that consumes a queue of conn with opts:
+// the one consumer of every worker and of the dead-letter recorder.
+func BrokerSource(conn *broker.Conn, opts broker.ConsumeOptions) Source {
+	return brokerSource{conn: conn, opts: opts}
+}
+
+type brokerSource struct {
+	conn *broker.Conn
+	opts broker.ConsumeOptions
+}
+
+func (s brokerSource) Consume(ctx context.Context, handle func(context.Context, Delivery)) error {
+	return s.conn.Consume(ctx, s.opts, func(ctx context.Context, d *broker.Delivery) {
+		handle(ctx, Delivery{
+			Body:       d.Body,
+			RoutingKey: d.RoutingKey,
+			MessageID:  d.MessageId,
+			Headers:    d.Headers,
+			Ack:        d.Ack,
+			Nack:       func(requeue bool) error { return d.Nack(requeue) },
+		})
+	})
+}
