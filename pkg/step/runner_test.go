@@ -151,6 +151,11 @@ func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) 
 		if dl.ErrorClass != "invalid" || !strings.Contains(strings.ToLower(dl.FailureReason), strings.ToLower(c.reason)) {
 			t.Errorf("%s: dead letter class %q reason %q, want invalid mentioning %q", c.name, dl.ErrorClass, dl.FailureReason, c.reason)
 		}
+		// Unreadable or not: the dead letter names the queue it was
+		// consumed from and that queue's step.
+		if dl.Step != wire.StepASR || dl.Queue != wire.QueueASR {
+			t.Errorf("%s: dead letter step %q queue %q, want %s from %s", c.name, dl.Step, dl.Queue, wire.StepASR, wire.QueueASR)
+		}
 	}
 	h.publish(good)
 	waitFor(t, 20*time.Second, "the valid message after the bad ones", func() bool { return h.effects(good.TaskID) == 1 })
