@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -43,7 +44,7 @@ func BenchmarkBrokerRelay(b *testing.B) {
 	body := []byte(`{"task_id":"0b6f3c1e-6f2a-4d52-9a51-3c1f0e4b9a10","step":"asr","attempt":1,"trace_id":"trace-bench",` +
 		`"created_at":"2024-01-01T12:00:00Z","payload":{"audio_key":"audios/x/source.wav","language":"en"}}`)
 	for range prefetch {
-		if err := pub.Publish(ctx, broker.Exchange, broker.QueueASR, amqp.Publishing{Body: body}); err != nil {
+		if err := pub.Publish(ctx, wire.Exchange, wire.QueueASR, amqp.Publishing{Body: body}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,9 +59,9 @@ func BenchmarkBrokerRelay(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	var elapsed time.Duration
-	err = subConn.Consume(cctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: prefetch, Concurrency: concurrency},
+	err = subConn.Consume(cctx, broker.ConsumeOptions{Queue: wire.QueueASR, Prefetch: prefetch, Concurrency: concurrency},
 		func(ctx context.Context, d *broker.Delivery) {
-			if err := pub.Publish(ctx, broker.Exchange, broker.QueueASR, amqp.Publishing{Body: d.Body}); err != nil {
+			if err := pub.Publish(ctx, wire.Exchange, wire.QueueASR, amqp.Publishing{Body: d.Body}); err != nil {
 				fail(err)
 				return
 			}

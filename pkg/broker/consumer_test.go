@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -35,7 +36,7 @@ func TestPublishConsume(t *testing.T) {
 				defer wg.Done()
 				for i := w; i < n; i += 16 {
 					msg := amqp.Publishing{MessageId: fmt.Sprint(i), Body: []byte(fmt.Sprintf(`{"i":%d}`, i))}
-					if err := pub.Publish(ctx, Exchange, QueueASR, msg); err != nil {
+					if err := pub.Publish(ctx, wire.Exchange, wire.QueueASR, msg); err != nil {
 						errs <- err
 					}
 				}
@@ -59,7 +60,7 @@ func TestPublishConsume(t *testing.T) {
 			arrived  atomic.Int32
 			finished = make(chan struct{})
 		)
-		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueASR, Prefetch: 8, Concurrency: concurrency},
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: wire.QueueASR, Prefetch: 8, Concurrency: concurrency},
 			func(ctx context.Context, d *Delivery) {
 				now := running.Add(1)
 				defer running.Add(-1)
@@ -119,7 +120,7 @@ func TestPublishConsume(t *testing.T) {
 	t.Run("GracefulShutdownFinishesInFlightAndHandsBackTheRest", func(t *testing.T) {
 		const n = 5
 		for i := range n {
-			if err := pub.Publish(ctx, Exchange, QueueTranslate, amqp.Publishing{MessageId: fmt.Sprint(i), Body: []byte(`{}`)}); err != nil {
+			if err := pub.Publish(ctx, wire.Exchange, wire.QueueTranslate, amqp.Publishing{MessageId: fmt.Sprint(i), Body: []byte(`{}`)}); err != nil {
 				t.Fatalf("publish: %v", err)
 			}
 		}
@@ -128,7 +129,7 @@ func TestPublishConsume(t *testing.T) {
 		var handled atomic.Int32
 		var ackErr error
 		var handlerCtxErr error
-		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueTranslate, Prefetch: n, Concurrency: 1},
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: wire.QueueTranslate, Prefetch: n, Concurrency: 1},
 			func(hctx context.Context, d *Delivery) {
 				if handled.Add(1) > 1 {
 					t.Errorf("a second message (%s) started after shutdown began", d.MessageId)
@@ -165,7 +166,7 @@ func TestPublishConsume(t *testing.T) {
 		// wait (bounded) until the queue shows them.
 		var ready int
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			q, err := ch.QueueDeclarePassive(QueueTranslate, true, false, false, false, nil)
+			q, err := ch.QueueDeclarePassive(wire.QueueTranslate, true, false, false, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,18 +177,18 @@ func TestPublishConsume(t *testing.T) {
 		if ready != n-1 {
 			t.Errorf("%d messages back on the queue after shutdown, want %d", ready, n-1)
 		}
-		if _, err := ch.QueuePurge(QueueTranslate, false); err != nil {
+		if _, err := ch.QueuePurge(wire.QueueTranslate, false); err != nil {
 			t.Fatal(err)
 		}
 	})
 
 	t.Run("AckOnDeadChannelFailsAndMessageReturns", func(t *testing.T) {
-		if err := pub.Publish(ctx, Exchange, QueueTTS, amqp.Publishing{MessageId: "x", Body: []byte(`{}`)}); err != nil {
+		if err := pub.Publish(ctx, wire.Exchange, wire.QueueTTS, amqp.Publishing{MessageId: "x", Body: []byte(`{}`)}); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		var deliveries atomic.Int32
 		redelivered := make(chan bool, 1)
-		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueTTS},
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: wire.QueueTTS},
 			func(_ context.Context, d *Delivery) {
 				if deliveries.Add(1) == 1 {
 					// Kill the channel under the handler, as a lost
@@ -214,18 +215,18 @@ func TestPublishConsume(t *testing.T) {
 		if err := bg.end(); err != nil {
 			t.Fatalf("Consume: %v", err)
 		}
-		if got := counter(t, reg, "dubflow_broker_subscriptions_total", map[string]string{"queue": QueueTTS}); got < 2 {
-			t.Errorf("subscriptions to %s = %v, want a resubscription", QueueTTS, got)
+		if got := counter(t, reg, "dubflow_broker_subscriptions_total", map[string]string{"queue": wire.QueueTTS}); got < 2 {
+			t.Errorf("subscriptions to %s = %v, want a resubscription", wire.QueueTTS, got)
 		}
 	})
 
 	t.Run("PanickingHandlerRequeues", func(t *testing.T) {
-		if err := pub.Publish(ctx, Exchange, QueueMuxVideo, amqp.Publishing{MessageId: "p", Body: []byte(`{}`)}); err != nil {
+		if err := pub.Publish(ctx, wire.Exchange, wire.QueueMuxVideo, amqp.Publishing{MessageId: "p", Body: []byte(`{}`)}); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		var calls atomic.Int32
 		acked := make(chan struct{})
-		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueMuxVideo},
+		bg := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: wire.QueueMuxVideo},
 			func(_ context.Context, d *Delivery) {
 				if calls.Add(1) == 1 {
 					panic("handler bug")
@@ -258,7 +259,7 @@ func TestPublishConsume(t *testing.T) {
 			defer mu.Unlock()
 			return len(seen)
 		}
-		bg := consumeInBackground(t, ctx, cutSub, ConsumeOptions{Queue: WaitingQueue, Concurrency: 2},
+		bg := consumeInBackground(t, ctx, cutSub, ConsumeOptions{Queue: wire.QueueWaiting, Concurrency: 2},
 			func(_ context.Context, d *Delivery) {
 				mu.Lock()
 				seen[d.MessageId] = true
@@ -269,7 +270,7 @@ func TestPublishConsume(t *testing.T) {
 			t.Helper()
 			for i := range 20 {
 				msg := amqp.Publishing{MessageId: fmt.Sprintf("%s%d", prefix, i), Body: []byte(`{}`)}
-				if err := cutPub.Publish(ctx, Exchange, "waiting.visitor", msg); err != nil {
+				if err := cutPub.Publish(ctx, wire.Exchange, "waiting.visitor", msg); err != nil {
 					t.Fatalf("publish %s%d: %v", prefix, i, err)
 				}
 			}
@@ -303,14 +304,14 @@ func TestPublishConsume(t *testing.T) {
 
 	t.Run("ClosedConnEndsConsume", func(t *testing.T) {
 		c := dial(t, url, "test-close")
-		bg := consumeInBackground(t, ctx, c, ConsumeOptions{Queue: QueueExtractAudio}, func(context.Context, *Delivery) {})
+		bg := consumeInBackground(t, ctx, c, ConsumeOptions{Queue: wire.QueueExtractAudio}, func(context.Context, *Delivery) {})
 		eventually(t, 30*time.Second, "Consume to subscribe", c.Consuming)
 		_ = c.Close()
 		if err := <-bg.done; !errors.Is(err, ErrClosed) {
 			t.Fatalf("Consume after Close: %v, want ErrClosed", err)
 		}
 		p := NewPublisher(c)
-		if err := p.Publish(ctx, Exchange, QueueASR, amqp.Publishing{}); !errors.Is(err, ErrClosed) {
+		if err := p.Publish(ctx, wire.Exchange, wire.QueueASR, amqp.Publishing{}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Publish after Close: %v, want ErrClosed", err)
 		}
 	})

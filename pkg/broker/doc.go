@@ -14,7 +14,7 @@
 //
 //	conns, err := broker.DialPair(ctx, url, "asr", log) // asr-publish and asr-consume
 //	pub := broker.NewPublisher(conns.Publish)
-//	err = conns.Consume.Consume(ctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 4, Concurrency: 2},
+//	err = conns.Consume.Consume(ctx, broker.ConsumeOptions{Queue: wire.QueueASR, Prefetch: 4, Concurrency: 2},
 //		func(ctx context.Context, d *broker.Delivery) { ...; _ = d.Ack() })
 //
 // A cluster: the url given to Dial may name several nodes of one RabbitMQ

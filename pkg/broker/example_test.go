@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -23,12 +24,12 @@ func ExampleDialPair() {
 	defer conns.Close()
 	pub := broker.NewPublisher(conns.Publish)
 
-	err = conns.Consume.Consume(ctx, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 4, Concurrency: 2},
+	err = conns.Consume.Consume(ctx, broker.ConsumeOptions{Queue: wire.QueueASR, Prefetch: 4, Concurrency: 2},
 		func(ctx context.Context, d *broker.Delivery) {
 			next := amqp.Publishing{Body: []byte(`{"step":"translate"}`)}
-			if err := pub.Publish(ctx, broker.Exchange, broker.QueueTranslate, next); err != nil {
+			if err := pub.Publish(ctx, wire.Exchange, wire.QueueTranslate, next); err != nil {
 				delay, _ := broker.DelayExchange(2 * time.Second)
-				if err := pub.Publish(ctx, delay, broker.QueueASR, amqp.Publishing{Body: d.Body}); err != nil {
+				if err := pub.Publish(ctx, delay, wire.QueueASR, amqp.Publishing{Body: d.Body}); err != nil {
 					_ = d.Nack(true)
 					return
 				}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -88,7 +89,7 @@ func TestChannelOpenRetriesWhenTheWriteFails(t *testing.T) {
 		if d.dials() <= dialed {
 			t.Fatalf("round %d: channel opened on the broken connection", round)
 		}
-		if _, err := ch.QueueDeclarePassive(QueueASR, true, false, false, false, nil); err != nil {
+		if _, err := ch.QueueDeclarePassive(wire.QueueASR, true, false, false, false, nil); err != nil {
 			t.Fatalf("round %d: use the channel: %v", round, err)
 		}
 		_ = ch.Close()
@@ -130,7 +131,7 @@ func TestInFlightPublishesSurviveFailedWrites(t *testing.T) {
 						started.Done()
 					}
 					msg := amqp.Publishing{MessageId: strconv.FormatInt(id, 10), Body: []byte(`{}`)}
-					if err := pub.Publish(ctx, Exchange, QueueASR, msg); err != nil {
+					if err := pub.Publish(ctx, wire.Exchange, wire.QueueASR, msg); err != nil {
 						errs <- err
 						return
 					}
@@ -149,7 +150,7 @@ func TestInFlightPublishesSurviveFailedWrites(t *testing.T) {
 	// Every confirmed message is on the queue; one whose confirm was lost
 	// was published again, so it may be there twice.
 	ch := rawChannel(t, url)
-	deliveries, err := ch.Consume(QueueASR, "", true, false, false, false, nil)
+	deliveries, err := ch.Consume(wire.QueueASR, "", true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestInFlightPublishesSurviveFailedWrites(t *testing.T) {
 		case dl := <-deliveries:
 			seen[dl.MessageId] = true
 		case <-ctx.Done():
-			t.Fatalf("%d of the %d confirmed messages reached %s", len(seen), sent, QueueASR)
+			t.Fatalf("%d of the %d confirmed messages reached %s", len(seen), sent, wire.QueueASR)
 		}
 	}
 	if d.dials() < rounds+1 {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -114,7 +115,7 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 	if err != nil {
 		return err
 	}
-	mandatory := !strings.HasPrefix(key, EventPrefix)
+	mandatory := !strings.HasPrefix(key, wire.EventPrefix)
 	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
 	if err != nil {
 		if ctx.Err() != nil {

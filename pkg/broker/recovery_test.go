@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -60,7 +61,7 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 			}
 		}
 	}
-	consumer := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: QueueASR, Prefetch: 16, Concurrency: 4},
+	consumer := consumeInBackground(t, ctx, subConn, ConsumeOptions{Queue: wire.QueueASR, Prefetch: 16, Concurrency: 4},
 		func(_ context.Context, d *Delivery) {
 			id, err := strconv.Atoi(d.MessageId)
 			if err != nil {
@@ -88,7 +89,7 @@ func TestRecoveryAfterRestartAndForcedClose(t *testing.T) {
 				}
 				update(func() { published++; id = published })
 				msg := amqp.Publishing{MessageId: strconv.Itoa(id), Body: []byte(`{"n":` + strconv.Itoa(id) + `}`)}
-				if err := pub.Publish(ctx, Exchange, QueueASR, msg); err != nil {
+				if err := pub.Publish(ctx, wire.Exchange, wire.QueueASR, msg); err != nil {
 					t.Errorf("publish %d: %v", id, err)
 					cancel() // ends the test's waits at once
 					return

@@ -8,45 +8,13 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Names of the topology. pkg/wire owns them (wire.Exchange, wire.QueueASR,
-// ...); these are the same constants, so the broker's API reads on its own.
-const (
-	// Exchange is the topic exchange every task, retry and event goes through.
-	Exchange = wire.Exchange
+// The names of the topology (the exchange, the queues and their routing
+// keys, the delay tiers) are pkg/wire's: wire.Exchange, wire.QueueASR,
+// wire.DelayQueue, ...
 
-	// QueueExtractAudio is the extract_audio work queue and its routing key.
-	QueueExtractAudio = wire.QueueExtractAudio
-	// QueueASR is the asr work queue and its routing key.
-	QueueASR = wire.QueueASR
-	// QueueTranslate is the translate work queue and its routing key.
-	QueueTranslate = wire.QueueTranslate
-	// QueueTTS is the tts work queue and its routing key.
-	QueueTTS = wire.QueueTTS
-	// QueueMuxVideo is the mux_video work queue and its routing key.
-	QueueMuxVideo = wire.QueueMuxVideo
-
-	// WaitingQueue is the dispatcher's queue, bound with WaitingBinding.
-	WaitingQueue = wire.QueueWaiting
-	// WaitingBinding is the binding pattern of WaitingQueue.
-	WaitingBinding = wire.BindingWaiting
-
-	// DLQ is the dead-letter queue (wire.QueueDLQ).
-	DLQ = wire.QueueDLQ
-	// Compensation is the tts compensation queue (wire.QueueTTSCompensation).
-	Compensation = wire.QueueTTSCompensation
-
-	// EventPrefix starts the routing key of every integrator event.
-	EventPrefix = wire.EventPrefix
-
-	// DefaultDeliveryLimit is the x-delivery-limit of work queues when
-	// Topology.DeliveryLimit is zero.
-	DefaultDeliveryLimit = 20
-
-	delayPrefix = "task.delay."
-)
-
-// WorkQueues lists the five work queues of the dubbing chain in order.
-var WorkQueues = wire.WorkQueues
+// DefaultDeliveryLimit is the x-delivery-limit of work queues when
+// Topology.DeliveryLimit is zero.
+const DefaultDeliveryLimit = 20
 
 // DefaultDelayTiers are the delay tiers declared when Topology.DelayTiers is
 // empty.
@@ -83,25 +51,19 @@ func DelayExchange(d time.Duration) (name string, actual time.Duration) {
 	return Topology{}.DelayExchange(d)
 }
 
-// DelayName returns the name of the delay exchange and queue for a tier:
-// task.delay.<seconds>s.
-func DelayName(tier time.Duration) string {
-	return fmt.Sprintf("%s%ds", delayPrefix, int64(tier/time.Second))
-}
-
 // DelayExchange returns the exchange of the first tier of t that is at least
 // d (the last tier when d is larger) and that tier's delay. A message
-// published there under its work routing key comes back to Exchange under
+// published there under its work routing key comes back to wire.Exchange under
 // that key after the tier's delay.
 func (t Topology) DelayExchange(d time.Duration) (name string, actual time.Duration) {
 	tiers := t.tiers()
 	for _, tier := range tiers {
 		if tier >= d {
-			return DelayName(tier), tier
+			return wire.DelayQueue(tier), tier
 		}
 	}
 	last := tiers[len(tiers)-1]
-	return DelayName(last), last
+	return wire.DelayQueue(last), last
 }
 
 // Validate reports whether the tiers are whole, positive, ascending seconds
@@ -144,7 +106,7 @@ func (t Topology) workArgs() amqp.Table {
 		amqp.QueueTypeArg:           amqp.QueueTypeQuorum,
 		"x-delivery-limit":          int64(t.deliveryLimit()),
 		"x-dead-letter-exchange":    "",
-		"x-dead-letter-routing-key": DLQ,
+		"x-dead-letter-routing-key": wire.QueueDLQ,
 		"x-dead-letter-strategy":    "at-least-once",
 		amqp.QueueOverflowArg:       amqp.QueueOverflowRejectPublish,
 	}
@@ -157,22 +119,22 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	if err := ch.ExchangeDeclare(Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declare exchange %s: %w", Exchange, err)
+	if err := ch.ExchangeDeclare(wire.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", wire.Exchange, err)
 	}
 	quorum := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
-	if err := declareQueue(ch, DLQ, quorum, DLQ); err != nil {
+	if err := declareQueue(ch, wire.QueueDLQ, quorum, wire.QueueDLQ); err != nil {
 		return err
 	}
-	if err := declareQueue(ch, Compensation, quorum, Compensation); err != nil {
+	if err := declareQueue(ch, wire.QueueTTSCompensation, quorum, wire.QueueTTSCompensation); err != nil {
 		return err
 	}
-	for _, q := range WorkQueues {
+	for _, q := range wire.WorkQueues {
 		if err := declareQueue(ch, q, t.workArgs(), q); err != nil {
 			return err
 		}
 	}
-	if err := declareQueue(ch, WaitingQueue, t.workArgs(), WaitingBinding); err != nil {
+	if err := declareQueue(ch, wire.QueueWaiting, t.workArgs(), wire.BindingWaiting); err != nil {
 		return err
 	}
 	for _, tier := range t.tiers() {
@@ -187,8 +149,8 @@ func declareQueue(ch *amqp.Channel, name string, args amqp.Table, key string) er
 	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		return fmt.Errorf("declare queue %s: %w", name, err)
 	}
-	if err := ch.QueueBind(name, key, Exchange, false, nil); err != nil {
-		return fmt.Errorf("bind queue %s to %s with %s: %w", name, Exchange, key, err)
+	if err := ch.QueueBind(name, key, wire.Exchange, false, nil); err != nil {
+		return fmt.Errorf("bind queue %s to %s with %s: %w", name, wire.Exchange, key, err)
 	}
 	return nil
 }
@@ -197,14 +159,14 @@ func declareQueue(ch *amqp.Channel, name string, args amqp.Table, key string) er
 // of the same name whose queue-level TTL dead-letters into Exchange without
 // a dead-letter routing key, so the message keeps its original key.
 func declareDelay(ch *amqp.Channel, tier time.Duration) error {
-	name := DelayName(tier)
+	name := wire.DelayQueue(tier)
 	if err := ch.ExchangeDeclare(name, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 		return fmt.Errorf("declare exchange %s: %w", name, err)
 	}
 	args := amqp.Table{
 		amqp.QueueTypeArg:        amqp.QueueTypeQuorum,
 		amqp.QueueMessageTTLArg:  tier.Milliseconds(),
-		"x-dead-letter-exchange": Exchange,
+		"x-dead-letter-exchange": wire.Exchange,
 		"x-dead-letter-strategy": "at-least-once",
 		amqp.QueueOverflowArg:    amqp.QueueOverflowRejectPublish,
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -68,7 +69,7 @@ func TestTopology(t *testing.T) {
 	if err := Declare(ch); err != nil {
 		t.Fatalf("second Declare: %v", err)
 	}
-	for _, q := range append([]string{WaitingQueue, DLQ, Compensation, "task.delay.1s", "task.delay.60s"}, WorkQueues...) {
+	for _, q := range append([]string{wire.QueueWaiting, wire.QueueDLQ, wire.QueueTTSCompensation, "task.delay.1s", "task.delay.60s"}, wire.WorkQueues...) {
 		if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
 			t.Fatalf("queue %s not declared: %v", q, err)
 		}
@@ -82,13 +83,13 @@ func TestTopology(t *testing.T) {
 	t.Run("DelayTierReturnsToOriginalKey", func(t *testing.T) {
 		name, _ := DelayExchange(time.Second)
 		start := time.Now()
-		if err := pub.Publish(ctx, name, QueueASR, amqp.Publishing{Body: []byte(`{"delayed":true}`)}); err != nil {
+		if err := pub.Publish(ctx, name, wire.QueueASR, amqp.Publishing{Body: []byte(`{"delayed":true}`)}); err != nil {
 			t.Fatalf("publish to %s: %v", name, err)
 		}
-		if d, ok, _ := ch.Get(QueueASR, true); ok {
-			t.Fatalf("message on %s at once, without delay: %s", QueueASR, d.Body)
+		if d, ok, _ := ch.Get(wire.QueueASR, true); ok {
+			t.Fatalf("message on %s at once, without delay: %s", wire.QueueASR, d.Body)
 		}
-		d := getOne(t, ch, QueueASR, 10*time.Second)
+		d := getOne(t, ch, wire.QueueASR, 10*time.Second)
 		elapsed := time.Since(start)
 		if string(d.Body) != `{"delayed":true}` {
 			t.Errorf("body = %s", d.Body)
@@ -96,20 +97,20 @@ func TestTopology(t *testing.T) {
 		if elapsed < 900*time.Millisecond {
 			t.Errorf("arrived after %s, want at least about 1s", elapsed)
 		}
-		if d.RoutingKey != QueueASR || d.Exchange != Exchange {
-			t.Errorf("arrived via %q/%q, want %q/%q", d.Exchange, d.RoutingKey, Exchange, QueueASR)
+		if d.RoutingKey != wire.QueueASR || d.Exchange != wire.Exchange {
+			t.Errorf("arrived via %q/%q, want %q/%q", d.Exchange, d.RoutingKey, wire.Exchange, wire.QueueASR)
 		}
 	})
 
 	t.Run("RejectedReachesDLQ", func(t *testing.T) {
-		if err := pub.Publish(ctx, Exchange, QueueExtractAudio, amqp.Publishing{Body: []byte(`{"reject":"me"}`)}); err != nil {
+		if err := pub.Publish(ctx, wire.Exchange, wire.QueueExtractAudio, amqp.Publishing{Body: []byte(`{"reject":"me"}`)}); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
-		d := get(t, ch, QueueExtractAudio, 10*time.Second, false)
+		d := get(t, ch, wire.QueueExtractAudio, 10*time.Second, false)
 		if err := d.Reject(false); err != nil {
 			t.Fatalf("reject: %v", err)
 		}
-		dead := getOne(t, ch, DLQ, 10*time.Second)
+		dead := getOne(t, ch, wire.QueueDLQ, 10*time.Second)
 		if string(dead.Body) != `{"reject":"me"}` {
 			t.Errorf("DLQ body = %s", dead.Body)
 		}
@@ -119,11 +120,11 @@ func TestTopology(t *testing.T) {
 	})
 
 	t.Run("UnroutablePublishFails", func(t *testing.T) {
-		err := pub.Publish(ctx, Exchange, "nobody.listens", amqp.Publishing{Body: []byte(`{}`)})
+		err := pub.Publish(ctx, wire.Exchange, "nobody.listens", amqp.Publishing{Body: []byte(`{}`)})
 		if !errors.Is(err, ErrUnroutable) {
 			t.Fatalf("publish to an unbound key: %v, want ErrUnroutable", err)
 		}
-		err = pub.Publish(ctx, "no_such_exchange", QueueASR, amqp.Publishing{Body: []byte(`{}`)})
+		err = pub.Publish(ctx, "no_such_exchange", wire.QueueASR, amqp.Publishing{Body: []byte(`{}`)})
 		var amqpErr *amqp.Error
 		if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.NotFound {
 			t.Fatalf("publish to a missing exchange: %v, want a 404 channel error", err)
@@ -136,12 +137,12 @@ func TestTopology(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				key := QueueMuxVideo
+				key := wire.QueueMuxVideo
 				if i%2 == 1 {
 					key = "nobody.listens"
 				}
-				err := pub.Publish(ctx, Exchange, key, amqp.Publishing{Body: []byte(`{}`)})
-				if (key == QueueMuxVideo) != (err == nil) || (err != nil && !errors.Is(err, ErrUnroutable)) {
+				err := pub.Publish(ctx, wire.Exchange, key, amqp.Publishing{Body: []byte(`{}`)})
+				if (key == wire.QueueMuxVideo) != (err == nil) || (err != nil && !errors.Is(err, ErrUnroutable)) {
 					wrong.Add(1)
 					t.Errorf("publish %d with key %s: %v", i, key, err)
 				}
@@ -149,15 +150,15 @@ func TestTopology(t *testing.T) {
 		}
 		wg.Wait()
 		if wrong.Load() == 0 {
-			if n, err := ch.QueuePurge(QueueMuxVideo, false); err != nil || n != 50 {
+			if n, err := ch.QueuePurge(wire.QueueMuxVideo, false); err != nil || n != 50 {
 				t.Errorf("purged %d routable messages (%v), want 50", n, err)
 			}
 		}
 		// The publisher recovers its channel for the next message.
-		if err := pub.Publish(ctx, Exchange, QueueTTS, amqp.Publishing{Body: []byte(`{"after":"errors"}`)}); err != nil {
+		if err := pub.Publish(ctx, wire.Exchange, wire.QueueTTS, amqp.Publishing{Body: []byte(`{"after":"errors"}`)}); err != nil {
 			t.Fatalf("publish after errors: %v", err)
 		}
-		if d := getOne(t, ch, QueueTTS, 10*time.Second); string(d.Body) != `{"after":"errors"}` {
+		if d := getOne(t, ch, wire.QueueTTS, 10*time.Second); string(d.Body) != `{"after":"errors"}` {
 			t.Errorf("body = %s", d.Body)
 		}
 	})
@@ -168,10 +169,10 @@ func TestTopology(t *testing.T) {
 		if err != nil {
 			t.Fatalf("declare event queue: %v", err)
 		}
-		if err := ch.QueueBind(q.Name, EventPrefix+"#", Exchange, false, nil); err != nil {
+		if err := ch.QueueBind(q.Name, wire.EventPrefix+"#", wire.Exchange, false, nil); err != nil {
 			t.Fatalf("bind: %v", err)
 		}
-		if err := pub.Publish(ctx, Exchange, EventPrefix+"task.succeeded", amqp.Publishing{Body: []byte(`{"ok":1}`)}); err != nil {
+		if err := pub.Publish(ctx, wire.Exchange, wire.EventPrefix+"task.succeeded", amqp.Publishing{Body: []byte(`{"ok":1}`)}); err != nil {
 			t.Fatalf("publish event: %v", err)
 		}
 		if d := getOne(t, ch, q.Name, 10*time.Second); d.RoutingKey != "event.task.succeeded" {
@@ -188,13 +189,13 @@ func TestDeliveryLimitReachesDLQ(t *testing.T) {
 	pub := NewPublisher(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := pub.Publish(ctx, Exchange, QueueTranslate, amqp.Publishing{Body: []byte(`{"poison":true}`)}); err != nil {
+	if err := pub.Publish(ctx, wire.Exchange, wire.QueueTranslate, amqp.Publishing{Body: []byte(`{"poison":true}`)}); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 	ch := rawChannel(t, url)
 	deliveries := 0
 	for {
-		d, ok, err := ch.Get(QueueTranslate, false)
+		d, ok, err := ch.Get(wire.QueueTranslate, false)
 		if err != nil {
 			t.Fatalf("get: %v", err)
 		}
@@ -208,15 +209,15 @@ func TestDeliveryLimitReachesDLQ(t *testing.T) {
 			}
 			continue
 		}
-		if q, err := ch.QueueDeclarePassive(DLQ, true, false, false, false, nil); err == nil && q.Messages > 0 {
+		if q, err := ch.QueueDeclarePassive(wire.QueueDLQ, true, false, false, false, nil); err == nil && q.Messages > 0 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("message never reached %s after %d deliveries", DLQ, deliveries)
+			t.Fatalf("message never reached %s after %d deliveries", wire.QueueDLQ, deliveries)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	dead := getOne(t, ch, DLQ, 5*time.Second)
+	dead := getOne(t, ch, wire.QueueDLQ, 5*time.Second)
 	if string(dead.Body) != `{"poison":true}` {
 		t.Errorf("DLQ body = %s", dead.Body)
 	}

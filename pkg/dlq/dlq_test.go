@@ -81,7 +81,7 @@ func (f *fixture) next(t *testing.T) *wire.Envelope {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		d, ok, err := f.ch.Get(broker.QueueTTS, true)
+		d, ok, err := f.ch.Get(wire.QueueTTS, true)
 		if err != nil {
 			t.Fatalf("get: %v", err)
 		}
@@ -100,7 +100,7 @@ func (f *fixture) next(t *testing.T) *wire.Envelope {
 
 func (f *fixture) empty(t *testing.T) {
 	t.Helper()
-	q, err := f.ch.QueueDeclarePassive(broker.QueueTTS, true, false, false, false, amqp.Table{})
+	q, err := f.ch.QueueDeclarePassive(wire.QueueTTS, true, false, false, false, amqp.Table{})
 	if err != nil {
 		t.Fatalf("inspect task.tts: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -32,9 +33,9 @@ func TestARowTheBrokerKeepsRefusingIsDeadLettered(t *testing.T) {
 	for _, r := range []struct {
 		key      string
 		failures int
-	}{{"task.nowhere", outbox.MaxFailures - 1}, {"task.nowhere", 0}, {broker.QueueASR, 0}} {
+	}{{"task.nowhere", outbox.MaxFailures - 1}, {"task.nowhere", 0}, {wire.QueueASR, 0}} {
 		if _, err := db.Pool.Exec(ctx, `INSERT INTO outbox (message_id, exchange, routing_key, body, failures, created_at)
-			VALUES ($1, $2, $3, $4, $5, now() - interval '1 minute')`, uuid.New(), broker.Exchange, r.key, body, r.failures); err != nil {
+			VALUES ($1, $2, $3, $4, $5, now() - interval '1 minute')`, uuid.New(), wire.Exchange, r.key, body, r.failures); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -49,7 +49,7 @@ func add(t *testing.T, pool *pgxpool.Pool, keys ...string) []*outbox.Message {
 	var msgs []*outbox.Message
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		for _, k := range keys {
-			m := outbox.New(broker.Exchange, k, []byte(fmt.Sprintf(`{"key":%q}`, k)))
+			m := outbox.New(wire.Exchange, k, []byte(fmt.Sprintf(`{"key":%q}`, k)))
 			if err := outbox.Add(context.Background(), tx, m); err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func TestAddCommitsWithItsTransactionOnly(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	m := outbox.New(broker.Exchange, "event.task.succeeded", []byte(`{}`))
+	m := outbox.New(wire.Exchange, "event.task.succeeded", []byte(`{}`))
 	errRollback := errors.New("roll back")
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		if err := outbox.Add(ctx, tx, m); err != nil {

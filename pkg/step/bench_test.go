@@ -220,7 +220,7 @@ func runtimeRelay(b *testing.B, hops int, tweak func(*step.Runner)) float64 {
 	}
 	relay := step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		n := relayed.Add(1)
-		msg.Publish(wire.Exchange, broker.QueueASR, bodies[(n-1)%int64(len(bodies))])
+		msg.Publish(wire.Exchange, wire.QueueASR, bodies[(n-1)%int64(len(bodies))])
 		if n == target {
 			done <- time.Now()
 		}
@@ -234,10 +234,10 @@ func runtimeRelay(b *testing.B, hops int, tweak func(*step.Runner)) float64 {
 	}
 	defer conn.Close()
 	r, err := step.NewRunner(step.Config{
-		Queue:     broker.QueueASR,
+		Queue:     wire.QueueASR,
 		Routes:    route(relay),
 		Pool:      h.db.Pool,
-		Source:    step.BrokerSource(conn, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: benchPrefetch, Concurrency: benchConcurrency}),
+		Source:    step.BrokerSource(conn, broker.ConsumeOptions{Queue: wire.QueueASR, Prefetch: benchPrefetch, Concurrency: benchConcurrency}),
 		Publisher: h.pub,
 		Delay:     broker.Topology{}.DelayExchange,
 		Log:       h.log,

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // TestLostClaimIsRetriedNeverAcked: a claim committed without waiting for
@@ -27,7 +27,7 @@ func TestLostClaimIsRetriedNeverAcked(t *testing.T) {
 			h := setup(t)
 			var calls callLog
 			var runs atomic.Int32
-			h.run(broker.QueueASR, route(firstRuns(1, &runs, &calls, func(ctx context.Context, msg *step.Message) error {
+			h.run(wire.QueueASR, route(firstRuns(1, &runs, &calls, func(ctx context.Context, msg *step.Message) error {
 				// The crash: the claim row is gone.
 				if _, err := h.db.Pool.Exec(ctx, `DELETE FROM task_steps WHERE task_id = $1`, msg.Envelope.TaskID); err != nil {
 					return err

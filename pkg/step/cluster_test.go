@@ -40,7 +40,7 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 	}
 	const tasks = 300
 	h := setupOn(t, url)
-	requireQuorumOnEveryNode(t, []string{broker.QueueExtractAudio, broker.QueueASR})
+	requireQuorumOnEveryNode(t, []string{wire.QueueExtractAudio, wire.QueueASR})
 	events := declareQuorumEventQueue(t, h)
 	cons := dialCluster(t, h, url)
 	on := func(queue string) options {
@@ -48,16 +48,16 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 			c.Source = step.BrokerSource(cons, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8})
 		}
 	}
-	h.run(broker.QueueExtractAudio, []step.Route{{Step: wire.StepExtractAudio, Timeout: 30 * time.Second,
+	h.run(wire.QueueExtractAudio, []step.Route{{Step: wire.StepExtractAudio, Timeout: 30 * time.Second,
 		Handler: clusterStep(func(msg *step.Message) error {
 			keys := wire.DefaultKeys(msg.Envelope.TaskID)
 			return msg.Emit(wire.StepASR, wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
-		})}}, on(broker.QueueExtractAudio))
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second,
+		})}}, on(wire.QueueExtractAudio))
+	h.run(wire.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second,
 		Handler: clusterStep(func(msg *step.Message) error {
 			msg.Apply(task.Succeed(task.RefOf(msg.Envelope), nil, ""))
 			return nil
-		})}}, on(broker.QueueASR))
+		})}}, on(wire.QueueASR))
 
 	var published atomic.Int64
 	publishing := make(chan error, 1)
@@ -104,7 +104,7 @@ func publishTasks(h *harness, tasks int, published *atomic.Int64) error {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = h.pub.Publish(ctx, broker.Exchange, broker.QueueExtractAudio, amqpPublishing(body))
+		err = h.pub.Publish(ctx, wire.Exchange, wire.QueueExtractAudio, amqpPublishing(body))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("publish task %d: %w", published.Load()+1, err)

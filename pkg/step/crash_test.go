@@ -44,14 +44,14 @@ func TestHelperProcessWorker(t *testing.T) {
 	}
 	lease, _ := strconv.Atoi(os.Getenv("STEP_HELPER_LEASE_SECONDS"))
 	r, err := step.NewRunner(step.Config{
-		Queue: broker.QueueASR,
+		Queue: wire.QueueASR,
 		Routes: route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 			// Stuck in the middle of the work until killed.
 			<-ctx.Done()
 			return ctx.Err()
 		})),
 		Pool:      pool,
-		Source:    step.BrokerSource(consConn, broker.ConsumeOptions{Queue: broker.QueueASR, Prefetch: 1, Concurrency: 1}),
+		Source:    step.BrokerSource(consConn, broker.ConsumeOptions{Queue: wire.QueueASR, Prefetch: 1, Concurrency: 1}),
 		Publisher: broker.NewPublisher(pubConn),
 		Delay:     broker.Topology{}.DelayExchange,
 		Worker:    "doomed-worker",
@@ -94,7 +94,7 @@ func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
 	killedAt := time.Now()
 
 	var calls callLog
-	r, stop := h.start(broker.QueueASR, route(effect(&calls)))
+	r, stop := h.start(wire.QueueASR, route(effect(&calls)))
 	defer stop()
 	waitFor(t, 60*time.Second, "another worker to complete the step", func() bool { return h.effects(env.TaskID) == 1 })
 	if took := time.Since(killedAt); took < lease/2 {
@@ -102,7 +102,7 @@ func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
 	}
 	// Nothing of the message is left to deliver, and what the runner took
 	// is settled: no later effect can come.
-	waitFor(t, 30*time.Second, "the work queue to be empty", func() bool { return h.ready(broker.QueueASR) == 0 })
+	waitFor(t, 30*time.Second, "the work queue to be empty", func() bool { return h.ready(wire.QueueASR) == 0 })
 	stop()
 	if n := h.effects(env.TaskID); n != 1 {
 		t.Fatalf("effects = %d, want exactly 1", n)
@@ -125,7 +125,7 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 	rabbit := testenv.PrivateRabbit(t)
 	h := setupOn(t, rabbit.URL())
 	var calls callLog
-	_, stop := h.start(broker.QueueASR, route(effect(&calls)))
+	_, stop := h.start(wire.QueueASR, route(effect(&calls)))
 	defer stop()
 	const total = 1000
 	envs := make([]*wire.Envelope, total)
@@ -147,7 +147,7 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 			}
 			body, _ := env.Marshal()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			err := h.pub.Publish(ctx, broker.Exchange, broker.QueueASR, amqpPublishing(body))
+			err := h.pub.Publish(ctx, wire.Exchange, wire.QueueASR, amqpPublishing(body))
 			cancel()
 			if err != nil {
 				published <- fmt.Errorf("publish %d: %w", i, err)
@@ -163,7 +163,7 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 	// Redeliveries after the restart are in the queue or with the runner:
 	// wait until the queue is empty, then stop the runner, which settles
 	// every delivery it took; no later effect can come.
-	waitFor(t, 60*time.Second, "the work queue to be empty", func() bool { return h.ready(broker.QueueASR) == 0 })
+	waitFor(t, 60*time.Second, "the work queue to be empty", func() bool { return h.ready(wire.QueueASR) == 0 })
 	stop()
 	var distinct, all int
 	if err := h.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT task_id), count(*) FROM effects`).Scan(&distinct, &all); err != nil {

@@ -93,7 +93,7 @@ func (h *harness) start(queue string, routes []step.Route, opts ...options) (*st
 		Source:        step.BrokerSource(conn, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8}),
 		Publisher:     h.pub,
 		Delay:         topo.DelayExchange,
-		DLQ:           broker.DLQ,
+		DLQ:           wire.QueueDLQ,
 		MaxRetries:    3,
 		Lease:         5 * time.Second,
 		SweepInterval: 200 * time.Millisecond,
@@ -206,7 +206,7 @@ func (h *harness) publishRaw(key string, body []byte) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := h.pub.Publish(ctx, broker.Exchange, key, amqp.Publishing{
+	err := h.pub.Publish(ctx, wire.Exchange, key, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body})
 	if err != nil {
 		h.t.Fatalf("publish %s: %v", key, err)
@@ -222,7 +222,7 @@ func (h *harness) next(queue string, within time.Duration) []byte {
 // deadLetter waits for one message on the dead-letter queue and decodes it.
 func (h *harness) deadLetter(within time.Duration) *wire.DeadLetter {
 	h.t.Helper()
-	body := h.next(broker.DLQ, within)
+	body := h.next(wire.QueueDLQ, within)
 	dl, err := wire.DecodeDeadLetter(body)
 	if err != nil {
 		h.t.Fatalf("decode dead letter: %v\n%s", err, body)
@@ -320,7 +320,7 @@ func amqpPublishing(body []byte) amqp.Publishing {
 func serveASR(t *testing.T, routes []step.Route, opts ...options) (*harness, *wire.Envelope) {
 	t.Helper()
 	h := setup(t)
-	h.run(broker.QueueASR, routes, opts...)
+	h.run(wire.QueueASR, routes, opts...)
 	return h, asrEnvelope(t)
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -84,7 +83,7 @@ func TestEngineErrorWithNULsAndInvalidUTF8EndsTheTask(t *testing.T) {
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	apy := speech.NewAPy(srv.URL)
-	h.run(broker.QueueTranslate, []step.Route{{Step: wire.StepTranslate, Timeout: 30 * time.Second,
+	h.run(wire.QueueTranslate, []step.Route{{Step: wire.StepTranslate, Timeout: 30 * time.Second,
 		Handler: step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 			out, err := apy.Translate(ctx, []string{msg.Envelope.TaskID.String()}, "en", "es")
 			if err != nil {
@@ -187,7 +186,7 @@ func TestHandBacksCarriedPastTheLimitAreDeadLettered(t *testing.T) {
 	msg.Headers = amqp.Table{"x-dubflow-hand-backs": int64(5)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.pub.Publish(ctx, broker.Exchange, broker.QueueASR, msg); err != nil {
+	if err := h.pub.Publish(ctx, wire.Exchange, wire.QueueASR, msg); err != nil {
 		t.Fatal(err)
 	}
 	dl := h.deadLetter(30 * time.Second)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -55,7 +54,7 @@ func TestEventsAndTaskMessagesCarryAStableID(t *testing.T) {
 	_ = ch.Close()
 	fp := &failingPublisher{Publisher: h.pub, key: wire.EventPrefix + wire.EventTaskSucceeded}
 	fp.broken.Store(true)
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+	h.run(wire.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		ev := wire.Event{Event: wire.EventTaskSucceeded, TaskID: msg.Envelope.TaskID, Status: "done", OccurredAt: time.Now()}
 		body, err := ev.Marshal()
 		if err != nil {
@@ -75,7 +74,7 @@ func TestEventsAndTaskMessagesCarryAStableID(t *testing.T) {
 		return h.db.Pool.QueryRow(ctx, `SELECT message_id FROM outbox WHERE routing_key LIKE 'event.%'`).Scan(&rowID) == nil
 	})
 	fp.broken.Store(false)
-	d := h.nextDelivery(broker.QueueTranslate, 30*time.Second)
+	d := h.nextDelivery(wire.QueueTranslate, 30*time.Second)
 	next, err := wire.Decode(d.Body)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -43,7 +42,7 @@ func TestAStepSuccessStartsItsTaskAndAnnouncesIt(t *testing.T) {
 	h := setup(t)
 	events := h.bindEvents()
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)))
+	h.run(wire.QueueASR, route(effect(&calls)))
 	env := asrEnvelope(t)
 	if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO tasks (id, status, trace_id) VALUES ($1, 'queued', $2)`,
 		env.TaskID, env.TraceID); err != nil {
@@ -72,7 +71,7 @@ func TestARefusedTaskTransitionClosesTheAttempt(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	var calls callLog
-	_, stop := h.start(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+	_, stop := h.start(wire.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		calls.add(msg)
 		msg.Exec(`INSERT INTO effects (task_id, step) VALUES ($1, $2)`, msg.Envelope.TaskID, msg.Envelope.Step)
 		msg.Apply(task.Succeed(task.RefOf(msg.Envelope), nil, ""))
@@ -103,7 +102,7 @@ func TestARefusedTaskTransitionClosesTheAttempt(t *testing.T) {
 	// Once the runner has stopped, every delivery it took is settled: a
 	// dead letter would be in the DLQ or still in the outbox.
 	stop()
-	if n := h.ready(broker.DLQ) + h.outboxRows(); n != 0 {
+	if n := h.ready(wire.QueueDLQ) + h.outboxRows(); n != 0 {
 		t.Fatalf("%d dead letters for a refused step", n)
 	}
 	if n := calls.len(); n != 1 {

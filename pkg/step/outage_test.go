@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -60,7 +59,7 @@ func TestADatabaseOutageInTheHandlerDoesNotSpendTheRetryBudget(t *testing.T) {
 	var calls callLog
 	var runs atomic.Int32
 	do := effect(&calls)
-	h.run(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+	h.run(wire.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		if runs.Add(1) <= 4 {
 			cut.Cut()
 			defer func() { _ = cut.Restore() }()

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -152,11 +151,11 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 	all := newBarrier(len(tasks) * (batches + 1))
 	gate := func(ctx context.Context, _ *step.Message) error { return all.wait(ctx) }
 	asrRoutes, translateRoutes := overlapRoutes(tasks, gate, gate)
-	_, stopASR := h.start(broker.QueueASR, asrRoutes)
+	_, stopASR := h.start(wire.QueueASR, asrRoutes)
 	defer stopASR()
-	_, stopT1 := h.start(broker.QueueTranslate, translateRoutes)
+	_, stopT1 := h.start(wire.QueueTranslate, translateRoutes)
 	defer stopT1()
-	_, stopT2 := h.start(broker.QueueTranslate, translateRoutes)
+	_, stopT2 := h.start(wire.QueueTranslate, translateRoutes)
 	defer stopT2()
 	for _, o := range order {
 		h.publish(o.merge)
@@ -174,13 +173,13 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 	stopASR()
 	stopT1()
 	stopT2()
-	if n := h.ready(broker.QueueTTS); n != len(tasks)*batches {
+	if n := h.ready(wire.QueueTTS); n != len(tasks)*batches {
 		t.Fatalf("%d tts messages, want %d: one per batch", n, len(tasks)*batches)
 	}
 	seen := map[string]bool{}
 	var parts []*wire.Envelope
 	for range len(tasks) * batches {
-		env, err := wire.Decode(h.next(broker.QueueTTS, 10*time.Second))
+		env, err := wire.Decode(h.next(wire.QueueTTS, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,9 +197,9 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 
 	// Every tts part of both tasks finishes at the same moment.
 	ttsAll := newBarrier(len(parts))
-	_, stop1 := h.start(broker.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }))
+	_, stop1 := h.start(wire.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }))
 	defer stop1()
-	_, stop2 := h.start(broker.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }))
+	_, stop2 := h.start(wire.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }))
 	defer stop2()
 	for _, env := range parts {
 		h.publish(env)
@@ -212,12 +211,12 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 	})
 	stop1()
 	stop2()
-	if n := h.ready(broker.QueueMuxVideo); n != len(tasks) {
+	if n := h.ready(wire.QueueMuxVideo); n != len(tasks) {
 		t.Fatalf("%d mux_video messages, want exactly one per task (%d)", n, len(tasks))
 	}
 	got := map[uuid.UUID]bool{}
 	for range len(tasks) {
-		env, err := wire.Decode(h.next(broker.QueueMuxVideo, 10*time.Second))
+		env, err := wire.Decode(h.next(wire.QueueMuxVideo, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,10 +259,10 @@ func TestATTSPartRunsWhileTheLastBatchIsStillTranslated(t *testing.T) {
 	}
 	open := func(context.Context, *step.Message) error { return nil }
 	_, translateRoutes := overlapRoutes(map[uuid.UUID]overlapTask{o.id: o}, open, translateGate)
-	h.run(broker.QueueTranslate, translateRoutes)
+	h.run(wire.QueueTranslate, translateRoutes)
 	var mu sync.Mutex
 	var ran []string
-	h.run(broker.QueueTTS, ttsRoute(func(_ context.Context, msg *step.Message) error {
+	h.run(wire.QueueTTS, ttsRoute(func(_ context.Context, msg *step.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ran = append(ran, msg.Part)
@@ -282,11 +281,11 @@ func TestATTSPartRunsWhileTheLastBatchIsStillTranslated(t *testing.T) {
 		AND part = $2 AND status = 'succeeded')`, o.id, last).Scan(&lastDone); err != nil || lastDone {
 		t.Fatalf("the held batch succeeded (%v) before the others' tts parts ran", err)
 	}
-	if n := h.ready(broker.QueueMuxVideo); n != 0 {
+	if n := h.ready(wire.QueueMuxVideo); n != 0 {
 		t.Fatalf("%d mux_video messages while a batch is still translated", n)
 	}
 	close(hold)
-	env, err := wire.Decode(h.next(broker.QueueMuxVideo, 30*time.Second))
+	env, err := wire.Decode(h.next(wire.QueueMuxVideo, 30*time.Second))
 	if err != nil || env.TaskID != o.id {
 		t.Fatalf("mux_video message %+v, %v", env, err)
 	}
@@ -296,7 +295,7 @@ func TestATTSPartRunsWhileTheLastBatchIsStillTranslated(t *testing.T) {
 	if len(ran) != batches || ran[batches-1] != last {
 		t.Errorf("tts parts ran %v, want the held batch's part last of %d", ran, batches)
 	}
-	if n := h.ready(broker.QueueMuxVideo); n != 0 {
+	if n := h.ready(wire.QueueMuxVideo); n != 0 {
 		t.Errorf("%d more mux_video messages, want exactly one", n)
 	}
 }

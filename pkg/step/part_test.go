@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
@@ -33,7 +32,7 @@ func TestEmitKeepsEachPartsMessage(t *testing.T) {
 		}
 		return nil
 	})
-	h.run(broker.QueueASR, route(asr))
+	h.run(wire.QueueASR, route(asr))
 	env := asrEnvelope(t)
 	h.publish(env)
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -28,7 +27,7 @@ func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
 	h := setup(t)
 	var calls callLog
 	reg := prometheus.NewRegistry()
-	_, stop := h.start(broker.QueueASR, route(effect(&calls)), withMetrics(reg))
+	_, stop := h.start(wire.QueueASR, route(effect(&calls)), withMetrics(reg))
 	defer stop()
 	env := asrEnvelope(t)
 	h.publish(env)
@@ -132,7 +131,7 @@ func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) 
 	t.Parallel()
 	h := setup(t)
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)))
+	h.run(wire.QueueASR, route(effect(&calls)))
 	good := asrEnvelope(t)
 	valid, _ := json.Marshal(good)
 	cases := []struct {
@@ -146,7 +145,7 @@ func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) 
 		{"hostile key", strings.Replace(string(valid), "audios/"+good.TaskID.String()+"/source.wav", "audios/../../etc/passwd", 1), ".."},
 	}
 	for _, c := range cases {
-		h.publishRaw(broker.QueueASR, []byte(c.body))
+		h.publishRaw(wire.QueueASR, []byte(c.body))
 		dl := h.deadLetter(20 * time.Second)
 		if dl.ErrorClass != "invalid" || !strings.Contains(strings.ToLower(dl.FailureReason), strings.ToLower(c.reason)) {
 			t.Errorf("%s: dead letter class %q reason %q, want invalid mentioning %q", c.name, dl.ErrorClass, dl.FailureReason, c.reason)
@@ -169,7 +168,7 @@ func TestEarlyMessageWaitsForItsPredecessor(t *testing.T) {
 	h := setup(t)
 	var calls callLog
 	reg := prometheus.NewRegistry()
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second, Handler: effect(&calls)}},
+	h.run(wire.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second, Handler: effect(&calls)}},
 		withMetrics(reg))
 	env := asrEnvelope(t)
 	h.publish(env)
@@ -199,12 +198,12 @@ func TestOutboxSweepPublishesWhatACrashLeftBehind(t *testing.T) {
 	}
 	body, _ := json.Marshal(next)
 	if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO outbox (message_id, exchange, routing_key, body, created_at)
-		VALUES ($1, $2, $3, $4, now() - interval '1 minute')`, uuid.New(), broker.Exchange, broker.QueueTranslate, body); err != nil {
+		VALUES ($1, $2, $3, $4, now() - interval '1 minute')`, uuid.New(), wire.Exchange, wire.QueueTranslate, body); err != nil {
 		t.Fatal(err)
 	}
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)))
-	got, err := wire.Decode(h.next(broker.QueueTranslate, 20*time.Second))
+	h.run(wire.QueueASR, route(effect(&calls)))
+	got, err := wire.Decode(h.next(wire.QueueTranslate, 20*time.Second))
 	if err != nil || got.TaskID != env.TaskID || got.Step != wire.StepTranslate {
 		t.Fatalf("swept message = %+v, %v", got, err)
 	}
@@ -233,10 +232,10 @@ func (p *failingPublisher) Publish(ctx context.Context, exchange, key string, ms
 func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	fp := &failingPublisher{Publisher: h.pub, key: broker.QueueTranslate}
+	fp := &failingPublisher{Publisher: h.pub, key: wire.QueueTranslate}
 	fp.broken.Store(true)
 	var calls callLog
-	_, stop := h.start(broker.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+	_, stop := h.start(wire.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
 		calls.add(msg)
 		return msg.Emit(wire.StepTranslate, wire.Translate{TaskID: msg.Envelope.TaskID, SegmentIDs: []string{"seg-0"},
 			SourceLanguage: "en", TargetLanguage: "es", BatchSize: 20})
@@ -250,7 +249,7 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 		return n == 1
 	})
 	fp.broken.Store(false)
-	got, err := wire.Decode(h.next(broker.QueueTranslate, 20*time.Second))
+	got, err := wire.Decode(h.next(wire.QueueTranslate, 20*time.Second))
 	if err != nil || got.TaskID != env.TaskID {
 		t.Fatalf("translate message = %+v, %v", got, err)
 	}
@@ -258,7 +257,7 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 	// (every delivery settled, the sweep ended) no copy can follow.
 	waitFor(t, 20*time.Second, "the outbox to be empty", func() bool { return h.outboxRows() == 0 })
 	stop()
-	if n := h.ready(broker.QueueTranslate); n != 0 {
+	if n := h.ready(wire.QueueTranslate); n != 0 {
 		t.Errorf("%d extra translate messages", n)
 	}
 	if calls.len() != 1 {
@@ -281,9 +280,9 @@ func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
 	})
 	routes := []step.Route{{Step: wire.StepTranslate, Timeout: 30 * time.Second, Handler: translate}}
 	// Two runners, as two worker processes would be.
-	_, stop1 := h.start(broker.QueueTranslate, routes)
+	_, stop1 := h.start(wire.QueueTranslate, routes)
 	defer stop1()
-	_, stop2 := h.start(broker.QueueTranslate, routes)
+	_, stop2 := h.start(wire.QueueTranslate, routes)
 	defer stop2()
 
 	// The asr step fans out: one translate message per batch, each a part.
@@ -316,7 +315,7 @@ func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
 		t.Fatal("not all parts started")
 	}
 	close(release)
-	got, err := wire.Decode(h.next(broker.QueueTTS, 20*time.Second))
+	got, err := wire.Decode(h.next(wire.QueueTTS, 20*time.Second))
 	if err != nil || got.TaskID != task || got.Step != wire.StepTTS {
 		t.Fatalf("tts message = %+v, %v", got, err)
 	}
@@ -331,7 +330,7 @@ func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
 	// Both runners stopped: every delivery is settled, no copy can follow.
 	stop1()
 	stop2()
-	if n := h.ready(broker.QueueTTS); n != 0 {
+	if n := h.ready(wire.QueueTTS); n != 0 {
 		t.Fatalf("%d extra tts messages: fan-in must trigger the next step exactly once", n)
 	}
 	if succeeded != parts {

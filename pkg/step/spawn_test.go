@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -52,7 +51,7 @@ func TestSpawnedChildrenAndTheirMessagesAreSentOnce(t *testing.T) {
 	ctx := context.Background()
 	parent := env.TaskID
 	calls := &callLog{}
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: time.Minute,
+	h.run(wire.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: time.Minute,
 		Handler: spawningASR(calls)}})
 	h.publish(env)
 
@@ -64,7 +63,7 @@ func TestSpawnedChildrenAndTheirMessagesAreSentOnce(t *testing.T) {
 	}
 	var got []sent
 	for range 4 {
-		d := h.nextDelivery(broker.QueueTranslate, 30*time.Second)
+		d := h.nextDelivery(wire.QueueTranslate, 30*time.Second)
 		next, err := wire.Decode(d.Body)
 		if err != nil {
 			t.Fatalf("translate message breaks the contract: %v\n%s", err, d.Body)
@@ -112,7 +111,7 @@ func TestSpawnedChildrenAndTheirMessagesAreSentOnce(t *testing.T) {
 	// handler again all the same, the part's success is taken back (as a
 	// restore of an older backup could) and the message replayed.
 	h.publish(env)
-	waitFor(t, 30*time.Second, "the duplicate to be skipped", func() bool { return h.ready(broker.QueueASR) == 0 })
+	waitFor(t, 30*time.Second, "the duplicate to be skipped", func() bool { return h.ready(wire.QueueASR) == 0 })
 	if _, err := h.db.Pool.Exec(ctx, `UPDATE task_steps SET status = 'failed' WHERE task_id = $1 AND step = 'asr'`,
 		parent); err != nil {
 		t.Fatal(err)
@@ -137,7 +136,7 @@ func TestSpawnedChildrenAndTheirMessagesAreSentOnce(t *testing.T) {
 	if after := parts(); len(after) != len(before) || after[es.String()+"/translate"] != 2 || after[ca.String()+"/translate"] != 2 {
 		t.Errorf("parts after the replay %v, before %v", after, before)
 	}
-	if n := h.ready(broker.QueueTranslate); n != 0 {
+	if n := h.ready(wire.QueueTranslate); n != 0 {
 		t.Errorf("%d more translate messages after the redelivery and the replay, want 0", n)
 	}
 	var children int

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -27,9 +26,9 @@ func TestBadOutboxRowsDoNotBlockTheSweep(t *testing.T) {
 	}
 	good, _ := json.Marshal(next)
 	rows := []struct{ exchange, key string }{
-		{broker.Exchange, "task.nowhere"}, // unroutable
-		{"no_such_exchange", broker.QueueTranslate},
-		{broker.Exchange, broker.QueueTranslate}, // the good one, behind them
+		{wire.Exchange, "task.nowhere"}, // unroutable
+		{"no_such_exchange", wire.QueueTranslate},
+		{wire.Exchange, wire.QueueTranslate}, // the good one, behind them
 	}
 	for _, r := range rows {
 		if _, err := h.db.Pool.Exec(ctx, `INSERT INTO outbox (message_id, exchange, routing_key, body, created_at)
@@ -38,8 +37,8 @@ func TestBadOutboxRowsDoNotBlockTheSweep(t *testing.T) {
 		}
 	}
 	var calls callLog
-	h.run(broker.QueueASR, route(effect(&calls)))
-	got, err := wire.Decode(h.next(broker.QueueTranslate, 30*time.Second))
+	h.run(wire.QueueASR, route(effect(&calls)))
+	got, err := wire.Decode(h.next(wire.QueueTranslate, 30*time.Second))
 	if err != nil || got.TaskID != env.TaskID {
 		t.Fatalf("swept message = %+v, %v", got, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -62,7 +61,7 @@ func TestWindowIsSharedByAProjectAndItsTasksTakeTurns(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	g := &chunkGate{gates: map[uuid.UUID]chan struct{}{}, db: h.db.Pool}
-	h.run(broker.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: time.Minute, Handler: step.HandlerFunc(g.handle)}})
+	h.run(wire.QueueASR, []step.Route{{Step: wire.StepASR, Timeout: time.Minute, Handler: step.HandlerFunc(g.handle)}})
 	ctx := context.Background()
 	var envs []*wire.Envelope
 	for _, project := range []string{"studio", "studio", ""} {

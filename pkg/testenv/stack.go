@@ -289,7 +289,7 @@ func (s *Stack) Refused(t testing.TB, id uuid.UUID, reason string) (TaskRow, *wi
 	if task.Status != "failed" || !strings.Contains(task.Error, reason) {
 		t.Errorf("task = %+v, want failed naming %q", task, reason)
 	}
-	dl, err := wire.DecodeDeadLetter(s.Next("task.dlq", 10*time.Second))
+	dl, err := wire.DecodeDeadLetter(s.Next(wire.QueueDLQ, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

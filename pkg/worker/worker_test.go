@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -159,7 +158,7 @@ func TestTransientFailureIsRetriedThreeTimesThenDeadLettered(t *testing.T) {
 	s.Publish(env)
 
 	var dl wire.DeadLetter
-	if err := json.Unmarshal(s.Next(broker.DLQ, 90*time.Second), &dl); err != nil {
+	if err := json.Unmarshal(s.Next(wire.QueueDLQ, 90*time.Second), &dl); err != nil {
 		t.Fatal(err)
 	}
 	if dl.RetryCount != 3 || dl.Attempt != 4 || dl.ErrorClass != wire.ClassTransient || dl.TaskID != env.TaskID {
@@ -213,7 +212,7 @@ func TestTransientFailureIsRetriedThreeTimesThenDeadLettered(t *testing.T) {
 	if len(attempts) != 4 {
 		t.Errorf("handler ran %d times (%v), want 4", len(attempts), attempts)
 	}
-	if n := s.Depth(broker.DLQ); n != 0 {
+	if n := s.Depth(wire.QueueDLQ); n != 0 {
 		t.Errorf("%d more dead letters, want exactly one", n)
 	}
 }

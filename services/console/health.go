@@ -39,15 +39,15 @@ type queueInspector interface {
 // watchedQueues lists every queue the health page shows, with its kind.
 func watchedQueues() []queueState {
 	var qs []queueState
-	for _, q := range broker.WorkQueues {
+	for _, q := range wire.WorkQueues {
 		qs = append(qs, queueState{Name: q, Kind: "work"})
 	}
 	for _, d := range broker.DefaultDelayTiers {
-		qs = append(qs, queueState{Name: broker.DelayName(d), Kind: "delay"})
+		qs = append(qs, queueState{Name: wire.DelayQueue(d), Kind: "delay"})
 	}
-	return append(qs, queueState{Name: broker.DLQ, Kind: "dlq"},
-		queueState{Name: broker.Compensation, Kind: "compensation"},
-		queueState{Name: broker.WaitingQueue, Kind: "waiting"})
+	return append(qs, queueState{Name: wire.QueueDLQ, Kind: "dlq"},
+		queueState{Name: wire.QueueTTSCompensation, Kind: "compensation"},
+		queueState{Name: wire.QueueWaiting, Kind: "waiting"})
 }
 
 // amqpInspector reads queues by AMQP passive declares (no management
@@ -176,7 +176,7 @@ func deriveUnacknowledged(queues []queueState, busy map[string]int) {
 	for i, q := range queues {
 		switch q.Kind {
 		case "work":
-			n := busy[q.Name[len("task."):]]
+			n := busy[wire.StepOfQueue(q.Name)]
 			queues[i].Unacknowledged = &n
 		case "delay":
 			n := 0
@@ -193,7 +193,7 @@ func servicesOf(queues []queueState, busy map[string]int) services {
 		if q.Kind != "work" {
 			continue
 		}
-		name := q.Name[len("task."):]
+		name := wire.StepOfQueue(q.Name)
 		st := stepService{Step: name, Queue: q.Name, Consumers: q.Consumers, Busy: busy[name], Ready: q.Ready}
 		sv.Steps = append(sv.Steps, st)
 		sv.Total++

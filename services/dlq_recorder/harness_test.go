@@ -173,7 +173,7 @@ func (f *flow) submit(upload bool) uuid.UUID {
 		f.t.Fatal(err)
 	}
 	body, _ := env.Marshal()
-	if err := f.pub.Publish(context.Background(), broker.Exchange, broker.QueueExtractAudio,
+	if err := f.pub.Publish(context.Background(), wire.Exchange, wire.QueueExtractAudio,
 		amqpJSON(body)); err != nil {
 		f.t.Fatalf("publish: %v", err)
 	}
@@ -406,7 +406,7 @@ func (f *flow) bindEvents() *eventLog {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := ch.QueueBind(q.Name, "event.#", broker.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(q.Name, "event.#", wire.Exchange, false, nil); err != nil {
 		f.t.Fatal(err)
 	}
 	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)

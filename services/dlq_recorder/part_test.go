@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -32,7 +31,7 @@ func TestDeadLetterRecordsItsPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.publish(t, "", broker.DLQ, amqp.Publishing{MessageId: "dl-part", ContentType: "application/json", Body: dl})
+	s.publish(t, "", wire.QueueDLQ, amqp.Publishing{MessageId: "dl-part", ContentType: "application/json", Body: dl})
 	s.waitDeadLetters(t, 1)
 	var got string
 	if err := s.db.Pool.QueryRow(context.Background(), `SELECT part FROM dead_letters WHERE message_id = 'dl-part'`).Scan(&got); err != nil {

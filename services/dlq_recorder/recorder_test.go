@@ -45,7 +45,7 @@ func setup(t *testing.T) *stack {
 	if err != nil {
 		t.Fatalf("declare event queue: %v", err)
 	}
-	if err := evch.QueueBind(q.Name, "event.#", broker.Exchange, false, nil); err != nil {
+	if err := evch.QueueBind(q.Name, "event.#", wire.Exchange, false, nil); err != nil {
 		t.Fatalf("bind event queue: %v", err)
 	}
 	if s.events, err = evch.Consume(q.Name, "", true, true, false, false, nil); err != nil {
@@ -187,8 +187,8 @@ func TestServiceDeadLetterIsRecordedOnceAndFailsTheTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := amqp.Publishing{MessageId: "dl-1", ContentType: "application/json", Body: dl}
-	s.publish(t, "", broker.DLQ, msg)
-	s.publish(t, broker.Exchange, broker.DLQ, msg) // a redelivery: same message id
+	s.publish(t, "", wire.QueueDLQ, msg)
+	s.publish(t, wire.Exchange, wire.QueueDLQ, msg) // a redelivery: same message id
 
 	got := s.waitDeadLetters(t, 1)
 	r := got[0]
@@ -213,7 +213,7 @@ func TestServiceDeadLetterIsRecordedOnceAndFailsTheTask(t *testing.T) {
 	}
 	// The duplicate is consumed (acked) and recorded nowhere.
 	testenv.Eventually(t, "task.dlq drained", func() bool {
-		q, err := s.ch.QueueDeclarePassive(broker.DLQ, true, false, false, false, nil)
+		q, err := s.ch.QueueDeclarePassive(wire.QueueDLQ, true, false, false, false, nil)
 		return err == nil && q.Messages == 0
 	})
 	if n := len(s.deadLetters(t)); n != 1 {
@@ -227,21 +227,21 @@ func TestBrokerDeadLettersAreRecorded(t *testing.T) {
 
 	// Delivery limit: a message handed back more often than the limit.
 	_, body := envelope(t, wire.StepTTS, poison, 1)
-	s.publish(t, broker.Exchange, broker.QueueTTS, amqp.Publishing{MessageId: "poison", Body: body})
+	s.publish(t, wire.Exchange, wire.QueueTTS, amqp.Publishing{MessageId: "poison", Body: body})
 	// Rejected without requeue.
 	_, body = envelope(t, wire.StepASR, rejected, 2)
-	s.publish(t, broker.Exchange, broker.QueueASR, amqp.Publishing{MessageId: "rejected", Body: body})
+	s.publish(t, wire.Exchange, wire.QueueASR, amqp.Publishing{MessageId: "rejected", Body: body})
 	// Expired: a per-message TTL (no worker consumes task.mux_video here).
 	_, body = envelope(t, wire.StepMuxVideo, expired, 1)
-	s.publish(t, broker.Exchange, broker.QueueMuxVideo, amqp.Publishing{MessageId: "expired", Expiration: "10", Body: body})
+	s.publish(t, wire.Exchange, wire.QueueMuxVideo, amqp.Publishing{MessageId: "expired", Expiration: "10", Body: body})
 
 	for i := 0; i <= deliveryLimit; i++ {
-		d := get(t, s.ch, broker.QueueTTS)
+		d := get(t, s.ch, wire.QueueTTS)
 		if err := d.Nack(false, true); err != nil {
 			t.Fatalf("nack: %v", err)
 		}
 	}
-	if err := get(t, s.ch, broker.QueueASR).Reject(false); err != nil {
+	if err := get(t, s.ch, wire.QueueASR).Reject(false); err != nil {
 		t.Fatalf("reject: %v", err)
 	}
 
@@ -308,8 +308,8 @@ func TestDoneTasksAndStaleDuplicatesStayAsTheyAre(t *testing.T) {
 	}
 	for i, id := range []uuid.UUID{done, stale} {
 		_, body := envelope(t, wire.StepTTS, id, 1)
-		s.publish(t, broker.Exchange, broker.QueueTTS, amqp.Publishing{MessageId: fmt.Sprint("m", i), Body: body})
-		if err := get(t, s.ch, broker.QueueTTS).Reject(false); err != nil {
+		s.publish(t, wire.Exchange, wire.QueueTTS, amqp.Publishing{MessageId: fmt.Sprint("m", i), Body: body})
+		if err := get(t, s.ch, wire.QueueTTS).Reject(false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -324,8 +324,8 @@ func TestDoneTasksAndStaleDuplicatesStayAsTheyAre(t *testing.T) {
 
 func TestUnreadableMessagesAreKept(t *testing.T) {
 	s := setup(t)
-	s.publish(t, "", broker.DLQ, amqp.Publishing{Body: []byte("\x00not json")})
-	s.publish(t, "", broker.Compensation, amqp.Publishing{MessageId: "bad-comp", Body: []byte(`{"task_id": 1}`)})
+	s.publish(t, "", wire.QueueDLQ, amqp.Publishing{Body: []byte("\x00not json")})
+	s.publish(t, "", wire.QueueTTSCompensation, amqp.Publishing{MessageId: "bad-comp", Body: []byte(`{"task_id": 1}`)})
 	got := s.waitDeadLetters(t, 2)
 	for _, r := range got {
 		if r.Class != wire.ClassInvalid || r.Source != sourceUnknown || r.TaskID != nil {
@@ -348,7 +348,7 @@ func TestCompensationsAreRecordedPerSegment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.publish(t, broker.Exchange, broker.Compensation, amqp.Publishing{MessageId: id, Body: body})
+		s.publish(t, wire.Exchange, wire.QueueTTSCompensation, amqp.Publishing{MessageId: id, Body: body})
 	}
 	publish("c1", 3, "tts_service: 503")
 	publish("c1", 3, "tts_service: 503") // redelivered
@@ -392,7 +392,7 @@ func TestNothingIsAckedBeforeItIsRecorded(t *testing.T) {
 	taskID := newTask(t, s.db.Pool)
 	env, body := envelope(t, wire.StepTTS, taskID, 1)
 	dl, _ := wire.NewDeadLetter(body, env, wire.ClassTransient, "boom (gave up after 4 tries)", time.Now()).Marshal()
-	s.publish(t, "", broker.DLQ, amqp.Publishing{MessageId: "held", Body: dl})
+	s.publish(t, "", wire.QueueDLQ, amqp.Publishing{MessageId: "held", Body: dl})
 	testenv.Eventually(t, "a failed recording", func() bool { return scrape(t, s.ops, "dubflow_recorder_errors_total") >= 2 })
 	if status, _ := s.task(t, taskID); status != "running" {
 		t.Errorf("task %s before the dead letter was recorded", status)

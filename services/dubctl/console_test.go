@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
@@ -87,7 +86,7 @@ func TestDubctlThroughTheConsoleNeedsNoDatabase(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &task); err != nil || task.Status != "queued" {
 		t.Fatalf("submit --json: %v: %s", err, stdout)
 	}
-	msg := nextMessage(t, e, broker.QueueExtractAudio)
+	msg := nextMessage(t, e, wire.QueueExtractAudio)
 	if env, err := wire.Decode(msg.Body); err != nil || env.TaskID != task.TaskID {
 		t.Fatalf("published %+v %v, want task %s", env, err, task.TaskID)
 	}
@@ -117,7 +116,7 @@ func TestDubctlThroughTheConsoleNeedsNoDatabase(t *testing.T) {
 	if out, stderr, code := run(t, "dlq", "replay", fmt.Sprint(dl)); code != 0 || !strings.Contains(out, "attempt 2") {
 		t.Fatalf("dlq replay: exit %d: %s %s", code, out, stderr)
 	}
-	if env, err := wire.Decode(nextMessage(t, e, broker.QueueExtractAudio).Body); err != nil || env.Attempt != 2 {
+	if env, err := wire.Decode(nextMessage(t, e, wire.QueueExtractAudio).Body); err != nil || env.Attempt != 2 {
 		t.Fatalf("replayed %+v %v", env, err)
 	}
 	if _, stderr, code := run(t, "dlq", "replay", fmt.Sprint(dl)); code == 0 || !strings.Contains(stderr, "already replayed") {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -38,9 +37,9 @@ func setup(t *testing.T) *env {
 // submitted returns the message submit published on task.extract_audio.
 func (e *env) submitted(t *testing.T) *wire.Envelope {
 	t.Helper()
-	msg, ok, err := testenv.Channel(t, e.amqpURL).Get(broker.QueueExtractAudio, true)
+	msg, ok, err := testenv.Channel(t, e.amqpURL).Get(wire.QueueExtractAudio, true)
 	if err != nil || !ok {
-		t.Fatalf("no message on %s (%v)", broker.QueueExtractAudio, err)
+		t.Fatalf("no message on %s (%v)", wire.QueueExtractAudio, err)
 	}
 	env, err := wire.Decode(msg.Body)
 	if err != nil {

@@ -45,7 +45,7 @@ func brokerDepths(conn *broker.Conn, tiers []time.Duration) DepthFunc {
 			d.Ready[q] = st.Messages
 		}
 		for _, tier := range tiers {
-			q := broker.DelayName(tier)
+			q := wire.DelayQueue(tier)
 			st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
 			if err != nil {
 				return Depths{}, fmt.Errorf("inspect queue %s: %w", q, err)

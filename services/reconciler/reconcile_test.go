@@ -198,7 +198,7 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 		f.publish(t, asr)
 		waiting[task] = true
 	}
-	f.waitDepth(t, broker.QueueASR, backlog)
+	f.waitDepth(t, wire.QueueASR, backlog)
 	rec := f.reconciler()
 	acts := passes(t, rec, 3)
 	if n := count(acts, actionStuck) + count(acts, actionLease) + count(acts, actionSuspect); n != 0 {
@@ -207,7 +207,7 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 	if n := count(acts, actionWaiting); n != 3*backlog {
 		t.Errorf("skipped_waiting counted %d parts over 3 passes, want %d", n, 3*backlog)
 	}
-	if n := f.depth(t, broker.QueueASR); n != backlog {
+	if n := f.depth(t, wire.QueueASR); n != backlog {
 		t.Fatalf("task.asr holds %d messages after the passes, want the %d of the backlog", n, backlog)
 	}
 
@@ -223,7 +223,7 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 	// A worker takes ten messages of the backlog (emitted after the lost
 	// one): the lost part was overtaken, its message is not in the queue.
 	for range 10 {
-		d, ok, err := f.ch.Get(broker.QueueASR, false)
+		d, ok, err := f.ch.Get(wire.QueueASR, false)
 		if err != nil || !ok {
 			t.Fatalf("get from task.asr: %v %v", ok, err)
 		}
@@ -247,9 +247,9 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 			t.Errorf("re-drove %+v, want the lost task's asr as attempt 2", a)
 		}
 	}
-	f.waitDepth(t, broker.QueueASR, backlog-10+1)
+	f.waitDepth(t, wire.QueueASR, backlog-10+1)
 	got := map[uuid.UUID]int{}
-	for _, m := range f.drain(t, broker.QueueASR) {
+	for _, m := range f.drain(t, wire.QueueASR) {
 		got[m.TaskID]++
 	}
 	if got[lost] != 1 || len(got) != backlog-10+1 {
@@ -282,7 +282,7 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 	tts := message(t, wire.StepTTS, queued, wire.TTS{TaskID: queued})
 	f.attempt(t, queued, tts, "", "running", 2*time.Minute)
 	f.publish(t, tts)
-	f.waitDepth(t, broker.QueueTTS, 1)
+	f.waitDepth(t, wire.QueueTTS, 1)
 	// A lease that ran out a moment ago is left to the broker's redelivery.
 	recent := f.task(t, time.Hour)
 	f.succeeded(t, recent, wire.StepExtractAudio)
@@ -303,7 +303,7 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 			t.Errorf("re-drove %+v, want the dead asr as attempt 2", a)
 		}
 	}
-	msgs := f.drain(t, broker.QueueASR)
+	msgs := f.drain(t, wire.QueueASR)
 	if len(msgs) != 1 || msgs[0].TaskID != dead || msgs[0].Attempt != 2 || msgs[0].TraceID != "trace-rc" {
 		t.Fatalf("task.asr holds %+v", msgs)
 	}
@@ -312,7 +312,7 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 		Scan(&status, &errText); err != nil || status != "failed" || !strings.Contains(errText, "lease expired") {
 		t.Errorf("expired attempt %s %q (%v)", status, errText, err)
 	}
-	if n := f.depth(t, broker.QueueTTS); n != 1 {
+	if n := f.depth(t, wire.QueueTTS); n != 1 {
 		t.Errorf("task.tts holds %d messages, want only the one waiting", n)
 	}
 	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'mux_video'`, ended).
@@ -342,7 +342,7 @@ func TestOutboxLeftBehindIsPublished(t *testing.T) {
 	if err != nil || count(acts, actionOutbox) != 1 || len(acts) != 1 {
 		t.Fatalf("pass: %+v, %v", acts, err)
 	}
-	if msgs := f.drain(t, broker.QueueMuxVideo); len(msgs) != 1 || msgs[0].TaskID != task {
+	if msgs := f.drain(t, wire.QueueMuxVideo); len(msgs) != 1 || msgs[0].TaskID != task {
 		t.Errorf("task.mux_video holds %+v", msgs)
 	}
 	var left int
@@ -426,7 +426,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 	if n := count(acts, actionUnrecoverable); n != 0 {
 		t.Errorf("%d parts could not be re-driven: %+v", n, acts)
 	}
-	asr := f.drain(t, broker.QueueASR)
+	asr := f.drain(t, wire.QueueASR)
 	if len(asr) != 1 || asr[0].TaskID != lostASR || asr[0].Attempt != 2 {
 		t.Errorf("task.asr holds %+v", asr)
 	} else {
@@ -436,7 +436,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 		}
 	}
 	parts := map[string]int{}
-	for _, m := range f.drain(t, broker.QueueTranslate) {
+	for _, m := range f.drain(t, wire.QueueTranslate) {
 		var p wire.Translate
 		if err := m.UnmarshalPayload(&p); err != nil {
 			t.Fatal(err)
@@ -446,7 +446,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 	if len(parts) != 3 || parts["seg-1"] != 2 || parts["seg-2,seg-3"] != 2 || parts[strings.Join(long, ",")] != 2 {
 		t.Errorf("translate re-drives %v, want seg-1, seg-2,seg-3 and the 60 hashed segments, each as attempt 2", parts)
 	}
-	if n := len(f.drain(t, broker.QueueTTS)); n != 0 {
+	if n := len(f.drain(t, wire.QueueTTS)); n != 0 {
 		t.Errorf("parked tts re-driven %d times", n)
 	}
 	// Re-driven parts show activity now: the next passes leave them.
@@ -574,7 +574,7 @@ func TestServiceServesMetricsAndReconciles(t *testing.T) {
 	}()
 	var msgs []*wire.Envelope
 	testenv.Eventually(t, "the re-driven message", func() bool {
-		msgs = f.drain(t, broker.QueueExtractAudio)
+		msgs = f.drain(t, wire.QueueExtractAudio)
 		return len(msgs) > 0
 	})
 	if len(msgs) != 1 || msgs[0].TaskID != task {

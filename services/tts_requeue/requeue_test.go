@@ -96,7 +96,7 @@ func (f *fixture) run(t *testing.T, args ...string) []compensation.Task {
 // messages drains task.tts.
 func (f *fixture) messages(t *testing.T) []*wire.Envelope {
 	t.Helper()
-	return testenv.Drain(t, f.ch, broker.QueueTTS)
+	return testenv.Drain(t, f.ch, wire.QueueTTS)
 }
 
 func (f *fixture) status(t *testing.T, id uuid.UUID) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -44,21 +45,21 @@ func Channel(tb testing.TB, url string) *amqp.Channel {
 	return ch
 }
 
-// Listen receives every message published to broker.Exchange with a routing
+// Listen receives every message published to wire.Exchange with a routing
 // key matching pattern from now on (an exclusive queue bound to the
 // exchange, declared if it is not yet, acknowledged automatically) until
 // the test ends.
 func Listen(tb testing.TB, url, pattern string) <-chan amqp.Delivery {
 	tb.Helper()
 	ch := Channel(tb, url)
-	if err := ch.ExchangeDeclare(broker.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		tb.Fatalf("declare %s: %v", broker.Exchange, err)
+	if err := ch.ExchangeDeclare(wire.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		tb.Fatalf("declare %s: %v", wire.Exchange, err)
 	}
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	if err != nil {
 		tb.Fatalf("declare a queue for %s: %v", pattern, err)
 	}
-	if err := ch.QueueBind(q.Name, pattern, broker.Exchange, false, nil); err != nil {
+	if err := ch.QueueBind(q.Name, pattern, wire.Exchange, false, nil); err != nil {
 		tb.Fatalf("bind %s: %v", pattern, err)
 	}
 	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)

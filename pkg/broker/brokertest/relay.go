@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // RelayOptions configures RawRelay. Zero values take the defaults.
 type RelayOptions struct {
 	// Queue is the work queue relayed through: messages are consumed from
-	// it and published back to broker.Exchange under its name. Default
-	// broker.QueueASR.
+	// it and published back to wire.Exchange under its name. Default
+	// wire.QueueASR.
 	Queue string
 	// Prefetch is the consumer's Qos prefetch. Default 32.
 	Prefetch int
@@ -42,7 +43,7 @@ type RelayOptions struct {
 
 func (o *RelayOptions) defaults() {
 	if o.Queue == "" {
-		o.Queue = broker.QueueASR
+		o.Queue = wire.QueueASR
 	}
 	if o.Prefetch <= 0 {
 		o.Prefetch = 32
@@ -63,7 +64,7 @@ func (o *RelayOptions) defaults() {
 // a fresh one: the queue is purged), seeds opts.Seed persistent messages
 // and relays them with plain amqp091-go until hops hops are done. A hop is
 // one message consumed (manual ack, prefetch), published again to
-// broker.Exchange with publisher confirms and mandatory set, and acked once
+// wire.Exchange with publisher confirms and mandatory set, and acked once
 // the confirm arrived. Publishing and consuming use separate connections.
 // It returns the time the hops took, seeding excluded.
 func RawRelay(ctx context.Context, url string, hops int, opts RelayOptions) (time.Duration, error) {
@@ -121,7 +122,7 @@ func openPublisher(conn *amqp.Connection, opts RelayOptions) (func(context.Conte
 	drain(pub.NotifyClose(make(chan *amqp.Error, 1)))
 	msg := amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: broker.ContentTypeJSON, Body: opts.Body}
 	return func(ctx context.Context) error {
-		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, broker.Exchange, opts.Queue, true, false, msg)
+		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, wire.Exchange, opts.Queue, true, false, msg)
 		if err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
@@ -14,7 +14,7 @@ func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	started := false
-	opts := RelayOptions{Queue: broker.QueueTTS, Prefetch: 8, Concurrency: 4, Seed: 10, Started: func() { started = true }}
+	opts := RelayOptions{Queue: wire.QueueTTS, Prefetch: 8, Concurrency: 4, Seed: 10, Started: func() { started = true }}
 	elapsed, err := RawRelay(ctx, url, 300, opts)
 	if err != nil {
 		t.Fatalf("RawRelay: %v", err)
@@ -27,7 +27,7 @@ func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
 	ch := testenv.Channel(t, url)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		q, err := ch.QueueDeclarePassive(broker.QueueTTS, true, false, false, false, nil)
+		q, err := ch.QueueDeclarePassive(wire.QueueTTS, true, false, false, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d messages left on %s, want at least the %d seeded", q.Messages, broker.QueueTTS, opts.Seed)
+			t.Fatalf("%d messages left on %s, want at least the %d seeded", q.Messages, wire.QueueTTS, opts.Seed)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
