@@ -143,8 +143,7 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 // rejectedID is the dead-letter id of a delivery rejected before its
 // handler: derived from the queue it was consumed from and the publisher's
 // message id, or its body when it has none. A redelivery of the message is
-// recorded once; the same bytes on two queues, or two messages of one queue,
-// are recorded apart.
+// recorded once; the same bytes on two queues are recorded apart.
 func rejectedID(queue string, d Delivery) uuid.UUID {
 	if d.MessageID != "" {
 		return uuid.NewSHA1(deadLetterSpace, []byte(queue+"\x00message_id\x00"+d.MessageID))
