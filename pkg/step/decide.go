@@ -8,9 +8,10 @@ package step
 
 import (
 	"fmt"
-	"github.com/dubflow/dubflow/pkg/fault"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
@@ -67,7 +68,9 @@ const (
 	commitFailed                 // any other failure: a staged statement, the database unreachable
 )
 
-// Outcomes an attempt is recorded with (also metric labels).
+// Outcomes an attempt is recorded with (also metric labels): the values of
+// attempt.Succeeded, Parked, Retried and DeadLettered, untyped so that they
+// also name the metrics (TestOutcomesArePkgAttempts checks they match).
 const (
 	recSucceeded    = "succeeded"
 	recParked       = "parked"
@@ -112,7 +115,7 @@ type facts struct {
 	// Recorded and found Commit (CommitErr), then publishing the messages it
 	// added failed with PublishErr.
 	Commits    int
-	Recorded   string
+	Recorded   attempt.Outcome
 	Commit     commitResult
 	CommitErr  error
 	PublishErr error
@@ -130,9 +133,10 @@ const (
 // decision is what the runner does next, and why.
 type decision struct {
 	Action action
-	// Record (actRecord) is the outcome committed; Staged says whether what
-	// the handler staged is committed with it.
-	Record string
+	// Record (actRecord) is the outcome committed, which pkg/attempt
+	// carries out (attempt.Finish); Staged says whether what the handler
+	// staged is committed with it.
+	Record attempt.Outcome
 	Staged bool
 	// Err is the error recorded (actRecord), dead-lettered (actReject) or
 	// that led to the decision; Class is its class and Reason the dead
