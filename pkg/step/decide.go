@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
@@ -68,9 +67,13 @@ const (
 	commitFailed                 // any other failure: a staged statement, the database unreachable
 )
 
-// Outcomes an attempt is recorded with (also metric labels): the values of
-// attempt.Succeeded, Parked, Retried and DeadLettered, untyped so that they
-// also name the metrics (TestOutcomesArePkgAttempts checks they match).
+// recOutcome is how a claimed attempt ends: one of pkg/attempt's
+// Outcomes, which attempt.Finish carries out. decide.go imports nothing
+// that does I/O, so the values are repeated here (untyped, so that they
+// also name the metrics); TestOutcomesArePkgAttempts keeps them equal.
+type recOutcome string
+
+// Outcomes an attempt is recorded with (also metric labels).
 const (
 	recSucceeded    = "succeeded"
 	recParked       = "parked"
@@ -115,7 +118,7 @@ type facts struct {
 	// Recorded and found Commit (CommitErr), then publishing the messages it
 	// added failed with PublishErr.
 	Commits    int
-	Recorded   attempt.Outcome
+	Recorded   recOutcome
 	Commit     commitResult
 	CommitErr  error
 	PublishErr error
@@ -136,7 +139,7 @@ type decision struct {
 	// Record (actRecord) is the outcome committed, which pkg/attempt
 	// carries out (attempt.Finish); Staged says whether what the handler
 	// staged is committed with it.
-	Record attempt.Outcome
+	Record recOutcome
 	Staged bool
 	// Err is the error recorded (actRecord), dead-lettered (actReject) or
 	// that led to the decision; Class is its class and Reason the dead

@@ -43,7 +43,7 @@ func ran(n int, err error) facts {
 }
 
 // recorded is attempt n after its first commit of outcome found c (err).
-func recorded(n int, outcome attempt.Outcome, c commitResult, err error) facts {
+func recorded(n int, outcome recOutcome, c commitResult, err error) facts {
 	var herr error
 	if outcome != recSucceeded {
 		herr = errors.New("boom")
@@ -286,7 +286,7 @@ func TestDecideDoesNoIO(t *testing.T) {
 // TestOutcomesArePkgAttempts: the outcomes decide records are the ones
 // pkg/attempt carries out, with the status each ends the attempt with.
 func TestOutcomesArePkgAttempts(t *testing.T) {
-	for rec, want := range map[attempt.Outcome]struct {
+	for rec, want := range map[recOutcome]struct {
 		outcome attempt.Outcome
 		status  string
 	}{
@@ -295,8 +295,8 @@ func TestOutcomesArePkgAttempts(t *testing.T) {
 		recRetried:      {attempt.Retried, attempt.StatusFailed},
 		recDeadLettered: {attempt.DeadLettered, attempt.StatusFailed},
 	} {
-		if rec != want.outcome || rec.Status() != want.status {
-			t.Errorf("outcome %q ends with status %q, want attempt's %q ending %q", rec, rec.Status(), want.outcome, want.status)
+		if got := attempt.Outcome(rec); got != want.outcome || got.Status() != want.status {
+			t.Errorf("outcome %q ends with status %q, want attempt's %q ending %q", rec, got.Status(), want.outcome, want.status)
 		}
 	}
 }

@@ -76,7 +76,7 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 	if dec.Err != nil {
 		text = dec.Err.Error()
 	}
-	finish := statement(attempt.Finish(dl.stepID, r.cfg.Worker, dec.Record, wire.Reason(text)))
+	finish := statement(attempt.Finish(dl.stepID, r.cfg.Worker, attempt.Outcome(dec.Record), wire.Reason(text)))
 	switch dec.Record {
 	case recSucceeded:
 		stmts := append([]stmt{finish}, dl.msg.stmts...)
