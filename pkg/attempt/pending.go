@@ -234,3 +234,18 @@ func NextAttempt(ctx context.Context, q store.Querier, task uuid.UUID, step, par
 	}
 	return next, nil
 }
+
+// LeaseHolders returns the tasks with an attempt that holds a lease live at
+// now (nil: the database's clock): a step of theirs is running.
+func LeaseHolders(ctx context.Context, q store.Querier, now *time.Time) ([]uuid.UUID, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT task_id FROM task_steps
+		WHERE status = 'running' AND lease_until >= coalesce($1::timestamptz, now())`, now)
+	if err != nil {
+		return nil, fmt.Errorf("read tasks holding a lease: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("read tasks holding a lease: %w", err)
+	}
+	return ids, nil
+}
