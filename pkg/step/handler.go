@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -73,7 +73,8 @@ type stmt struct {
 	transition *task.Transition
 }
 
-// statement stages one of pkg/attempt's transitions.
+// statement stages one of the step attempts' transitions
+// (pkg/internal/attempt).
 func statement(s attempt.Statement) stmt { return stmt{sql: s.SQL, args: s.Args} }
 
 // insert stages the insert of o into the outbox.
@@ -93,12 +94,6 @@ func (m *Message) Decode(v any) error {
 // Exec stages a statement to run in the success transaction.
 func (m *Message) Exec(sql string, args ...any) {
 	m.stmts = append(m.stmts, stmt{sql: sql, args: args})
-}
-
-// Stage stages one of pkg/attempt's transitions (attempt.Cover, say) in
-// the success transaction.
-func (m *Message) Stage(s attempt.Statement) {
-	m.stmts = append(m.stmts, statement(s))
 }
 
 // Then stages a function to run inside the success transaction, before the

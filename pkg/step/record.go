@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"

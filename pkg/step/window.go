@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -35,7 +35,7 @@ const overtakeMargin = 2 * time.Minute
 // lostMessages re-drives parts whose message was lost, and only those.
 //
 // A part of a queued or running task is pending while its message is on
-// its way to a worker (attempt.CountPendingParts says exactly when). Under a
+// its way to a worker (step.CountPendingParts says exactly when). Under a
 // backlog a pending part may wait for hours without any activity, so
 // silence alone proves nothing; what tells "waiting" from "lost" is whether
 // the broker still holds a message for it. RabbitMQ cannot be searched for
@@ -107,12 +107,12 @@ type lostCheck struct {
 	r           *reconciler
 	tx          pgx.Tx
 	now         *time.Time // the check's clock (nil: the database's)
-	th          attempt.PendingThresholds
-	unpublished map[string]int                  // outbox rows by routing key
-	depth       Depths                          // ready messages in the broker
-	counts      map[string]attempt.PendingCount // pending parts by step
-	progress    map[string]time.Time            // latest claim by step
-	suspects    map[partKey]time.Time           // this check's suspects
+	th          step.PendingThresholds
+	unpublished map[string]int               // outbox rows by routing key
+	depth       Depths                       // ready messages in the broker
+	counts      map[string]step.PendingCount // pending parts by step
+	progress    map[string]time.Time         // latest claim by step
+	suspects    map[partKey]time.Time        // this check's suspects
 	acts        []Action
 	outbox      []int64 // staged re-drives to publish after the commit
 }
@@ -121,7 +121,7 @@ type lostCheck struct {
 // the pending parts and the steps' recent claims (see lostMessages).
 func (r *reconciler) countLost(ctx context.Context, tx pgx.Tx) (*lostCheck, error) {
 	c := &lostCheck{r: r, tx: tx, suspects: map[partKey]time.Time{}, now: r.at(),
-		th: attempt.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}}
+		th: step.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}}
 	keys := make([]string, len(wire.Pipeline))
 	for i, s := range wire.Pipeline {
 		keys[i] = wire.RoutingKey(s)
@@ -133,10 +133,10 @@ func (r *reconciler) countLost(ctx context.Context, tx pgx.Tx) (*lostCheck, erro
 	if c.depth, err = r.depths(ctx); err != nil {
 		return nil, fmt.Errorf("read queue depths (waiting cannot be told from lost; nothing re-driven): %w", err)
 	}
-	if c.counts, err = attempt.CountPendingParts(ctx, tx, wire.Pipeline, c.th, c.now); err != nil {
+	if c.counts, err = step.CountPendingParts(ctx, tx, wire.Pipeline, c.th, c.now); err != nil {
 		return nil, err
 	}
-	if c.progress, err = attempt.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask, c.now); err != nil {
+	if c.progress, err = step.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask, c.now); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -168,7 +168,7 @@ func (c *lostCheck) step(ctx context.Context, stepName string) error {
 				n.Pending, queued)})
 		return nil
 	}
-	parts, err := attempt.IdlePendingParts(ctx, c.tx, stepName, c.th, before, min(missing, c.r.set.Batch), c.now)
+	parts, err := step.IdlePendingParts(ctx, c.tx, stepName, c.th, before, min(missing, c.r.set.Batch), c.now)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (c *lostCheck) step(ctx context.Context, stepName string) error {
 
 // part suspects p the first time it is found missing, and re-drives it
 // when the previous check suspected it with no activity since.
-func (c *lostCheck) part(ctx context.Context, p attempt.PendingPart, why string) error {
+func (c *lostCheck) part(ctx context.Context, p step.PendingPart, why string) error {
 	k := partKey{task: p.TaskID, step: p.Step, part: p.Part}
 	if seen, ok := c.r.suspects[k]; !ok || !seen.Equal(p.LastActivity) {
 		c.suspects[k] = p.LastActivity
@@ -208,7 +208,7 @@ func (c *lostCheck) part(ctx context.Context, p attempt.PendingPart, why string)
 // checking under its task's row lock that nothing happened to it since it
 // was counted, at now (nil: the database's clock). It returns the action and
 // the outbox id (0 when nothing was re-driven).
-func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p attempt.PendingPart, now *time.Time) (Action, int64, error) {
+func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p step.PendingPart, now *time.Time) (Action, int64, error) {
 	act := Action{TaskID: p.TaskID, Step: p.Step, Part: p.Part}
 	var t taskRow
 	err := tx.QueryRow(ctx, `SELECT id, trace_id, speaker_id, source_video_key, output_video_key, source_language, target_language
@@ -222,7 +222,7 @@ func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p attempt.PendingPa
 		return act, 0, fmt.Errorf("lock task %s: %w", p.TaskID, err)
 	}
 	// A claim does not lock the task row: look again at the part itself.
-	moved, err := attempt.MovedOn(ctx, tx, p.TaskID, p.Step, p.Part, p.AttemptID, now)
+	moved, err := step.MovedOn(ctx, tx, p.TaskID, p.Step, p.Part, p.AttemptID, now)
 	if err != nil {
 		return act, 0, err
 	}
@@ -242,11 +242,11 @@ func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p attempt.PendingPa
 	}
 	kind := actionStuck
 	reason := fmt.Sprintf("%s message lost: no activity for %s and fewer messages queued than parts waiting",
-		attempt.RedriveReasonPrefix, r.set.StuckTask)
-	if p.Status == attempt.StatusRunning {
+		step.RedriveReasonPrefix, r.set.StuckTask)
+	if p.Status == step.StatusRunning {
 		kind = actionLease
-		reason = attempt.RedriveReasonPrefix + " lease expired with no worker and its message is not queued"
-		closed, err := attempt.CloseExpired(ctx, tx, p.AttemptID, "lease expired with no worker; re-driven by the reconciler", now)
+		reason = step.RedriveReasonPrefix + " lease expired with no worker and its message is not queued"
+		closed, err := step.CloseExpiredAttempt(ctx, tx, p.AttemptID, "lease expired with no worker; re-driven by the reconciler", now)
 		if err != nil {
 			return act, 0, err
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -31,7 +31,7 @@ func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 	var outbox []int64
 	now := r.at()
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		running, err := attempt.LeaseHolders(ctx, tx, now)
+		running, err := step.LeaseHolders(ctx, tx, now)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -112,7 +111,7 @@ func (r *reconciler) runOnce(ctx context.Context) ([]Action, error) {
 // them over); nothing is re-driven. Held parts of live tasks are the
 // lost-message check's.
 func (r *reconciler) endedTaskLeases(ctx context.Context) ([]Action, error) {
-	closed, err := attempt.CloseEnded(ctx, r.pool, r.set.LeaseGrace, r.set.Batch, r.at())
+	closed, err := step.CloseEndedAttempts(ctx, r.pool, r.set.LeaseGrace, r.set.Batch, r.at())
 	acts := make([]Action, len(closed))
 	for i, c := range closed {
 		acts[i] = Action{Kind: actionClosed, TaskID: c.TaskID, Step: c.Step, Part: c.Part,

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -124,7 +123,7 @@ func (f *fixture) emit(t *testing.T, env *wire.Envelope, queuedAgo time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := attempt.AddPart(env.TaskID, env.Step, part, body).Exec(context.Background(), f.pool); err != nil {
+	if err := step.AddPart(context.Background(), f.pool, env.TaskID, env.Step, part, body); err != nil {
 		t.Fatal(err)
 	}
 	f.exec(t, `UPDATE step_parts SET created_at = now() - $4::interval WHERE task_id = $1 AND step = $2 AND part = $3`,
@@ -279,7 +278,7 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 			t.Errorf("waiting task %s has %d messages in task.asr, want its one", task, got[task])
 		}
 	}
-	if n, err := attempt.CountNeedlessRedrives(context.Background(), f.pool); err != nil || n != 0 {
+	if n, err := step.CountNeedlessRedrives(context.Background(), f.pool); err != nil || n != 0 {
 		t.Errorf("needless re-drives %d (%v), want 0", n, err)
 	}
 }

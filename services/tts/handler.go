@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
@@ -235,7 +234,7 @@ func (h *handler) finish(ctx context.Context, msg *step.Message, t task, done in
 	msg.Log.Info().Int("synthesized", done).Msg("every segment has audio")
 	msg.Apply(lifecycle.Resume(lifecycle.RefOf(msg.Envelope)))
 	if t.version <= 1 {
-		msg.Stage(attempt.Cover(t.id, "covered by the whole-task tts run"))
+		msg.CoverParts(t.id, "covered by the whole-task tts run")
 	}
 	return msg.Emit(wire.StepMuxVideo, h.muxPayload(t))
 }

@@ -23,16 +23,24 @@
 //	EmitWhenDone  the next step's part, once, when      the runtime's fan-in
 //	              every part of a step succeeded
 //	Cover         parts not succeeded → succeeded,      the tts worker's whole-task run
-//	              covered by a run of the whole step
+//	              covered by a run of the whole step    (step.Message.CoverParts)
 //	CloseEnded    running, lease expired, task ended    the reconciler
-//	              → failed
+//	              → failed                              (step.CloseEndedAttempts)
 //	CloseExpired  running, lease expired → failed       the reconciler, before a re-drive
+//	                                                    (step.CloseExpiredAttempt)
 //
 // The runtime's decision (pkg/step's decide) names an Outcome; Finish turns
 // it into the statement that ends the claimed attempt. The statements that
 // end an attempt check that the caller still holds it (finish_step in the
 // migrations): a worker whose lease ran out gets ErrLeaseLost, one whose
 // claim row is gone ErrClaimLost (MapError).
+//
+// The package sits under pkg/internal so that no service — no handler —
+// can import it: claims, leases and outcomes are pkg/step's Runner's alone.
+// Services reach the transitions meant for them through pkg/step: a
+// handler stages Cover with Message.CoverParts, the reconciler closes
+// attempts with CloseEndedAttempts and CloseExpiredAttempt and reads the
+// pending parts; pkg/dub's redub adds a version's part with AddPart.
 //
 // A Statement is a value: SQL and its arguments, to run alone (Exec) or
 // staged with a step's other statements in its success transaction. The

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
 )
