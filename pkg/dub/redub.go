@@ -8,8 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -172,7 +172,7 @@ func addTTS(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, version int) (int6
 	if err != nil {
 		return 0, fmt.Errorf("encode tts message: %w", err)
 	}
-	if _, err := tx.Exec(ctx, store.AddPartSQL, taskID, wire.StepTTS, wire.VersionPart(version), body); err != nil {
+	if err := attempt.AddPart(taskID, wire.StepTTS, wire.VersionPart(version), body).Exec(ctx, tx); err != nil {
 		return 0, fmt.Errorf("record tts part of %s: %w", taskID, err)
 	}
 	o := outbox.New(wire.Exchange, wire.RoutingKey(wire.StepTTS), body)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -84,16 +84,16 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 	// n claims of n parts, and n claims of one part (attempts 1..n), in
 	// one batch.
 	release, wait := held(t, ctx, db, c)
-	claims := make([]store.Claim, 2*n)
+	claims := make([]attempt.Lease, 2*n)
 	errs := make([]error, 2*n)
 	var wg sync.WaitGroup
 	for i := range 2 * n {
-		k := store.StepKey{TaskID: task, Step: "asr", Part: fmt.Sprintf("p%d", i), Attempt: 1}
+		k := attempt.Key{TaskID: task, Step: "asr", Part: fmt.Sprintf("p%d", i), Attempt: 1}
 		if i >= n {
 			k.Part, k.Attempt = "same", i-n+1
 		}
 		wg.Go(func() {
-			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { store.QueueClaimStep(b, k, "w", time.Minute, "", nil, &claims[i]) })
+			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { attempt.QueueClaim(b, k, "w", time.Minute, "", nil, &claims[i]) })
 		})
 	}
 	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 2*n })
@@ -108,10 +108,10 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		if i < n && claims[i].Outcome != store.Claimed {
+		if i < n && claims[i].Outcome != attempt.Claimed {
 			t.Fatalf("claim %d: %s, want claimed", i, claims[i].Outcome)
 		}
-		if i >= n && claims[i].Outcome == store.Claimed {
+		if i >= n && claims[i].Outcome == attempt.Claimed {
 			same++
 		}
 	}
@@ -128,7 +128,8 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 		}
 		wg.Go(func() {
 			errs[i] = c.do(ctx, fmt.Sprint(n-i), func(b *pgx.Batch) {
-				b.Queue(store.FinishStepSQL, claims[i].StepID, worker, store.StatusSucceeded, "")
+				s := attempt.Succeed(claims[i].StepID, worker)
+				b.Queue(s.SQL, s.Args...)
 			})
 		})
 	}
@@ -140,9 +141,9 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 		t.Fatalf("commits went in %d merged batches, want 1", got-1)
 	}
 	for i := range n {
-		err := store.MapError(errs[i])
+		err := attempt.MapError(errs[i])
 		if i == 7 {
-			if !errors.Is(err, store.ErrLeaseLost) {
+			if !errors.Is(err, attempt.ErrLeaseLost) {
 				t.Fatalf("intruder's commit: %v, want ErrLeaseLost", err)
 			}
 			continue

@@ -25,7 +25,8 @@ type Config struct {
 	Delay     DelayFunc
 	// DLQ is the dead-letter queue, published to through the default exchange.
 	DLQ string
-	// Worker identifies this process in task_steps; default host-pid-random.
+	// Worker identifies this process in the step attempts it claims
+	// (pkg/attempt); default host-pid-random.
 	Worker string
 	// MaxRetries is the retry budget: how many times a transiently failed
 	// step is tried again before it is dead-lettered; zero means never. The

@@ -8,9 +8,9 @@ package step
 
 import (
 	"fmt"
-	"github.com/dubflow/dubflow/pkg/fault"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
@@ -67,6 +67,12 @@ const (
 	commitFailed                 // any other failure: a staged statement, the database unreachable
 )
 
+// recOutcome is how a claimed attempt ends: one of pkg/attempt's
+// Outcomes, which attempt.Finish carries out. decide.go imports nothing
+// that does I/O, so the values are repeated here (untyped, so that they
+// also name the metrics); TestOutcomesArePkgAttempts keeps them equal.
+type recOutcome string
+
 // Outcomes an attempt is recorded with (also metric labels).
 const (
 	recSucceeded    = "succeeded"
@@ -112,7 +118,7 @@ type facts struct {
 	// Recorded and found Commit (CommitErr), then publishing the messages it
 	// added failed with PublishErr.
 	Commits    int
-	Recorded   string
+	Recorded   recOutcome
 	Commit     commitResult
 	CommitErr  error
 	PublishErr error
@@ -130,9 +136,10 @@ const (
 // decision is what the runner does next, and why.
 type decision struct {
 	Action action
-	// Record (actRecord) is the outcome committed; Staged says whether what
-	// the handler staged is committed with it.
-	Record string
+	// Record (actRecord) is the outcome committed, which pkg/attempt
+	// carries out (attempt.Finish); Staged says whether what the handler
+	// staged is committed with it.
+	Record recOutcome
 	Staged bool
 	// Err is the error recorded (actRecord), dead-lettered (actReject) or
 	// that led to the decision; Class is its class and Reason the dead

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"go/parser"
 	"go/token"
 	"strconv"
@@ -42,7 +43,7 @@ func ran(n int, err error) facts {
 }
 
 // recorded is attempt n after its first commit of outcome found c (err).
-func recorded(n int, outcome string, c commitResult, err error) facts {
+func recorded(n int, outcome recOutcome, c commitResult, err error) facts {
 	var herr error
 	if outcome != recSucceeded {
 		herr = errors.New("boom")
@@ -278,6 +279,24 @@ func TestDecideDoesNoIO(t *testing.T) {
 	for _, imp := range f.Imports {
 		if path, _ := strconv.Unquote(imp.Path.Value); !allowed[path] {
 			t.Errorf("decide.go imports %s", path)
+		}
+	}
+}
+
+// TestOutcomesArePkgAttempts: the outcomes decide records are the ones
+// pkg/attempt carries out, with the status each ends the attempt with.
+func TestOutcomesArePkgAttempts(t *testing.T) {
+	for rec, want := range map[recOutcome]struct {
+		outcome attempt.Outcome
+		status  string
+	}{
+		recSucceeded:    {attempt.Succeeded, attempt.StatusSucceeded},
+		recParked:       {attempt.Parked, attempt.StatusParked},
+		recRetried:      {attempt.Retried, attempt.StatusFailed},
+		recDeadLettered: {attempt.DeadLettered, attempt.StatusFailed},
+	} {
+		if got := attempt.Outcome(rec); got != want.outcome || got.Status() != want.status {
+			t.Errorf("outcome %q ends with status %q, want attempt's %q ending %q", rec, got.Status(), want.outcome, want.status)
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -71,10 +71,10 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 		after = env.After(after)
 	}
 	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, after, route.Timeout, env.Attempt, env.CreatedAt
-	key := store.StepKey{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
-	var claim store.Claim
+	key := attempt.Key{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
+	var claim attempt.Lease
 	err = r.claims.do(ctx, env.TaskID.String()+"/"+env.Step+"/"+part, func(b *pgx.Batch) {
-		store.QueueClaimStep(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, &claim)
+		attempt.QueueClaim(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, &claim)
 	})
 	if err != nil {
 		f.Claim, f.ClaimErr = claimFailed, err
@@ -85,18 +85,18 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	return dl
 }
 
-// claimResultOf names a store claim outcome for the decisions.
+// claimResultOf names a claim outcome for the decisions.
 func claimResultOf(outcome string) claimResult {
 	switch outcome {
-	case store.Claimed:
+	case attempt.Claimed:
 		return claimClaimed
-	case store.Done:
+	case attempt.Done:
 		return claimDone
-	case store.Finished:
+	case attempt.Finished:
 		return claimFinished
-	case store.Waiting:
+	case attempt.Waiting:
 		return claimWaiting
-	case store.Held:
+	case attempt.Held:
 		return claimHeld
 	}
 	return claimUnknown
@@ -208,7 +208,7 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 
 // release frees the delivery's attempt for the next delivery of the message.
 func (r *Runner) release(ctx context.Context, dl *delivery) {
-	if err := store.ReleaseLease(context.WithoutCancel(ctx), r.cfg.Pool, dl.stepID, r.cfg.Worker); err != nil {
+	if err := attempt.Release(context.WithoutCancel(ctx), r.cfg.Pool, dl.stepID, r.cfg.Worker); err != nil {
 		dl.log.Warn().Err(err).Msg("release lease")
 	}
 }

@@ -1,6 +1,7 @@
 // Package step is dubflow's step runtime: every worker is a Handler plugged
 // into a Runner, and the Runner owns decoding and validation, idempotency
-// through task_steps, dependencies between steps, timeouts, the
+// through the step attempts (pkg/attempt, which writes them), dependencies
+// between steps, timeouts, the
 // transactional outbox, retries through the delay tiers, dead-lettering,
 // panic recovery, graceful shutdown and metrics.
 //

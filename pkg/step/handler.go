@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -73,6 +73,10 @@ type stmt struct {
 	transition *task.Transition
 }
 
+// statement stages one of the step attempts' transitions
+// (pkg/internal/attempt).
+func statement(s attempt.Statement) stmt { return stmt{sql: s.SQL, args: s.Args} }
+
 // insert stages the insert of o into the outbox.
 func insert(o *outbox.Message) stmt {
 	return stmt{sql: outbox.InsertSQL, args: o.Args(), outbox: o}
@@ -107,7 +111,7 @@ func (m *Message) Emit(step string, payload any) error {
 		return err
 	}
 	m.stmts = append(m.stmts,
-		stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part, body}},
+		statement(attempt.AddPart(next.TaskID, step, part, body)),
 		insert(outbox.New(wire.Exchange, wire.RoutingKey(step), body)))
 	return nil
 }
@@ -131,29 +135,16 @@ func (m *Message) EmitFor(taskID uuid.UUID, step string, payload any) error {
 		return err
 	}
 	o := outbox.New(wire.Exchange, next.RoutingKey(), body)
-	m.stmts = append(m.stmts, stmt{sql: emitNewPartSQL,
-		args: []any{taskID, step, part, body, o.MessageID, o.Exchange, o.RoutingKey}, outbox: o})
+	add := attempt.AddNewPart(taskID, step, part, body, o.MessageID, o.Exchange, o.RoutingKey)
+	m.stmts = append(m.stmts, stmt{sql: add.SQL, args: add.Args, outbox: o})
 	return nil
 }
-
-// emitNewPartSQL registers a part with its message and adds the message to
-// the outbox only if the part was not registered before, returning the
-// outbox id or NULL (arguments: task, step, part, body, message id,
-// exchange, routing key).
-const emitNewPartSQL = `WITH part AS (
-	INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4)
-	ON CONFLICT DO NOTHING RETURNING 1
-), sent AS (
-	INSERT INTO outbox (message_id, exchange, routing_key, body)
-	SELECT $5, $6, $7, $4 FROM part RETURNING id
-)
-SELECT (SELECT id FROM sent)`
 
 // EmitWhenStepDone stages the next step's message for fan-in: it is emitted
 // only by the part whose success completes this step, exactly once however
 // many parts finish at the same moment.
 func (m *Message) EmitWhenStepDone(step string, payload any) error {
-	return m.emitWhen(store.EmitWhenDoneSQL, step, payload, m.Envelope.Step)
+	return m.emitWhen(attempt.EmitWhenDoneSQL, step, payload, m.Envelope.Step)
 }
 
 // emitWhen stages the next step's message as the last arguments of a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
@@ -24,7 +25,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 	}
 	commitCtx := context.WithoutCancel(ctx)
 	out, err := r.commit(commitCtx, dl.env.TaskID.String(), fns, r.statements(dl, dec))
-	err = store.MapError(err)
+	err = attempt.MapError(err)
 	if errors.Is(err, task.ErrRefused) {
 		// The task's status refuses the step's change of it (the task was
 		// cancelled or failed while the step ran): nothing the step staged
@@ -32,7 +33,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 		// reason, without retry or dead letter, and the message is acked.
 		dl.log.Warn().Err(err).Msg("task refused the step's outcome; attempt closed")
 		r.cfg.Metrics.outcome(dl.env.Step, "refused")
-		closeErr := store.MapError(closeRefused(commitCtx, r, dl, err))
+		closeErr := attempt.MapError(closeRefused(commitCtx, r, dl, err))
 		if closeErr == nil {
 			f := &dl.facts
 			f.Commits++
@@ -59,9 +60,9 @@ func commitResultOf(err error) commitResult {
 	switch {
 	case err == nil:
 		return committed
-	case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrDuplicate):
+	case errors.Is(err, attempt.ErrLeaseLost), errors.Is(err, attempt.ErrDuplicate):
 		return commitSettled
-	case errors.Is(err, store.ErrClaimLost):
+	case errors.Is(err, attempt.ErrClaimLost):
 		return commitClaimLost
 	}
 	return commitFailed
@@ -71,20 +72,18 @@ func commitResultOf(err error) commitResult {
 // delivery's attempt.
 func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 	env := dl.env
-	finish := func(status string) stmt {
-		text := ""
-		if dec.Err != nil {
-			text = dec.Err.Error()
-		}
-		return stmt{sql: store.FinishStepSQL, args: []any{dl.stepID, r.cfg.Worker, status, wire.Reason(text)}}
+	text := ""
+	if dec.Err != nil {
+		text = dec.Err.Error()
 	}
+	finish := statement(attempt.Finish(dl.stepID, r.cfg.Worker, attempt.Outcome(dec.Record), wire.Reason(text)))
 	switch dec.Record {
 	case recSucceeded:
-		stmts := append([]stmt{finish(store.StatusSucceeded)}, dl.msg.stmts...)
+		stmts := append([]stmt{finish}, dl.msg.stmts...)
 		start := task.Start(task.RefOf(env))
 		return append(stmts, stmt{sql: start.SQL, args: start.Args, transition: &start})
 	case recParked:
-		return append([]stmt{finish(store.StatusParked)}, dl.msg.stmts...)
+		return append([]stmt{finish}, dl.msg.stmts...)
 	case recRetried:
 		exchange, _ := r.cfg.Delay(dec.Delay)
 		retry := env.Retry()
@@ -92,11 +91,11 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 		if err != nil {
 			dl.log.Error().Err(err).Msg("encode retry")
 		}
-		return []stmt{finish(store.StatusFailed), insert(outbox.New(exchange, wire.RoutingKey(env.Step), body))}
+		return []stmt{finish, insert(outbox.New(exchange, wire.RoutingKey(env.Step), body))}
 	default: // recDeadLettered
 		original, _ := json.Marshal(env)
 		fail := task.Fail(task.RefOf(env), dl.msg.Part, env.Step+": "+dec.Reason)
-		return []stmt{finish(store.StatusFailed),
+		return []stmt{finish,
 			{sql: fail.SQL, args: fail.Args, transition: &fail},
 			insert(r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason, dec.Retries))}
 	}
@@ -118,7 +117,7 @@ func (r *Runner) deadLetter(id uuid.UUID, original []byte, env *wire.Envelope, c
 
 // closeRefused closes the attempt as failed with refusal as its reason.
 func closeRefused(ctx context.Context, r *Runner, dl *delivery, refusal error) error {
-	_, err := r.commit(ctx, dl.env.TaskID.String(), nil, []stmt{{sql: store.FinishStepSQL,
-		args: []any{dl.stepID, r.cfg.Worker, store.StatusFailed, wire.Reason(refusal.Error())}}})
+	_, err := r.commit(ctx, dl.env.TaskID.String(), nil,
+		[]stmt{statement(attempt.Refuse(dl.stepID, r.cfg.Worker, wire.Reason(refusal.Error())))})
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
@@ -13,7 +14,7 @@ import (
 // Replay stages, inside tx, a new run of env's step with a fresh retry
 // budget: the message gets the next unused attempt number of its part, that
 // attempt is recorded as the base of a new budget (step_replays), and the
-// message is added to the outbox. Earlier attempts stay in task_steps as
+// message is added to the outbox. Earlier attempts stay recorded as
 // history. Commit tx, then publish the returned outbox id (outbox.Flush) or
 // leave it to a sweep.
 func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (*wire.Envelope, int64, error) {
@@ -21,12 +22,9 @@ func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (
 	if err != nil {
 		return nil, 0, err
 	}
-	var next int
-	if err := tx.QueryRow(ctx, `SELECT greatest(
-			(SELECT coalesce(max(attempt), 0) FROM task_steps WHERE task_id = $1 AND step = $2 AND part = $3),
-			(SELECT coalesce(max(base_attempt), 0) FROM step_replays WHERE task_id = $1 AND step = $2 AND part = $3)) + 1`,
-		env.TaskID, env.Step, part).Scan(&next); err != nil {
-		return nil, 0, fmt.Errorf("replay %s/%s: next attempt: %w", env.TaskID, env.Step, err)
+	next, err := attempt.NextAttempt(ctx, tx, env.TaskID, env.Step, part)
+	if err != nil {
+		return nil, 0, fmt.Errorf("replay %s/%s: %w", env.TaskID, env.Step, err)
 	}
 	next = max(next, env.Attempt+1)
 	if _, err := tx.Exec(ctx, `INSERT INTO step_replays (task_id, step, part, base_attempt, reason)

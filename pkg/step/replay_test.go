@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/jackc/pgx/v5"
 )
@@ -41,11 +41,11 @@ func TestReplayTakesTheNextUnusedAttemptAndAFreshBudget(t *testing.T) {
 	if a, b := replay(), replay(); a != 5 || b != 6 {
 		t.Fatalf("replays got attempts %d and %d, want 5 and 6", a, b)
 	}
-	c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: env.TaskID, Step: "asr", Attempt: 6}, "w", time.Minute, "", nil)
+	c, err := attempt.Claim(ctx, db.Pool, attempt.Key{TaskID: env.TaskID, Step: "asr", Attempt: 6}, "w", time.Minute, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Outcome != store.Claimed || c.BaseAttempt != 6 {
+	if c.Outcome != attempt.Claimed || c.BaseAttempt != 6 {
 		t.Fatalf("claim of the replay = %+v, want claimed with a budget starting at attempt 6", c)
 	}
 	var outbox int

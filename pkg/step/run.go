@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/rs/zerolog"
@@ -54,12 +55,12 @@ func panicError(p any) error { return fmt.Errorf("handler panic: %v", p) }
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Int32 {
 	lost := new(atomic.Int32)
 	go ops.Every(ctx, r.cfg.Lease/3, func(ctx context.Context) {
-		err := store.ExtendLease(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
+		err := attempt.Extend(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
 		switch {
-		case errors.Is(err, store.ErrLeaseLost):
+		case errors.Is(err, attempt.ErrLeaseLost):
 			lost.Store(int32(leaseLost))
 			cancel()
-		case errors.Is(err, store.ErrClaimLost):
+		case errors.Is(err, attempt.ErrClaimLost):
 			lost.Store(int32(claimLost))
 			cancel()
 		case err != nil && ctx.Err() == nil:

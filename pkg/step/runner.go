@@ -184,7 +184,7 @@ func (r *Runner) note(dl *delivery, dec decision) {
 		_, actual := r.cfg.Delay(dec.Delay)
 		ev = ev.Dur("retry_in", actual)
 	case dec.Action == actRecord && dl.facts.Commits > 0:
-		ev = ev.Str("outcome", dl.facts.Recorded)
+		ev = ev.Str("outcome", string(dl.facts.Recorded))
 	}
 	ev.Msg(dec.Why)
 }

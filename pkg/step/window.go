@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -49,7 +49,7 @@ func (m *Message) EmitWindowed(step string, window int, payloads []any) error {
 		}
 		o := outbox.New(wire.Exchange, wire.RoutingKey(step), body)
 		m.stmts = append(m.stmts,
-			stmt{sql: store.AddPartSQL, args: []any{next.TaskID, step, part, body}},
+			statement(attempt.AddPart(next.TaskID, step, part, body)),
 			stmt{sql: holdSQL, args: []any{next.TaskID, step, part, window, o.MessageID, o.Exchange, o.RoutingKey, o.Body}})
 		// Each part is offered in order; release_part lets in only as
 		// many as the window has room for (fewer when parts of the task's

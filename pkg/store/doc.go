@@ -1,5 +1,6 @@
 // Package store is dubflow's Postgres layer (pgx/v5): the connection pool,
-// the migrations, and the step runtime's queries on task_steps and
-// step_parts (claims, leases, fan-in). The tasks table belongs to pkg/task,
-// the outbox to pkg/outbox.
+// the migrations, how an outage of the database is told from a failed
+// statement, and the counts of the outbox. The step attempts and parts
+// belong to pkg/attempt, the tasks table to pkg/task, the outbox's rows to
+// pkg/outbox.
 package store

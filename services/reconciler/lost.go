@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -34,7 +35,7 @@ const overtakeMargin = 2 * time.Minute
 // lostMessages re-drives parts whose message was lost, and only those.
 //
 // A part of a queued or running task is pending while its message is on
-// its way to a worker (store.CountPendingParts says exactly when). Under a
+// its way to a worker (step.CountPendingParts says exactly when). Under a
 // backlog a pending part may wait for hours without any activity, so
 // silence alone proves nothing; what tells "waiting" from "lost" is whether
 // the broker still holds a message for it. RabbitMQ cannot be searched for
@@ -105,12 +106,13 @@ func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
 type lostCheck struct {
 	r           *reconciler
 	tx          pgx.Tx
-	th          store.PendingThresholds
-	unpublished map[string]int                // outbox rows by routing key
-	depth       Depths                        // ready messages in the broker
-	counts      map[string]store.PendingCount // pending parts by step
-	progress    map[string]time.Time          // latest claim by step
-	suspects    map[partKey]time.Time         // this check's suspects
+	now         *time.Time // the check's clock (nil: the database's)
+	th          step.PendingThresholds
+	unpublished map[string]int               // outbox rows by routing key
+	depth       Depths                       // ready messages in the broker
+	counts      map[string]step.PendingCount // pending parts by step
+	progress    map[string]time.Time         // latest claim by step
+	suspects    map[partKey]time.Time        // this check's suspects
 	acts        []Action
 	outbox      []int64 // staged re-drives to publish after the commit
 }
@@ -118,8 +120,8 @@ type lostCheck struct {
 // countLost reads, in this order, the outbox, the broker's queue depths,
 // the pending parts and the steps' recent claims (see lostMessages).
 func (r *reconciler) countLost(ctx context.Context, tx pgx.Tx) (*lostCheck, error) {
-	c := &lostCheck{r: r, tx: tx, suspects: map[partKey]time.Time{},
-		th: store.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}}
+	c := &lostCheck{r: r, tx: tx, suspects: map[partKey]time.Time{}, now: r.at(),
+		th: step.PendingThresholds{Idle: r.set.StuckTask, LeaseGrace: r.set.LeaseGrace, Settle: r.set.Settle}}
 	keys := make([]string, len(wire.Pipeline))
 	for i, s := range wire.Pipeline {
 		keys[i] = wire.RoutingKey(s)
@@ -131,10 +133,10 @@ func (r *reconciler) countLost(ctx context.Context, tx pgx.Tx) (*lostCheck, erro
 	if c.depth, err = r.depths(ctx); err != nil {
 		return nil, fmt.Errorf("read queue depths (waiting cannot be told from lost; nothing re-driven): %w", err)
 	}
-	if c.counts, err = store.CountPendingParts(ctx, tx, wire.Pipeline, c.th); err != nil {
+	if c.counts, err = step.CountPendingParts(ctx, tx, wire.Pipeline, c.th, c.now); err != nil {
 		return nil, err
 	}
-	if c.progress, err = store.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask); err != nil {
+	if c.progress, err = step.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask, c.now); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -166,7 +168,7 @@ func (c *lostCheck) step(ctx context.Context, stepName string) error {
 				n.Pending, queued)})
 		return nil
 	}
-	parts, err := store.IdlePendingParts(ctx, c.tx, stepName, c.th, before, min(missing, c.r.set.Batch))
+	parts, err := step.IdlePendingParts(ctx, c.tx, stepName, c.th, before, min(missing, c.r.set.Batch), c.now)
 	if err != nil {
 		return err
 	}
@@ -184,14 +186,14 @@ func (c *lostCheck) step(ctx context.Context, stepName string) error {
 
 // part suspects p the first time it is found missing, and re-drives it
 // when the previous check suspected it with no activity since.
-func (c *lostCheck) part(ctx context.Context, p store.PendingPart, why string) error {
+func (c *lostCheck) part(ctx context.Context, p step.PendingPart, why string) error {
 	k := partKey{task: p.TaskID, step: p.Step, part: p.Part}
 	if seen, ok := c.r.suspects[k]; !ok || !seen.Equal(p.LastActivity) {
 		c.suspects[k] = p.LastActivity
 		c.acts = append(c.acts, Action{Kind: actionSuspect, TaskID: p.TaskID, Step: p.Step, Part: p.Part, Detail: why})
 		return nil
 	}
-	a, id, err := c.r.redrive(ctx, c.tx, p)
+	a, id, err := c.r.redrive(ctx, c.tx, p, c.now)
 	if err != nil {
 		return err
 	}
@@ -204,9 +206,9 @@ func (c *lostCheck) part(ctx context.Context, p store.PendingPart, why string) e
 
 // redrive replays the lost message of pending part p inside tx, after
 // checking under its task's row lock that nothing happened to it since it
-// was counted. It returns the action and the outbox id (0 when nothing was
-// re-driven).
-func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p store.PendingPart) (Action, int64, error) {
+// was counted, at now (nil: the database's clock). It returns the action and
+// the outbox id (0 when nothing was re-driven).
+func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p step.PendingPart, now *time.Time) (Action, int64, error) {
 	act := Action{TaskID: p.TaskID, Step: p.Step, Part: p.Part}
 	var t taskRow
 	err := tx.QueryRow(ctx, `SELECT id, trace_id, speaker_id, source_video_key, output_video_key, source_language, target_language
@@ -220,12 +222,9 @@ func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p store.PendingPart
 		return act, 0, fmt.Errorf("lock task %s: %w", p.TaskID, err)
 	}
 	// A claim does not lock the task row: look again at the part itself.
-	var moved bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM task_steps s
-			WHERE s.task_id = $1 AND s.step = $2 AND s.part = $3
-			  AND (s.id > $4 OR s.status = 'succeeded' OR (s.status = 'running' AND s.lease_until >= now())))`,
-		p.TaskID, p.Step, p.Part, p.AttemptID).Scan(&moved); err != nil {
-		return act, 0, fmt.Errorf("check %s/%s part %q again: %w", p.TaskID, p.Step, p.Part, err)
+	moved, err := step.MovedOn(ctx, tx, p.TaskID, p.Step, p.Part, p.AttemptID, now)
+	if err != nil {
+		return act, 0, err
 	}
 	if moved {
 		act.Kind, act.Detail = actionWaiting, "the part moved on while it was checked"
@@ -243,17 +242,15 @@ func (r *reconciler) redrive(ctx context.Context, tx pgx.Tx, p store.PendingPart
 	}
 	kind := actionStuck
 	reason := fmt.Sprintf("%s message lost: no activity for %s and fewer messages queued than parts waiting",
-		store.RedriveReasonPrefix, r.set.StuckTask)
-	if p.Status == store.StatusRunning {
+		step.RedriveReasonPrefix, r.set.StuckTask)
+	if p.Status == step.StatusRunning {
 		kind = actionLease
-		reason = store.RedriveReasonPrefix + " lease expired with no worker and its message is not queued"
-		tag, err := tx.Exec(ctx, `UPDATE task_steps SET status = 'failed', finished_at = now(), lease_until = NULL,
-			error = 'lease expired with no worker; re-driven by the reconciler'
-			WHERE id = $1 AND status = 'running' AND lease_until < now()`, p.AttemptID)
+		reason = step.RedriveReasonPrefix + " lease expired with no worker and its message is not queued"
+		closed, err := step.CloseExpiredAttempt(ctx, tx, p.AttemptID, "lease expired with no worker; re-driven by the reconciler", now)
 		if err != nil {
-			return act, 0, fmt.Errorf("close expired attempt %d: %w", p.AttemptID, err)
+			return act, 0, err
 		}
-		if tag.RowsAffected() == 0 {
+		if !closed {
 			act.Kind, act.Detail = actionWaiting, "the attempt was taken over while it was checked"
 			return act, 0, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -28,15 +29,20 @@ import (
 func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 	var acts []Action
 	var outbox []int64
+	now := r.at()
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT t.id, t.status, t.trace_id, t.error, now() - t.updated_at
-			  FROM tasks t
-			 WHERE (t.status IN ('queued', 'running') AND t.updated_at < now() - $1::interval
-			        AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = t.id
-			                        AND s.status = 'running' AND s.lease_until >= now()))
-			    OR (t.status = 'compensating' AND t.updated_at < now() - $2::interval)
+		running, err := step.LeaseHolders(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
+			SELECT t.id, t.status, t.trace_id, t.error, clock.now - t.updated_at
+			  FROM tasks t, clock
+			 WHERE (t.status IN ('queued', 'running') AND t.updated_at < clock.now - $1::interval
+			        AND t.id <> ALL(coalesce($5::uuid[], '{}')))
+			    OR (t.status = 'compensating' AND t.updated_at < clock.now - $2::interval)
 			 ORDER BY t.updated_at LIMIT $3
-			 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch)
+			 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running)
 		if err != nil {
 			return fmt.Errorf("find overdue tasks: %w", err)
 		}

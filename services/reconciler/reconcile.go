@@ -69,16 +69,31 @@ type reconciler struct {
 	pub    step.Publisher
 	depths DepthFunc
 	set    Settings
+	// now is the clock the passes judge ages and leases by; nil is the
+	// database's own clock (the one leases are written by), which the
+	// service uses. Tests move it, as river's rescuer's tests do.
+	now func() time.Time
 	// suspects are the parts the last lost-message check found missing,
 	// with their last activity; a part is re-driven only when the next
 	// check finds it missing again with no activity in between.
 	suspects map[partKey]time.Time
 }
 
-// pass runs every check once and returns what it did. Each check runs in
+// at is the time the passes' statements take as their clock: nil for the
+// database's own.
+func (r *reconciler) at() *time.Time {
+	if r.now == nil {
+		return nil
+	}
+	t := r.now()
+	return &t
+}
+
+// runOnce runs every check once and returns what it did. Each check runs in
 // its own transaction and locks what it touches (SKIP LOCKED, or an advisory
-// lock), so replicas running passes at the same moment share the work.
-func (r *reconciler) pass(ctx context.Context) ([]Action, error) {
+// lock), so replicas running passes at the same moment share the work. The
+// service calls it every RECONCILE_INTERVAL_SECONDS; tests call it directly.
+func (r *reconciler) runOnce(ctx context.Context) ([]Action, error) {
 	var all []Action
 	var errs []error
 	for _, check := range []func(context.Context) ([]Action, error){r.endedTaskLeases, r.outbox, r.lostMessages, r.overdueTasks} {
@@ -96,37 +111,21 @@ func (r *reconciler) pass(ctx context.Context) ([]Action, error) {
 // them over); nothing is re-driven. Held parts of live tasks are the
 // lost-message check's.
 func (r *reconciler) endedTaskLeases(ctx context.Context) ([]Action, error) {
-	rows, err := r.pool.Query(ctx, `UPDATE task_steps s SET status = 'failed', finished_at = now(), lease_until = NULL,
-		       error = 'lease expired with no worker; task already ' || t.status
-		  FROM tasks t
-		 WHERE t.id = s.task_id AND t.status IN ('done', 'failed')
-		   AND s.id IN (SELECT s2.id FROM task_steps s2 JOIN tasks t2 ON t2.id = s2.task_id
-		                 WHERE s2.status = 'running' AND s2.lease_until < now() - $1::interval
-		                   AND t2.status IN ('done', 'failed')
-		                 ORDER BY s2.lease_until LIMIT $2 FOR UPDATE OF s2 SKIP LOCKED)
-		RETURNING s.task_id, s.step, s.part, t.status`, r.set.LeaseGrace, r.set.Batch)
-	if err != nil {
-		return nil, fmt.Errorf("close expired attempts of ended tasks: %w", err)
+	closed, err := step.CloseEndedAttempts(ctx, r.pool, r.set.LeaseGrace, r.set.Batch, r.at())
+	acts := make([]Action, len(closed))
+	for i, c := range closed {
+		acts[i] = Action{Kind: actionClosed, TaskID: c.TaskID, Step: c.Step, Part: c.Part,
+			Detail: "lease expired; task is " + c.TaskStatus + ", nothing re-driven"}
 	}
-	acts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Action, error) {
-		var a Action
-		var status string
-		err := row.Scan(&a.TaskID, &a.Step, &a.Part, &status)
-		a.Kind, a.Detail = actionClosed, "lease expired; task is "+status+", nothing re-driven"
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("close expired attempts of ended tasks: %w", err)
-	}
-	return acts, nil
+	return acts, err
 }
 
 // outbox publishes rows older than OutboxAge: messages committed with a
 // step whose publish never happened (a crash between commit and publish,
 // a broker outage) and that no worker's sweep took.
 func (r *reconciler) outbox(ctx context.Context) ([]Action, error) {
-	rows, err := r.pool.Query(ctx, `SELECT id, routing_key FROM outbox WHERE created_at < now() - $1::interval
-		ORDER BY id LIMIT $2`, r.set.OutboxAge, r.set.Batch)
+	rows, err := r.pool.Query(ctx, `SELECT id, routing_key FROM outbox WHERE created_at < coalesce($3::timestamptz, now()) - $1::interval
+		ORDER BY id LIMIT $2`, r.set.OutboxAge, r.set.Batch, r.at())
 	if err != nil {
 		return nil, fmt.Errorf("find old outbox rows: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +17,14 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
 )
 
 type fixture struct {
@@ -53,12 +56,24 @@ func (f *fixture) reconciler() *reconciler {
 			TaskMaxIdle: 24 * time.Hour, CompensatingMax: 72 * time.Hour, Batch: 100}}
 }
 
+// at sets rec's clock to the database's clock moved by d: the passes judge
+// ages and leases as if d had passed.
+func at(t *testing.T, f *fixture, rec *reconciler, d time.Duration) {
+	t.Helper()
+	var now time.Time
+	if err := f.pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	moved := now.Add(d)
+	rec.now = func() time.Time { return moved }
+}
+
 // passes runs n passes of rec and returns every action.
 func passes(t *testing.T, rec *reconciler, n int) []Action {
 	t.Helper()
 	var all []Action
 	for range n {
-		acts, err := rec.pass(context.Background())
+		acts, err := rec.runOnce(context.Background())
 		if err != nil {
 			t.Fatalf("pass: %v", err)
 		}
@@ -108,7 +123,9 @@ func (f *fixture) emit(t *testing.T, env *wire.Envelope, queuedAgo time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, store.AddPartSQL, env.TaskID, env.Step, part, body)
+	if err := step.AddPart(context.Background(), f.pool, env.TaskID, env.Step, part, body); err != nil {
+		t.Fatal(err)
+	}
 	f.exec(t, `UPDATE step_parts SET created_at = now() - $4::interval WHERE task_id = $1 AND step = $2 AND part = $3`,
 		env.TaskID, env.Step, part, queuedAgo)
 }
@@ -187,6 +204,7 @@ func asrOf(t *testing.T, task uuid.UUID) *wire.Envelope {
 // queued, nothing in any queue or the outbox, no activity) is re-driven
 // once, as soon as the queue moves past it.
 func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	const backlog = 200
 	waiting := map[uuid.UUID]bool{}
@@ -260,7 +278,7 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 			t.Errorf("waiting task %s has %d messages in task.asr, want its one", task, got[task])
 		}
 	}
-	if n, err := store.CountNeedlessRedrives(context.Background(), f.pool); err != nil || n != 0 {
+	if n, err := step.CountNeedlessRedrives(context.Background(), f.pool); err != nil || n != 0 {
 		t.Errorf("needless re-drives %d (%v), want 0", n, err)
 	}
 }
@@ -270,6 +288,7 @@ func TestBacklogIsNotRedrivenALostMessageIsOnce(t *testing.T) {
 // closed and the message replayed once. Attempts of ended tasks are closed
 // without a re-drive; a lease that ran out a moment ago is left alone.
 func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	dead := f.task(t, time.Hour)
@@ -323,9 +342,31 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 		Scan(&status); err != nil || status != "running" {
 		t.Errorf("recent lease is %s (%v), want left running", status, err)
 	}
+
+	// Two minutes later (the clock moved, nothing slept) the recent lease
+	// ran out long enough ago: suspected at one pass, re-driven at the next.
+	rec := f.reconciler()
+	at(t, f, rec, 2*time.Minute)
+	acts = passes(t, rec, 2)
+	if count(acts, actionSuspect) != 1 || count(acts, actionLease) != 1 {
+		t.Fatalf("actions two minutes later %+v, want the recent lease suspected, then re-driven", acts)
+	}
+	for _, a := range acts {
+		if a.Kind == actionLease && (a.TaskID != recent || a.Attempt != 2) {
+			t.Errorf("re-drove %+v, want the recent asr as attempt 2", a)
+		}
+	}
+	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'asr' AND attempt = 1`, recent).
+		Scan(&status); err != nil || status != "failed" {
+		t.Errorf("recent lease is %s (%v) two minutes later, want closed", status, err)
+	}
+	if msgs := f.drain(t, broker.QueueASR); len(msgs) != 1 || msgs[0].TaskID != recent || msgs[0].Attempt != 2 {
+		t.Errorf("task.asr holds %+v, want the recent asr as attempt 2", msgs)
+	}
 }
 
 func TestOutboxLeftBehindIsPublished(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	task := f.task(t, 0)
@@ -338,7 +379,7 @@ func TestOutboxLeftBehindIsPublished(t *testing.T) {
 	f.exec(t, `INSERT INTO outbox (message_id, exchange, routing_key, body)
 		VALUES ($1, $2, 'task.mux_video', $3)`, uuid.New(), wire.Exchange, body) // fresh: the worker's own
 
-	acts, err := f.reconciler().pass(ctx)
+	acts, err := f.reconciler().runOnce(ctx)
 	if err != nil || count(acts, actionOutbox) != 1 || len(acts) != 1 {
 		t.Fatalf("pass: %+v, %v", acts, err)
 	}
@@ -352,6 +393,7 @@ func TestOutboxLeftBehindIsPublished(t *testing.T) {
 }
 
 func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	// asr never ran and its part predates step_parts.message: rebuilt
@@ -408,7 +450,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				a, err := rec.pass(ctx)
+				a, err := rec.runOnce(ctx)
 				if err != nil {
 					t.Errorf("pass: %v", err)
 				}
@@ -462,6 +504,7 @@ func TestLostMessagesAreRedrivenFromWhatWasEmitted(t *testing.T) {
 // the outbox (committed with the failure: a broker outage delays it, never
 // loses it).
 func TestOverdueTasksEndFailedWithAReason(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	if _, err := f.ch.QueueDeclare("events", false, false, true, false, nil); err != nil {
@@ -516,22 +559,20 @@ func TestOverdueTasksEndFailedWithAReason(t *testing.T) {
 	rec.set.OutboxAge = 0
 	passes(t, rec, 1)
 	events := map[uuid.UUID]wire.Event{}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(events) < 2 && time.Now().Before(deadline) {
+	testenv.Eventually(t, "both event.task.failed", func() bool {
 		d, ok, err := f.ch.Get("events", true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ok {
-			time.Sleep(20 * time.Millisecond)
-			continue
+		if ok {
+			var ev wire.Event
+			if err := json.Unmarshal(d.Body, &ev); err != nil {
+				t.Fatal(err)
+			}
+			events[ev.TaskID] = ev
 		}
-		var ev wire.Event
-		if err := json.Unmarshal(d.Body, &ev); err != nil {
-			t.Fatal(err)
-		}
-		events[ev.TaskID] = ev
-	}
+		return len(events) == 2
+	})
 	if ev := events[compensating]; ev.Status != "failed" || ev.Step != wire.StepTTS || !strings.Contains(ev.Error, "tts_requeue") {
 		t.Errorf("event of the compensating task %+v", ev)
 	}
@@ -540,6 +581,21 @@ func TestOverdueTasksEndFailedWithAReason(t *testing.T) {
 	}
 	if again, err := rec.overdueTasks(ctx); err != nil || len(again) != 0 {
 		t.Errorf("second check: %+v, %v", again, err)
+	}
+
+	// Three days later (the clock moved): the task compensating since
+	// yesterday is past RECONCILE_COMPENSATING_MAX_SECONDS, and the busy
+	// task's lease ran out long ago; both end.
+	at(t, f, rec, 72*time.Hour)
+	later, err := rec.overdueTasks(ctx)
+	if err != nil || count(later, actionFailed) != 2 {
+		t.Fatalf("three days later: %+v, %v, want the two tasks still moving today ended", later, err)
+	}
+	for _, id := range []uuid.UUID{recent, busy} {
+		var status string
+		if err := f.pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&status); err != nil || status != "failed" {
+			t.Errorf("task %s three days later is %s (%v), want failed", id, status, err)
+		}
 	}
 }
 
@@ -550,7 +606,48 @@ func (failing) Publish(context.Context, string, string, amqp.Publishing) error {
 	return errors.New("broker down")
 }
 
+// TestPassesAreCountedInTheMetrics: a pass's actions are counted by kind
+// and step, and a re-drive by its cause. The lost extract_audio of a task
+// queued a moment ago is idle once the clock moved an hour on: suspected at
+// the first pass, re-driven at the second.
+func TestPassesAreCountedInTheMetrics(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	task := f.task(t, 0) // queued work lost: extract_audio never ran
+	f.exec(t, `UPDATE tasks SET status = 'queued' WHERE id = $1`, task)
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	rec := f.reconciler()
+	rec.set.StuckTask = time.Minute
+	if acts := passes(t, rec, 1); len(acts) != 0 {
+		t.Fatalf("a pass before the clock moved: %+v, want nothing (the task is a moment old)", acts)
+	}
+	at(t, f, rec, time.Hour)
+	for range 2 {
+		rec.passOnce(context.Background(), m, zerolog.Nop())
+	}
+	msgs := f.drain(t, broker.QueueExtractAudio)
+	if len(msgs) != 1 || msgs[0].TaskID != task {
+		t.Fatalf("task.extract_audio holds %+v", msgs)
+	}
+	rr := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	b := rr.Body.String()
+	for _, w := range []string{`dubflow_reconciler_redrives_total{cause="lost",step="extract_audio"} 1`,
+		`dubflow_reconciler_actions_total{action="task_redriven",step="extract_audio"} 1`,
+		`dubflow_reconciler_actions_total{action="suspected_lost",step="extract_audio"} 1`,
+		`dubflow_reconciler_passes_total{result="ok"} 2`} {
+		if !strings.Contains(b, w) {
+			t.Errorf("metrics lack %s:\n%s", w, grep(b, "dubflow_reconciler"))
+		}
+	}
+}
+
+// TestServiceServesMetricsAndReconciles: the service passes once when it
+// starts (its next pass is an hour away), serves what the pass did on
+// /metrics, and stops cleanly.
 func TestServiceServesMetricsAndReconciles(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	task := f.task(t, time.Hour) // queued work lost: extract_audio never ran
 	f.exec(t, `UPDATE tasks SET status = 'queued' WHERE id = $1`, task)
@@ -564,7 +661,7 @@ func TestServiceServesMetricsAndReconciles(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, map[string]string{"DATABASE_URL": f.db.URL, "AMQP_URL": f.url, "OPS_ADDR": addr,
-			"RECONCILE_INTERVAL_SECONDS": "0.2", "STUCK_TASK_SECONDS": "60"}, io.Discard)
+			"RECONCILE_INTERVAL_SECONDS": "3600", "STUCK_TASK_SECONDS": "60"}, io.Discard)
 	}()
 	defer func() {
 		cancel()
@@ -572,21 +669,13 @@ func TestServiceServesMetricsAndReconciles(t *testing.T) {
 			t.Errorf("run: %v", err)
 		}
 	}()
-	var msgs []*wire.Envelope
-	testenv.Eventually(t, "the re-driven message", func() bool {
-		msgs = f.drain(t, wire.QueueExtractAudio)
-		return len(msgs) > 0
-	})
-	if len(msgs) != 1 || msgs[0].TaskID != task {
-		t.Fatalf("task.extract_audio holds %+v", msgs)
-	}
-	want := []string{`dubflow_reconciler_redrives_total{cause="lost",step="extract_audio"} 1`,
-		`dubflow_reconciler_actions_total{action="task_redriven",step="extract_audio"} 1`}
+	want := []string{`dubflow_reconciler_actions_total{action="suspected_lost",step="extract_audio"} 1`,
+		`dubflow_reconciler_passes_total{result="ok"} 1`}
 	var b []byte
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testenv.Eventually(t, "the first pass in /metrics", func() bool {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
-			t.Fatal(err)
+			return false // not listening yet
 		}
 		b, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -594,16 +683,8 @@ func TestServiceServesMetricsAndReconciles(t *testing.T) {
 		for _, w := range want {
 			ok = ok && strings.Contains(string(b), w)
 		}
-		if ok || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, w := range want {
-		if !strings.Contains(string(b), w) {
-			t.Errorf("metrics lack %s:\n%s", w, grep(string(b), "dubflow_reconciler"))
-		}
-	}
+		return ok
+	})
 }
 
 func grep(s, sub string) string {

@@ -34,9 +34,10 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 	})
 }
 
-// passOnce runs one reconcile pass, then counts and logs what it did.
+// passOnce runs one reconcile pass (runOnce), then counts and logs what it
+// did.
 func (r *reconciler) passOnce(ctx context.Context, m *metrics, log zerolog.Logger) {
-	acts, err := r.pass(ctx)
+	acts, err := r.runOnce(ctx)
 	for _, a := range acts {
 		m.record(a)
 		logAction(log, a)

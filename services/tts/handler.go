@@ -174,20 +174,6 @@ func (h *handler) muxPayload(t task) wire.MuxVideo {
 	return wire.MuxFor(t.id, t.version, t.sourceVideoKey, t.outputVideoKey)
 }
 
-// coverPartsSQL records, for a run of the whole task (first dub) that left
-// every segment with audio, each tts part not succeeded (parked, failed,
-// waiting) as succeeded: the run synthesized their segments, so the step
-// is complete (mux_video waits for every part) and a late copy of a part's
-// message is skipped as done. Arguments: task, worker.
-const coverPartsSQL = `INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
-	SELECT p.task_id, p.step, p.part,
-	       coalesce((SELECT max(s.attempt) FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step AND s.part = p.part), 0) + 1,
-	       'succeeded', $2, now(), now()
-	  FROM step_parts p
-	 WHERE p.task_id = $1 AND p.step = 'tts' AND p.part <> '' AND p.part NOT LIKE 'v%'
-	   AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step
-	                     AND s.part = p.part AND s.status IN ('succeeded', 'running'))`
-
 // synthesizeAll synthesizes every segment of t without audio (of only, when
 // not nil: a part), in batches, and returns how many it did and which
 // failed for good.
@@ -248,7 +234,7 @@ func (h *handler) finish(ctx context.Context, msg *step.Message, t task, done in
 	msg.Log.Info().Int("synthesized", done).Msg("every segment has audio")
 	msg.Apply(lifecycle.Resume(lifecycle.RefOf(msg.Envelope)))
 	if t.version <= 1 {
-		msg.Exec(coverPartsSQL, t.id, "covered by the whole-task tts run")
+		msg.CoverParts(t.id, "covered by the whole-task tts run")
 	}
 	return msg.Emit(wire.StepMuxVideo, h.muxPayload(t))
 }

@@ -1,9 +1,12 @@
-package store
+package attempt
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,7 +24,8 @@ import (
 //
 // pendingPartsSQL lists them with the time of their last activity: the
 // emission, the last attempt's start, end or lease, the last replay.
-// Arguments: $1 the steps to look at (text[]).
+// Arguments: $1 the steps to look at (text[]); @now stands for the clock
+// (pendingSQL numbers it).
 const pendingPartsSQL = `WITH live AS (
     SELECT t.id, t.created_at FROM tasks t WHERE t.status IN ('queued', 'running')
 ), keys AS (
@@ -55,7 +59,7 @@ const pendingPartsSQL = `WITH live AS (
        -- a held part is not lost: it waits for its task's window (held_parts)
        AND NOT EXISTS (SELECT 1 FROM held_parts h WHERE h.task_id = parts.task_id AND h.step = parts.step
                          AND h.part = parts.part)
-       AND (last.status IS DISTINCT FROM 'running' OR last.lease_until < now())
+       AND (last.status IS DISTINCT FROM 'running' OR last.lease_until < @now)
        AND (last.status IS DISTINCT FROM 'parked' OR r.base_attempt > last.attempt)
        AND (last.status IS DISTINCT FROM 'failed' OR r.base_attempt > last.attempt
             OR NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.task_id = parts.task_id AND d.step = parts.step
@@ -66,8 +70,14 @@ const pendingPartsSQL = `WITH live AS (
 // idleSQL is the condition under which a pending part counts as idle: a
 // held attempt whose lease ran out more than $3 ago, any other part without
 // activity for $2.
-const idleSQL = `CASE WHEN status = 'running' THEN last_activity < now() - $3::interval
-                 ELSE last_activity < now() - $2::interval END`
+const idleSQL = `CASE WHEN status = 'running' THEN last_activity < @now - $3::interval
+                 ELSE last_activity < @now - $2::interval END`
+
+// pendingSQL is pendingPartsSQL followed by query, with the clock @now
+// given as argument n (NULL: the database's clock).
+func pendingSQL(query string, n int) string {
+	return strings.ReplaceAll(pendingPartsSQL+query, "@now", fmt.Sprintf("coalesce($%d::timestamptz, now())", n))
+}
 
 // PendingThresholds say when a pending part counts, and when it is idle.
 type PendingThresholds struct {
@@ -87,12 +97,13 @@ type PendingCount struct {
 }
 
 // CountPendingParts counts, per step of steps, the pending parts whose last
-// activity is older than th.Settle, and the idle ones among them. It runs
-// on the statement's snapshot: call it after reading the broker's queue
-// depths, so that a message consumed in between is seen claimed here.
-func CountPendingParts(ctx context.Context, q Querier, steps []string, th PendingThresholds) (map[string]PendingCount, error) {
-	rows, err := q.Query(ctx, pendingPartsSQL+`SELECT step, count(*), count(*) FILTER (WHERE `+idleSQL+`)
-		FROM pending WHERE last_activity < now() - $4::interval GROUP BY step`, steps, th.Idle, th.LeaseGrace, th.Settle)
+// activity is older than th.Settle, and the idle ones among them, at now
+// (nil: the database's clock). It runs on the statement's snapshot: call it
+// after reading the broker's queue depths, so that a message consumed in
+// between is seen claimed here.
+func CountPendingParts(ctx context.Context, q store.Querier, steps []string, th PendingThresholds, now *time.Time) (map[string]PendingCount, error) {
+	rows, err := q.Query(ctx, pendingSQL(`SELECT step, count(*), count(*) FILTER (WHERE `+idleSQL+`)
+		FROM pending WHERE last_activity < @now - $4::interval GROUP BY step`, 5), steps, th.Idle, th.LeaseGrace, th.Settle, now)
 	if err != nil {
 		return nil, fmt.Errorf("count pending parts: %w", err)
 	}
@@ -124,18 +135,18 @@ type PendingPart struct {
 	LastActivity time.Time
 }
 
-// IdlePendingParts returns up to limit idle pending parts of step whose
-// last activity is before before (any when before is zero), those idle
-// longest first.
-func IdlePendingParts(ctx context.Context, q Querier, stepName string, th PendingThresholds, before time.Time, limit int) ([]PendingPart, error) {
+// IdlePendingParts returns up to limit idle pending parts of step at now
+// (nil: the database's clock) whose last activity is before before (any
+// when before is zero), those idle longest first.
+func IdlePendingParts(ctx context.Context, q store.Querier, stepName string, th PendingThresholds, before time.Time, limit int, now *time.Time) ([]PendingPart, error) {
 	var until *time.Time
 	if !before.IsZero() {
 		until = &before
 	}
-	rows, err := q.Query(ctx, pendingPartsSQL+`SELECT task_id, step, part, attempt_id, attempt, status, message, last_activity
+	rows, err := q.Query(ctx, pendingSQL(`SELECT task_id, step, part, attempt_id, attempt, status, message, last_activity
 		FROM pending WHERE `+idleSQL+` AND ($5::timestamptz IS NULL OR last_activity < $5)
-		ORDER BY last_activity, task_id, part LIMIT $4`,
-		[]string{stepName}, th.Idle, th.LeaseGrace, limit, until)
+		ORDER BY last_activity, task_id, part LIMIT $4`, 6),
+		[]string{stepName}, th.Idle, th.LeaseGrace, limit, until, now)
 	if err != nil {
 		return nil, fmt.Errorf("find idle %s parts: %w", stepName, err)
 	}
@@ -154,13 +165,13 @@ func IdlePendingParts(ctx context.Context, q Querier, stepName string, th Pendin
 // of the task for the first step) among the attempts claimed within the
 // last window. A pending part emitted well before that was overtaken: in a
 // queue that hands out its oldest messages first, its message would have
-// been delivered before.
-func StepProgress(ctx context.Context, q Querier, steps []string, window time.Duration) (map[string]time.Time, error) {
+// been delivered before. now is the clock (nil: the database's).
+func StepProgress(ctx context.Context, q store.Querier, steps []string, window time.Duration, now *time.Time) (map[string]time.Time, error) {
 	rows, err := q.Query(ctx, `SELECT s.step, max(coalesce(p.created_at, t.created_at))
 		  FROM task_steps s JOIN tasks t ON t.id = s.task_id
 		  LEFT JOIN step_parts p ON p.task_id = s.task_id AND p.step = s.step AND p.part = s.part
-		 WHERE s.step = ANY($1::text[]) AND s.started_at > now() - $2::interval
-		 GROUP BY s.step`, steps, window)
+		 WHERE s.step = ANY($1::text[]) AND s.started_at > coalesce($3::timestamptz, now()) - $2::interval
+		 GROUP BY s.step`, steps, window, now)
 	if err != nil {
 		return nil, fmt.Errorf("read step progress: %w", err)
 	}
@@ -177,27 +188,6 @@ func StepProgress(ctx context.Context, q Querier, steps []string, window time.Du
 	return progress, nil
 }
 
-// OutboxByRoutingKey counts the outbox rows per routing key among keys:
-// messages committed and not published yet (a retry's row carries its
-// work routing key too, with a delay tier's exchange).
-func OutboxByRoutingKey(ctx context.Context, q Querier, keys []string) (map[string]int, error) {
-	rows, err := q.Query(ctx, `SELECT routing_key, count(*) FROM outbox WHERE routing_key = ANY($1::text[]) GROUP BY routing_key`, keys)
-	if err != nil {
-		return nil, fmt.Errorf("count outbox rows: %w", err)
-	}
-	counts := map[string]int{}
-	var key string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&key, &n}, func() error {
-		counts[key] = n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count outbox rows: %w", err)
-	}
-	return counts, nil
-}
-
 // RedriveReasonPrefix starts the reason of every replay the reconciler
 // records in step_replays.
 const RedriveReasonPrefix = "reconciler:"
@@ -206,7 +196,7 @@ const RedriveReasonPrefix = "reconciler:"
 // needless: the part's earlier message was only waiting, since an attempt
 // numbered below the re-drive's started after the re-drive was recorded.
 // The chaos run reports it as "re-drives of steps that were only waiting".
-func CountNeedlessRedrives(ctx context.Context, q Querier) (int, error) {
+func CountNeedlessRedrives(ctx context.Context, q store.Querier) (int, error) {
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM step_replays r
 		WHERE r.reason LIKE $1 || '%'
@@ -216,4 +206,46 @@ func CountNeedlessRedrives(ctx context.Context, q Querier) (int, error) {
 		return 0, fmt.Errorf("count needless re-drives: %w", err)
 	}
 	return n, nil
+}
+
+// MovedOn reports whether a part moved on since its last attempt attemptID
+// was read: a later attempt exists, an attempt succeeded, or one holds a
+// lease that is live at now (nil: the database's clock).
+func MovedOn(ctx context.Context, q store.Querier, task uuid.UUID, step, part string, attemptID int64, now *time.Time) (bool, error) {
+	var moved bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM task_steps s
+			WHERE s.task_id = $1 AND s.step = $2 AND s.part = $3
+			  AND (s.id > $4 OR s.status = 'succeeded' OR (s.status = 'running' AND s.lease_until >= coalesce($5::timestamptz, now()))))`,
+		task, step, part, attemptID, now).Scan(&moved); err != nil {
+		return false, fmt.Errorf("check %s/%s part %q again: %w", task, step, part, err)
+	}
+	return moved, nil
+}
+
+// NextAttempt returns the next attempt number of a part nothing used yet:
+// above every attempt recorded and every replay's base attempt.
+func NextAttempt(ctx context.Context, q store.Querier, task uuid.UUID, step, part string) (int, error) {
+	var next int
+	if err := q.QueryRow(ctx, `SELECT greatest(
+			(SELECT coalesce(max(attempt), 0) FROM task_steps WHERE task_id = $1 AND step = $2 AND part = $3),
+			(SELECT coalesce(max(base_attempt), 0) FROM step_replays WHERE task_id = $1 AND step = $2 AND part = $3)) + 1`,
+		task, step, part).Scan(&next); err != nil {
+		return 0, fmt.Errorf("next attempt of %s/%s part %q: %w", task, step, part, err)
+	}
+	return next, nil
+}
+
+// LeaseHolders returns the tasks with an attempt that holds a lease live at
+// now (nil: the database's clock): a step of theirs is running.
+func LeaseHolders(ctx context.Context, q store.Querier, now *time.Time) ([]uuid.UUID, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT task_id FROM task_steps
+		WHERE status = 'running' AND lease_until >= coalesce($1::timestamptz, now())`, now)
+	if err != nil {
+		return nil, fmt.Errorf("read tasks holding a lease: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("read tasks holding a lease: %w", err)
+	}
+	return ids, nil
 }

@@ -1,4 +1,4 @@
-package store_test
+package attempt_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
 )
@@ -20,7 +20,7 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 	ctx := context.Background()
 	for round := range 40 {
 		task := uuid.New()
-		claims := make([]store.Claim, 2)
+		claims := make([]attempt.Lease, 2)
 		errs := make([]error, 2)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -29,8 +29,8 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				k := store.StepKey{TaskID: task, Step: "asr", Part: "", Attempt: i + 1}
-				claims[i], errs[i] = store.ClaimStep(ctx, db.Pool, k, "w"+string(rune('a'+i)), time.Minute, "", nil)
+				k := attempt.Key{TaskID: task, Step: "asr", Part: "", Attempt: i + 1}
+				claims[i], errs[i] = attempt.Claim(ctx, db.Pool, k, "w"+string(rune('a'+i)), time.Minute, "", nil)
 			}()
 		}
 		close(start)
@@ -39,18 +39,18 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 			t.Fatal(err)
 		}
 		outcomes := map[string]int{}
-		var running store.Claim
+		var running attempt.Lease
 		for _, c := range claims {
 			outcomes[c.Outcome]++
-			if c.Outcome == store.Claimed {
+			if c.Outcome == attempt.Claimed {
 				running = c
 			}
 		}
-		if outcomes[store.Claimed] != 1 || outcomes[store.Held] != 1 {
+		if outcomes[attempt.Claimed] != 1 || outcomes[attempt.Held] != 1 {
 			t.Fatalf("round %d: outcomes %v, want one claimed and one held", round, outcomes)
 		}
 		for _, c := range claims {
-			if c.Outcome == store.Held && c.HeldUntil.IsZero() {
+			if c.Outcome == attempt.Held && c.HeldUntil.IsZero() {
 				t.Fatalf("round %d: held without held_until", round)
 			}
 		}
@@ -60,15 +60,15 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 			if err := db.Pool.QueryRow(ctx, `SELECT worker FROM task_steps WHERE id = $1`, running.StepID).Scan(&worker); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Pool.Exec(ctx, store.FinishStepSQL, running.StepID, worker, store.StatusFailed, "boom"); err != nil {
+			if err := attempt.Retry(running.StepID, worker, "boom").Exec(ctx, db.Pool); err != nil {
 				t.Fatal(err)
 			}
 			other := 2
 			if worker == "wb" {
 				other = 1
 			}
-			c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: task, Step: "asr", Attempt: other}, "wc", time.Minute, "", nil)
-			if err != nil || c.Outcome != store.Claimed {
+			c, err := attempt.Claim(ctx, db.Pool, attempt.Key{TaskID: task, Step: "asr", Attempt: other}, "wc", time.Minute, "", nil)
+			if err != nil || c.Outcome != attempt.Claimed {
 				t.Fatalf("claim after the running attempt ended: %+v, %v", c, err)
 			}
 		}
@@ -80,13 +80,13 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 		VALUES ($1, 'asr', 1, 'running', 'dead', now() - interval '1 second')`, task); err != nil {
 		t.Fatal(err)
 	}
-	c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: task, Step: "asr", Attempt: 2}, "w", time.Minute, "", nil)
-	if err != nil || c.Outcome != store.Claimed {
+	c, err := attempt.Claim(ctx, db.Pool, attempt.Key{TaskID: task, Step: "asr", Attempt: 2}, "w", time.Minute, "", nil)
+	if err != nil || c.Outcome != attempt.Claimed {
 		t.Fatalf("claim beside an expired lease: %+v, %v", c, err)
 	}
 	// Other parts are independent.
-	c, err = store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: task, Step: "asr", Part: "p2", Attempt: 3}, "w", time.Minute, "", nil)
-	if err != nil || c.Outcome != store.Claimed {
+	c, err = attempt.Claim(ctx, db.Pool, attempt.Key{TaskID: task, Step: "asr", Part: "p2", Attempt: 3}, "w", time.Minute, "", nil)
+	if err != nil || c.Outcome != attempt.Claimed {
 		t.Fatalf("claim of another part: %+v, %v", c, err)
 	}
 }
@@ -97,25 +97,25 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 func TestMissingClaimRowIsClaimLost(t *testing.T) {
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	c, err := store.ClaimStep(ctx, db.Pool, store.StepKey{TaskID: uuid.New(), Step: "asr", Attempt: 1}, "w", time.Minute, "", nil)
+	c, err := attempt.Claim(ctx, db.Pool, attempt.Key{TaskID: uuid.New(), Step: "asr", Attempt: 1}, "w", time.Minute, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.ExtendLease(ctx, db.Pool, c.StepID, "other", time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+	if err := attempt.Extend(ctx, db.Pool, c.StepID, "other", time.Minute); !errors.Is(err, attempt.ErrLeaseLost) {
 		t.Errorf("extend by another worker: %v, want ErrLeaseLost", err)
 	}
-	_, err = db.Pool.Exec(ctx, store.FinishStepSQL, c.StepID, "other", store.StatusSucceeded, "")
-	if err := store.MapError(err); !errors.Is(err, store.ErrLeaseLost) {
+	err = attempt.Succeed(c.StepID, "other").Exec(ctx, db.Pool)
+	if err := attempt.MapError(err); !errors.Is(err, attempt.ErrLeaseLost) {
 		t.Errorf("finish by another worker: %v, want ErrLeaseLost", err)
 	}
 	if _, err := db.Pool.Exec(ctx, `DELETE FROM task_steps WHERE id = $1`, c.StepID); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.ExtendLease(ctx, db.Pool, c.StepID, "w", time.Minute); !errors.Is(err, store.ErrClaimLost) {
+	if err := attempt.Extend(ctx, db.Pool, c.StepID, "w", time.Minute); !errors.Is(err, attempt.ErrClaimLost) {
 		t.Errorf("extend a lost claim: %v, want ErrClaimLost", err)
 	}
-	_, err = db.Pool.Exec(ctx, store.FinishStepSQL, c.StepID, "w", store.StatusSucceeded, "")
-	if err := store.MapError(err); !errors.Is(err, store.ErrClaimLost) {
+	err = attempt.Succeed(c.StepID, "w").Exec(ctx, db.Pool)
+	if err := attempt.MapError(err); !errors.Is(err, attempt.ErrClaimLost) {
 		t.Errorf("finish a lost claim: %v, want ErrClaimLost", err)
 	}
 }

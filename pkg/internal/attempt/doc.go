@@ -1,0 +1,50 @@
+// Package attempt owns the step attempts: every write of a task_steps or
+// step_parts row is one of its named transitions, and no other package
+// writes those tables (pkg/task's Spawn, which copies a parent's history
+// into a child task, is the one exception: it is a task transition).
+//
+//	transition    moves                                 who
+//	Claim         (no row) or an expired lease →        the step runtime, per delivery
+//	              running, held by the worker
+//	Extend        running → running, lease pushed       the runtime's heartbeat
+//	Release       running → running, lease ended now    the runtime, handing a message back
+//	Succeed       running → succeeded                   the runtime (Finish of Succeeded)
+//	Park          running → parked                      the runtime (Finish of Parked)
+//	Retry         running → failed; a delay tier        the runtime (Finish of Retried)
+//	              carries the next attempt
+//	DeadLetter    running → failed; the DLQ carries     the runtime (Finish of DeadLettered)
+//	              the message
+//	Refuse        running → failed; the task refused    the runtime (Finish of Refused)
+//	              the step's outcome
+//	AddPart       (no part) → a part of a step, with    the runtime's Emit, pkg/dub's redub
+//	              the message emitted for it
+//	AddNewPart    AddPart, and the message to the       the runtime's EmitFor
+//	              outbox only when the part is new
+//	EmitWhenDone  the next step's part, once, when      the runtime's fan-in
+//	              every part of a step succeeded
+//	Cover         parts not succeeded → succeeded,      the tts worker's whole-task run
+//	              covered by a run of the whole step    (step.Message.CoverParts)
+//	CloseEnded    running, lease expired, task ended    the reconciler
+//	              → failed                              (step.CloseEndedAttempts)
+//	CloseExpired  running, lease expired → failed       the reconciler, before a re-drive
+//	                                                    (step.CloseExpiredAttempt)
+//
+// The runtime's decision (pkg/step's decide) names an Outcome; Finish turns
+// it into the statement that ends the claimed attempt. The statements that
+// end an attempt check that the caller still holds it (finish_step in the
+// migrations): a worker whose lease ran out gets ErrLeaseLost, one whose
+// claim row is gone ErrClaimLost (MapError).
+//
+// The package sits under pkg/internal so that no service — no handler —
+// can import it: claims, leases and outcomes are pkg/step's Runner's alone.
+// Services reach the transitions meant for them through pkg/step: a
+// handler stages Cover with Message.CoverParts, the reconciler closes
+// attempts with CloseEndedAttempts and CloseExpiredAttempt and reads the
+// pending parts; pkg/dub's redub adds a version's part with AddPart.
+//
+// A Statement is a value: SQL and its arguments, to run alone (Exec) or
+// staged with a step's other statements in its success transaction. The
+// passes that run on a clock (CloseEnded, CloseExpired and the reads of
+// pending parts) take the time as an argument: nil is the database's own
+// clock, a time moves it (tests, like river's rescuer).
+package attempt

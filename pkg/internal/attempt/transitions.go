@@ -1,0 +1,236 @@
+package attempt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Statement is one transition as a value: SQL and its arguments, run alone
+// (Exec) or staged with a step's other statements in one transaction.
+type Statement struct {
+	// Name names the transition in errors.
+	Name string
+	SQL  string
+	Args []any
+}
+
+// Exec runs s on q; the owner's errors come back as its sentinels
+// (MapError).
+func (s Statement) Exec(ctx context.Context, q store.Querier) error {
+	if _, err := q.Exec(ctx, s.SQL, s.Args...); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, MapError(err))
+	}
+	return nil
+}
+
+// Claim claims the attempt k for worker with a lease, in one
+// compare-and-swap statement (see claim_step in the migrations). after names
+// the step that must have succeeded first ("" for none).
+// message is the envelope, kept with the attempt for re-drives.
+func Claim(ctx context.Context, q store.Querier, k Key, worker string, lease time.Duration, after string, message []byte) (Lease, error) {
+	var l Lease
+	err := scanClaim(q.QueryRow(ctx, claimSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message), k, &l)
+	return l, err
+}
+
+// claimSQL calls claim_step (arguments: task, step, part, attempt,
+// worker, lease, after, message).
+const claimSQL = `SELECT c.outcome, c.step_id, c.base_attempt, c.held_until
+		FROM claim_step($1, $2, $3, $4, $5, $6, $7, $8) c`
+
+// QueueClaim queues Claim's statement on b, so that the claims of
+// several deliveries go to Postgres in one round trip; the claim is read
+// into l when the batch is closed, and its error is returned from the
+// batch's Close, as Claim would return it. Claims queued on one batch
+// share its transaction: one that fails undoes them all.
+func QueueClaim(b *pgx.Batch, k Key, worker string, lease time.Duration, after string, message []byte, l *Lease) {
+	b.Queue(claimSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message).QueryRow(func(row pgx.Row) error {
+		return scanClaim(row, k, l)
+	})
+}
+
+// scanClaim reads claim_step's row into l.
+func scanClaim(row pgx.Row, k Key, l *Lease) error {
+	var id *int64
+	var base *int32
+	var held *time.Time
+	*l = Lease{}
+	if err := row.Scan(&l.Outcome, &id, &base, &held); err != nil {
+		return fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
+	}
+	if id != nil {
+		l.StepID = *id
+	}
+	if base != nil {
+		l.BaseAttempt = int(*base)
+	}
+	if held != nil {
+		l.HeldUntil = *held
+	}
+	return nil
+}
+
+// Extend pushes the lease of a claimed attempt forward; it returns
+// ErrLeaseLost when another worker holds it or it has ended, ErrClaimLost
+// when its row is gone.
+func Extend(ctx context.Context, q store.Querier, stepID int64, worker string, lease time.Duration) error {
+	var extended bool
+	err := q.QueryRow(ctx, `WITH u AS (UPDATE task_steps SET lease_until = now() + $3
+			WHERE id = $1 AND worker = $2 AND status = 'running' RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM u) FROM task_steps WHERE id = $1`, stepID, worker, lease).Scan(&extended)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: step %d has no row", ErrClaimLost, stepID)
+	case err != nil:
+		return fmt.Errorf("extend lease of step %d: %w", stepID, err)
+	case !extended:
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Release ends the lease of a claimed attempt at once, so that the
+// next delivery of the message takes it over without waiting (used when a
+// worker hands work back).
+func Release(ctx context.Context, q store.Querier, stepID int64, worker string) error {
+	_, err := q.Exec(ctx, `UPDATE task_steps SET lease_until = now() - interval '1 millisecond'
+		WHERE id = $1 AND worker = $2 AND status = 'running'`, stepID, worker)
+	if err != nil {
+		return fmt.Errorf("release lease of step %d: %w", stepID, err)
+	}
+	return nil
+}
+
+// Finish ends the claimed attempt stepID of worker with outcome o and
+// reason (the error recorded; "" for none). Its statement raises DF001 —
+// ErrLeaseLost through MapError — when the worker no longer holds the
+// attempt, DF002 — ErrClaimLost — when its row is gone.
+func Finish(stepID int64, worker string, o Outcome, reason string) Statement {
+	return Statement{Name: "finish attempt as " + string(o), SQL: `SELECT finish_step($1, $2, $3, $4)`,
+		Args: []any{stepID, worker, o.Status(), reason}}
+}
+
+// Succeed is Finish with Succeeded.
+func Succeed(stepID int64, worker string) Statement { return Finish(stepID, worker, Succeeded, "") }
+
+// Park is Finish with Parked.
+func Park(stepID int64, worker, reason string) Statement {
+	return Finish(stepID, worker, Parked, reason)
+}
+
+// Retry is Finish with Retried.
+func Retry(stepID int64, worker, reason string) Statement {
+	return Finish(stepID, worker, Retried, reason)
+}
+
+// DeadLetter is Finish with DeadLettered.
+func DeadLetter(stepID int64, worker, reason string) Statement {
+	return Finish(stepID, worker, DeadLettered, reason)
+}
+
+// Refuse is Finish with Refused.
+func Refuse(stepID int64, worker, reason string) Statement {
+	return Finish(stepID, worker, Refused, reason)
+}
+
+// AddPart records that a step of task has a part and the message emitted
+// for it, so that a part whose message is lost before it ran can be
+// re-driven from what was sent. A part recorded before is kept.
+func AddPart(task uuid.UUID, step, part string, message []byte) Statement {
+	return Statement{Name: "add part", SQL: `INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+		Args: []any{task, step, part, message}}
+}
+
+// AddNewPart is AddPart that also adds the message to the outbox (under
+// messageID, exchange and routingKey), only when the part was not recorded
+// before; the statement returns the outbox row's id, or NULL when the part
+// was known (a redelivered or replayed message sends nothing twice).
+func AddNewPart(task uuid.UUID, step, part string, message []byte, messageID uuid.UUID, exchange, routingKey string) Statement {
+	return Statement{Name: "add new part", SQL: `WITH part AS (
+	INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4)
+	ON CONFLICT DO NOTHING RETURNING 1
+), sent AS (
+	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	SELECT $5, $6, $7, $4 FROM part RETURNING id
+)
+SELECT (SELECT id FROM sent)`, Args: []any{task, step, part, message, messageID, exchange, routingKey}}
+}
+
+// EmitWhenDoneSQL is the fan-in (arguments: task id, step, next step, next
+// part, message id, exchange, routing key, body): it records the next
+// step's part and returns the outbox id of its message, or NULL when the
+// step is not complete yet or the next part was already emitted.
+const EmitWhenDoneSQL = `SELECT emit_when_done($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// Cover records, for a run of the whole tts step of task (the first dub)
+// that left every segment with audio, each tts part not succeeded (parked,
+// failed, waiting; version parts excluded) as succeeded by worker: the run
+// synthesized their segments, so the step is complete (mux_video waits for
+// every part) and a late copy of a part's message is skipped as done.
+func Cover(task uuid.UUID, worker string) Statement {
+	return Statement{Name: "cover parts", SQL: coverSQL, Args: []any{task, worker}}
+}
+
+const coverSQL = `INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
+	SELECT p.task_id, p.step, p.part,
+	       coalesce((SELECT max(s.attempt) FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step AND s.part = p.part), 0) + 1,
+	       'succeeded', $2, now(), now()
+	  FROM step_parts p
+	 WHERE p.task_id = $1 AND p.step = 'tts' AND p.part <> '' AND p.part NOT LIKE 'v%'
+	   AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step
+	                     AND s.part = p.part AND s.status IN ('succeeded', 'running'))`
+
+// Closed is an attempt CloseEnded closed.
+type Closed struct {
+	TaskID     uuid.UUID
+	Step, Part string
+	// TaskStatus is the ended task's status (done or failed).
+	TaskStatus string
+}
+
+// CloseEnded closes, as failed, up to limit running attempts of done or
+// failed tasks whose lease ran out more than grace before now (nil: the
+// database's clock): their worker died and nothing will take them over.
+// Rows another transaction holds are skipped (replicas share the work).
+func CloseEnded(ctx context.Context, q store.Querier, grace time.Duration, limit int, now *time.Time) ([]Closed, error) {
+	rows, err := q.Query(ctx, `UPDATE task_steps s SET status = 'failed', finished_at = coalesce($3::timestamptz, now()), lease_until = NULL,
+		       error = 'lease expired with no worker; task already ' || t.status
+		  FROM tasks t
+		 WHERE t.id = s.task_id AND t.status IN ('done', 'failed')
+		   AND s.id IN (SELECT s2.id FROM task_steps s2 JOIN tasks t2 ON t2.id = s2.task_id
+		                 WHERE s2.status = 'running' AND s2.lease_until < coalesce($3::timestamptz, now()) - $1::interval
+		                   AND t2.status IN ('done', 'failed')
+		                 ORDER BY s2.lease_until LIMIT $2 FOR UPDATE OF s2 SKIP LOCKED)
+		RETURNING s.task_id, s.step, s.part, t.status`, grace, limit, now)
+	if err != nil {
+		return nil, fmt.Errorf("close expired attempts of ended tasks: %w", err)
+	}
+	closed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Closed, error) {
+		var c Closed
+		return c, row.Scan(&c.TaskID, &c.Step, &c.Part, &c.TaskStatus)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("close expired attempts of ended tasks: %w", err)
+	}
+	return closed, nil
+}
+
+// CloseExpired closes the attempt stepID as failed if it is still running
+// with a lease that ran out before now (nil: the database's clock), so
+// that its late outcome is refused; reason is recorded as its error. It
+// reports false when the attempt was taken over or ended meanwhile.
+func CloseExpired(ctx context.Context, q store.Querier, stepID int64, reason string, now *time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE task_steps SET status = 'failed', finished_at = coalesce($3::timestamptz, now()), lease_until = NULL,
+			error = $2
+		WHERE id = $1 AND status = 'running' AND lease_until < coalesce($3::timestamptz, now())`, stepID, reason, now)
+	if err != nil {
+		return false, fmt.Errorf("close expired attempt %d: %w", stepID, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
