@@ -360,7 +360,7 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 		Scan(&status); err != nil || status != "failed" {
 		t.Errorf("recent lease is %s (%v) two minutes later, want closed", status, err)
 	}
-	if msgs := f.drain(t, broker.QueueASR); len(msgs) != 1 || msgs[0].TaskID != recent || msgs[0].Attempt != 2 {
+	if msgs := f.drain(t, wire.QueueASR); len(msgs) != 1 || msgs[0].TaskID != recent || msgs[0].Attempt != 2 {
 		t.Errorf("task.asr holds %+v, want the recent asr as attempt 2", msgs)
 	}
 }
@@ -626,7 +626,7 @@ func TestPassesAreCountedInTheMetrics(t *testing.T) {
 	for range 2 {
 		rec.passOnce(context.Background(), m, zerolog.Nop())
 	}
-	msgs := f.drain(t, broker.QueueExtractAudio)
+	msgs := f.drain(t, wire.QueueExtractAudio)
 	if len(msgs) != 1 || msgs[0].TaskID != task {
 		t.Fatalf("task.extract_audio holds %+v", msgs)
 	}
