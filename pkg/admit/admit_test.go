@@ -207,3 +207,30 @@ func TestAnnouncementsAreLoadedAndRenewed(t *testing.T) {
 		t.Fatalf("old rows: %d, %v, want removed", n, err)
 	}
 }
+
+func TestGlossaryFileIsReadAndBounded(t *testing.T) {
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "g.csv"), filepath.Join(dir, "big.csv")
+	os.WriteFile(small, []byte("queue,cola\n"), 0o644)
+	os.WriteFile(big, []byte(strings.Repeat("#", MaxGlossaryBytes+1)), 0o644)
+	if text, err := GlossaryFile(small); err != nil || text != "queue,cola\n" {
+		t.Fatalf("GlossaryFile = %q, %v", text, err)
+	}
+	if text, err := GlossaryFile(""); err != nil || text != "" {
+		t.Fatalf("no file: %q, %v", text, err)
+	}
+	if _, err := GlossaryFile(big); kindOf(err) != TooLarge || err.Error() != "glossary: more than 1048576 bytes" {
+		t.Fatalf("big file: %v", err)
+	}
+	if _, err := GlossaryFile(filepath.Join(dir, "none.csv")); kindOf(err) != Invalid || err.Error() != "glossary: cannot read the file" {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// kindOf returns the kind of a refusal, 0 for another error.
+func kindOf(err error) Kind {
+	if e, ok := As(err); ok {
+		return e.Kind
+	}
+	return 0
+}

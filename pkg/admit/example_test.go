@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/google/uuid"
 )
 
-// dubctl submit, with a database: load what the engines can do, check the
+// dubctl submit with a database: load what the engines can do, check the
 // flags, then the local file, and only then upload and create the task.
-// (Through the console, dubctl runs the same Check without capabilities —
-// nil judges no engine — and Media; the console then judges the engines.)
+// Through the console, dubctl runs the same Check with nil Capabilities
+// (it has no database; nil judges no engine) and Media, and the console
+// judges the engines again.
 func Example() {
 	ctx := context.Background()
 	// caps, err := admit.LoadCapabilities(ctx, pool) — here, as announced:
@@ -22,25 +24,27 @@ func Example() {
 	}
 	rules := admit.Rules{DefaultSource: "en", DefaultTarget: "es", Capabilities: caps}
 
-	_, err := admit.Check(admit.Request{Targets: []string{"es,xx"}}, rules)
+	glossary, _ := admit.GlossaryFile("") // --glossary FILE; "" for none
+	_, err := admit.Check(admit.Request{Source: "", Targets: []string{"es,xx"}, Glossary: glossary}, rules)
 	e, _ := admit.As(err)
 	fmt.Println(err)
-	fmt.Println(e.Kind) // exit 2 in dubctl, 400 in the console
+	fmt.Println(e.Kind) // exit 2 in dubctl (1 for Unavailable), 400 in the console
 
 	t, err := admit.Check(admit.Request{Source: "en", Targets: []string{"es,ca"},
 		Glossary: "source,target\ndubflow,\nqueue,cola\n"}, rules)
 	fmt.Println(t.Targets, len(t.Glossary), err)
 
-	lim := admit.Limits{MaxBytes: 4 << 30, MaxSeconds: 3600}
+	lim := admit.LimitsOf(config.Limits{MaxVideoBytes: 4 << 30, MaxVideoSeconds: 3600})
 	if _, err := lim.Media(ctx, "/no/such/file.mp4"); err != nil {
 		fmt.Println(err)
 	}
+	// The payload to submit (task.Submit), the glossary in it.
 	p := t.Payload(uuid.MustParse("00000000-0000-0000-0000-000000000001"))
-	fmt.Println(p.SourceVideoKey, p.TargetLanguage, p.TargetLanguages)
+	fmt.Println(p.SourceVideoKey, p.TargetLanguage, p.TargetLanguages, len(p.Glossary))
 	// Output:
 	// target "xx": no translation from en to xx (installed: en→ca, en→es)
 	// invalid
 	// [es ca] 2 <nil>
 	// video: cannot read the file
-	// videos/00000000-0000-0000-0000-000000000001/source.mp4 es [es ca]
+	// videos/00000000-0000-0000-0000-000000000001/source.mp4 es [es ca] 2
 }
