@@ -49,8 +49,6 @@ type created struct {
 	SourceVideoKey string    `json:"sourceVideoKey"`
 	// TargetLanguages are the languages of a parent task (several targets).
 	TargetLanguages []string `json:"targetLanguages,omitempty"`
-	// Glossary is the number of glossary terms the task keeps to.
-	Glossary int `json:"glossaryTerms,omitempty"`
 }
 
 // createTask starts a task from an upload (multipart) or from an object
@@ -74,7 +72,7 @@ func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, refusal(err))
 		return
 	}
-	c := created{TaskID: sub.id, Status: task.Queued, SourceVideoKey: sub.sourceVideoKey, Glossary: len(sub.task.Glossary)}
+	c := created{TaskID: sub.id, Status: task.Queued, SourceVideoKey: sub.sourceVideoKey}
 	if len(sub.task.Targets) > 1 {
 		c.TargetLanguages = sub.task.Targets
 	}
