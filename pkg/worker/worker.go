@@ -29,7 +29,11 @@ type Config interface {
 
 // Deps are the connections a worker works with (the object store among
 // them).
-type Deps struct{ *service.Process }
+type Deps struct {
+	*service.Process
+	// jobs run beside the consumers (Announce).
+	jobs []service.Job
+}
 
 // Run serves stepName, the service of the same name: it reads cfg from
 // environ, starts the process with the object store, builds the step's
@@ -43,7 +47,7 @@ func Run(ctx context.Context, environ map[string]string, stepName string, cfg Co
 		return err
 	}
 	defer p.Close()
-	d := &Deps{p}
+	d := &Deps{Process: p}
 	h, err := newHandler(d)
 	if err != nil {
 		return err
@@ -70,7 +74,7 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 	if err != nil {
 		return err
 	}
-	return d.Run(ctx, Jobs(runners)...)
+	return d.Run(ctx, append(Jobs(runners), d.jobs...)...)
 }
 
 // Runners returns the step runners that consume queue with routes on p's

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
 
@@ -63,6 +65,7 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	if err != nil {
 		return nil, err
 	}
+	d.Announce(wire.StepASR, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("chunk_seconds", c.ChunkSeconds).Int("chunk_concurrency", c.ChunkConcurrency).
 		Int("translate_batch_size", c.TranslateBatchSize).Msg("asr starting")
 	return &handler{objects: d.Blob, videos: d.Blob, db: d.Pool, asr: engine,

@@ -29,7 +29,8 @@ type Config struct {
 	// address (a token bucket).
 	LoginPerMinute int `env:"CONSOLE_LOGIN_PER_MINUTE" envDefault:"10"`
 	LoginBurst     int `env:"CONSOLE_LOGIN_BURST" envDefault:"5"`
-	// PresignSeconds is the lifetime of presigned upload and download links.
+	// PresignSeconds is the lifetime of presigned download links and, up
+	// to 15 minutes (maxUploadSeconds), of upload links.
 	PresignSeconds int `env:"CONSOLE_PRESIGN_SECONDS" envDefault:"3600"`
 	// PublicS3URL is the object store as browsers reach it
 	// (http[s]://host[:port]); presigned links and uploads point there.

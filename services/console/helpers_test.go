@@ -40,6 +40,8 @@ type fixture struct {
 	pool  *pgxpool.Pool
 	dbURL string
 	ch    *amqp.Channel
+	// amqpURL is the test's virtual host.
+	amqpURL string
 }
 
 func setup(t *testing.T, edit ...func(*Config)) *fixture {
@@ -61,7 +63,8 @@ func setup(t *testing.T, edit ...func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, pub := brokertest.Dial(t, testenv.AMQP(t), "console-test", broker.WithTopology(broker.Topology{}))
+	amqpURL := testenv.AMQP(t)
+	conn, pub := brokertest.Dial(t, amqpURL, "console-test", broker.WithTopology(broker.Topology{}))
 	ch, err := conn.Channel(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +79,7 @@ func setup(t *testing.T, edit ...func(*Config)) *fixture {
 	go func() { _ = s.events.run(ctx) }()
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return &fixture{srv: s, http: hs, pool: db.Pool, dbURL: db.URL, ch: ch}
+	return &fixture{srv: s, http: hs, pool: db.Pool, dbURL: db.URL, ch: ch, amqpURL: amqpURL}
 }
 
 // do sends a request with the bearer token (none when token is "").

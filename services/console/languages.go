@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/dubflow/dubflow/pkg/task"
-	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -80,35 +78,4 @@ func (s *server) childLinksOf(ctx context.Context, v *languagesView) {
 		l, _ := s.resultLinks(ctx, res, false)
 		c.Links = consoleapi.ChildLinks{Output: l.Output, Subtitles: l.Subtitles}
 	}
-}
-
-// parseTargets reads the target languages of a submission: each value one
-// language or several separated by commas, each once, at most
-// wire.MaxTargetLanguages; none gives the default.
-func parseTargets(values []string, def string) ([]string, error) {
-	var out []string
-	for _, v := range values {
-		for _, l := range strings.Split(v, ",") {
-			l = strings.TrimSpace(l)
-			if l == "" {
-				continue
-			}
-			if !languagePattern.MatchString(l) {
-				return nil, badRequest(fmt.Sprintf("target %q: want a language code such as en or es", l))
-			}
-			for _, seen := range out {
-				if seen == l {
-					return nil, badRequest(fmt.Sprintf("target names %q twice", l))
-				}
-			}
-			out = append(out, l)
-		}
-	}
-	if len(out) == 0 {
-		out = []string{def}
-	}
-	if len(out) > wire.MaxTargetLanguages {
-		return nil, badRequest(fmt.Sprintf("target names %d languages, at most %d", len(out), wire.MaxTargetLanguages))
-	}
-	return out, nil
 }

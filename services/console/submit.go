@@ -9,12 +9,11 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -22,21 +21,25 @@ import (
 )
 
 // maxFieldBytes bounds a form field other than the video (the glossary).
-const maxFieldBytes = 1 << 20
+const maxFieldBytes = admit.MaxGlossaryBytes
 
-// probeTimeout bounds the ffprobe check of an upload.
-const probeTimeout = time.Minute
+// maxUploadSeconds bounds the lifetime of a presigned upload URL, whatever
+// CONSOLE_PRESIGN_SECONDS says: the URL is a bearer credential for one
+// upload.
+const maxUploadSeconds = 15 * 60
 
-var languagePattern = regexp.MustCompile(`^[a-z]{2,3}([-_][A-Za-z0-9]{2,8})?$`)
+// uploadPrefix is where presigned uploads go: uploads/{taskId}/source.mp4,
+// a key nothing but POST /api/tasks reads, which takes the task's own
+// copy of it and removes it.
+const uploadPrefix = "uploads/"
 
 // submission is a task to create.
 type submission struct {
-	id                       uuid.UUID
-	source, target, speaker  string
-	sourceVideoKey, glossary string
-	// targets are the languages to dub into: one, or several (a parent
-	// task with one child task per language).
-	targets []string
+	id   uuid.UUID
+	task admit.Task
+	// sourceVideoKey is where the task's video is stored:
+	// videos/{id}/source.mp4.
+	sourceVideoKey string
 }
 
 // created is what POST /api/tasks answers.
@@ -49,7 +52,10 @@ type created struct {
 }
 
 // createTask starts a task from an upload (multipart) or from an object
-// uploaded through a presigned URL (JSON).
+// uploaded through a presigned URL (JSON). Both go through pkg/admit
+// before anything is stored: the same input is refused with the same text
+// as dubctl refuses it, and a refused request leaves no task, object or
+// message behind.
 func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var sub submission
@@ -62,24 +68,51 @@ func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 	default:
 		err = badRequest("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
 	}
-	if err == nil {
-		err = s.submit(r.Context(), sub)
-	}
 	if err != nil {
-		s.fail(w, r, err)
+		s.fail(w, r, refusal(err))
 		return
 	}
 	c := created{TaskID: sub.id, Status: task.Queued, SourceVideoKey: sub.sourceVideoKey}
-	if len(sub.targets) > 1 {
-		c.TargetLanguages = sub.targets
+	if len(sub.task.Targets) > 1 {
+		c.TargetLanguages = sub.task.Targets
 	}
 	writeJSON(w, http.StatusCreated, c)
 }
 
+// refusal answers an admission's refusal with its status and its text.
+func refusal(err error) error {
+	e, ok := admit.As(err)
+	if !ok {
+		return err
+	}
+	switch e.Kind {
+	case admit.TooLarge:
+		return tooLarge(e.Error())
+	case admit.Unavailable:
+		return unavailable(e.Error())
+	}
+	return badRequest(e.Error())
+}
+
+// admit checks a request's fields against the engines' capabilities.
+func (s *server) admit(ctx context.Context, req admit.Request) (admit.Task, error) {
+	caps, err := admit.LoadCapabilities(ctx, s.pool)
+	if err != nil {
+		return admit.Task{}, unavailable("engine capabilities: " + err.Error())
+	}
+	return admit.Check(req, admit.Rules{DefaultSource: s.cfg.DefaultSourceLanguage,
+		DefaultTarget: s.cfg.DefaultTargetLanguage, Capabilities: caps})
+}
+
+// limits are the media limits of an upload.
+func (s *server) limits() admit.Limits {
+	return admit.Limits{MaxBytes: s.cfg.Limits.MaxVideoBytes, MaxSeconds: s.cfg.Limits.MaxVideoSeconds}
+}
+
 // receiveUpload streams the multipart form's video to a temporary file
-// (never whole in memory), refusing it past MAX_VIDEO_BYTES, checks it with
-// ffprobe (an audio and a video stream, at most MAX_VIDEO_SECONDS) and
-// stores it at videos/{taskId}/source.mp4.
+// (never whole in memory, at most MAX_VIDEO_BYTES), admits the fields and
+// the video (pkg/admit), stores it at videos/{taskId}/source.mp4 and
+// creates the task.
 func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submission, error) {
 	sub := submission{id: uuid.New()}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
@@ -100,18 +133,19 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	if !gotVideo {
 		return sub, badRequest("multipart form: the file field video is required")
 	}
-	sub.source, sub.target, sub.speaker, sub.glossary = fields["source"], fields["target"], fields["speaker"], fields["glossary"]
-	if err := s.checkFields(&sub); err != nil {
+	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
+		Glossary: fields["glossary"]}
+	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
-	if err := s.probe(r.Context(), path); err != nil {
+	if _, err := s.limits().Media(r.Context(), path); err != nil {
 		return sub, err
 	}
 	sub.sourceVideoKey = wire.DefaultKeys(sub.id).SourceVideo
 	if err := s.objects.PutFile(r.Context(), sub.sourceVideoKey, path, "video/mp4"); err != nil {
 		return sub, unavailable("store the video: " + err.Error())
 	}
-	return sub, nil
+	return sub, s.submit(r.Context(), sub)
 }
 
 // readForm reads the form's parts: the video into path, the other fields
@@ -140,9 +174,9 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 				return nil, false, formError(err, s.cfg.Limits.MaxVideoBytes)
 			}
 			if len(b) > maxFieldBytes {
-				return nil, false, tooLarge(fmt.Sprintf("field %s: more than %d bytes", name, maxFieldBytes))
+				return nil, false, tooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
 			}
-			v := strings.TrimSpace(string(b))
+			v := string(b)
 			if name == "target" && fields[name] != "" {
 				v = fields[name] + "," + v // repeated: several languages
 			}
@@ -153,7 +187,8 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 	}
 }
 
-// saveVideo copies the video part to path, at most MAX_VIDEO_BYTES.
+// saveVideo copies the video part to path, refusing it past
+// MAX_VIDEO_BYTES (admit.Limits.Size) or empty.
 func (s *server) saveVideo(part io.Reader, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -167,13 +202,7 @@ func (s *server) saveVideo(part io.Reader, path string) error {
 	if err != nil {
 		return formError(err, limit)
 	}
-	if n > limit {
-		return tooLarge(fmt.Sprintf("video: more than %d bytes (MAX_VIDEO_BYTES=%d)", limit, limit))
-	}
-	if n == 0 {
-		return badRequest("video: empty file")
-	}
-	return nil
+	return s.limits().Size(n)
 }
 
 // formError names a body cut off at the size limit as such.
@@ -185,49 +214,14 @@ func formError(err error, limit int64) error {
 	return badRequest("multipart form: " + err.Error())
 }
 
-// checkFields fills in default languages and checks the fields.
-func (s *server) checkFields(sub *submission) error {
-	if sub.source == "" {
-		sub.source = s.cfg.DefaultSourceLanguage
-	}
-	if !languagePattern.MatchString(sub.source) {
-		return badRequest(fmt.Sprintf("source %q: want a language code such as en or es", sub.source))
-	}
-	values := append([]string{sub.target}, sub.targets...)
-	targets, err := parseTargets(values, s.cfg.DefaultTargetLanguage)
-	if err != nil {
-		return err
-	}
-	sub.targets, sub.target = targets, targets[0]
-	for _, t := range targets {
-		if t == sub.source {
-			return badRequest("source and target are the same language")
-		}
-	}
-	if len(sub.speaker) > 200 || strings.ContainsAny(sub.speaker, "\x00\n\r") {
-		return badRequest("speaker: at most 200 characters on one line")
-	}
-	return nil
-}
-
-// probe checks the upload with ffprobe: media with an audio and a video
-// stream, not longer than MAX_VIDEO_SECONDS.
-func (s *server) probe(ctx context.Context, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	_, err := media.ProbeInput(ctx, path, media.Limits{RequireAudio: true, RequireVideo: true,
-		MaxDuration: s.cfg.Limits.MaxDuration()})
-	switch {
-	case errors.Is(err, media.ErrTooLong):
-		return tooLarge(fmt.Sprintf("video: %v (MAX_VIDEO_SECONDS=%d)", err, s.cfg.Limits.MaxVideoSeconds))
-	case err != nil:
-		return badRequest("video: " + strings.ReplaceAll(err.Error(), path, "upload"))
-	}
-	return nil
-}
-
-// existingUpload reads {"sourceVideoKey", "source", "target", "speaker"}
-// for an object uploaded through POST /api/uploads.
+// existingUpload starts a task from {"sourceVideoKey", "source", "target",
+// "targetLanguages", "speaker", "glossary"}, the key an upload of POST
+// /api/uploads was PUT to. It admits the fields, then — holding the
+// upload's lock, so that two requests never race for it — downloads the
+// upload, admits the video (the same probe as multipart), stores the
+// probed file as the task's own videos/{taskId}/source.mp4, creates the
+// task and removes the upload. A later PUT to the upload URL changes
+// nothing the task reads, and the same upload cannot start a second task.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
 	var body struct {
 		SourceVideoKey string `json:"sourceVideoKey"`
@@ -242,56 +236,136 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	if err := decodeJSON(r, &body); err != nil {
 		return submission{}, err
 	}
-	id, err := taskOfVideoKey(body.SourceVideoKey)
+	ctx := r.Context()
+	id, err := taskOfUploadKey(body.SourceVideoKey)
 	if err != nil {
 		return submission{}, err
 	}
-	sub := submission{id: id, source: body.Source, target: body.Target, speaker: body.Speaker,
-		glossary: body.Glossary, sourceVideoKey: body.SourceVideoKey, targets: body.TargetLanguages}
-	if err := s.checkFields(&sub); err != nil {
+	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo}
+	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
+		Speaker: body.Speaker, Glossary: body.Glossary}
+	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}
-	info, err := s.objects.Stat(r.Context(), sub.sourceVideoKey)
-	if errors.Is(err, blob.ErrNotFound) {
-		return sub, badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (PUT the file to the uploadUrl first)", sub.sourceVideoKey))
-	}
+	unlock, err := s.lockUpload(ctx, id)
 	if err != nil {
-		return sub, unavailable("object store: " + err.Error())
+		return sub, err
 	}
-	if info.Size > s.cfg.Limits.MaxVideoBytes {
-		return sub, tooLarge(fmt.Sprintf("video: %d bytes (MAX_VIDEO_BYTES=%d)", info.Size, s.cfg.Limits.MaxVideoBytes))
+	defer unlock()
+	if exists, err := s.taskExists(ctx, id); err != nil || exists {
+		if err == nil {
+			err = conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", id))
+		}
+		return sub, err
+	}
+	dir, err := os.MkdirTemp("", "dubflow-console-")
+	if err != nil {
+		return sub, fmt.Errorf("upload: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := dir + "/source"
+	if err := s.fetchUpload(ctx, body.SourceVideoKey, path); err != nil {
+		return sub, err
+	}
+	if _, err := s.limits().Media(ctx, path); err != nil {
+		return sub, err
+	}
+	if err := s.objects.PutFile(ctx, sub.sourceVideoKey, path, "video/mp4"); err != nil {
+		return sub, unavailable("store the video: " + err.Error())
+	}
+	if err := s.submit(ctx, sub); err != nil {
+		return sub, err
+	}
+	if err := s.objects.Remove(ctx, body.SourceVideoKey); err != nil {
+		// The task has its own copy; the upload is only clutter now.
+		s.log.Warn().Err(err).Str("key", body.SourceVideoKey).Msg("remove the used upload")
 	}
 	return sub, nil
 }
 
-// taskOfVideoKey returns the task id of a key videos/{taskId}/source.mp4.
-func taskOfVideoKey(key string) (uuid.UUID, error) {
+// fetchUpload downloads the upload at key into path, at most
+// MAX_VIDEO_BYTES.
+func (s *server) fetchUpload(ctx context.Context, key, path string) error {
+	lim := s.limits()
+	info, err := s.objects.Stat(ctx, key)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (PUT the file to the uploadUrl first)", key))
+	case err != nil:
+		return unavailable("object store: " + err.Error())
+	}
+	if err := lim.Size(info.Size); err != nil {
+		return err
+	}
+	err = s.objects.GetFile(ctx, key, path, lim.MaxBytes)
+	switch {
+	case errors.Is(err, blob.ErrTooLarge):
+		return lim.Size(lim.MaxBytes + 1)
+	case errors.Is(err, blob.ErrNotFound):
+		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (PUT the file to the uploadUrl first)", key))
+	case err != nil:
+		return unavailable("read the upload: " + err.Error())
+	}
+	return nil
+}
+
+// lockUpload holds a session lock on the upload of task id until unlock
+// is called; a second request for the same upload meanwhile is refused.
+func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, unavailable("database: " + err.Error())
+	}
+	const key = `hashtextextended('dubflow upload ' || $1, 0)`
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+key+`)`, id.String()).Scan(&locked); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("lock upload %s: %w", id, err)
+	}
+	if !locked {
+		conn.Release()
+		return nil, conflict(fmt.Sprintf("upload %s is being submitted by another request", id))
+	}
+	return func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+key+`)`, id.String()); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) // closing the session releases its locks
+		}
+		conn.Release()
+	}, nil
+}
+
+// taskExists reports whether task id exists.
+func (s *server) taskExists(ctx context.Context, id uuid.UUID) (bool, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return false, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return exists, nil
+}
+
+// uploadKey is where the upload of task id goes.
+func uploadKey(id uuid.UUID) string { return uploadPrefix + id.String() + "/source.mp4" }
+
+// taskOfUploadKey returns the task id of a key uploads/{taskId}/source.mp4.
+func taskOfUploadKey(key string) (uuid.UUID, error) {
+	const want = "sourceVideoKey: want the uploads/{taskId}/source.mp4 that POST /api/uploads answered"
 	parts := strings.Split(key, "/")
 	if len(parts) != 3 {
-		return uuid.Nil, badRequest("sourceVideoKey: want videos/{taskId}/source.mp4 from POST /api/uploads")
+		return uuid.Nil, badRequest(want)
 	}
 	id, err := uuid.Parse(parts[1])
-	if err != nil || key != wire.DefaultKeys(id).SourceVideo {
-		return uuid.Nil, badRequest("sourceVideoKey: want videos/{taskId}/source.mp4 from POST /api/uploads")
+	if err != nil || key != uploadKey(id) {
+		return uuid.Nil, badRequest(want)
 	}
 	return id, nil
 }
 
-// submit stores the glossary, creates the task and publishes its first
-// message, exactly as dubctl submit does (task.Submit, then outbox.Flush;
-// a failed publish is left to the workers' outbox sweep).
+// submit creates the task and publishes its first message, exactly as
+// dubctl submit does (the admitted task's payload, glossary included, in
+// task.Submit; then outbox.Flush, a failed publish left to the workers'
+// outbox sweep). extract_audio stores the glossary in task_glossaries.
 func (s *server) submit(ctx context.Context, sub submission) error {
-	if sub.glossary != "" {
-		key := wire.KindVideo + "/" + sub.id.String() + "/glossary.txt"
-		if err := s.objects.Put(ctx, key, strings.NewReader(sub.glossary), int64(len(sub.glossary)), "text/plain"); err != nil {
-			return unavailable("store the glossary: " + err.Error())
-		}
-	}
-	payload := wire.ExtractAudio{SourceVideoKey: sub.sourceVideoKey, OutputAudioKey: wire.DefaultKeys(sub.id).SourceAudio,
-		SourceLanguage: sub.source, TargetLanguage: sub.target, SpeakerID: sub.speaker}
-	if len(sub.targets) > 1 {
-		payload.TargetLanguages = sub.targets
-	}
+	payload := sub.task.Payload(sub.id)
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
 	if err != nil {
 		return badRequest(err.Error())
@@ -319,8 +393,10 @@ type upload struct {
 	ExpiresAt      time.Time         `json:"expiresAt"`
 }
 
-// createUpload reserves a task id and returns a presigned PUT URL for its
-// source video; POST /api/tasks {sourceVideoKey} starts the task.
+// createUpload reserves a task id and returns a presigned PUT URL, valid
+// for at most 15 minutes, for its video at uploads/{taskId}/source.mp4;
+// POST /api/tasks {sourceVideoKey} checks the upload and starts the task
+// from its own copy.
 func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ContentType string `json:"contentType"`
@@ -330,12 +406,19 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := uuid.New()
-	key := wire.DefaultKeys(id).SourceVideo
-	u, err := s.signer.PresignPut(r.Context(), key, s.cfg.Presign())
+	key := uploadKey(id)
+	expiry := s.uploadExpiry()
+	u, err := s.signer.PresignPut(r.Context(), key, expiry)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, upload{TaskID: id, SourceVideoKey: key, UploadURL: u.String(), Method: http.MethodPut,
-		Headers: map[string]string{}, ExpiresAt: time.Now().Add(s.cfg.Presign()).UTC().Truncate(time.Second)})
+		Headers: map[string]string{}, ExpiresAt: time.Now().Add(expiry).UTC().Truncate(time.Second)})
+}
+
+// uploadExpiry is the lifetime of an upload URL: CONSOLE_PRESIGN_SECONDS,
+// at most 15 minutes.
+func (s *server) uploadExpiry() time.Duration {
+	return min(s.cfg.Presign(), maxUploadSeconds*time.Second)
 }

@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/dubflow/dubflow/pkg/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -56,6 +57,70 @@ func TestExtractAudio(t *testing.T) {
 	t.Run("seed message creates the task and extracts audio", func(t *testing.T) { seedMessageCreatesTask(t, s) })
 	t.Run("languages from payload, then task, then defaults", func(t *testing.T) { languagesFallBack(t, s) })
 	t.Run("bad inputs fail the task with a clear reason", func(t *testing.T) { badInputsFail(t, s) })
+	// Last: it announces engines, which the cases above do not expect.
+	t.Run("impossible languages are refused at once", func(t *testing.T) { impossibleLanguagesRefused(t, s) })
+}
+
+// impossibleLanguagesRefused: an outside publisher's message naming a
+// target no engine can do is dead-lettered on its first attempt with the
+// admission's text (pkg/admit), before any audio is extracted or any asr
+// runs; a possible one still passes.
+func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
+	ctx := context.Background()
+	caps := admit.Capabilities{}
+	for _, c := range []admit.Capability{
+		{Step: wire.StepASR, Worker: "asr-1", Engine: "pocketsphinx", Languages: []string{"en"}},
+		{Step: wire.StepTranslate, Worker: "translate-1", Engine: "apertium", Languages: []string{"en|es", "es|en"}},
+		{Step: wire.StepTTS, Worker: "tts-1", Engine: "espeak", Languages: []string{"en", "es"}},
+	} {
+		if err := admit.Announce(ctx, s.DB.Pool, c); err != nil {
+			t.Fatal(err)
+		}
+		caps = append(caps, c)
+	}
+	video := sample(t, "Hello there.", media.SampleSpeech)
+	for _, c := range []struct{ name, source, target string }{
+		{"target xx", "en", "xx"}, {"target tlh", "en", "tlh"}, {"source zz", "zz", "es"}, {"source = target", "es", "es"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want := admit.Languages(c.source, []string{c.target}, caps)
+			if want == nil {
+				t.Fatalf("pkg/admit admits %s→%s", c.source, c.target)
+			}
+			id := uuid.New()
+			keys := wire.DefaultKeys(id)
+			upload(s, keys.SourceVideo, video)
+			asrBefore := s.Depth("task.asr")
+			env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{SourceVideoKey: keys.SourceVideo,
+				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Publish(env)
+			if got := s.WaitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "failed" {
+				t.Fatalf("extract_audio %s, want failed", got)
+			}
+			_, dl := s.Refused(t, id, want.Error())
+			if dl.Attempt != 1 {
+				t.Errorf("dead-lettered at attempt %d, want the first", dl.Attempt)
+			}
+			if _, err := s.Blob.Stat(ctx, keys.SourceAudio); err == nil {
+				t.Error("audio extracted for a refused task")
+			}
+			if n := s.Depth("task.asr") - asrBefore; n != 0 {
+				t.Errorf("%d asr messages for a refused task", n)
+			}
+		})
+	}
+	id := uuid.New()
+	keys := wire.DefaultKeys(id)
+	upload(s, keys.SourceVideo, video)
+	env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{SourceVideoKey: keys.SourceVideo,
+		OutputAudioKey: keys.SourceAudio, SourceLanguage: "en", TargetLanguage: "es"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Expect(t, env, wire.StepExtractAudio, "succeeded", "")
 }
 
 func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {

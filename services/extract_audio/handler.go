@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
@@ -43,6 +44,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	env := msg.Envelope
 	t, err := h.resolve(ctx, env, p)
 	if err != nil {
+		return err
+	}
+	if err := h.admit(ctx, t, p); err != nil {
 		return err
 	}
 
@@ -118,6 +122,26 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 		}
 	}
 	return t, nil
+}
+
+// admit refuses, as a permanent error, a task whose languages the
+// engines cannot handle — pkg/admit's check, the one every door runs, by
+// what the asr, translate and tts workers announced — before anything is
+// downloaded or transcribed. An outside publisher's message reaches no
+// other door.
+func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error {
+	caps, err := admit.LoadCapabilities(ctx, h.db)
+	if err != nil {
+		return err
+	}
+	targets := p.Targets()
+	if len(targets) == 0 {
+		targets = []string{t.targetLanguage}
+	}
+	if err := admit.Languages(t.sourceLanguage, targets, caps); err != nil {
+		return fault.Permanent(err)
+	}
+	return nil
 }
 
 // details are what the task's row records of t.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
 
@@ -80,6 +82,7 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	if err != nil {
 		return nil, err
 	}
+	d.Announce(wire.StepTranslate, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, batcher) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.TranslateBatchSize).Int("item_max_retries", c.ItemMaxRetries).
 		Int("max_text_length", c.MaxTextLength).Int("apertium_pipelines", c.ApertiumPipelines).Msg("translate starting")
 	return &handler{db: d.Pool, batcher: *batcher}, nil

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
-	"github.com/dubflow/dubflow/pkg/testenv"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -60,6 +62,25 @@ func TestTranslate(t *testing.T) {
 	t.Run("fan-in emits exactly one tts", func(t *testing.T) { fanIn(t, s) })
 	t.Run("missing segment is permanent", func(t *testing.T) { missingSegment(t, s) })
 	t.Run("glossary", func(t *testing.T) { glossary(t, s) })
+	t.Run("announces its pairs", func(t *testing.T) { announces(t, s) })
+}
+
+// announces: the worker tells the doors the pairs of its installed
+// Apertium modes (pkg/admit), which judge a task's languages by them.
+func announces(t *testing.T, s *testenv.Stack) {
+	var caps admit.Capabilities
+	testenv.Eventually(t, "translate announces its pairs", func() bool {
+		var err error
+		caps, err = admit.LoadCapabilities(context.Background(), s.DB.Pool)
+		return err == nil && len(caps) > 0
+	})
+	if caps[0].Step != wire.StepTranslate || caps[0].Engine != "apertium" || !slices.Contains(caps[0].Languages, "en|es") {
+		t.Fatalf("announced %+v, want apertium's en|es", caps)
+	}
+	if err := admit.Languages("en", []string{"xx"}, caps); err == nil ||
+		!strings.HasPrefix(err.Error(), `target "xx": no translation from en to xx (installed: en→`) {
+		t.Fatalf("xx judged by the announcement: %v", err)
+	}
 }
 
 func fanIn(t *testing.T, s *testenv.Stack) {

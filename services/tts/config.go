@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
 
@@ -92,6 +94,7 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	if err != nil {
 		return nil, err
 	}
+	d.Announce(wire.StepTTS, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.BatchSize).Int("max_concurrency", c.MaxConcurrency).
 		Int("segment_max_retries", c.SegmentMaxRetries).Float64("retry_delay_seconds", c.RetryDelaySeconds).Msg("tts starting")
 	return &handler{db: d.Pool, objects: d.Blob, tts: engine, defaults: c.Settings(), voicing: c.Voicing()}, nil

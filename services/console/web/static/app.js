@@ -673,7 +673,7 @@
     target.title = 'one language code such as es, or several separated by commas: es, ca, fr';
     const speaker = h('input', {type: 'text', id: 'speaker', name: 'speaker', placeholder: 'default voice'});
     const glossary = h('textarea', {id: 'glossary', name: 'glossary', rows: 3, style: 'width:100%',
-      placeholder: 'one term per line: source = target'});
+      placeholder: 'CSV, one term a line: source,target\nqueue,cola\ndubflow,   (empty target: keep the term)'});
     const bar = h('i', {});
     const status = h('span', {class: 'num', id: 'upload-status'}, 'Choose a video.');
     const submit = h('button', {type: 'submit', class: 'primary', id: 'upload'}, 'Upload and dub');
@@ -695,7 +695,7 @@
         h('div', {}, h('label', {for: 'source'}, 'Spoken language'), source),
         h('div', {}, h('label', {for: 'target'}, 'Dub into (es, ca, …)'), target),
         h('div', {}, h('label', {for: 'speaker'}, 'Speaker (voice)'), speaker)),
-      h('label', {for: 'glossary'}, 'Glossary (optional)'), glossary,
+      h('label', {for: 'glossary'}, 'Glossary (optional, CSV as for dubctl --glossary: source,target a line, at most 1000 terms)'), glossary,
       h('div', {style: 'margin:14px 0 6px'}, h('div', {class: 'bar big'}, bar)),
       h('div', {class: 'row'}, status, h('span', {class: 'spacer'}), submit));
     form.addEventListener('submit', (ev) => {

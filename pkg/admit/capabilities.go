@@ -1,0 +1,194 @@
+package admit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Capability is what one worker announced its engine can do.
+type Capability struct {
+	// Step is wire.StepASR, wire.StepTranslate or wire.StepTTS.
+	Step string `json:"step"`
+	// Worker names the announcing process; Engine its engine (ASR_ENGINE,
+	// TRANSLATE_ENGINE, TTS_ENGINE).
+	Worker string `json:"worker"`
+	Engine string `json:"engine"`
+	// Languages: for asr the languages it hears, for tts those it speaks,
+	// for translate its pairs "from|to" (speech.Pair); speech.AnyLanguage
+	// for any. Codes are speech.BaseLanguage's.
+	Languages []string  `json:"languages"`
+	SeenAt    time.Time `json:"seen_at"`
+}
+
+// Capabilities are the announcements the doors judge languages by.
+// A step with no announcement is not judged: its workers may be scaled to
+// zero, or not deployed yet, and a door must not refuse what it cannot
+// know. The zero value judges nothing.
+type Capabilities []Capability
+
+// Steps whose engines are announced.
+var announcedSteps = []string{wire.StepASR, wire.StepTranslate, wire.StepTTS}
+
+// Window is how long after a step's newest announcement other workers'
+// announcements of the step still count: a running worker refreshes its
+// own every RefreshInterval, so an older one is a worker that is gone (or a
+// deployment that changed its engine). The newest announcement counts
+// however old it is: workers scaled to zero still say what they can do
+// when they come back.
+const Window = 10 * time.Minute
+
+// RefreshInterval is how often a worker renews its announcement.
+const RefreshInterval = time.Minute
+
+// forget is how long announcements are kept before Announce removes them.
+const forget = 7 * 24 * time.Hour
+
+// judge checks that source can be transcribed, translated into each
+// target and each target spoken.
+func (c Capabilities) judge(source string, targets []string) error {
+	if langs, ok := c.of(wire.StepASR); ok && !has(langs, speech.BaseLanguage(source)) {
+		return refuse("source", source, fmt.Sprintf("no speech recognition for %s (installed: %s)",
+			source, list(langs, "")))
+	}
+	pairs, judgePairs := c.of(wire.StepTranslate)
+	voices, judgeVoices := c.of(wire.StepTTS)
+	for _, t := range targets {
+		if judgePairs && !has(pairs, speech.Pair(source, t)) {
+			return refuse("target", t, fmt.Sprintf("no translation from %s to %s (installed: %s)",
+				source, t, list(pairs, speech.BaseLanguage(source)+"|")))
+		}
+		if judgeVoices && !has(voices, speech.BaseLanguage(t)) {
+			return refuse("target", t, fmt.Sprintf("no voice for %s (installed: %s)", t, list(voices, "")))
+		}
+	}
+	return nil
+}
+
+// of returns the union of step's announcements within Window of its
+// newest, and whether there is any.
+func (c Capabilities) of(step string) ([]string, bool) {
+	var newest time.Time
+	found := false
+	for _, a := range c {
+		if a.Step == step {
+			found = true
+			if a.SeenAt.After(newest) {
+				newest = a.SeenAt
+			}
+		}
+	}
+	if !found {
+		return nil, false
+	}
+	out := []string{}
+	for _, a := range c {
+		if a.Step != step || a.SeenAt.Before(newest.Add(-Window)) {
+			continue
+		}
+		for _, l := range a.Languages {
+			if !slices.Contains(out, l) {
+				out = append(out, l)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, true
+}
+
+// has reports whether langs holds l or any language.
+func has(langs []string, l string) bool {
+	return slices.Contains(langs, speech.AnyLanguage) || slices.Contains(langs, l)
+}
+
+// maxListed bounds the installed languages an error lists.
+const maxListed = 20
+
+// list writes langs for an error: pairs as from→to, those starting with
+// prefix first (the source's), at most maxListed; "none" for none.
+func list(langs []string, prefix string) string {
+	var first, rest []string
+	for _, l := range langs {
+		shown := strings.Replace(l, "|", "→", 1)
+		if prefix != "" && strings.HasPrefix(l, prefix) {
+			first = append(first, shown)
+		} else {
+			rest = append(rest, shown)
+		}
+	}
+	all := append(first, rest...)
+	if len(all) == 0 {
+		return "none"
+	}
+	if len(all) > maxListed {
+		return fmt.Sprintf("%s and %d more", strings.Join(all[:maxListed], ", "), len(all)-maxListed)
+	}
+	return strings.Join(all, ", ")
+}
+
+// Querier runs a query: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Execer runs a statement: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Announce records what c's worker can do, as seen now, and removes
+// announcements no worker renewed for a week.
+func Announce(ctx context.Context, db Execer, c Capability) error {
+	if !slices.Contains(announcedSteps, c.Step) {
+		return fmt.Errorf("announce capabilities: step %q: want one of %v", c.Step, announcedSteps)
+	}
+	langs := c.Languages
+	if langs == nil {
+		langs = []string{}
+	}
+	b, err := json.Marshal(langs)
+	if err != nil {
+		return fmt.Errorf("announce capabilities: %w", err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO engine_capabilities (step, worker, engine, languages, seen_at)
+		VALUES ($1, $2, $3, $4, now())
+		ON CONFLICT (step, worker) DO UPDATE SET engine = EXCLUDED.engine, languages = EXCLUDED.languages,
+			seen_at = EXCLUDED.seen_at`, c.Step, c.Worker, c.Engine, b); err != nil {
+		return fmt.Errorf("announce capabilities of %s %s: %w", c.Step, c.Worker, err)
+	}
+	if _, err := db.Exec(ctx, `DELETE FROM engine_capabilities WHERE seen_at < now() - $1 * interval '1 second'`, forget.Seconds()); err != nil {
+		return fmt.Errorf("forget old capabilities: %w", err)
+	}
+	return nil
+}
+
+// LoadCapabilities reads the engines' announcements (engine_capabilities).
+func LoadCapabilities(ctx context.Context, db Querier) (Capabilities, error) {
+	rows, err := db.Query(ctx, `SELECT step, worker, engine, languages, seen_at FROM engine_capabilities
+		WHERE seen_at > now() - $1 * interval '1 second' ORDER BY step, worker`, forget.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("read engine capabilities: %w", err)
+	}
+	var caps Capabilities
+	var c Capability
+	var langs []byte
+	if _, err := pgx.ForEachRow(rows, []any{&c.Step, &c.Worker, &c.Engine, &langs, &c.SeenAt}, func() error {
+		c.Languages = nil
+		if err := json.Unmarshal(langs, &c.Languages); err != nil {
+			return fmt.Errorf("languages of %s %s: %w", c.Step, c.Worker, err)
+		}
+		caps = append(caps, c)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read engine capabilities: %w", err)
+	}
+	return caps, nil
+}

@@ -1,0 +1,35 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/ops"
+)
+
+// Announce makes the worker tell the doors what its engine can do
+// (admit.Announce): languages asks the engine (speech.Capabilities), at
+// start and every admit.RefreshInterval while the worker serves. A failure
+// is logged and tried again at the next interval; it never stops the
+// worker — the doors then judge by the other workers' announcements, or
+// not at all.
+func (d *Deps) Announce(step, engine string, languages func(ctx context.Context) ([]string, error)) {
+	worker := WorkerIDs(d.Name, 1)[0]
+	log := d.Log.With().Str("step", step).Str("engine", engine).Logger()
+	announce := func(ctx context.Context) {
+		langs, err := languages(ctx)
+		if err == nil {
+			err = admit.Announce(ctx, d.Pool, admit.Capability{Step: step, Worker: worker, Engine: engine, Languages: langs})
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn().Err(err).Msg("announce capabilities")
+			return
+		}
+		log.Debug().Strs("languages", langs).Msg("capabilities announced")
+	}
+	d.jobs = append(d.jobs, func(ctx context.Context) error {
+		announce(ctx)
+		ops.Every(ctx, admit.RefreshInterval, announce)
+		return nil
+	})
+}
