@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
