@@ -1,7 +1,8 @@
-// Package dub reads and edits the lines of a finished dub: Segments lists a
-// task's segments as people number them (from 1), and Redub changes the
-// translation of one of them and starts a new output version that
-// re-synthesizes that segment only and muxes again. dubctl and the console
-// both call it; neither publishes anything itself beyond flushing the
-// outbox rows Redub returns.
+// Package dub edits the lines of a finished dub: Redub changes the
+// translation of one segment (numbered from 1, as view.Segments numbers
+// them) and starts a new output version that re-synthesizes that segment
+// only and muxes again; a parent task is refused with the names of its
+// children. dubctl and the console both call it; neither publishes anything
+// itself beyond flushing the outbox rows Redub returns. ReadSegments is the
+// workers' one way to read segment rows.
 package dub

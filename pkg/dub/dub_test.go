@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/task/tasktest"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,7 +38,7 @@ func TestSegmentsAndRedub(t *testing.T) {
 	pool := testenv.Postgres(t).Pool
 	id := doneTask(t, ctx, pool)
 
-	segs, err := dub.Segments(ctx, pool, id)
+	segs, err := view.Segments(ctx, pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestSegmentsAndRedub(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&status); err != nil || status != task.Running {
 		t.Fatalf("task status %q (%v), want running", status, err)
 	}
-	after, err := dub.Segments(ctx, pool, id)
+	after, err := view.Segments(ctx, pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +76,12 @@ func TestSegmentsAndRedub(t *testing.T) {
 	if _, err := dub.Redub(ctx, pool, id, 1, "x"); !errors.Is(err, task.ErrRefused) {
 		t.Fatalf("redub of a running task: %v, want refused", err)
 	}
-	vs, err := dub.Versions(ctx, pool, id)
+	vs, err := view.Versions(ctx, pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(vs) != 2 || vs[0].Version != 1 || vs[0].OutputVideoKey != wire.DefaultKeys(id).OutputVideo ||
-		vs[1].Version != 2 || vs[1].Ready || *vs[1].SegmentIdx != 2 || *vs[1].Text != "buenas tardes" {
+		vs[1].Version != 2 || vs[1].Ready || *vs[1].Segment != 2 || *vs[1].Text != "buenas tardes" {
 		t.Fatalf("versions: %+v", vs)
 	}
 }
@@ -98,6 +99,7 @@ func TestRedubRefuses(t *testing.T) {
 		{0, "x", dub.ErrNoSegment},
 		{4, "x", dub.ErrNoSegment},
 		{1, strings.Repeat("a", dub.MaxTextLength+1), dub.ErrInvalidText},
+		{1, "  ", dub.ErrInvalidText}, // a line is not made silent by mistake
 	} {
 		if _, err := dub.Redub(ctx, pool, id, tc.n, tc.text); !errors.Is(err, tc.want) {
 			t.Errorf("redub segment %d: %v, want %v", tc.n, err, tc.want)
@@ -106,7 +108,7 @@ func TestRedubRefuses(t *testing.T) {
 	if _, err := dub.Redub(ctx, pool, uuid.New(), 1, "x"); !errors.Is(err, dub.ErrNotFound) {
 		t.Errorf("redub of a missing task: %v", err)
 	}
-	if _, err := dub.Segments(ctx, pool, uuid.New()); !errors.Is(err, dub.ErrNotFound) {
+	if _, err := view.Segments(ctx, pool, uuid.New()); !errors.Is(err, dub.ErrNotFound) {
 		t.Errorf("segments of a missing task: %v", err)
 	}
 	// Nothing was changed by the refused re-dubs.

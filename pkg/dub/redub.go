@@ -23,8 +23,14 @@ const MaxTextLength = 2000
 // have.
 var ErrNoSegment = errors.New("no such segment")
 
-// ErrInvalidText is returned by Redub for a text it refuses (too long).
+// ErrInvalidText is returned by Redub for a text it refuses (empty, too
+// long).
 var ErrInvalidText = errors.New("invalid text")
+
+// ErrParent is returned by Redub for a parent task (one that dubs into
+// several languages): its lines are re-dubbed in each child, the error
+// names them.
+var ErrParent = errors.New("a parent task is not re-dubbed")
 
 // Beginner starts a transaction: a pool or a connection.
 type Beginner interface {
@@ -33,18 +39,18 @@ type Beginner interface {
 
 // Redubbed is what Redub started.
 type Redubbed struct {
-	TaskID uuid.UUID `json:"task_id"`
+	TaskID uuid.UUID `json:"taskId"`
 	// Version is the output version the re-dub builds (2 for the first
 	// re-dub); earlier versions' objects stay where they are.
 	Version int `json:"version"`
-	// N and Idx name the segment changed; PreviousText is its translation
-	// before, Text the new one.
-	N            int     `json:"n"`
-	Idx          int     `json:"idx"`
-	PreviousText *string `json:"previous_text"`
+	// N (numbered from 1) and Idx (segments.idx) name the segment
+	// changed; PreviousText is its translation before, Text the new one.
+	N            int     `json:"segment"`
+	Idx          int     `json:"-"`
+	PreviousText *string `json:"previousText"`
 	Text         string  `json:"text"`
 	// OutputVideoKey is where the new version's video will be written.
-	OutputVideoKey string `json:"output_video_key"`
+	OutputVideoKey string `json:"outputVideoKey"`
 	// Outbox lists the committed outbox rows (the task.redubbing event and
 	// the tts message): publish them with outbox.Flush, or leave them to a
 	// worker's sweep.
@@ -60,12 +66,16 @@ type Redubbed struct {
 // segment only (the only one without audio) and emits the version's
 // mux_video, which writes the new output under outputs/{task_id}/v<n>/ and
 // sets the task done again. A task that is not done is refused
-// (task.ErrRefused); a missing task is ErrNotFound, a missing segment
-// ErrNoSegment.
+// (task.ErrRefused), a parent task ErrParent naming its children, an empty
+// or too long text ErrInvalidText; a missing task is ErrNotFound, a missing
+// segment ErrNoSegment.
 func Redub(ctx context.Context, db Beginner, taskID uuid.UUID, n int, text string) (*Redubbed, error) {
 	text = strings.TrimSpace(wire.CleanText(text))
 	if n < 1 {
 		return nil, fmt.Errorf("segment %d: %w: segments are numbered from 1", n, ErrNoSegment)
+	}
+	if text == "" {
+		return nil, fmt.Errorf("%w: the text is empty; give the line's new translation", ErrInvalidText)
 	}
 	if l := utf8.RuneCountInString(text); l > MaxTextLength {
 		return nil, fmt.Errorf("%w: %d characters, at most %d", ErrInvalidText, l, MaxTextLength)
@@ -84,6 +94,9 @@ func Redub(ctx context.Context, db Beginner, taskID uuid.UUID, n int, text strin
 
 // redub does Redub's work inside tx.
 func redub(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, n int, text string) (*Redubbed, error) {
+	if err := refuseParent(ctx, tx, taskID); err != nil {
+		return nil, err
+	}
 	res, err := task.Apply(ctx, tx, task.Redub(task.Ref{ID: taskID}))
 	var refused *task.RefusedError
 	switch {
@@ -119,6 +132,29 @@ func redub(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, n int, text string)
 	}
 	r.Outbox = append(r.Outbox, res.EventID, id)
 	return r, nil
+}
+
+// refuseParent refuses a parent task, naming its children: each language
+// is re-dubbed in its own child task.
+func refuseParent(ctx context.Context, tx pgx.Tx, taskID uuid.UUID) error {
+	f, err := task.FamilyOf(ctx, tx, taskID)
+	switch {
+	case errors.Is(err, task.ErrNotFound):
+		return fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	case err != nil:
+		return err
+	case len(f.Targets) == 0:
+		return nil
+	}
+	if len(f.Children) == 0 {
+		return fmt.Errorf("redub task %s: %w: it dubs into %s through child tasks, which start where its transcription ends",
+			taskID, ErrParent, strings.Join(f.Targets, ", "))
+	}
+	names := make([]string, 0, len(f.Children))
+	for _, c := range f.Children {
+		names = append(names, c.TargetLanguage+" "+c.ID.String())
+	}
+	return fmt.Errorf("redub task %s: %w: re-dub one of its children: %s", taskID, ErrParent, strings.Join(names, ", "))
 }
 
 // nth returns the index and translation of the task's n-th segment.

@@ -9,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,8 @@ import (
 
 // cancelTask ends a task that is not finished (task.Cancel): it becomes
 // failed with "cancelled: <reason>"; its workers' next commit is refused.
+// A parent's cancel cancels its children that have not ended (in the same
+// statement: pkg/task's cascade).
 func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Reason string `json:"reason"`
@@ -56,11 +59,13 @@ func (s *server) flush(ctx context.Context, id uuid.UUID, ids []int64) {
 	}
 }
 
-// replayedPart is one part a retry published again.
+// replayedPart is one part a retry published again; TaskID names the
+// child task it belongs to when a parent was retried.
 type replayedPart struct {
-	Step    string `json:"step"`
-	Part    string `json:"part"`
-	Attempt int    `json:"attempt"`
+	TaskID  *uuid.UUID `json:"taskId,omitempty"`
+	Step    string     `json:"step"`
+	Part    string     `json:"part"`
+	Attempt int        `json:"attempt"`
 }
 
 // retried is what POST /api/tasks/{id}/retry answers.
@@ -74,7 +79,9 @@ type retried struct {
 // of the pipeline that has not succeeded publishes each of its unfinished
 // parts again with a fresh retry budget (step.Replay; earlier attempts stay
 // as history), the task becomes running (task.Retry), and the step's dead
-// letters are marked replayed — in one transaction.
+// letters are marked replayed — in one transaction. A parent whose children
+// were spawned is retried through them: each failed (or cancelled) child
+// is retried so, and the parent runs again until they end.
 func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err != nil {
@@ -85,7 +92,15 @@ func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
 	var ids []int64
 	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 		var err error
-		out.Replayed, ids, err = retryInTx(r.Context(), tx, id)
+		children, err := task.Children(r.Context(), tx, id)
+		if err != nil {
+			return err
+		}
+		if len(children) == 0 {
+			out.Replayed, ids, err = retryInTx(r.Context(), tx, id)
+			return err
+		}
+		out.Replayed, ids, err = retryParent(r.Context(), tx, id, children)
 		return err
 	})
 	if err != nil {
@@ -102,17 +117,61 @@ func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func retryInTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]replayedPart, []int64, error) {
+// lockRetried locks the task's row and refuses a task that did not fail.
+func lockRetried(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 	var status string
 	err := tx.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1 FOR UPDATE`, id).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fmt.Errorf("task %s: %w", id, errTaskNotFound)
+		return fmt.Errorf("task %s: %w", id, errTaskNotFound)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read task %s: %w", id, err)
+		return fmt.Errorf("read task %s: %w", id, err)
 	}
-	if status != task.Failed {
-		return nil, nil, conflict(fmt.Sprintf("task %s is %s; only a failed task is retried", id, status))
+	if !retriable(status) {
+		return conflict(fmt.Sprintf("task %s is %s; only a failed task is retried", id, status))
+	}
+	return nil
+}
+
+// retriable reports whether a task in status is retried: it failed or was
+// cancelled.
+func retriable(status string) bool { return status == task.Failed || status == view.Cancelled }
+
+// retryParent retries each failed or cancelled child of a parent (their
+// rows locked after the parent's) and sets the parent running again.
+func retryParent(ctx context.Context, tx pgx.Tx, id uuid.UUID, children []task.Child) ([]replayedPart, []int64, error) {
+	if err := lockRetried(ctx, tx, id); err != nil {
+		return nil, nil, err
+	}
+	var out []replayedPart
+	var ids []int64
+	for _, c := range children {
+		if !retriable(c.Status) {
+			continue
+		}
+		parts, msgs, err := retryInTx(ctx, tx, c.ID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("retry the %s child %s: %w", c.TargetLanguage, c.ID, err)
+		}
+		for i := range parts {
+			child := c.ID
+			parts[i].TaskID = &child
+		}
+		out, ids = append(out, parts...), append(ids, msgs...)
+	}
+	if len(out) == 0 {
+		return nil, nil, conflict(fmt.Sprintf("task %s: none of its children failed; nothing to retry", id))
+	}
+	res, err := task.Apply(ctx, tx, task.Retry(task.Ref{ID: id}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, append(ids, res.EventID), nil
+}
+
+func retryInTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]replayedPart, []int64, error) {
+	if err := lockRetried(ctx, tx, id); err != nil {
+		return nil, nil, err
 	}
 	stepName, err := failedStep(ctx, tx, id)
 	if err != nil {

@@ -1,28 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/consoleapi"
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
-// deadLetterView is a dead letter in the API's field names.
-type deadLetterView = consoleapi.DeadLetter
-
-func viewOf(d *dlq.DeadLetter) deadLetterView {
-	return deadLetterView{ID: d.ID, MessageID: d.MessageID, TaskID: d.TaskID, Step: d.Step, Attempt: d.Attempt,
-		ErrorClass: d.ErrorClass, FailureReason: d.FailureReason, RoutingKey: d.RoutingKey, Source: d.Source,
-		FailedAt: d.FailedAt, RecordedAt: d.RecordedAt, ReplayedAt: d.ReplayedAt, ReplayCount: d.ReplayCount,
-		OriginalMessage: d.OriginalMessage}
-}
+// deadLetterView is a dead letter in the API's field names (the read
+// model's).
+type deadLetterView = view.DeadLetter
 
 // listDeadLetters answers dlq.List: ?step=&pending=true&since=2h&limit=100.
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
@@ -44,14 +35,10 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	list, err := dlq.List(r.Context(), s.pool, f)
+	out, err := view.DeadLetters(r.Context(), s.pool, f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	out := make([]deadLetterView, 0, len(list))
-	for i := range list {
-		out = append(out, viewOf(&list[i]))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deadLetters": out})
 }
@@ -70,12 +57,12 @@ func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d, err := dlq.Get(r.Context(), s.pool, id)
+	d, err := view.GetDeadLetter(r.Context(), s.pool, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOf(d))
+	writeJSON(w, http.StatusOK, d)
 }
 
 // replayDeadLetter answers dlq.Replay ({"force": true} replays again).
@@ -100,30 +87,5 @@ func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Warn().Err(err).Int64("dead_letter", id).Msg("replayed; publish deferred to the outbox sweep")
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": res.ID, "taskId": res.TaskID, "step": res.Step,
-		"part": res.Part, "attempt": res.Attempt})
-}
-
-// deadLettersOfTask lists a task's dead letters, newest first, without
-// their messages.
-func deadLettersOfTask(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]deadLetterView, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM dead_letters WHERE task_id = $1 ORDER BY failed_at DESC, id DESC LIMIT 100`, id)
-	if err != nil {
-		return nil, fmt.Errorf("dead letters of %s: %w", id, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("dead letters of %s: %w", id, err)
-	}
-	out := make([]deadLetterView, 0, len(ids))
-	for _, dl := range ids {
-		d, err := dlq.Get(ctx, tx, dl)
-		if err != nil {
-			return nil, err
-		}
-		v := viewOf(d)
-		v.OriginalMessage = nil
-		out = append(out, v)
-	}
-	return out, nil
+	writeJSON(w, http.StatusOK, view.ReplayedOf(res))
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/consoleapi"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -216,7 +216,7 @@ func TestOpenAPIDescribesTheLanguagesFields(t *testing.T) {
 		t.Fatalf("openapi.json: %v", err)
 	}
 	for name, v := range map[string]any{"TaskSummary": taskSummary{}, "Created": created{TargetLanguages: []string{"es"}},
-		"Child": consoleapi.Child{}, "Languages": languagesView{}} {
+		"Child": view.Child{}, "Languages": languagesView{}} {
 		b, _ := json.Marshal(v)
 		fields := map[string]json.RawMessage{}
 		_ = json.Unmarshal(b, &fields)

@@ -2,48 +2,35 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"path"
 	"sort"
 
-	"github.com/dubflow/dubflow/pkg/consoleapi"
+	"github.com/dubflow/dubflow/pkg/view"
 )
 
 // links are presigned GET URLs of a task's objects.
-type links struct {
-	Source       *string        `json:"source"`
-	Output       *string        `json:"output"`
-	DubAudio     *string        `json:"dubAudio"`
-	Subtitles    []subtitleLink `json:"subtitles"`
-	TimingReport *string        `json:"timingReport"`
-}
+type links = view.Links
 
 // subtitleLink is one subtitle file.
-type subtitleLink = consoleapi.SubtitleLink
+type subtitleLink = view.SubtitleLink
 
-// result is what mux_video records as a done task's result.
-type result struct {
-	OutputVideoKey  string            `json:"output_video_key"`
-	DubAudioKey     string            `json:"dub_audio_key"`
-	Subtitles       map[string]string `json:"subtitles"`
-	TimingReportKey string            `json:"timing_report_key"`
-}
-
-// links presigns the task's source and, once dubbed, its outputs, and reads
-// its timing report (null when there is none or it is unreadable).
-func (s *server) links(ctx context.Context, d *taskDetail) (links, json.RawMessage) {
-	var res result
-	if len(d.Result) == 0 || json.Unmarshal(d.Result, &res) != nil {
-		return links{Subtitles: []subtitleLink{}, Source: s.presign(ctx, d.SourceVideoKey)}, nil
+// linksOf presigns the task's source and, once dubbed, its outputs, and
+// those of each of its children that is done.
+func (s *server) linksOf(ctx context.Context, d *taskDetail) {
+	d.Links = s.outputLinks(ctx, view.OutputOf(d.Result))
+	d.Links.Source = s.presign(ctx, d.SourceVideoKey)
+	for i := range d.ChildrenOf() {
+		c := &d.Languages.Children[i]
+		if c.Status != view.Done {
+			continue
+		}
+		l := s.outputLinks(ctx, view.OutputOf(c.Result))
+		c.Links = view.ChildLinks{Output: l.Output, Subtitles: l.Subtitles}
 	}
-	l, report := s.resultLinks(ctx, res, true)
-	l.Source = s.presign(ctx, d.SourceVideoKey)
-	return l, report
 }
 
-// resultLinks presigns the outputs a result names and, when readReport is
-// set, reads its timing report.
-func (s *server) resultLinks(ctx context.Context, res result, readReport bool) (links, json.RawMessage) {
+// outputLinks presigns the outputs a result names.
+func (s *server) outputLinks(ctx context.Context, res view.Output) links {
 	l := links{Subtitles: []subtitleLink{}}
 	l.Output = s.presign(ctx, res.OutputVideoKey)
 	l.DubAudio = s.presign(ctx, res.DubAudioKey)
@@ -54,17 +41,12 @@ func (s *server) resultLinks(ctx context.Context, res result, readReport bool) (
 	}
 	sort.Strings(langs)
 	for _, lang := range langs {
-		if u := s.presign(ctx, res.Subtitles[lang]); u != nil {
-			l.Subtitles = append(l.Subtitles, subtitleLink{Language: lang, URL: *u})
+		key := res.Subtitles[lang]
+		if u := s.presign(ctx, key); u != nil {
+			l.Subtitles = append(l.Subtitles, subtitleLink{Language: lang, Key: key, URL: *u})
 		}
 	}
-	var report json.RawMessage
-	if readReport && res.TimingReportKey != "" {
-		if b, err := s.objects.Get(ctx, res.TimingReportKey, maxTimingReportBytes); err == nil && json.Valid(b) {
-			report = b
-		}
-	}
-	return l, report
+	return l
 }
 
 // presign returns a download link for key, nil for no key.

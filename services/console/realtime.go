@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
 )
 
@@ -49,9 +49,15 @@ func (s *server) realtimeStatus(w http.ResponseWriter, r *http.Request) {
 // computeRealtime derives the realtime status from a task's detail.
 func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 	rs := realtimeStatus{TaskID: d.TaskID, Status: d.Status, LastActivity: d.UpdatedAt}
-	for _, a := range d.attempts {
-		rs.LastActivity = *latest(&rs.LastActivity, &a.StartedAt)
-		rs.LastActivity = *latest(&rs.LastActivity, a.FinishedAt)
+	for _, sv := range d.Steps {
+		for _, p := range sv.Parts {
+			for _, a := range p.Attempts {
+				rs.LastActivity = later(rs.LastActivity, a.StartedAt)
+				if a.FinishedAt != nil {
+					rs.LastActivity = later(rs.LastActivity, *a.FinishedAt)
+				}
+			}
+		}
 	}
 	ready := d.CreatedAt
 	var waits []float64
@@ -73,7 +79,7 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 			ready = *sv.FinishedAt
 		}
 	}
-	if d.Status == task.Done {
+	if d.Status == view.Done {
 		rs.Progress.Done, rs.Progress.Failed = rs.Progress.Total, 0
 	}
 	rs.Progress.Pending = max(0, rs.Progress.Total-rs.Progress.Done-rs.Progress.Failed)
@@ -81,16 +87,24 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 		rs.Metrics.AvgWaitTime += w / float64(len(waits))
 	}
 	end := now
-	if d.Status == task.Done || d.Status == task.Failed {
+	if view.Ended(d.Status) {
 		end = rs.LastActivity
 	}
 	if minutes := end.Sub(d.CreatedAt).Minutes(); minutes > 0 {
 		rs.Metrics.Throughput = float64(rs.Progress.Done) / minutes
 	}
-	if d.Status != task.Done && d.Status != task.Failed && rs.Metrics.Throughput > 0 {
+	if !view.Ended(d.Status) && rs.Metrics.Throughput > 0 {
 		eta := now.Add(time.Duration(float64(rs.Progress.Pending) / rs.Metrics.Throughput * float64(time.Minute)))
 		eta = eta.UTC().Truncate(time.Second)
 		rs.Metrics.EstimatedCompletion = &eta
 	}
 	return rs
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

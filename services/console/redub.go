@@ -5,23 +5,13 @@ import (
 	"net/http"
 
 	"github.com/dubflow/dubflow/pkg/dub"
-	"github.com/google/uuid"
 )
-
-// redubbed is what POST /api/tasks/{id}/redub answers.
-type redubbed struct {
-	TaskID         uuid.UUID `json:"taskId"`
-	Version        int       `json:"version"`
-	Segment        int       `json:"segment"`
-	PreviousText   *string   `json:"previousText"`
-	Text           string    `json:"text"`
-	OutputVideoKey string    `json:"outputVideoKey"`
-}
 
 // redubTask changes the translation of one segment (numbered from 1) of a
 // done task and starts the task's next output version (dub.Redub): only
 // that segment is synthesized again and the video assembled again; the
-// earlier version stays.
+// earlier version stays. A parent task is refused (409) with the names of
+// its children, an empty text with 400.
 func (s *server) redubTask(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Segment int    `json:"segment"`
@@ -38,12 +28,13 @@ func (s *server) redubTask(w http.ResponseWriter, r *http.Request) {
 		err = notFound(err.Error())
 	case errors.Is(err, dub.ErrNoSegment), errors.Is(err, dub.ErrInvalidText):
 		err = badRequest(err.Error())
+	case errors.Is(err, dub.ErrParent):
+		err = conflict(err.Error())
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.flush(r.Context(), id, res.Outbox)
-	writeJSON(w, http.StatusAccepted, redubbed{TaskID: res.TaskID, Version: res.Version, Segment: res.N,
-		PreviousText: res.PreviousText, Text: res.Text, OutputVideoKey: res.OutputVideoKey})
+	writeJSON(w, http.StatusAccepted, res)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/task/tasktest"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -23,9 +24,9 @@ func TestRedubChangesOneLineOfADoneTask(t *testing.T) {
 	f.doJSON(t, "POST", path, map[string]any{"segment": 2, "text": "x"}, http.StatusBadRequest, nil)
 	f.doJSON(t, "POST", "/api/tasks/"+uuid.NewString()+"/redub", map[string]any{"segment": 1, "text": "x"}, http.StatusNotFound, nil)
 
-	var r redubbed
+	var r dub.Redubbed
 	f.doJSON(t, "POST", path, map[string]any{"segment": 1, "text": "buenas"}, http.StatusAccepted, &r)
-	if r.TaskID != id || r.Version != 2 || r.Segment != 1 || r.Text != "buenas" || r.PreviousText == nil || *r.PreviousText != "hola" {
+	if r.TaskID != id || r.Version != 2 || r.N != 1 || r.Text != "buenas" || r.PreviousText == nil || *r.PreviousText != "hola" {
 		t.Fatalf("redub answered %+v", r)
 	}
 	env, err := wire.Decode(f.next(t, "task.tts").Body)

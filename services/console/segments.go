@@ -1,56 +1,53 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 
-	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
 )
 
-// segmentView is one line of a dub as `dubctl segments` shows it.
-type segmentView struct {
-	// N numbers the line from 1 in timeline order: the number redub takes.
-	N       int    `json:"n"`
-	StartMS int    `json:"startMs"`
-	EndMS   int    `json:"endMs"`
-	Speaker string `json:"speaker"`
-	Voice   string `json:"voice"`
-	// SourceText is what was said; Text the translation that is spoken
-	// (null while not translated yet).
-	SourceText  string  `json:"sourceText"`
-	Text        *string `json:"text"`
-	Synthesized bool    `json:"synthesized"`
-	// Fit is what synthesis recorded about the clip in its slot (engine
-	// settings, slot_ms, …), null before synthesis.
-	Fit   json.RawMessage `json:"fit"`
-	Error string          `json:"error"`
-}
-
 // segmentList is GET /api/tasks/{id}/segments.
 type segmentList struct {
-	TaskID   uuid.UUID     `json:"taskId"`
-	Segments []segmentView `json:"segments"`
+	TaskID   uuid.UUID      `json:"taskId"`
+	Segments []view.Segment `json:"segments"`
 }
 
-// taskSegments lists a task's lines (dub.Segments, as dubctl segments
-// prints them); each can be changed with POST /api/tasks/{id}/redub.
+// versionList is GET /api/tasks/{id}/versions.
+type versionList struct {
+	TaskID   uuid.UUID      `json:"taskId"`
+	Versions []view.Version `json:"versions"`
+}
+
+// taskSegments lists a task's lines (view.Segments, as dubctl segments
+// prints them), numbered from 1; each can be changed with POST
+// /api/tasks/{id}/redub.
 func (s *server) taskSegments(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	segs, err := dub.Segments(r.Context(), s.pool, id)
+	segs, err := view.Segments(r.Context(), s.pool, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := segmentList{TaskID: id, Segments: make([]segmentView, 0, len(segs))}
-	for _, sg := range segs {
-		out.Segments = append(out.Segments, segmentView{N: sg.N, StartMS: sg.StartMS, EndMS: sg.EndMS,
-			Speaker: sg.Speaker, Voice: sg.Voice, SourceText: sg.SourceText, Text: sg.Text,
-			Synthesized: sg.Synthesized, Fit: sg.Fit, Error: sg.Error})
+	writeJSON(w, http.StatusOK, segmentList{TaskID: id, Segments: segs})
+}
+
+// taskVersions lists a task's outputs, the first dub and each re-dub
+// (view.Versions, as dubctl versions prints them).
+func (s *server) taskVersions(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	vs, err := view.Versions(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, versionList{TaskID: id, Versions: vs})
 }

@@ -66,6 +66,7 @@ func (s *server) routes() []route {
 		{"POST", "/api/tasks/{id}/retry", admin, s.retryTask},
 		{"GET", "/api/tasks/{id}/segments", reader, s.taskSegments},
 		{"POST", "/api/tasks/{id}/redub", admin, s.redubTask},
+		{"GET", "/api/tasks/{id}/versions", reader, s.taskVersions},
 		{"GET", "/api/events", reader, s.allEvents},
 		{"GET", "/api/system/health", reader, s.health},
 		{"GET", "/api/dead-letters", reader, s.listDeadLetters},

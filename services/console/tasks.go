@@ -1,89 +1,39 @@
 package main
 
 import (
-	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
-	"github.com/dubflow/dubflow/pkg/consoleapi"
-	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // errTaskNotFound is returned for a task id without a row.
-var errTaskNotFound = errors.New("no such task")
+var errTaskNotFound = view.ErrNotFound
 
 // Paging bounds of GET /api/tasks.
 const (
 	defaultPage = 50
-	maxPage     = 200
+	maxPage     = view.MaxPage
 )
 
-// taskSummary is a task without its steps (the API's shape, shared with
-// dubctl).
-type taskSummary = consoleapi.TaskSummary
-
-const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
-	parent_task_id, targets`
-
-func scanSummary(row pgx.Row) (taskSummary, error) {
-	var t taskSummary
-	err := row.Scan(&t.TaskID, &t.Status, &t.SourceLanguage, &t.TargetLanguage, &t.SpeakerID, &t.Error,
-		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages)
-	if t.TargetLanguages == nil {
-		t.TargetLanguages = []string{}
-	}
-	return t, err
-}
-
 // taskPage is what GET /api/tasks answers.
-type taskPage struct {
-	Tasks      []taskSummary `json:"tasks"`
-	NextCursor *string       `json:"nextCursor"`
-}
+type taskPage = view.Page
 
-// listTasks answers the tasks newest first, one page at a time: the
-// cursor is the (created_at, id) of the last task of the previous page,
-// so pages stay stable while new tasks arrive.
+// listTasks answers the tasks newest first, one page at a time
+// (view.List): ?status=&limit=&cursor=&includeChildren=.
 func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	status := q.Get("status")
-	switch status {
-	case "", task.Queued, task.Running, task.Compensating, task.Done, task.Failed:
-	default:
-		s.fail(w, r, badRequest(fmt.Sprintf("status %q: want queued, running, compensating, done or failed", status)))
-		return
-	}
-	limit := defaultPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPage {
-			s.fail(w, r, badRequest(fmt.Sprintf("limit %q: want 1..%d", v, maxPage)))
-			return
-		}
-		limit = n
-	}
-	withChildren := false
-	switch v := q.Get("includeChildren"); v {
-	case "", "false":
-	case "true":
-		withChildren = true
-	default:
-		s.fail(w, r, badRequest(fmt.Sprintf("includeChildren %q: want true or false", v)))
-		return
-	}
-	after, afterID, err := parseCursor(q.Get("cursor"))
+	f, err := taskFilter(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	page, err := s.pageOfTasks(r.Context(), status, withChildren, after, afterID, limit)
+	page, err := view.List(r.Context(), s.pool, f)
+	if errors.Is(err, view.ErrBadFilter) {
+		err = badRequest(err.Error())
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -91,62 +41,40 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// pageOfTasks reads one page; child tasks (one language of a parent) only
-// with withChildren: they are shown under their parent.
-func (s *server) pageOfTasks(ctx context.Context, status string, withChildren bool, after *time.Time, afterID uuid.UUID, limit int) (taskPage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+summaryColumns+` FROM tasks
-		WHERE ($1 = '' OR status = $1) AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-		  AND ($5 OR parent_task_id IS NULL)
-		ORDER BY created_at DESC, id DESC LIMIT $4`, status, after, afterID, limit+1, withChildren)
-	if err != nil {
-		return taskPage{}, fmt.Errorf("list tasks: %w", err)
+// taskFilter reads the list's query parameters.
+func taskFilter(r *http.Request) (view.Filter, error) {
+	q := r.URL.Query()
+	f := view.Filter{Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: defaultPage}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPage {
+			return f, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), maxPage))
+		}
+		f.Limit = n
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskSummary, error) { return scanSummary(r) })
-	if err != nil {
-		return taskPage{}, fmt.Errorf("list tasks: %w", err)
+	switch v := q.Get("includeChildren"); v {
+	case "", "false":
+	case "true":
+		f.WithChildren = true
+	default:
+		return f, badRequest(fmt.Sprintf("includeChildren %q: want true or false", shortValue(v)))
 	}
-	page := taskPage{Tasks: list}
-	if len(list) > limit {
-		page.Tasks = list[:limit]
-		last := list[limit-1]
-		c := cursorOf(last.CreatedAt, last.TaskID)
-		page.NextCursor = &c
-	}
-	if page.Tasks == nil {
-		page.Tasks = []taskSummary{}
-	}
-	return page, nil
+	return f, nil
 }
 
-// cursorOf encodes a page boundary.
-func cursorOf(t time.Time, id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(t.UTC().Format(time.RFC3339Nano) + "," + id.String()))
-}
-
-// parseCursor decodes a cursor; "" is the first page.
-func parseCursor(c string) (*time.Time, uuid.UUID, error) {
-	if c == "" {
-		return nil, uuid.Nil, nil
+// shortValue cuts a value echoed in an error to a readable length.
+func shortValue(v string) string {
+	if r := []rune(v); len(r) > 40 {
+		return string(r[:40]) + "…"
 	}
-	bad := badRequest("cursor: not a cursor of this API (use nextCursor as given)")
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return nil, uuid.Nil, bad
-	}
-	ts, idStr, ok := strings.Cut(string(raw), ",")
-	t, terr := time.Parse(time.RFC3339Nano, ts)
-	id, ierr := uuid.Parse(idStr)
-	if !ok || terr != nil || ierr != nil {
-		return nil, uuid.Nil, bad
-	}
-	return &t, id, nil
+	return v
 }
 
 // taskID reads the {id} path value.
 func taskID(r *http.Request) (uuid.UUID, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		return uuid.Nil, badRequest(fmt.Sprintf("task id %q: want a UUID", r.PathValue("id")))
+		return uuid.Nil, badRequest(fmt.Sprintf("task id %q: want a UUID", shortValue(r.PathValue("id"))))
 	}
 	return id, nil
 }
@@ -158,18 +86,4 @@ func taskIDAndBody(r *http.Request, v any) (uuid.UUID, error) {
 		return uuid.Nil, err
 	}
 	return id, decodeJSON(r, v)
-}
-
-// loadSummary reads one task.
-func (s *server) loadSummary(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, id uuid.UUID) (taskSummary, error) {
-	t, err := scanSummary(q.QueryRow(ctx, `SELECT `+summaryColumns+` FROM tasks WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("task %s: %w", id, errTaskNotFound)
-	}
-	if err != nil {
-		return t, fmt.Errorf("read task %s: %w", id, err)
-	}
-	return t, nil
 }

@@ -57,21 +57,6 @@ func newClients() (*clients, error) {
 }
 
 // db returns the Postgres pool, connecting on first use.
-// openDB reads the configuration and connects to Postgres; the caller
-// closes the returned clients.
-func openDB(ctx context.Context) (*clients, *pgxpool.Pool, error) {
-	c, err := newClients()
-	if err != nil {
-		return nil, nil, err
-	}
-	pool, err := c.db(ctx)
-	if err != nil {
-		c.close()
-		return nil, nil, err
-	}
-	return c, pool, nil
-}
-
 func (c *clients) db(ctx context.Context) (*pgxpool.Pool, error) {
 	if c.pool != nil {
 		return c.pool, nil

@@ -1,56 +1,59 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/google/uuid"
 )
 
-// The console's API (services/console/API.md). With CONSOLE_URL and
-// DUBFLOW_API_TOKEN set and no DATABASE_URL, dubctl talks to the console
-// only, so that an operator needs no database, broker or storage
-// credentials: submit, status, wait (with progress, then the download of the
-// dub and its subtitles), list and dlq list/show/replay.
+// consolePoll is how often console mode's wait reads the task again.
+const consolePoll = time.Second
 
-// consoleClient calls the console's API with the bearer token.
-type consoleClient struct {
+// consoleBackend is console mode: dubctl calls the console's API
+// (services/console/API.md) with the bearer token and needs no database,
+// broker or storage credentials; the API answers the read model's JSON.
+type consoleBackend struct {
 	base  string
 	token string
 	http  *http.Client
 }
 
-// consoleFromEnv returns a client when CONSOLE_URL and DUBFLOW_API_TOKEN
-// are set and DATABASE_URL is not (with it, dubctl uses the database as it
-// always did), nil otherwise.
-func consoleFromEnv(getenv func(string) string) *consoleClient {
+// consoleFromEnv returns console mode when CONSOLE_URL and
+// DUBFLOW_API_TOKEN are set and DATABASE_URL is not, nil otherwise.
+func consoleFromEnv(getenv func(string) string) *consoleBackend {
 	base, token := getenv("CONSOLE_URL"), getenv("DUBFLOW_API_TOKEN")
 	if base == "" || token == "" || getenv("DATABASE_URL") != "" {
 		return nil
 	}
-	return &consoleClient{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
+	return &consoleBackend{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
 }
 
-// consoleCommands are dubctl's commands over the console's API.
-func (c *consoleClient) commands() []*cobra.Command {
-	dlq := &cobra.Command{Use: "dlq", Short: "Inspect and replay dead letters (through the console)"}
-	dlq.AddCommand(c.dlqListCmd(), c.dlqShowCmd(), c.dlqReplayCmd())
-	return []*cobra.Command{c.submitCmd(), c.statusCmd(), c.waitCmd(), c.listCmd(), dlq, sampleCmd()}
-}
+// Close has nothing to release.
+func (c *consoleBackend) Close() {}
 
-// apiError is the console's error body.
+// consoleError is the console's error body.
 type consoleError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
 // do sends a request and decodes a JSON answer into out; an answer other
-// than 2xx is an error with the console's message.
-func (c *consoleClient) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+// than 2xx is an error with the console's message (400 a usage error).
+func (c *consoleBackend) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("console %s %s: %w", method, path, err)
@@ -85,16 +88,221 @@ func (c *consoleClient) do(ctx context.Context, method, path, contentType string
 	return nil
 }
 
-// getJSON reads path into a generic JSON value (for --json output).
-func (c *consoleClient) getJSON(ctx context.Context, path string) (json.RawMessage, error) {
-	var raw json.RawMessage
-	return raw, c.do(ctx, http.MethodGet, path, "", nil, &raw)
+// get reads path into out.
+func (c *consoleBackend) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, "", nil, out)
 }
 
-func (c *consoleClient) printJSON(cmd *cobra.Command, path string) error {
-	raw, err := c.getJSON(cmd.Context(), path)
+// post sends body as JSON to path and reads the answer into out.
+func (c *consoleBackend) post(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
 	if err != nil {
-		return err
+		return fmt.Errorf("console POST %s: %w", path, err)
 	}
-	return writeJSON(cmd.OutOrStdout(), raw)
+	return c.do(ctx, http.MethodPost, path, "application/json", bytes.NewReader(b), out)
+}
+
+func taskPath(id uuid.UUID, tail string) string { return "/api/tasks/" + id.String() + tail }
+
+// Task reads GET /api/tasks/{id}.
+func (c *consoleBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) {
+	var t view.Task
+	return &t, c.get(ctx, taskPath(id, ""), &t)
+}
+
+// List reads GET /api/tasks.
+func (c *consoleBackend) List(ctx context.Context, f view.Filter) (view.Page, error) {
+	q := url.Values{"status": {f.Status}, "limit": {fmt.Sprint(f.Limit)}, "cursor": {f.Cursor},
+		"includeChildren": {fmt.Sprint(f.WithChildren)}}
+	var p view.Page
+	return p, c.get(ctx, "/api/tasks?"+q.Encode(), &p)
+}
+
+// Segments reads GET /api/tasks/{id}/segments.
+func (c *consoleBackend) Segments(ctx context.Context, id uuid.UUID) ([]view.Segment, error) {
+	var out struct {
+		Segments []view.Segment `json:"segments"`
+	}
+	return out.Segments, c.get(ctx, taskPath(id, "/segments"), &out)
+}
+
+// Versions reads GET /api/tasks/{id}/versions.
+func (c *consoleBackend) Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error) {
+	var out struct {
+		Versions []view.Version `json:"versions"`
+	}
+	return out.Versions, c.get(ctx, taskPath(id, "/versions"), &out)
+}
+
+// DeadLetters reads GET /api/dead-letters.
+func (c *consoleBackend) DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error) {
+	q := url.Values{"step": {f.Step}, "limit": {fmt.Sprint(f.Limit)}, "pending": {fmt.Sprint(f.Pending)}}
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	var out struct {
+		DeadLetters []view.DeadLetter `json:"deadLetters"`
+	}
+	return out.DeadLetters, c.get(ctx, "/api/dead-letters?"+q.Encode(), &out)
+}
+
+// DeadLetter reads GET /api/dead-letters/{id}.
+func (c *consoleBackend) DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, error) {
+	var d view.DeadLetter
+	return &d, c.get(ctx, fmt.Sprintf("/api/dead-letters/%d", id), &d)
+}
+
+// Submit streams the video to POST /api/tasks as a multipart form (never
+// whole in memory) with the languages, speaker and glossary.
+func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
+	f, err := os.Open(s.input)
+	if err != nil {
+		return uuid.Nil, usageError(fmt.Errorf("input: %w", err))
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		for _, kv := range [][2]string{{"source", s.source}, {"target", strings.Join(s.targets, ",")},
+			{"speaker", s.speaker}, {"glossary", s.glossaryText}} {
+			if kv[1] != "" {
+				_ = mw.WriteField(kv[0], kv[1])
+			}
+		}
+		part, err := mw.CreateFormFile("video", filepath.Base(s.input))
+		if err == nil {
+			_, err = io.Copy(part, f)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	var created struct {
+		TaskID uuid.UUID `json:"taskId"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/api/tasks", mw.FormDataContentType(), pr, &created); err != nil {
+		return uuid.Nil, err
+	}
+	return created.TaskID, nil
+}
+
+// Redub sends POST /api/tasks/{id}/redub.
+func (c *consoleBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error) {
+	var r dub.Redubbed
+	return &r, c.post(ctx, taskPath(id, "/redub"), map[string]any{"segment": n, "text": text}, &r)
+}
+
+// Replay sends POST /api/dead-letters/{id}/replay.
+func (c *consoleBackend) Replay(ctx context.Context, id int64, force bool) (view.Replayed, error) {
+	var r view.Replayed
+	return r, c.post(ctx, fmt.Sprintf("/api/dead-letters/%d/replay", id), map[string]bool{"force": force}, &r)
+}
+
+// ReplayAll replays each dead letter not replayed yet (of step, when
+// given), as many as one page of the list holds; what was replayed before
+// an error is returned with it.
+func (c *consoleBackend) ReplayAll(ctx context.Context, step string) ([]view.Replayed, error) {
+	list, err := c.DeadLetters(ctx, dlq.Filter{Step: step, Pending: true, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	out := []view.Replayed{}
+	for _, d := range list {
+		if d.TaskID == nil {
+			continue
+		}
+		r, err := c.Replay(ctx, d.ID, false)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Changed waits within: the console's task is read again after it.
+func (c *consoleBackend) Changed(ctx context.Context, _ uuid.UUID, within time.Duration) error {
+	t := time.NewTimer(min(within, consolePoll))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Fetch downloads key through the presigned link the console gave for it
+// in t (no token is sent to the object store).
+func (c *consoleBackend) Fetch(ctx context.Context, t *view.Task, key, path string, limit int64) error {
+	link := linkOf(t, key)
+	if link == "" {
+		return fmt.Errorf("%s: %w (the console gave no link)", key, errNoObject)
+	}
+	return fetchTo(ctx, c.http, link, path, limit)
+}
+
+// linkOf finds the presigned URL of key among t's links and its
+// children's.
+func linkOf(t *view.Task, key string) string {
+	find := func(result []byte, output *string, subs []view.SubtitleLink) string {
+		if output != nil && view.OutputOf(result).OutputVideoKey == key {
+			return *output
+		}
+		for _, s := range subs {
+			if s.Key == key {
+				return s.URL
+			}
+		}
+		return ""
+	}
+	if u := find(t.Result, t.Links.Output, t.Links.Subtitles); u != "" {
+		return u
+	}
+	for _, ch := range t.ChildrenOf() {
+		if u := find(ch.Result, ch.Links.Output, ch.Links.Subtitles); u != "" {
+			return u
+		}
+	}
+	return ""
+}
+
+// fetchTo downloads link (a presigned URL: no token is sent) to path, at
+// most limit bytes, through a temporary file renamed into place.
+func fetchTo(ctx context.Context, client *http.Client, link, path string, limit int64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, link, nil)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", path, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("download %s: %w", path, errNoObject)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("download %s: HTTP %d from the object store", path, resp.StatusCode)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("download %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, io.LimitReader(resp.Body, limit+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("download %s: %w", path, err)
+	case n > limit:
+		return fmt.Errorf("download %s: more than %d bytes, limit %d bytes (MAX_VIDEO_BYTES+MAX_AUDIO_BYTES)", path, limit, limit)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("download %s: %w", path, err)
+	}
+	return nil
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -72,10 +72,10 @@ func dlqListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return show(cmd, o.json, func(ctx context.Context, pool *pgxpool.Pool) ([]dlq.DeadLetter, error) {
-				list, err := dlq.List(ctx, pool, f)
+			return show(cmd, o.json, func(ctx context.Context, b backend) ([]view.DeadLetter, error) {
+				list, err := b.DeadLetters(ctx, f)
 				if list == nil {
-					list = []dlq.DeadLetter{} // JSON: [], not null
+					list = []view.DeadLetter{} // JSON: [], not null
 				}
 				return list, err
 			}, printDeadLetters)
@@ -86,7 +86,7 @@ func dlqListCmd() *cobra.Command {
 }
 
 // printDeadLetters writes the dead letters as a table.
-func printDeadLetters(w io.Writer, list []dlq.DeadLetter) error {
+func printDeadLetters(w io.Writer, list []view.DeadLetter) error {
 	t := newTable(w, "ID", "FAILED", "TASK", "STEP", "PART", "ATTEMPT", "CLASS", "SOURCE", "REPLAYED", "REASON")
 	for _, d := range list {
 		replayed := "no"
@@ -100,7 +100,7 @@ func printDeadLetters(w io.Writer, list []dlq.DeadLetter) error {
 }
 
 // taskOrDash is the dead letter's task id, "-" when it has none.
-func taskOrDash(d dlq.DeadLetter) string {
+func taskOrDash(d view.DeadLetter) string {
 	if d.TaskID == nil {
 		return "-"
 	}
@@ -111,14 +111,14 @@ func dlqShowCmd() *cobra.Command {
 	return showCmd(&cobra.Command{
 		Use:   "show ID [--json]",
 		Short: "Show one dead letter with its original message",
-	}, "print JSON", parseID, func(ctx context.Context, pool *pgxpool.Pool, id int64) (*dlq.DeadLetter, error) {
-		return dlq.Get(ctx, pool, id)
+	}, "print JSON", parseID, func(ctx context.Context, b backend, id int64) (*view.DeadLetter, error) {
+		return b.DeadLetter(ctx, id)
 	}, printDeadLetter)
 }
 
 // printDeadLetter writes one dead letter, field by field, then its
 // original message.
-func printDeadLetter(w io.Writer, d *dlq.DeadLetter) error {
+func printDeadLetter(w io.Writer, d *view.DeadLetter) error {
 	replayed := "no"
 	if d.ReplayedAt != nil {
 		replayed = fmt.Sprintf("%s (%d times)", d.ReplayedAt.Format(time.RFC3339), d.ReplayCount)
@@ -138,7 +138,7 @@ func printDeadLetter(w io.Writer, d *dlq.DeadLetter) error {
 	}
 	fmt.Fprintln(w, "original message:")
 	if d.OriginalMessage == nil {
-		fmt.Fprintf(w, "  (not JSON; %d raw bytes)\n", len(d.RawBody))
+		fmt.Fprintln(w, "  (not JSON)")
 		return nil
 	}
 	var pretty bytes.Buffer
@@ -203,43 +203,37 @@ func runReplay(cmd *cobra.Command, args []string, o dlqReplayOptions) error {
 			return err
 		}
 	}
-	c, pool, err := openDB(cmd.Context())
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	pub, err := c.publisher(cmd.Context())
-	if err != nil {
-		return err
-	}
-	var replayed []dlq.Replayed
-	if o.all {
-		replayed, err = dlq.ReplayAll(cmd.Context(), pool, pub, o.step)
-	} else {
-		var r dlq.Replayed
-		r, err = dlq.Replay(cmd.Context(), pool, pub, id, dlq.Options{Force: o.force})
-		if r.Attempt > 0 {
-			replayed = append(replayed, r)
+	return withBackend(cmd, func(ctx context.Context, b backend) error {
+		var replayed []view.Replayed
+		var err error
+		if o.all {
+			replayed, err = b.ReplayAll(ctx, o.step)
+		} else {
+			var r view.Replayed
+			r, err = b.Replay(ctx, id, o.force)
+			if r.Attempt > 0 {
+				replayed = append(replayed, r)
+			}
 		}
-	}
-	if o.json {
-		if replayed == nil {
-			replayed = []dlq.Replayed{}
+		if o.json {
+			if replayed == nil {
+				replayed = []view.Replayed{}
+			}
+			if jerr := writeJSON(cmd.OutOrStdout(), replayed); jerr != nil {
+				return jerr
+			}
+			return err
 		}
-		if jerr := writeJSON(cmd.OutOrStdout(), replayed); jerr != nil {
-			return jerr
+		printReplayed(cmd.OutOrStdout(), replayed)
+		if o.all && len(replayed) == 0 && err == nil {
+			fmt.Fprintln(cmd.OutOrStdout(), "no dead letters to replay")
 		}
 		return err
-	}
-	printReplayed(cmd.OutOrStdout(), replayed)
-	if o.all && len(replayed) == 0 && err == nil {
-		fmt.Fprintln(cmd.OutOrStdout(), "no dead letters to replay")
-	}
-	return err
+	})
 }
 
 // printReplayed writes a line for each dead letter replayed.
-func printReplayed(w io.Writer, replayed []dlq.Replayed) {
+func printReplayed(w io.Writer, replayed []view.Replayed) {
 	for _, r := range replayed {
 		if r.Attempt == 0 {
 			fmt.Fprintf(w, "dead letter %d: task %s %s marked replayed (same part replayed above)\n", r.ID, r.TaskID, r.Step)

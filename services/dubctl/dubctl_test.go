@@ -13,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
@@ -217,7 +218,7 @@ func TestWaitOutcomes(t *testing.T) {
 	}
 
 	_, stderr, code = run(t, "wait", uuid.NewString())
-	if code != exitFailed || !strings.Contains(stderr, "task not found") {
+	if code != exitFailed || !strings.Contains(stderr, "no such task") {
 		t.Errorf("wait on an unknown task: exit %d, stderr %q", code, stderr)
 	}
 
@@ -319,8 +320,14 @@ func TestStatusReportsStepsAndSegments(t *testing.T) {
 			t.Errorf("step %s: %s with %d attempts, want %s with %d", s.Step, s.Status, s.Attempts, w.status, w.attempts)
 		}
 	}
-	if len(v.Attempts) != 5 || v.Attempts[0].Error != "download: timeout" {
-		t.Errorf("attempts %+v", v.Attempts)
+	var attempts []view.Attempt
+	for _, s := range v.Steps {
+		for _, p := range s.Parts {
+			attempts = append(attempts, p.Attempts...)
+		}
+	}
+	if len(attempts) != 5 || attempts[0].Error != "download: timeout" {
+		t.Errorf("attempts %+v", attempts)
 	}
 	if v.Segments != (segmentCounts{Total: 3, Translated: 2, Synthesized: 1, FailedTTS: 1}) {
 		t.Errorf("segments %+v", v.Segments)

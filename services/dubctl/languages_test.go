@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/media"
-	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
@@ -49,7 +49,7 @@ func TestSubmitSeveralLanguages(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 		t.Fatalf("submit --json: %v: %s", err, stdout)
 	}
-	if v.TargetLanguage != "es" || v.Languages == nil || strings.Join(v.Languages.Targets, ",") != "es,ca" ||
+	if v.TargetLanguage != "es" || v.Languages == nil || strings.Join(v.Languages.TargetLanguages, ",") != "es,ca" ||
 		len(v.Languages.Children) != 0 {
 		t.Fatalf("task %+v languages %+v", v, v.Languages)
 	}
@@ -74,9 +74,9 @@ func TestSubmitSeveralLanguages(t *testing.T) {
 		t.Errorf("tasks.targets %v (%v)", targets, err)
 	}
 	var out bytes.Buffer
-	v.Languages = &task.Family{Targets: []string{"es", "ca"}, Children: []task.Child{
-		{ID: wire.ChildTaskID(v.TaskID, "es"), TargetLanguage: "es", Status: taskDone, OutputVideoKey: "outputs/x/final.mp4"},
-		{ID: wire.ChildTaskID(v.TaskID, "ca"), TargetLanguage: "ca", Status: taskFailed, Error: "tts: gone"}}}
+	v.Languages = &view.Languages{TargetLanguages: []string{"es", "ca"}, Children: []view.Child{
+		{TaskID: wire.ChildTaskID(v.TaskID, "es"), TargetLanguage: "es", Status: taskDone, OutputVideoKey: "outputs/x/final.mp4"},
+		{TaskID: wire.ChildTaskID(v.TaskID, "ca"), TargetLanguage: "ca", Status: taskFailed, Error: "tts: gone"}}}
 	printLanguages(&out, &v)
 	for _, want := range []string{"targets   es, ca", "LANGUAGE", "outputs/x/final.mp4", "tts: gone"} {
 		if !strings.Contains(out.String(), want) {

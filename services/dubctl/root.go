@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,7 +31,7 @@ It reads the workers' environment: AMQP_URL, DATABASE_URL, S3_ENDPOINT,
 S3_ACCESS_KEY, S3_SECRET_KEY, S3_BUCKET, S3_USE_SSL (with the local stack's
 defaults); "source .devstack/env" points it at the stack "make up" started.
 With CONSOLE_URL and DUBFLOW_API_TOKEN set and DATABASE_URL unset, it talks
-to the console's API instead (submit, status, wait, list, dlq).
+to the console's API instead, with the same commands and the same output.
 
 Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
 4 task compensating (waits for tts_requeue).`,
@@ -40,10 +39,6 @@ Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
-	if cc := consoleFromEnv(os.Getenv); cc != nil {
-		root.AddCommand(cc.commands()...) // no database credentials: through the console (console.go)
-		return root
-	}
 	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
 	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd())
 	return root

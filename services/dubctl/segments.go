@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +10,9 @@ import (
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/dub"
-	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -25,13 +25,13 @@ func segmentsCmd() *cobra.Command {
 with their start and end in the video, the speaker and voice, what was said,
 the translation that is spoken, and what synthesis recorded about the fit of
 the clip in its slot.`,
-	}, "print a JSON array", parseTaskID, func(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) ([]dub.Segment, error) {
-		return dub.Segments(ctx, pool, id)
+	}, "print a JSON array", parseTaskID, func(ctx context.Context, b backend, id uuid.UUID) ([]view.Segment, error) {
+		return b.Segments(ctx, id)
 	}, printSegments)
 }
 
 // printSegments writes the segments as a table.
-func printSegments(w io.Writer, segs []dub.Segment) error {
+func printSegments(w io.Writer, segs []view.Segment) error {
 	t := newTable(w, "N", "START", "END", "SPEAKER", "VOICE", "SOURCE", "TEXT", "FIT")
 	for _, s := range segs {
 		text := "(not translated)"
@@ -59,6 +59,17 @@ type redubOptions struct {
 	waitOpts waitOptions
 }
 
+// check refuses what redub would refuse anyway, before anything is sent.
+func (o *redubOptions) check() error {
+	if o.segment < 1 {
+		return usageError(fmt.Errorf("--segment %d: segments are numbered from 1 (see dubctl segments)", o.segment))
+	}
+	if strings.TrimSpace(o.text) == "" {
+		return usageError(errors.New("--text is empty: give the line's new translation"))
+	}
+	return o.waitOpts.check()
+}
+
 // redubCmd builds `dubctl redub`.
 func redubCmd() *cobra.Command {
 	var o redubOptions
@@ -70,16 +81,37 @@ a done task, re-synthesizes that segment only and muxes the video again. The
 result is a new output version (outputs/{task_id}/v<n>/final.mp4); earlier
 versions stay where they were ("dubctl versions" lists them). task_steps
 shows one new tts attempt and one new mux_video attempt, of the part v<n>.
-A task that is not done is refused. With --wait it follows the task like
-"dubctl wait" and downloads the new version.`,
+A task that is not done is refused, and so is a parent task of several
+languages: re-dub the line in the child of its language. With --wait it
+follows the task like "dubctl wait" and downloads the new version.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRedub(cmd, args[0], o)
+			id, err := parseTaskID(args[0])
+			if err != nil {
+				return err
+			}
+			if err := o.check(); err != nil {
+				return err
+			}
+			return withBackend(cmd, func(ctx context.Context, b backend) error {
+				r, err := b.Redub(ctx, id, o.segment, o.text)
+				if err != nil {
+					return err
+				}
+				switch {
+				case o.wait:
+					return follow(cmd, b, id, o.waitOpts)
+				case o.waitOpts.json:
+					return writeJSON(cmd.OutOrStdout(), r)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s: segment %d re-dubbing as version %d → %s\n", id, r.N, r.Version, r.OutputVideoKey)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.segment, "segment", 0, "the segment to change, numbered from 1 (required)")
-	f.StringVar(&o.text, "text", "", "its new translation (required; empty makes the line silent)")
+	f.StringVar(&o.text, "text", "", "its new translation (required, not empty)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until the new version is done")
 	o.waitOpts.register(cmd)
 	_ = cmd.MarkFlagRequired("segment")
@@ -87,65 +119,23 @@ A task that is not done is refused. With --wait it follows the task like
 	return cmd
 }
 
-func runRedub(cmd *cobra.Command, arg string, o redubOptions) error {
-	ctx := cmd.Context()
-	id, err := parseTaskID(arg)
-	if err != nil {
-		return err
-	}
-	if err := o.waitOpts.check(); err != nil {
-		return err
-	}
-	c, err := newClients()
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	pool, err := c.db(ctx)
-	if err != nil {
-		return err
-	}
-	pub, err := c.publisher(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := dub.Redub(ctx, pool, id, o.segment, o.text)
-	if errors.Is(err, dub.ErrNoSegment) || errors.Is(err, dub.ErrInvalidText) {
-		return usageError(err)
-	}
-	if err != nil {
-		return err
-	}
-	if err := outbox.Flush(ctx, pool, pub, r.Outbox); err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "dubctl: warning: publish deferred to the outbox sweep: %v\n", err)
-	}
-	if o.wait {
-		return followTask(cmd, c, id, o.waitOpts)
-	}
-	if o.waitOpts.json {
-		return writeJSON(cmd.OutOrStdout(), r)
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "task %s: segment %d re-dubbing as version %d → %s\n", id, r.N, r.Version, r.OutputVideoKey)
-	return nil
-}
-
 // versionsCmd builds `dubctl versions`.
 func versionsCmd() *cobra.Command {
 	return showCmd(&cobra.Command{
 		Use:   "versions TASK_ID [--json]",
 		Short: "List a task's output versions (the first dub and each re-dub)",
-	}, "print a JSON array", parseTaskID, func(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) ([]dub.Version, error) {
-		return dub.Versions(ctx, pool, id)
+	}, "print a JSON array", parseTaskID, func(ctx context.Context, b backend, id uuid.UUID) ([]view.Version, error) {
+		return b.Versions(ctx, id)
 	}, printVersions)
 }
 
 // printVersions writes the versions as a table.
-func printVersions(w io.Writer, vs []dub.Version) error {
+func printVersions(w io.Writer, vs []view.Version) error {
 	t := newTable(w, "VERSION", "READY", "OUTPUT", "CHANGE")
 	for _, v := range vs {
 		change := "first dub"
-		if v.SegmentIdx != nil && v.Text != nil {
-			change = fmt.Sprintf("segment idx %d: %s", *v.SegmentIdx, oneLineText(*v.Text))
+		if v.Segment != nil && v.Text != nil {
+			change = fmt.Sprintf("segment %d: %s", *v.Segment, oneLineText(*v.Text))
 		}
 		t.row(v.Version, v.Ready, v.OutputVideoKey, change)
 	}
@@ -162,19 +152,19 @@ func oneLineText(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// readGlossary reads the --glossary file ("" for none).
-func readGlossary(path string) ([]wire.Term, error) {
+// readGlossary reads the --glossary file ("" for none): its terms and its
+// text.
+func readGlossary(path string) ([]wire.Term, string, error) {
 	if path == "" {
-		return nil, nil
+		return nil, "", nil
 	}
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usageError(fmt.Errorf("glossary: %w", err))
+		return nil, "", usageError(fmt.Errorf("glossary: %w", err))
 	}
-	defer f.Close()
-	terms, err := dub.ParseGlossaryCSV(f)
+	terms, err := dub.ParseGlossaryCSV(bytes.NewReader(b))
 	if err != nil {
-		return nil, usageError(fmt.Errorf("glossary %s: %w", path, err))
+		return nil, "", usageError(fmt.Errorf("glossary %s: %w", path, err))
 	}
-	return terms, nil
+	return terms, string(b), nil
 }

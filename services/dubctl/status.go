@@ -1,64 +1,98 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+)
+
+// The read model's shapes as dubctl names them; `status --json`,
+// `wait --json` and `list --json` print them as the console's API does.
+type (
+	taskView      = view.Task
+	taskSummary   = view.Summary
+	segmentCounts = view.SegmentCounts
+)
+
+// Task statuses.
+const (
+	taskQueued       = view.Queued
+	taskRunning      = view.Running
+	taskCompensating = view.Compensating
+	taskDone         = view.Done
+	taskFailed       = view.Failed
 )
 
 // statusCmd builds `dubctl status`.
 func statusCmd() *cobra.Command {
 	return showCmd(&cobra.Command{
 		Use:   "status TASK_ID [--json]",
-		Short: "Show a task, every step attempt and its segments",
-	}, "print one JSON object", parseTaskID, loadTask, printStatus)
+		Short: "Show a task, every step attempt, its segments and, for a parent, its children",
+	}, "print one JSON object (the console's GET /api/tasks/{id})", parseTaskID,
+		func(ctx context.Context, b backend, id uuid.UUID) (*view.Task, error) { return b.Task(ctx, id) }, printStatus)
 }
 
 // printStatus writes the task for a reader.
-func printStatus(w io.Writer, v *taskView) error {
-	fmt.Fprintf(w, "task      %s\n", v.TaskID)
-	fmt.Fprintf(w, "status    %s\n", v.Status)
-	fmt.Fprintf(w, "languages %s → %s", v.SourceLanguage, v.TargetLanguage)
-	if v.SpeakerID != "" {
-		fmt.Fprintf(w, " (speaker %s)", v.SpeakerID)
+func printStatus(w io.Writer, t *view.Task) error {
+	fmt.Fprintf(w, "task      %s\n", t.TaskID)
+	fmt.Fprintf(w, "status    %s\n", t.Status)
+	fmt.Fprintf(w, "languages %s → %s", t.SourceLanguage, t.TargetLanguage)
+	if t.SpeakerID != "" {
+		fmt.Fprintf(w, " (speaker %s)", t.SpeakerID)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "source    %s\n", v.SourceVideoKey)
-	fmt.Fprintf(w, "output    %s\n", v.OutputVideoKey)
-	fmt.Fprintf(w, "trace     %s\n", v.TraceID)
-	fmt.Fprintf(w, "created   %s, updated %s\n", v.CreatedAt.Local().Format(time.DateTime), v.UpdatedAt.Local().Format(time.DateTime))
-	if v.Error != "" {
-		fmt.Fprintf(w, "error     %s\n", v.Error)
+	fmt.Fprintf(w, "source    %s\n", t.SourceVideoKey)
+	if t.OutputVideoKey != "" {
+		fmt.Fprintf(w, "output    %s\n", t.OutputVideoKey)
 	}
-	if v.noSpeech() {
+	fmt.Fprintf(w, "trace     %s\n", t.TraceID)
+	fmt.Fprintf(w, "created   %s, updated %s\n", t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
+	if t.Error != "" {
+		fmt.Fprintf(w, "error     %s\n", t.Error)
+	}
+	if t.NoSpeech() {
 		fmt.Fprintln(w, "result    no speech found in the video")
 	}
 	fmt.Fprintf(w, "segments  %d total, %d translated, %d synthesized, %d failed synthesis\n",
-		v.Segments.Total, v.Segments.Translated, v.Segments.Synthesized, v.Segments.FailedTTS)
-	printLanguages(w, v)
+		t.Segments.Total, t.Segments.Translated, t.Segments.Synthesized, t.Segments.FailedTTS)
+	printLanguages(w, t)
 
 	fmt.Fprintln(w, "\nsteps")
 	steps := newTable(w, "  STEP", "STATUS", "ATTEMPTS", "PARTS", "DURATION")
-	for _, s := range v.Steps {
-		steps.row("  "+s.Step, s.Status, s.Attempts, s.Parts, span(s.StartedAt, s.FinishedAt))
+	for _, s := range t.Steps {
+		steps.row("  "+s.Step, s.Status, s.Attempts, len(s.Parts), span(s.StartedAt, s.FinishedAt))
 	}
 	if err := steps.flush(); err != nil {
 		return err
 	}
-	if len(v.Attempts) == 0 {
-		return nil
+	if t.IsParent() {
+		fmt.Fprintln(w, "  (translate, tts and mux_video run in each child)")
 	}
-	fmt.Fprintln(w, "\nattempts")
 	attempts := newTable(w, "  STEP", "PART", "ATTEMPT", "STATUS", "WORKER", "STARTED", "FINISHED", "ERROR")
-	for _, a := range v.Attempts {
-		finished := "-"
-		if a.FinishedAt != nil {
-			finished = a.FinishedAt.Local().Format("15:04:05.000")
+	n := 0
+	for _, s := range t.Steps {
+		for _, p := range s.Parts {
+			for _, a := range p.Attempts {
+				if n == 0 {
+					fmt.Fprintln(w, "\nattempts")
+				}
+				n++
+				finished := "-"
+				if a.FinishedAt != nil {
+					finished = a.FinishedAt.Local().Format("15:04:05.000")
+				}
+				attempts.row("  "+s.Step, orDash(p.Part), a.Attempt, a.Status, a.Worker,
+					a.StartedAt.Local().Format("15:04:05.000"), finished, a.Error)
+			}
 		}
-		attempts.row("  "+a.Step, orDash(a.Part), a.Attempt, a.Status, a.Worker,
-			a.StartedAt.Local().Format("15:04:05.000"), finished, a.Error)
+	}
+	if n == 0 {
+		return nil
 	}
 	return attempts.flush()
 }
@@ -69,4 +103,93 @@ func span(from, to *time.Time) string {
 		return "-"
 	}
 	return to.Sub(*from).Round(time.Millisecond).String()
+}
+
+// listOptions are the flags of `dubctl list`.
+type listOptions struct {
+	status   string
+	limit    int
+	asJSON   bool
+	maxLimit int
+}
+
+// bind adds the flags to cmd.
+func (o *listOptions) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.status, "status", "", "only tasks with this status")
+	f.IntVar(&o.limit, "limit", 20, fmt.Sprintf("at most this many tasks (1..%d)", o.maxLimit))
+	f.BoolVar(&o.asJSON, "json", false, "print a JSON array")
+}
+
+// check refuses a status that is none and a limit out of range.
+func (o *listOptions) check() error {
+	if err := (view.Filter{Status: o.status, Limit: 1}).Check(); err != nil {
+		return usageError(fmt.Errorf("--status %q: want one of %v", o.status, view.Statuses))
+	}
+	if o.limit < 1 || o.limit > o.maxLimit {
+		return usageError(fmt.Errorf("--limit %d: want 1..%d", o.limit, o.maxLimit))
+	}
+	return nil
+}
+
+// listCmd builds `dubctl list`.
+func listCmd() *cobra.Command {
+	o := &listOptions{maxLimit: 10000}
+	cmd := &cobra.Command{
+		Use:   "list [--status S] [--limit N] [--json]",
+		Short: "List recent tasks, newest first",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			return show(cmd, o.asJSON, func(ctx context.Context, b backend) ([]view.Summary, error) {
+				return listTasks(ctx, b, o.status, o.limit)
+			}, printTasks)
+		},
+	}
+	o.bind(cmd)
+	return cmd
+}
+
+// listTasks reads up to limit tasks, page after page.
+func listTasks(ctx context.Context, b backend, status string, limit int) ([]view.Summary, error) {
+	out := []view.Summary{}
+	f := view.Filter{Status: status}
+	for len(out) < limit {
+		f.Limit = min(view.MaxPage, limit-len(out))
+		page, err := b.List(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Tasks...)
+		if page.NextCursor == nil {
+			break
+		}
+		f.Cursor = *page.NextCursor
+	}
+	return out, nil
+}
+
+// printTasks writes the tasks as a table.
+func printTasks(w io.Writer, tasks []view.Summary) error {
+	t := newTable(w, "TASK", "STATUS", "LANGS", "CREATED", "UPDATED", "ERROR")
+	for _, task := range tasks {
+		langs := task.TargetLanguage
+		if task.IsParent() {
+			langs = fmt.Sprint(task.TargetLanguages)
+		}
+		t.row(task.TaskID, task.Status, task.SourceLanguage+"→"+langs,
+			task.CreatedAt.Local().Format(time.DateTime), task.UpdatedAt.Local().Format(time.DateTime), task.Error)
+	}
+	return t.flush()
+}
+
+// parseTaskID parses a task id argument (a usage error when malformed).
+func parseTaskID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, usageError(fmt.Errorf("task id %q: want a UUID", s))
+	}
+	return id, nil
 }

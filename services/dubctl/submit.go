@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/media"
-	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -27,6 +25,16 @@ type submitOptions struct {
 	waitOpts   waitOptions
 }
 
+// submission is a checked submit: what either mode sends.
+type submission struct {
+	input, source, speaker string
+	// targets are the languages (none: the mode's default).
+	targets []string
+	// glossary holds the --glossary file's terms, glossaryText its text.
+	glossary     []wire.Term
+	glossaryText string
+}
+
 // submitCmd builds `dubctl submit`.
 func submitCmd() *cobra.Command {
 	var o submitOptions
@@ -36,17 +44,31 @@ func submitCmd() *cobra.Command {
 		Long: `submit checks the video locally with ffprobe (it must be media with an audio
 and a video stream), uploads it to videos/{task_id}/source.mp4, creates the
 task and publishes task.extract_audio (the task row and the message commit
-together through the outbox). It prints the task id, or with --json the task.
+together through the outbox) — or, through the console, uploads it to the
+console, which does the same. It prints the task id, or with --json the task.
 With --wait it then follows the task like "dubctl wait".`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSubmit(cmd, o)
+			s, err := o.check(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return withBackend(cmd, func(ctx context.Context, b backend) error {
+				id, err := b.Submit(ctx, s)
+				if err != nil {
+					return err
+				}
+				return reportStarted(cmd, b, id, o.wait, o.waitOpts, func() error {
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+					return nil
+				})
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.input, "input", "i", "", "video file to dub (required)")
-	f.StringVar(&o.source, "source", "", "language spoken in the video (default DEFAULT_SOURCE_LANGUAGE)")
-	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE); several separated by commas (es,ca): transcribed once, one child task per language")
+	f.StringVar(&o.source, "source", "", "language spoken in the video (default DEFAULT_SOURCE_LANGUAGE, or the console's)")
+	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE, or the console's); several separated by commas (es,ca): transcribed once, one child task per language")
 	f.StringVar(&o.speaker, "speaker", "", "voice of the dub (the synthesis engine's default when empty)")
 	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
 	f.BoolVar(&o.noValidate, "no-validate", false, "upload without the local ffprobe check (the workers still check)")
@@ -56,97 +78,55 @@ With --wait it then follows the task like "dubctl wait".`,
 	return cmd
 }
 
-func runSubmit(cmd *cobra.Command, o submitOptions) error {
-	ctx := cmd.Context()
-	c, err := newClients()
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	if o.source == "" {
-		o.source = c.cfg.DefaultSourceLanguage
-	}
-	if o.target == "" {
-		o.target = c.cfg.DefaultTargetLanguage
-	}
+// check is every check of a submission before anything is uploaded or
+// created, in both modes: the flags, the output path, the languages, the
+// glossary and the video itself.
+func (o *submitOptions) check(ctx context.Context) (submission, error) {
+	s := submission{input: o.input, source: o.source, speaker: o.speaker}
 	if err := o.waitOpts.check(); err != nil {
-		return err
+		return s, err
 	}
-	if err := checkInput(ctx, o.input, !o.noValidate); err != nil {
-		return err
-	}
-	id := uuid.New()
-	payload, err := submitPayload(id, o)
-	if err != nil {
-		return err
-	}
-	env, err := wire.New(wire.StepExtractAudio, id, "", payload)
-	if err != nil {
-		return usageError(err)
-	}
-	// Connect to everything before changing anything.
-	pool, err := c.db(ctx)
-	if err != nil {
-		return err
-	}
-	objects, err := c.blob(ctx)
-	if err != nil {
-		return err
-	}
-	pub, err := c.publisher(ctx)
-	if err != nil {
-		return err
-	}
-	if err := objects.PutFile(ctx, payload.SourceVideoKey, o.input, "video/mp4"); err != nil {
-		return err
-	}
-	// Uploaded once, whatever the languages: where the transcription ends
-	// the system copies it to each language's child task (server-side).
-	ids, err := task.Submit(ctx, pool, env, payload)
-	if err != nil {
-		return err
-	}
-	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
-		// The message is committed in the outbox; a worker's sweep publishes it.
-		fmt.Fprintf(cmd.ErrOrStderr(), "dubctl: warning: publish deferred to the outbox sweep: %v\n", err)
-	}
-	return reportSubmitted(cmd, c, pool, id, o)
-}
-
-// reportSubmitted follows the submitted task (--wait) or prints it.
-func reportSubmitted(cmd *cobra.Command, c *clients, pool *pgxpool.Pool, id uuid.UUID, o submitOptions) error {
-	if o.wait {
-		return followTask(cmd, c, id, o.waitOpts)
-	}
-	if o.waitOpts.json {
-		v, err := loadTask(cmd.Context(), pool, id)
-		if err != nil {
-			return err
+	if o.target != "" {
+		var err error
+		if s.targets, err = parseTargets(o.target); err != nil {
+			return s, err
 		}
-		return writeJSON(cmd.OutOrStdout(), v)
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), id)
-	return nil
+	if err := checkOutput(o.input, o.waitOpts.output, s.targets); err != nil {
+		return s, err
+	}
+	var err error
+	if s.glossary, s.glossaryText, err = readGlossary(o.glossary); err != nil {
+		return s, err
+	}
+	return s, checkInput(ctx, o.input, !o.noValidate)
 }
 
-// submitPayload is the extract_audio payload of a new task.
-func submitPayload(id uuid.UUID, o submitOptions) (wire.ExtractAudio, error) {
-	p := wire.ExtractAudio{
-		SourceVideoKey: wire.DefaultKeys(id).SourceVideo,
-		OutputAudioKey: wire.DefaultKeys(id).SourceAudio,
-		SourceLanguage: o.source,
-		SpeakerID:      o.speaker,
+// checkOutput refuses an --output that would overwrite the input (for a
+// task of several languages, any language's file).
+func checkOutput(input, output string, targets []string) error {
+	if output == "" {
+		return nil
 	}
-	targets, err := parseTargets(o.target)
-	if err != nil {
-		return p, err
-	}
-	p.TargetLanguage = targets[0]
+	outs := []string{output}
 	if len(targets) > 1 {
-		p.TargetLanguages = targets
+		for _, l := range targets {
+			outs = append(outs, languageOutput(output, uuid.Nil, l))
+		}
 	}
-	p.Glossary, err = readGlossary(o.glossary)
-	return p, err
+	in, _ := filepath.Abs(input)
+	inInfo, inErr := os.Stat(input)
+	for _, o := range outs {
+		abs, _ := filepath.Abs(o)
+		same := abs == in
+		if oi, err := os.Stat(o); err == nil && inErr == nil && os.SameFile(inInfo, oi) {
+			same = true
+		}
+		if same {
+			return usageError(fmt.Errorf("--output %s is the input: the dub would overwrite the video it is made from", o))
+		}
+	}
+	return nil
 }
 
 // checkInput makes sure path is a readable file and, when probe is set, a
@@ -168,4 +148,20 @@ func checkInput(ctx context.Context, path string, probe bool) error {
 		return fmt.Errorf("check input: %w", err)
 	}
 	return nil
+}
+
+// reportStarted follows a task just started (--wait), prints it (--json)
+// or prints what brief says.
+func reportStarted(cmd *cobra.Command, b backend, id uuid.UUID, wait bool, o waitOptions, brief func() error) error {
+	if wait {
+		return follow(cmd, b, id, o)
+	}
+	if o.json {
+		t, err := b.Task(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		return writeJSON(cmd.OutOrStdout(), t)
+	}
+	return brief()
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -43,23 +42,20 @@ func toAny(s []string) []any {
 	return out
 }
 
-// show runs a command that reads from the database and prints what it read:
+// show runs a command that reads and prints what it read, in either mode:
 // load it, then write it as indented JSON (asJSON) or for a reader (print).
-func show[T any](cmd *cobra.Command, asJSON bool, load func(context.Context, *pgxpool.Pool) (T, error),
+func show[T any](cmd *cobra.Command, asJSON bool, load func(context.Context, backend) (T, error),
 	print func(io.Writer, T) error) error {
-	c, pool, err := openDB(cmd.Context())
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	v, err := load(cmd.Context(), pool)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), v)
-	}
-	return print(cmd.OutOrStdout(), v)
+	return withBackend(cmd, func(ctx context.Context, b backend) error {
+		v, err := load(ctx, b)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(cmd.OutOrStdout(), v)
+		}
+		return print(cmd.OutOrStdout(), v)
+	})
 }
 
 // showCmd completes cmd (its Use, Short and Long set) as a command that
@@ -67,7 +63,7 @@ func show[T any](cmd *cobra.Command, asJSON bool, load func(context.Context, *pg
 // reads about it: as JSON with --json (jsonHelp says what that prints), or
 // as print writes it.
 func showCmd[K, T any](cmd *cobra.Command, jsonHelp string, parse func(string) (K, error),
-	load func(context.Context, *pgxpool.Pool, K) (T, error), print func(io.Writer, T) error) *cobra.Command {
+	load func(context.Context, backend, K) (T, error), print func(io.Writer, T) error) *cobra.Command {
 	var asJSON bool
 	cmd.Args = exactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -75,8 +71,8 @@ func showCmd[K, T any](cmd *cobra.Command, jsonHelp string, parse func(string) (
 		if err != nil {
 			return err
 		}
-		return show(cmd, asJSON, func(ctx context.Context, pool *pgxpool.Pool) (T, error) {
-			return load(ctx, pool, id)
+		return show(cmd, asJSON, func(ctx context.Context, b backend) (T, error) {
+			return load(ctx, b, id)
 		}, print)
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, jsonHelp)

@@ -2,30 +2,30 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
-// pollInterval is how often wait reads the task's progress; a change of
-// its status (to done, say) wakes it at once (task.Listener).
+// pollInterval is how often wait reads the task at the least; in database
+// mode a change of its status wakes it at once (task.Listener).
 const pollInterval = 500 * time.Millisecond
 
-// waitOptions are the flags wait shares with submit --wait.
+// waitOptions are the flags wait shares with submit --wait and redub
+// --wait.
 type waitOptions struct {
 	output  string
 	timeout time.Duration
@@ -37,7 +37,7 @@ func (o *waitOptions) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "where to save the dubbed video (default ./<task_id>.mp4); SRTs go next to it")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up waiting after this long (exit code 3)")
-	f.BoolVar(&o.json, "json", false, "print the task as JSON instead of text, without a progress bar")
+	f.BoolVar(&o.json, "json", false, "print the task as JSON instead of text, without progress")
 }
 
 func (o *waitOptions) check() error {
@@ -53,11 +53,13 @@ func waitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait TASK_ID [--output FILE] [--timeout D] [--json]",
 		Short: "Follow a task until it ends and download the result",
-		Long: `wait shows the task's progress (pipeline steps done, segments translated and
-synthesized) until it ends. When the task is done it downloads the dubbed
-video to --output and the subtitles (SRT) next to it. A failed task prints
-its error and exits 1; a compensating task (speech synthesis of some segments
-still fails) says how to re-drive it and exits 4; a timeout exits 3.`,
+		Long: `wait shows the task's progress (units of work done: the parts of its steps;
+segments translated and synthesized) on stderr until it ends. When the task is
+done it downloads the dubbed video to --output and the subtitles (SRT) next to
+it (a task of several languages: one video per language). A failed or cancelled
+task prints its error and exits 1; a compensating task (speech synthesis of
+some segments still fails) says how to re-drive it and exits 4; a timeout
+exits 3.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseTaskID(args[0])
@@ -67,64 +69,61 @@ still fails) says how to re-drive it and exits 4; a timeout exits 3.`,
 			if err := o.check(); err != nil {
 				return err
 			}
-			c, err := newClients()
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			return followTask(cmd, c, id, o)
+			return withBackend(cmd, func(_ context.Context, b backend) error { return follow(cmd, b, id, o) })
 		},
 	}
 	o.register(cmd)
 	return cmd
 }
 
-// followTask reads the task every pollInterval, and whenever its status
-// changes, until it ends or o.timeout passes, then reports the outcome.
-func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) error {
+// waited is what wait prints as JSON: the task (the console's shape) and
+// the local files it saved.
+type waited struct {
+	*view.Task
+	// OutputPath is the video saved (a task of one language),
+	// OutputPaths the video of each language (a parent); SubtitlePaths
+	// are the SRT files saved.
+	OutputPath    string            `json:"outputPath,omitempty"`
+	OutputPaths   map[string]string `json:"outputPaths,omitempty"`
+	SubtitlePaths []string          `json:"subtitlePaths"`
+}
+
+// follow reads the task until it ends or o.timeout passes (reading again
+// whenever b says it may have changed), shows its progress, and reports
+// the outcome: a done task's outputs are downloaded.
+func follow(cmd *cobra.Command, b backend, id uuid.UUID, o waitOptions) error {
 	ctx := cmd.Context()
-	out := cmd.OutOrStdout()
-	pool, err := c.db(ctx)
-	if err != nil {
-		return err
+	var shown progressLine
+	if !o.json {
+		shown = progressLine{w: cmd.ErrOrStderr(), redraw: isTerminal(cmd.ErrOrStderr())}
 	}
-	var bar *progress
-	if !o.json && isTerminal(out) {
-		bar = newProgress(out)
-	}
+	defer shown.end()
 	deadline := time.Now().Add(o.timeout)
-	changes := task.Listen(ctx, pool)
-	defer changes.Close()
-	itsOwn := func(changed string) bool { return changed == id.String() }
 	for {
-		v, err := loadTask(ctx, pool, id)
+		t, err := b.Task(ctx, id)
 		if err != nil {
-			bar.stop()
 			return err
 		}
-		bar.update(v)
-		switch v.Status {
-		case taskDone:
-			bar.stop()
-			return finishDone(ctx, cmd, c, v, o)
-		case taskFailed:
-			bar.stop()
-			return report(out, v, o, withCode(exitFailed, fmt.Errorf("task %s failed: %s", id, v.Error)))
-		case taskCompensating:
-			bar.stop()
-			return report(out, v, o, withCode(exitCompensated, fmt.Errorf(
+		shown.show(progressOf(t))
+		switch {
+		case t.Status == view.Done:
+			shown.end()
+			return finishDone(cmd, b, t, o)
+		case view.Ended(t.Status):
+			return report(cmd.OutOrStdout(), t, o, withCode(exitFailed, fmt.Errorf("task %s %s: %s", id, t.Status, t.Error)))
+		case t.Status == view.Compensating:
+			return report(cmd.OutOrStdout(), t, o, withCode(exitCompensated, fmt.Errorf(
 				"task %s is compensating: speech synthesis failed for %d segment(s) after all retries; "+
 					"fix the cause, then re-drive it with `tts_requeue -limit 100` (see `dubctl status %s`)",
-				id, v.Segments.FailedTTS, id)))
+				id, t.Segments.FailedTTS, id)))
 		}
-		if time.Now().After(deadline) {
-			bar.stop()
-			return report(out, v, o, withCode(exitTimeout, fmt.Errorf(
-				"task %s still %s after %s (at step %s); `dubctl wait %s` continues", id, v.Status, o.timeout,
-				v.currentStep(), id)))
+		left := time.Until(deadline)
+		if left <= 0 {
+			return report(cmd.OutOrStdout(), t, o, withCode(exitTimeout, fmt.Errorf(
+				"task %s still %s after %s (at step %s); `dubctl wait %s` continues", id, t.Status, o.timeout,
+				t.CurrentStep(), id)))
 		}
-		if err := changes.Wait(ctx, pollInterval, itsOwn); err != nil {
-			bar.stop()
+		if err := b.Changed(ctx, id, min(pollInterval, left)); err != nil {
 			return fmt.Errorf("wait for %s: %w", id, err)
 		}
 	}
@@ -132,11 +131,11 @@ func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) err
 
 // report prints the task as JSON (and exits with err's code quietly) or
 // returns err for dubctl to print.
-func report(out io.Writer, v *taskView, o waitOptions, err error) error {
+func report(out io.Writer, t *view.Task, o waitOptions, err error) error {
 	if !o.json {
 		return err
 	}
-	if werr := writeJSON(out, v); werr != nil {
+	if werr := writeJSON(out, waited{Task: t, SubtitlePaths: []string{}}); werr != nil {
 		return werr
 	}
 	var ee *exitError
@@ -146,57 +145,148 @@ func report(out io.Writer, v *taskView, o waitOptions, err error) error {
 	return &quietError{err: err}
 }
 
-// finishDone downloads the results of a done task and prints where they are.
-func finishDone(ctx context.Context, cmd *cobra.Command, c *clients, v *taskView, o waitOptions) error {
-	out := cmd.OutOrStdout()
-	if isParent(v.Languages) && !v.noSpeech() {
-		return finishLanguages(ctx, cmd, c, v, o)
-	}
-	if v.noSpeech() || v.OutputVideoKey == "" {
-		if o.json {
-			return writeJSON(out, v)
-		}
-		fmt.Fprintf(out, "task %s done: no speech found in the video, nothing to dub\n", v.TaskID)
-		return nil
-	}
-	objects, err := c.blob(ctx)
+// download is one file wait saves: an object of a task and where it goes;
+// language names a parent's video of that language.
+type download struct {
+	key, path, language string
+	limit               int64
+}
+
+// finishDone downloads the outputs of a done task and prints where they
+// are.
+func finishDone(cmd *cobra.Command, b backend, t *view.Task, o waitOptions) error {
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	files, err := downloadsOf(t, o.output)
 	if err != nil {
 		return err
 	}
-	dest := o.output
-	if dest == "" {
-		dest = v.TaskID.String() + ".mp4"
+	w := waited{Task: t, SubtitlePaths: []string{}}
+	for _, f := range files {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return fmt.Errorf("save output: %w", err)
+		}
+		err := b.Fetch(ctx, t, f.key, f.path, f.limit)
+		if errors.Is(err, errNoObject) && f.limit == maxSubtitleBytes {
+			continue // a subtitle of the workers' layout that is not there
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case f.limit == maxSubtitleBytes:
+			w.SubtitlePaths = append(w.SubtitlePaths, f.path)
+		case f.language != "":
+			if w.OutputPaths == nil {
+				w.OutputPaths = map[string]string{}
+			}
+			w.OutputPaths[f.language] = f.path
+		default:
+			w.OutputPath = f.path
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-		return fmt.Errorf("save output: %w", err)
+	if o.json {
+		return writeJSON(out, w)
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(out, "task %s done: no speech found in the video, nothing to dub\n", t.TaskID)
+		return nil
+	}
+	targets := t.TargetLanguage
+	if t.IsParent() {
+		targets = strings.Join(t.TargetLanguages, ",")
+	}
+	fmt.Fprintf(out, "task %s done: %d segment(s) dubbed %s→%s\n", t.TaskID, t.Segments.Total, t.SourceLanguage, targets)
+	// The subtitles first, the videos last (one per language).
+	for _, p := range w.SubtitlePaths {
+		fmt.Fprintf(out, "subtitles: %s\n", p)
+	}
+	for _, f := range files {
+		if f.limit != maxSubtitleBytes {
+			fmt.Fprintln(out, f.path)
+		}
+	}
+	return nil
+}
+
+// maxSubtitleBytes bounds the download of one subtitle file.
+const maxSubtitleBytes = 16 << 20
+
+// downloadsOf lists what a done task's outputs are saved as: its video at
+// dest (default ./<task_id>.mp4) with its subtitles next to it, or for a
+// parent each child's video at dest with the language before the
+// extension, with the child's subtitles. A task without speech has none.
+func downloadsOf(t *view.Task, dest string) ([]download, error) {
+	if t.NoSpeech() {
+		return nil, nil
 	}
 	limit, err := outputLimit()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := objects.GetFile(ctx, v.OutputVideoKey, dest, limit); err != nil {
-		if errors.Is(err, blob.ErrTooLarge) {
-			return fmt.Errorf("%w (MAX_VIDEO_BYTES+MAX_AUDIO_BYTES)", err)
+	if dest == "" {
+		dest = t.TaskID.String() + ".mp4"
+	}
+	if !t.IsParent() {
+		if t.OutputVideoKey == "" {
+			return nil, nil
 		}
-		return err
+		return outputFiles(t.TaskID, t.OutputVideoKey, t.Result, []string{t.TargetLanguage, t.SourceLanguage}, dest, limit)
 	}
-	v.OutputPath = dest
-	subs, err := downloadSubtitles(ctx, objects, v, dest)
-	if err != nil {
-		return err
+	var out []download
+	for _, c := range t.ChildrenOf() {
+		if c.Status != view.Done {
+			continue
+		}
+		files, err := outputFiles(c.TaskID, c.OutputVideoKey, c.Result, []string{c.TargetLanguage, t.SourceLanguage},
+			languageOutput(dest, t.TaskID, c.TargetLanguage), limit)
+		if err != nil {
+			return nil, err
+		}
+		files[0].language = c.TargetLanguage
+		out = append(out, files...)
 	}
-	v.SubtitlePaths = subs
-	if o.json {
-		return writeJSON(out, v)
-	}
-	fmt.Fprintf(out, "task %s done: %d segment(s) dubbed %s→%s\n", v.TaskID, v.Segments.Total,
-		v.SourceLanguage, v.TargetLanguage)
-	for _, s := range subs {
-		fmt.Fprintf(out, "subtitles: %s\n", s)
-	}
-	fmt.Fprintln(out, dest)
-	return nil
+	return out, nil
 }
+
+// outputFiles lists one task's video and SRT files. The subtitles are the
+// ones its result lists (source, target and bilingual), else the workers'
+// layout for the languages given; each is saved as <dest without
+// extension>.<what follows the object's stem>, e.g. dub.es.srt or
+// dub.es-en.srt.
+func outputFiles(id uuid.UUID, videoKey string, result []byte, langs []string, dest string, limit int64) ([]download, error) {
+	out := []download{{key: videoKey, path: dest, limit: limit}}
+	subs := view.OutputOf(result).Subtitles
+	keys := make([]string, 0, len(subs))
+	for _, k := range subs {
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		stem := strings.TrimSuffix(videoKey, path.Ext(videoKey))
+		for _, l := range langs {
+			if l != "" {
+				keys = append(keys, stem+"."+l+".srt")
+			}
+		}
+	}
+	slices.Sort(keys)
+	base := strings.TrimSuffix(dest, filepath.Ext(dest))
+	stem := strings.TrimSuffix(path.Base(videoKey), path.Ext(videoKey)) + "."
+	for _, key := range keys {
+		if err := wire.CheckKey(key, wire.KindOutput, id); err != nil {
+			return nil, fmt.Errorf("subtitle key %q: %w", key, err)
+		}
+		name := strings.TrimPrefix(path.Base(key), stem)
+		if !subtitleName.MatchString(name) {
+			return nil, fmt.Errorf("subtitle key %q: unexpected file name", key)
+		}
+		out = append(out, download{key: key, path: base + "." + name, limit: maxSubtitleBytes})
+	}
+	return out, nil
+}
+
+// subtitleName is what a subtitle's file name may end in: a language, or
+// the target and source of a bilingual file, then .srt.
+var subtitleName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}(\.[A-Za-z0-9_-]{1,16})?\.srt$`)
 
 // outputLimit bounds the download of a task's output video: the largest
 // source video plus the largest audio the workers accept (MAX_VIDEO_BYTES +
@@ -210,142 +300,72 @@ func outputLimit() (int64, error) {
 	return l.MaxVideoBytes + l.MaxAudioBytes, nil
 }
 
-// downloadSubtitles saves the task's SRT files next to dest, named
-// <dest without .mp4>.<lang>.srt. The keys come from the result's
-// "subtitles" when it lists them, else the workers' layout
-// (outputs/{id}/final.<lang>.srt) for both languages.
-func downloadSubtitles(ctx context.Context, objects *blob.Store, v *taskView, dest string) ([]string, error) {
-	keys, listed := subtitleKeys(v)
-	base := strings.TrimSuffix(dest, filepath.Ext(dest))
-	var paths []string
-	for _, key := range keys {
-		if err := wire.CheckKey(key, wire.KindOutput, v.TaskID); err != nil {
-			return nil, fmt.Errorf("subtitle key %q: %w", key, err)
+// progressOf describes how far the task got: its status, units of work
+// done (the parts of its steps; a step not fanned out yet counts as one),
+// and its segments.
+func progressOf(t *view.Task) string {
+	total, done := 0, 0
+	for _, s := range t.Steps {
+		parts := max(1, len(s.Parts))
+		total += parts
+		switch {
+		case s.Status == "succeeded":
+			done += parts
+		default:
+			for _, p := range s.Parts {
+				if p.Status == "succeeded" {
+					done++
+				}
+			}
 		}
-		name := path.Base(key)
-		lang := strings.TrimSuffix(name, ".srt")
-		if i := strings.LastIndex(lang, "."); i >= 0 {
-			lang = lang[i+1:]
-		}
-		p := base + "." + lang + ".srt"
-		err := objects.GetFile(ctx, key, p, 16<<20)
-		if errors.Is(err, blob.ErrNotFound) && !listed {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		paths = append(paths, p)
 	}
-	return paths, nil
+	status := t.Status
+	if cur := t.CurrentStep(); cur != "" && t.Status == view.Running {
+		status = cur
+	}
+	text := fmt.Sprintf("%-13s %s %d/%d units done, steps %d/%d", status, bar(done, total, 20), done, total,
+		t.StepsDone(), len(t.Steps))
+	if t.Segments.Total > 0 {
+		text += fmt.Sprintf(", segments %d/%d translated, %d/%d synthesized", t.Segments.Translated,
+			t.Segments.Total, t.Segments.Synthesized, t.Segments.Total)
+	}
+	return text
 }
 
-// subtitleKeys returns the SRT keys of a done task and whether the result
-// listed them.
-func subtitleKeys(v *taskView) ([]string, bool) {
-	var r struct {
-		Subtitles json.RawMessage `json:"subtitles"`
+// bar draws done of total in width cells.
+func bar(done, total, width int) string {
+	n := 0
+	if total > 0 {
+		n = min(width, done*width/total)
 	}
-	_ = json.Unmarshal(v.Result, &r)
-	var found []string
-	collectSRT(r.Subtitles, &found)
-	if len(found) > 0 {
-		return found, true
-	}
-	dir := path.Dir(v.OutputVideoKey)
-	stem := strings.TrimSuffix(path.Base(v.OutputVideoKey), path.Ext(v.OutputVideoKey))
-	var keys []string
-	for _, lang := range []string{v.TargetLanguage, v.SourceLanguage} {
-		if lang != "" {
-			keys = append(keys, dir+"/"+stem+"."+lang+".srt")
-		}
-	}
-	return keys, false
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
-// collectSRT finds every string ending in ".srt" in a JSON value, whatever
-// its shape (a list of keys, a map by language, a list of objects).
-func collectSRT(raw json.RawMessage, found *[]string) {
-	if len(raw) == 0 {
+// progressLine shows the progress of a task: redrawn in place on a
+// terminal, one line per change otherwise; a zero value (--json) shows
+// nothing.
+type progressLine struct {
+	w      io.Writer
+	redraw bool
+	last   string
+}
+
+func (p *progressLine) show(text string) {
+	if p.w == nil || text == p.last {
 		return
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if strings.HasSuffix(s, ".srt") && !contains(*found, s) {
-			*found = append(*found, s)
-		}
+	p.last = text
+	if p.redraw {
+		fmt.Fprintf(p.w, "\r\033[K%s", text)
 		return
 	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) == nil {
-		for _, e := range list {
-			collectSRT(e, found)
-		}
-		return
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) == nil {
-		for _, e := range obj {
-			collectSRT(e, found)
-		}
-	}
+	fmt.Fprintf(p.w, "%s %s\n", time.Now().Format(time.TimeOnly), text)
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
+// end ends a redrawn line, once.
+func (p *progressLine) end() {
+	if p.w != nil && p.redraw && p.last != "" {
+		fmt.Fprintln(p.w)
 	}
-	return false
-}
-
-// progress is the terminal progress bar of wait: one unit per pipeline
-// step, one per segment translated and one per segment synthesized. A nil
-// *progress draws nothing.
-type progress struct {
-	bar *progressbar.ProgressBar
-}
-
-func newProgress(w io.Writer) *progress {
-	return &progress{bar: progressbar.NewOptions(len(wire.Pipeline),
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(false),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetDescription("queued"),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-	)}
-}
-
-func (p *progress) update(v *taskView) {
-	if p == nil {
-		return
-	}
-	total := len(wire.Pipeline) + 2*v.Segments.Total
-	if p.bar.GetMax() != total {
-		p.bar.ChangeMax(total)
-	}
-	desc := v.Status
-	if cur := v.currentStep(); cur != "" && v.Status == taskRunning {
-		desc = cur
-	}
-	desc = fmt.Sprintf("%-13s steps %d/%d", desc, v.stepsDone(), len(wire.Pipeline))
-	if v.Segments.Total > 0 {
-		desc += fmt.Sprintf(", segments %d/%d translated, %d/%d synthesized", v.Segments.Translated,
-			v.Segments.Total, v.Segments.Synthesized, v.Segments.Total)
-	}
-	p.bar.Describe(desc)
-	_ = p.bar.Set(v.stepsDone() + v.Segments.Translated + v.Segments.Synthesized)
-}
-
-func (p *progress) stop() {
-	if p == nil {
-		return
-	}
-	if !p.bar.IsFinished() {
-		_ = p.bar.Exit() // prints the final newline through OnCompletion
-	}
+	p.w = nil
 }

@@ -22,25 +22,25 @@ import (
 // taskJSON is the part of `dubctl wait --json` / `status --json` the tests
 // read.
 type taskJSON struct {
-	TaskID         uuid.UUID       `json:"task_id"`
+	TaskID         uuid.UUID       `json:"taskId"`
 	Status         string          `json:"status"`
 	Error          string          `json:"error"`
-	OutputVideoKey string          `json:"output_video_key"`
-	OutputPath     string          `json:"output_path"`
-	SubtitlePaths  []string        `json:"subtitle_paths"`
+	OutputVideoKey string          `json:"outputVideoKey"`
+	OutputPath     string          `json:"outputPath"`
+	SubtitlePaths  []string        `json:"subtitlePaths"`
 	Result         json.RawMessage `json:"result"`
 	Steps          []struct {
 		Step       string     `json:"step"`
 		Status     string     `json:"status"`
 		Attempts   int        `json:"attempts"`
-		StartedAt  *time.Time `json:"started_at"`
-		FinishedAt *time.Time `json:"finished_at"`
+		StartedAt  *time.Time `json:"startedAt"`
+		FinishedAt *time.Time `json:"finishedAt"`
 	} `json:"steps"`
 	Segments struct {
 		Total       int `json:"total"`
 		Translated  int `json:"translated"`
 		Synthesized int `json:"synthesized"`
-		FailedTTS   int `json:"failed_tts"`
+		FailedTTS   int `json:"failedTts"`
 	} `json:"segments"`
 }
 

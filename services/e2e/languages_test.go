@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -22,9 +23,9 @@ import (
 // languagesJSON is the part of `dubctl wait --json` a task of several
 // languages adds.
 type languagesJSON struct {
-	Languages *task.Family `json:"languages"`
+	Languages *view.Languages `json:"languages"`
 	// OutputPaths are the local files, per language.
-	OutputPaths map[string]string `json:"output_paths"`
+	OutputPaths map[string]string `json:"outputPaths"`
 }
 
 // TestSeveralLanguages dubs a real-speech clip into Spanish and Catalan in
@@ -58,15 +59,15 @@ func TestSeveralLanguages(t *testing.T) {
 		t.Fatalf("submit --target es,ca --wait: exit %d, %s %q\n%s\n%s", code, v.Status, v.Error, stdout, stderr)
 	}
 	parent := v.TaskID
-	if got := strings.Join(l.Languages.Targets, ","); got != "es,ca" || len(l.Languages.Children) != 2 {
+	if got := strings.Join(l.Languages.TargetLanguages, ","); got != "es,ca" || len(l.Languages.Children) != 2 {
 		t.Fatalf("languages %+v", l.Languages)
 	}
 
 	// Each language: a child task, done, with its own output and tracks.
 	for i, lang := range []string{"es", "ca"} {
 		c := l.Languages.Children[i]
-		if c.TargetLanguage != lang || c.ID != wire.ChildTaskID(parent, lang) || c.Status != task.Done ||
-			c.OutputVideoKey != wire.DefaultKeys(c.ID).OutputVideo {
+		if c.TargetLanguage != lang || c.TaskID != wire.ChildTaskID(parent, lang) || c.Status != task.Done ||
+			c.OutputVideoKey != wire.DefaultKeys(c.TaskID).OutputVideo {
 			t.Fatalf("child %d: %+v", i, c)
 		}
 		out := l.OutputPaths[lang]
@@ -74,8 +75,8 @@ func TestSeveralLanguages(t *testing.T) {
 			t.Fatalf("output of %s saved as %q", lang, out)
 		}
 		s.checkLanguageOutput(t, ctx, video, out, lang)
-		s.checkChildSteps(t, ctx, parent, c.ID)
-		s.checkSegments(t, ctx, c.ID)
+		s.checkChildSteps(t, ctx, parent, c.TaskID)
+		s.checkSegments(t, ctx, c.TaskID)
 	}
 	s.checkParentSteps(t, ctx, parent)
 	var result struct {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
@@ -81,10 +81,10 @@ func TestRedub(t *testing.T) {
 }
 
 // segments runs `dubctl segments --json`.
-func (s *stack) segments(t *testing.T, ctx context.Context, id uuid.UUID) []dub.Segment {
+func (s *stack) segments(t *testing.T, ctx context.Context, id uuid.UUID) []view.Segment {
 	t.Helper()
 	stdout, stderr, code := s.dubctl(t, ctx, "segments", id.String(), "--json")
-	var segs []dub.Segment
+	var segs []view.Segment
 	if err := json.Unmarshal([]byte(stdout), &segs); code != 0 || err != nil || len(segs) == 0 {
 		t.Fatalf("segments: exit %d (%v)\n%s\n%s", code, err, stdout, stderr)
 	}
@@ -118,7 +118,7 @@ func (s *stack) attempts(t *testing.T, ctx context.Context, id uuid.UUID) map[st
 func (s *stack) checkVersions(t *testing.T, ctx context.Context, id uuid.UUID) {
 	t.Helper()
 	stdout, stderr, code := s.dubctl(t, ctx, "versions", id.String(), "--json")
-	var vs []dub.Version
+	var vs []view.Version
 	if err := json.Unmarshal([]byte(stdout), &vs); code != 0 || err != nil {
 		t.Fatalf("versions: exit %d (%v)\n%s", code, err, stderr)
 	}

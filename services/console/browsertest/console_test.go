@@ -341,7 +341,8 @@ func (s *stack) putSource(t *testing.T, id uuid.UUID, video string) {
 
 // severalLanguages uploads the video into two languages at once: the
 // parent's page lists one child task per language, each reaching done with
-// a link to its dub, and a child's page links back to its parent.
+// a link to its dub and no Redub on the parent's page, and a child's page
+// links back to its parent and offers Redub.
 func (b *browser) severalLanguages(video string) {
 	b.t.Helper()
 	parent := b.upload(video, "es, ca")
@@ -354,8 +355,16 @@ func (b *browser) severalLanguages(video string) {
 			30*time.Second)
 	}
 	b.shot("task-languages")
+	// A parent's page offers only what applies: its lines are listed as
+	// transcribed, without an input or a Redub button (each language is
+	// re-dubbed in its own child task).
+	b.waitFor(`document.querySelectorAll('#segments-table tbody tr[id^="seg-"]').length > 0 &&
+		document.querySelectorAll('[id^="redub-"], [id^="seg-text-"]').length === 0 &&
+		document.querySelector('#segments-hint').textContent.includes('open the task of its language')`, 30*time.Second)
 	b.click(`//table[@id="children-table"]//tr[@data-lang="ca"]//td[contains(@class, "mono")]/a`)
 	b.waitFor(fmt.Sprintf(`!!document.querySelector('#parent-task a[href="/tasks/%s"]') &&
 		document.querySelector('#task-status').textContent === 'done'`, parent), time.Minute)
+	// A child is re-dubbed like any task: its page offers Redub.
+	b.waitFor(`!!document.querySelector('#redub-1') && !document.querySelector('#redub-1').disabled`, 30*time.Second)
 	b.shot("task-language-child")
 }

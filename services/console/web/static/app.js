@@ -443,7 +443,7 @@
     const status = pick(t, 'status');
     fill(el.status, badge(status));
     el.cancel.disabled = !ACTIVE.has(status);
-    el.retry.disabled = status !== 'failed';
+    el.retry.disabled = status !== 'failed' && status !== 'cancelled';
     showProgress(el.progress, rt, status);
     showLanguages(el.languages, pick(d, 'languages'));
     if (listOf(pick(d, 'languages'), 'targetLanguages').length && !el.dub.querySelector('video')) {
@@ -456,7 +456,8 @@
     setPlayer(el.dub, 'dub-video', pick(links, 'output', 'dub'));
     showLinks(el.links, links);
     showTiming(el.timing, pick(d, 'timingReport', 'timing_report', 'timing'));
-    showSegments(el.segments, id, pick(d, 'segments'), lines, status, reload);
+    const parent = listOf(pick(d, 'languages'), 'targetLanguages').length > 0;
+    showSegments(el.segments, id, pick(d, 'segments'), lines, status, parent, reload);
     showTaskDeadLetters(el.dead, pick(d, 'deadLetters'), reload);
   }
   // showLanguages shows a parent's child tasks, one per language, or a
@@ -609,14 +610,27 @@
   }
   // showSegments lists the lines of the dub (GET /api/tasks/{id}/segments)
   // with their translation in an input: edit one and press Redub to dub
-  // only that line again (POST /api/tasks/{id}/redub) as a new version.
-  function showSegments(box, id, counts, lines, status, reload) {
+  // only that line again (POST /api/tasks/{id}/redub) as a new version. A
+  // parent's lines are shown as transcribed, without edits: each language
+  // is re-dubbed in its own child task.
+  function showSegments(box, id, counts, lines, status, parent, reload) {
     if (box.contains(document.activeElement)) return; // keep an edit in progress
     const c = counts || {};
     const done = status === 'done';
-    const summary = h('p', {class: 'muted'}, `${c.total ?? lines.length} segments · ${c.translated ?? '—'} translated · ${c.synthesized ?? '—'} synthesized · ${c.failedTts ?? '—'} failed synthesis · ` +
-      (done ? 'edit a translation and press Redub to dub that line again.' : 'lines can be redubbed once the task is done.'));
+    const hint = parent ? 'to change a line, open the task of its language (Languages above) and redub it there.'
+      : done ? 'edit a translation and press Redub to dub that line again.' : 'lines can be redubbed once the task is done.';
+    const summary = h('p', {class: 'muted', id: 'segments-hint'}, `${c.total ?? lines.length} segments · ${c.translated ?? '—'} translated · ${c.synthesized ?? '—'} synthesized · ${c.failedTts ?? '—'} failed synthesis · ` + hint);
     if (!lines.length) { fill(box, summary, h('p', {class: 'muted', id: 'segments-empty'}, 'No segments yet.')); return; }
+    if (parent) {
+      fill(box, summary, h('div', {class: 'tablebox', style: 'max-height:480px;overflow:auto'}, h('table', {id: 'segments-table'},
+        h('thead', {}, h('tr', {}, ['#', 'time', 'speaker', 'source'].map((x) => h('th', {}, x)))),
+        h('tbody', {}, lines.map((sg) => h('tr', {id: 'seg-' + sg.n},
+          h('td', {class: 'num'}, String(sg.n)),
+          h('td', {class: 'num nowrap'}, clockMs(sg.startMs) + '–' + clockMs(sg.endMs)),
+          h('td', {}, sg.speaker || '—'),
+          h('td', {class: 'wrap'}, sg.sourceText || '')))))));
+      return;
+    }
     const row = (sg) => {
       const text = h('input', {type: 'text', id: 'seg-text-' + sg.n, value: sg.text ?? '', placeholder: '(not translated)',
         'aria-label': 'translation of line ' + sg.n, disabled: !done, style: 'width:100%;min-width:200px'});

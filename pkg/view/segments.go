@@ -1,0 +1,147 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Querier reads rows: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Segment is one line of a dub as people see it.
+type Segment struct {
+	// N numbers the segment from 1 in timeline order: the number redub
+	// takes.
+	N int `json:"n"`
+	// Idx is the segment's index in the pipeline (segments.idx, object
+	// keys); people use N.
+	Idx int `json:"idx"`
+	// StartMS and EndMS place the source line in the video.
+	StartMS int `json:"startMs"`
+	EndMS   int `json:"endMs"`
+	// Speaker is the speaker turn found for the line ("" when unknown),
+	// Voice the voice it was synthesized with.
+	Speaker string `json:"speaker"`
+	Voice   string `json:"voice"`
+	// SourceText is what was said, Text the translation that is spoken
+	// (null while not translated yet).
+	SourceText string  `json:"sourceText"`
+	Text       *string `json:"text"`
+	// Synthesized reports whether the line has its audio.
+	Synthesized bool `json:"synthesized"`
+	// Fit is what synthesis recorded about the clip and its slot (engine
+	// settings, slot_ms, ...), null before synthesis.
+	Fit json.RawMessage `json:"fit"`
+	// Error is the last synthesis error of the line, if any.
+	Error string `json:"error"`
+}
+
+// Segments returns the task's segments in order, numbered from 1. A task
+// that does not exist is ErrNotFound; a task without segments (yet) gives
+// an empty list.
+func Segments(ctx context.Context, db Querier, taskID uuid.UUID) ([]Segment, error) {
+	if err := exists(ctx, db, taskID); err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, `SELECT idx, start_ms, end_ms, speaker, voice, src_text, mt_text,
+		tts_audio_key IS NOT NULL, tts_params_json, tts_error
+		FROM segments WHERE task_id = $1 ORDER BY idx`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("read segments of %s: %w", taskID, err)
+	}
+	n := 0
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Segment, error) {
+		var s Segment
+		var fit []byte
+		err := r.Scan(&s.Idx, &s.StartMS, &s.EndMS, &s.Speaker, &s.Voice, &s.SourceText, &s.Text,
+			&s.Synthesized, &fit, &s.Error)
+		n++
+		s.N = n
+		if fit != nil {
+			s.Fit = json.RawMessage(fit)
+		}
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read segments of %s: %w", taskID, err)
+	}
+	if out == nil {
+		out = []Segment{}
+	}
+	return out, nil
+}
+
+// Version is one output of a task: the first dub or a re-dub.
+type Version struct {
+	Version        int    `json:"version"`
+	OutputVideoKey string `json:"outputVideoKey"`
+	DubAudioKey    string `json:"dubAudioKey"`
+	// Ready reports whether the version's video was written (its
+	// mux_video part succeeded).
+	Ready bool `json:"ready"`
+	// Segment (numbered from 1, as Segments numbers them), PreviousText
+	// and Text say which line the version re-dubbed (null for the first
+	// dub).
+	Segment      *int      `json:"segment"`
+	PreviousText *string   `json:"previousText"`
+	Text         *string   `json:"text"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// Versions returns the task's outputs, oldest first. A task never re-dubbed
+// has no recorded version: its output, once done, is listed as version 1.
+func Versions(ctx context.Context, db Querier, taskID uuid.UUID) ([]Version, error) {
+	if err := exists(ctx, db, taskID); err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, `SELECT v.version, v.output_video_key, v.dub_audio_key,
+		EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = v.task_id AND s.step = 'mux_video'
+		         AND s.part = CASE WHEN v.version = 1 THEN '' ELSE 'v' || v.version END AND s.status = 'succeeded'),
+		CASE WHEN v.segment_idx IS NULL THEN NULL ELSE
+		  (SELECT count(*)::int FROM segments g WHERE g.task_id = v.task_id AND g.idx <= v.segment_idx) END,
+		v.previous_text, v.text, v.created_at
+		FROM output_versions v WHERE v.task_id = $1
+	UNION ALL
+	SELECT 1, t.output_video_key, '', true, NULL, NULL, NULL, t.updated_at FROM tasks t
+	 WHERE t.id = $1 AND t.status = 'done' AND cardinality(t.targets) = 0
+	   AND NOT EXISTS (SELECT 1 FROM output_versions v WHERE v.task_id = t.id)
+	ORDER BY 1`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("read versions of %s: %w", taskID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Version, error) {
+		var v Version
+		err := r.Scan(&v.Version, &v.OutputVideoKey, &v.DubAudioKey, &v.Ready, &v.Segment, &v.PreviousText,
+			&v.Text, &v.CreatedAt)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read versions of %s: %w", taskID, err)
+	}
+	if out == nil {
+		out = []Version{}
+	}
+	return out, nil
+}
+
+// exists checks that the task exists.
+func exists(ctx context.Context, db Querier, taskID uuid.UUID) error {
+	var one int
+	err := db.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1`, taskID).Scan(&one)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("read task %s: %w", taskID, err)
+	}
+	return nil
+}

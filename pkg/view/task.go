@@ -1,0 +1,294 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned for a task (or dead letter) without a row.
+var ErrNotFound = errors.New("no such task")
+
+// Task statuses as the read model shows them. Cancelled is a status of its
+// own where pkg/task records it; every reader treats it as an end.
+const (
+	Queued       = "queued"
+	Running      = "running"
+	Compensating = "compensating"
+	Done         = "done"
+	Failed       = "failed"
+	Cancelled    = "cancelled"
+)
+
+// Statuses lists every task status, for filters.
+var Statuses = []string{Queued, Running, Compensating, Done, Failed, Cancelled}
+
+// Ended reports whether a task in status has ended for good (done, failed
+// or cancelled); compensating waits for an operator but has not ended.
+func Ended(status string) bool {
+	return status == Done || status == Failed || status == Cancelled
+}
+
+// Summary is a task without its steps: an item of the task list and the
+// head of a task's detail.
+type Summary struct {
+	TaskID         uuid.UUID `json:"taskId"`
+	Status         string    `json:"status"`
+	SourceLanguage string    `json:"sourceLanguage"`
+	TargetLanguage string    `json:"targetLanguage"`
+	SpeakerID      string    `json:"speakerId"`
+	Error          string    `json:"error"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+	// ParentTaskID is the parent of a child task (one language of a
+	// submission into several), null for any other task.
+	ParentTaskID *uuid.UUID `json:"parentTaskId"`
+	// TargetLanguages are a parent's languages, [] for any other task.
+	TargetLanguages []string `json:"targetLanguages"`
+}
+
+// IsParent reports whether the task dubs into several languages through
+// child tasks.
+func (s *Summary) IsParent() bool { return len(s.TargetLanguages) > 0 }
+
+// Task is everything known about a task: GET /api/tasks/{id} and
+// `dubctl status --json`.
+type Task struct {
+	Summary
+	SourceVideoKey string `json:"sourceVideoKey"`
+	// OutputVideoKey is where the dub is written; "" for a parent, whose
+	// outputs are its children's.
+	OutputVideoKey string          `json:"outputVideoKey"`
+	TraceID        string          `json:"traceId"`
+	Result         json.RawMessage `json:"result"`
+	// Steps are the pipeline steps the task runs, in order: a parent runs
+	// extract_audio and asr only, its children the rest.
+	Steps        []Step          `json:"steps"`
+	Segments     SegmentCounts   `json:"segments"`
+	TimingReport json.RawMessage `json:"timingReport"`
+	// Links are presigned download links; only the console fills them.
+	Links       Links        `json:"links"`
+	DeadLetters []DeadLetter `json:"deadLetters"`
+	// Languages is a parent's languages and children or a child's parent;
+	// null for a task of one language.
+	Languages *Languages `json:"languages"`
+}
+
+// Step is one pipeline step over its parts.
+type Step struct {
+	Step string `json:"step"`
+	// Status is succeeded (every part has, by the runtime's own
+	// step_succeeded), running, parked, failed (no attempt running, the
+	// last one failed) or pending (no attempt yet).
+	Status     string     `json:"status"`
+	Attempts   int        `json:"attempts"`
+	StartedAt  *time.Time `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	DurationMS *int64     `json:"durationMs"`
+	Parts      []Part     `json:"parts"`
+}
+
+// Part is one part of a step (a translate batch, a re-dub version; "" for
+// a step not fanned out) with its attempts, oldest first.
+type Part struct {
+	Part     string    `json:"part"`
+	Status   string    `json:"status"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Attempt is one attempt at a part of a step.
+type Attempt struct {
+	Attempt    int        `json:"attempt"`
+	Status     string     `json:"status"`
+	Worker     string     `json:"worker"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	DurationMS *int64     `json:"durationMs"`
+	Error      string     `json:"error"`
+}
+
+// SegmentCounts counts a task's segments by progress.
+type SegmentCounts struct {
+	Total       int `json:"total"`
+	Translated  int `json:"translated"`
+	Synthesized int `json:"synthesized"`
+	FailedTTS   int `json:"failedTts"`
+}
+
+// Links are presigned GET URLs of a task's objects (null where there is
+// none).
+type Links struct {
+	Source       *string        `json:"source"`
+	Output       *string        `json:"output"`
+	DubAudio     *string        `json:"dubAudio"`
+	Subtitles    []SubtitleLink `json:"subtitles"`
+	TimingReport *string        `json:"timingReport"`
+}
+
+// SubtitleLink is one subtitle file: its language (or "bilingual"), its
+// object key and a presigned URL.
+type SubtitleLink struct {
+	Language string `json:"language"`
+	Key      string `json:"key"`
+	URL      string `json:"url"`
+}
+
+// Languages is a parent's languages and children, or a child's parent.
+type Languages struct {
+	ParentTaskID    *uuid.UUID `json:"parentTaskId"`
+	TargetLanguages []string   `json:"targetLanguages"`
+	Children        []Child    `json:"children"`
+}
+
+// Child is one child task of a parent.
+type Child struct {
+	TaskID         uuid.UUID       `json:"taskId"`
+	TargetLanguage string          `json:"targetLanguage"`
+	Status         string          `json:"status"`
+	Error          string          `json:"error"`
+	OutputVideoKey string          `json:"outputVideoKey"`
+	Result         json.RawMessage `json:"result"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	UpdatedAt      time.Time       `json:"updatedAt"`
+	Links          ChildLinks      `json:"links"`
+}
+
+// ChildLinks are presigned GET URLs of a child's outputs (null until done;
+// only the console fills them).
+type ChildLinks struct {
+	Output    *string        `json:"output"`
+	Subtitles []SubtitleLink `json:"subtitles"`
+}
+
+// Output is what a done task's result names: the video, the dub's audio,
+// the subtitle files by language and the timing report.
+type Output struct {
+	OutputVideoKey  string            `json:"output_video_key"`
+	DubAudioKey     string            `json:"dub_audio_key"`
+	Subtitles       map[string]string `json:"subtitles"`
+	TimingReportKey string            `json:"timing_report_key"`
+}
+
+// OutputOf reads a result as mux_video records it (zero for none).
+func OutputOf(result json.RawMessage) Output {
+	var o Output
+	if len(result) > 0 {
+		_ = json.Unmarshal(result, &o)
+	}
+	return o
+}
+
+// NoSpeech reports whether the task ended with the "no speech" result.
+func (t *Task) NoSpeech() bool {
+	var r struct {
+		NoSpeech bool `json:"no_speech"`
+	}
+	_ = json.Unmarshal(t.Result, &r)
+	return r.NoSpeech
+}
+
+// StepsDone counts the steps that succeeded.
+func (t *Task) StepsDone() int {
+	n := 0
+	for _, s := range t.Steps {
+		if s.Status == "succeeded" {
+			n++
+		}
+	}
+	return n
+}
+
+// CurrentStep names the first step that has not succeeded.
+func (t *Task) CurrentStep() string {
+	for _, s := range t.Steps {
+		if s.Status != "succeeded" {
+			return s.Step
+		}
+	}
+	return ""
+}
+
+// summaryColumns are the tasks columns scanSummary reads.
+const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
+	parent_task_id, targets`
+
+func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
+	var t Summary
+	err := row.Scan(append([]any{&t.TaskID, &t.Status, &t.SourceLanguage, &t.TargetLanguage, &t.SpeakerID, &t.Error,
+		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages}, extra...)...)
+	if t.TargetLanguages == nil {
+		t.TargetLanguages = []string{}
+	}
+	return t, err
+}
+
+// LoadSummary reads one task's summary.
+func LoadSummary(ctx context.Context, q task.Querier, id uuid.UUID) (Summary, error) {
+	t, err := scanSummary(q.QueryRow(ctx, `SELECT `+summaryColumns+` FROM tasks WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return t, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// Load reads the task, its steps with their parts and attempts, its segment
+// counts, dead letters and languages in one snapshot. Links and the timing
+// report are left to the caller (the console presigns, ReadTimingReport
+// reads the report).
+func Load(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*Task, error) {
+	t := &Task{Links: Links{Subtitles: []SubtitleLink{}}}
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			var err error
+			t.Summary, err = scanSummary(tx.QueryRow(ctx, `SELECT `+summaryColumns+`,
+				source_video_key, output_video_key, trace_id, result FROM tasks WHERE id = $1`, id),
+				&t.SourceVideoKey, &t.OutputVideoKey, &t.TraceID, &t.Result)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("task %s: %w", id, ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("read task %s: %w", id, err)
+			}
+			if t.Steps, err = loadSteps(ctx, tx, id, t.IsParent()); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT count(*), count(mt_text), count(tts_audio_key),
+				count(*) FILTER (WHERE tts_audio_key IS NULL AND tts_failures > 0)
+				FROM segments WHERE task_id = $1`, id).Scan(&t.Segments.Total, &t.Segments.Translated,
+				&t.Segments.Synthesized, &t.Segments.FailedTTS); err != nil {
+				return fmt.Errorf("count segments of %s: %w", id, err)
+			}
+			if t.DeadLetters, err = deadLettersOfTask(ctx, tx, id); err != nil {
+				return err
+			}
+			t.Languages, err = loadLanguages(ctx, tx, id)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	if t.IsParent() {
+		t.OutputVideoKey = "" // a parent's outputs are its children's
+	}
+	return t, nil
+}
+
+// stepsOf are the steps a task runs: a parent stops after asr, where its
+// children take over.
+func stepsOf(parent bool) []string {
+	if parent {
+		return []string{wire.StepExtractAudio, wire.StepASR}
+	}
+	return wire.Pipeline
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+)
+
+// dubctl runs every command in one of two modes, behind backend: with the
+// workers' credentials it reads Postgres through the read model (pkg/view)
+// and writes through the same packages the workers use (dbBackend, db.go);
+// with CONSOLE_URL and DUBFLOW_API_TOKEN and no DATABASE_URL it calls the
+// console's API, which answers the same read model (consoleBackend,
+// console.go). The commands above it are written once.
+
+// reader reads tasks, their lines and outputs, and dead letters.
+type reader interface {
+	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
+	List(ctx context.Context, f view.Filter) (view.Page, error)
+	Segments(ctx context.Context, id uuid.UUID) ([]view.Segment, error)
+	Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error)
+	DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error)
+	DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, error)
+}
+
+// actor changes things: a new task, a re-dub, a replay.
+type actor interface {
+	Submit(ctx context.Context, s submission) (uuid.UUID, error)
+	Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error)
+	Replay(ctx context.Context, id int64, force bool) (view.Replayed, error)
+	ReplayAll(ctx context.Context, step string) ([]view.Replayed, error)
+}
+
+// follower is what wait needs beyond reading the task: to sleep until it
+// may have changed, and to download its outputs.
+type follower interface {
+	// Changed returns when task id may have changed, at the latest after
+	// within.
+	Changed(ctx context.Context, id uuid.UUID, within time.Duration) error
+	// Fetch saves the object key of task t to path (at most limit bytes);
+	// an object that is not there is errNoObject.
+	Fetch(ctx context.Context, t *view.Task, key, path string, limit int64) error
+}
+
+// backend is one of dubctl's two modes.
+type backend interface {
+	reader
+	actor
+	follower
+	Close()
+}
+
+// errNoObject is returned by Fetch for an object that does not exist.
+var errNoObject = errors.New("no such object")
+
+// openBackend picks the mode from the environment: the console when
+// CONSOLE_URL and DUBFLOW_API_TOKEN are set and DATABASE_URL is not, the
+// database otherwise. Warnings go to warn.
+func openBackend(getenv func(string) string, warn io.Writer) (backend, error) {
+	if c := consoleFromEnv(getenv); c != nil {
+		return c, nil
+	}
+	return newDBBackend(warn)
+}
+
+// withBackend runs do on the mode the environment selects and closes it.
+func withBackend(cmd *cobra.Command, do func(ctx context.Context, b backend) error) error {
+	b, err := openBackend(os.Getenv, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return do(cmd.Context(), b)
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
+)
+
+// dbBackend is database mode: the read model over Postgres, the object
+// store and the broker, with the workers' credentials.
+type dbBackend struct {
+	*clients
+	warn    io.Writer
+	changes *task.Listener
+}
+
+func newDBBackend(warn io.Writer) (*dbBackend, error) {
+	c, err := newClients()
+	if err != nil {
+		return nil, err
+	}
+	return &dbBackend{clients: c, warn: warn}, nil
+}
+
+// Close stops listening and closes the connections.
+func (d *dbBackend) Close() {
+	if d.changes != nil {
+		d.changes.Close()
+	}
+	d.clients.close()
+}
+
+// Task loads the task (view.Load) with its timing report.
+func (d *dbBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := view.Load(ctx, pool, id)
+	if err != nil {
+		return nil, err
+	}
+	if view.OutputOf(t.Result).TimingReportKey != "" {
+		objects, err := d.blob(ctx)
+		if err != nil {
+			return nil, err
+		}
+		view.ReadTimingReport(ctx, objects, t)
+	}
+	return t, nil
+}
+
+// List reads one page of tasks.
+func (d *dbBackend) List(ctx context.Context, f view.Filter) (view.Page, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return view.Page{}, err
+	}
+	return view.List(ctx, pool, f)
+}
+
+// Segments reads the task's lines.
+func (d *dbBackend) Segments(ctx context.Context, id uuid.UUID) ([]view.Segment, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return view.Segments(ctx, pool, id)
+}
+
+// Versions reads the task's outputs.
+func (d *dbBackend) Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return view.Versions(ctx, pool, id)
+}
+
+// DeadLetters lists dead letters.
+func (d *dbBackend) DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return view.DeadLetters(ctx, pool, f)
+}
+
+// DeadLetter reads one dead letter.
+func (d *dbBackend) DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return view.GetDeadLetter(ctx, pool, id)
+}
+
+// Submit uploads the video to videos/{id}/source.mp4, then creates the
+// task and its first message in one transaction (task.Submit) and
+// publishes it. Everything is connected before anything is changed.
+func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
+	id := uuid.New()
+	p := wire.ExtractAudio{SourceVideoKey: wire.DefaultKeys(id).SourceVideo, OutputAudioKey: wire.DefaultKeys(id).SourceAudio,
+		SourceLanguage: s.source, TargetLanguage: d.cfg.DefaultTargetLanguage, SpeakerID: s.speaker, Glossary: s.glossary}
+	if p.SourceLanguage == "" {
+		p.SourceLanguage = d.cfg.DefaultSourceLanguage
+	}
+	if len(s.targets) > 0 {
+		p.TargetLanguage = s.targets[0]
+	}
+	if len(s.targets) > 1 {
+		p.TargetLanguages = s.targets
+	}
+	env, err := wire.New(wire.StepExtractAudio, id, "", p)
+	if err != nil {
+		return uuid.Nil, usageError(err)
+	}
+	pool, err := d.db(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	objects, err := d.blob(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if _, err := d.publisher(ctx); err != nil {
+		return uuid.Nil, err
+	}
+	// Uploaded once, whatever the languages: where the transcription ends
+	// the system copies it to each language's child task (server-side).
+	if err := objects.PutFile(ctx, p.SourceVideoKey, s.input, "video/mp4"); err != nil {
+		return uuid.Nil, err
+	}
+	ids, err := task.Submit(ctx, pool, env, p)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	d.flush(ctx, ids)
+	return id, nil
+}
+
+// flush publishes committed outbox rows; what fails is left to a
+// worker's outbox sweep.
+func (d *dbBackend) flush(ctx context.Context, ids []int64) {
+	pool, _ := d.db(ctx)
+	pub, err := d.publisher(ctx)
+	if err == nil {
+		err = outbox.Flush(ctx, pool, pub, ids)
+	}
+	if err != nil {
+		fmt.Fprintf(d.warn, "dubctl: warning: publish deferred to the outbox sweep: %v\n", err)
+	}
+}
+
+// Redub changes one line (dub.Redub) and publishes the re-dub.
+func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.publisher(ctx); err != nil {
+		return nil, err
+	}
+	r, err := dub.Redub(ctx, pool, id, n, text)
+	if errors.Is(err, dub.ErrNoSegment) || errors.Is(err, dub.ErrInvalidText) {
+		return nil, usageError(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.flush(ctx, r.Outbox)
+	return r, nil
+}
+
+// Replay replays one dead letter (dlq.Replay).
+func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (view.Replayed, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return view.Replayed{}, err
+	}
+	pub, err := d.publisher(ctx)
+	if err != nil {
+		return view.Replayed{}, err
+	}
+	r, err := dlq.Replay(ctx, pool, pub, id, dlq.Options{Force: force})
+	return view.ReplayedOf(r), err
+}
+
+// ReplayAll replays every dead letter not replayed yet (dlq.ReplayAll).
+func (d *dbBackend) ReplayAll(ctx context.Context, step string) ([]view.Replayed, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := d.publisher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := dlq.ReplayAll(ctx, pool, pub, step)
+	out := make([]view.Replayed, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, view.ReplayedOf(r))
+	}
+	return out, err
+}
+
+// Changed waits for a change of the task's status (task.Listener, LISTEN
+// on Postgres), at most within.
+func (d *dbBackend) Changed(ctx context.Context, id uuid.UUID, within time.Duration) error {
+	if d.changes == nil {
+		pool, err := d.db(ctx)
+		if err != nil {
+			return err
+		}
+		d.changes = task.Listen(ctx, pool)
+	}
+	return d.changes.Wait(ctx, within, func(changed string) bool { return changed == id.String() })
+}
+
+// Fetch downloads key from the object store.
+func (d *dbBackend) Fetch(ctx context.Context, _ *view.Task, key, path string, limit int64) error {
+	objects, err := d.blob(ctx)
+	if err != nil {
+		return err
+	}
+	err = objects.GetFile(ctx, key, path, limit)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return fmt.Errorf("%s: %w", key, errNoObject)
+	case errors.Is(err, blob.ErrTooLarge):
+		return fmt.Errorf("%w (MAX_VIDEO_BYTES+MAX_AUDIO_BYTES)", err)
+	}
+	return err
+}
