@@ -55,6 +55,7 @@ type backend interface {
 	reader
 	actor
 	follower
+	admitter
 	Close()
 }
 

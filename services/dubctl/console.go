@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/config"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -74,7 +76,7 @@ func (c *consoleBackend) do(ctx context.Context, method, path, contentType strin
 			e.Message = strings.TrimSpace(string(b))
 		}
 		err := fmt.Errorf("console: %s (HTTP %d)", e.Message, resp.StatusCode)
-		if resp.StatusCode == http.StatusBadRequest {
+		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge {
 			return usageError(err)
 		}
 		return err
@@ -152,6 +154,21 @@ func (c *consoleBackend) DeadLetter(ctx context.Context, id int64) (*view.DeadLe
 	return &d, c.get(ctx, fmt.Sprintf("/api/dead-letters/%d", id), &d)
 }
 
+// Rules are the default languages and media limits of dubctl's
+// environment, without capabilities: dubctl has no database here, so the
+// console judges what the engines can do (with the same pkg/admit text).
+func (c *consoleBackend) Rules(context.Context) (admit.Rules, admit.Limits, error) {
+	var cfg struct {
+		config.Common
+		config.Limits
+	}
+	if err := config.Load(config.Environ(), &cfg); err != nil {
+		return admit.Rules{}, admit.Limits{}, err
+	}
+	return admit.Rules{DefaultSource: cfg.DefaultSourceLanguage, DefaultTarget: cfg.DefaultTargetLanguage},
+		admit.LimitsOf(cfg.Limits), nil
+}
+
 // Submit streams the video to POST /api/tasks as a multipart form (never
 // whole in memory) with the languages, speaker and glossary.
 func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
@@ -163,8 +180,8 @@ func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, e
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
-		for _, kv := range [][2]string{{"source", s.source}, {"target", strings.Join(s.targets, ",")},
-			{"speaker", s.speaker}, {"glossary", s.glossaryText}} {
+		for _, kv := range [][2]string{{"source", s.req.Source}, {"target", strings.Join(s.req.Targets, ",")},
+			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}} {
 			if kv[1] != "" {
 				_ = mw.WriteField(kv[0], kv[1])
 			}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/outbox"
@@ -106,22 +108,31 @@ func (d *dbBackend) DeadLetter(ctx context.Context, id int64) (*view.DeadLetter,
 	return view.GetDeadLetter(ctx, pool, id)
 }
 
+// Rules are the configured default languages and media limits and what
+// the workers' engines announced (admit.LoadCapabilities).
+func (d *dbBackend) Rules(ctx context.Context) (admit.Rules, admit.Limits, error) {
+	var limits config.Limits
+	if err := config.Load(config.Environ(), &limits); err != nil {
+		return admit.Rules{}, admit.Limits{}, err
+	}
+	pool, err := d.db(ctx)
+	if err != nil {
+		return admit.Rules{}, admit.Limits{}, err
+	}
+	caps, err := admit.LoadCapabilities(ctx, pool)
+	if err != nil {
+		return admit.Rules{}, admit.Limits{}, err
+	}
+	return admit.Rules{DefaultSource: d.cfg.DefaultSourceLanguage, DefaultTarget: d.cfg.DefaultTargetLanguage,
+		Capabilities: caps}, admit.LimitsOf(limits), nil
+}
+
 // Submit uploads the video to videos/{id}/source.mp4, then creates the
 // task and its first message in one transaction (task.Submit) and
 // publishes it. Everything is connected before anything is changed.
 func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
 	id := uuid.New()
-	p := wire.ExtractAudio{SourceVideoKey: wire.DefaultKeys(id).SourceVideo, OutputAudioKey: wire.DefaultKeys(id).SourceAudio,
-		SourceLanguage: s.source, TargetLanguage: d.cfg.DefaultTargetLanguage, SpeakerID: s.speaker, Glossary: s.glossary}
-	if p.SourceLanguage == "" {
-		p.SourceLanguage = d.cfg.DefaultSourceLanguage
-	}
-	if len(s.targets) > 0 {
-		p.TargetLanguage = s.targets[0]
-	}
-	if len(s.targets) > 1 {
-		p.TargetLanguages = s.targets
-	}
+	p := s.task.Payload(id)
 	env, err := wire.New(wire.StepExtractAudio, id, "", p)
 	if err != nil {
 		return uuid.Nil, usageError(err)

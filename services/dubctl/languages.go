@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -9,38 +8,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/dubflow/dubflow/pkg/view"
-	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
 
 // This file is dubctl's side of a task that dubs into several languages
 // at once: `submit --target es,ca`, the children in `status`, and the
 // outputs `wait` downloads, one per language.
-
-// parseTargets reads --target: one language or several separated by commas,
-// each once, at most wire.MaxTargetLanguages.
-func parseTargets(s string) ([]string, error) {
-	var out []string
-	for _, l := range strings.Split(s, ",") {
-		l = strings.TrimSpace(l)
-		if l == "" {
-			continue
-		}
-		for _, seen := range out {
-			if seen == l {
-				return nil, usageError(fmt.Errorf("--target names %q twice", l))
-			}
-		}
-		out = append(out, l)
-	}
-	switch {
-	case len(out) == 0:
-		return nil, usageError(errors.New("--target names no language"))
-	case len(out) > wire.MaxTargetLanguages:
-		return nil, usageError(fmt.Errorf("--target names %d languages, at most %d", len(out), wire.MaxTargetLanguages))
-	}
-	return out, nil
-}
 
 // printLanguages writes a parent's languages and children, or a child's
 // parent.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -16,17 +15,9 @@ import (
 	"github.com/minio/minio-go/v7"
 )
 
-func TestParseTargets(t *testing.T) {
-	for in, want := range map[string][]string{"es": {"es"}, "es,ca": {"es", "ca"}, " es , ca ,": {"es", "ca"}} {
-		if got, err := parseTargets(in); err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("parseTargets(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", ",", "es,es", "a,b,c,d,e,f,g,h,i,j,k"} {
-		if got, err := parseTargets(in); err == nil {
-			t.Errorf("parseTargets(%q) = %v, want a usage error", in, got)
-		}
-	}
+// TestLanguageOutput: the file of each language beside --output (the
+// targets themselves are pkg/admit's, tested there).
+func TestLanguageOutput(t *testing.T) {
 	id := uuid.MustParse("550e8400-e29b-41d4-a716-446655440000")
 	if got := languageOutput("out/talk.mp4", id, "ca"); got != "out/talk.ca.mp4" {
 		t.Errorf("languageOutput = %s", got)

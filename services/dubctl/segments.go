@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/view"
-	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -150,21 +146,4 @@ func clock(ms int) string {
 // oneLineText keeps a text on one table line.
 func oneLineText(s string) string {
 	return strings.Join(strings.Fields(s), " ")
-}
-
-// readGlossary reads the --glossary file ("" for none): its terms and its
-// text.
-func readGlossary(path string) ([]wire.Term, string, error) {
-	if path == "" {
-		return nil, "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", usageError(fmt.Errorf("glossary: %w", err))
-	}
-	terms, err := dub.ParseGlossaryCSV(bytes.NewReader(b))
-	if err != nil {
-		return nil, "", usageError(fmt.Errorf("glossary %s: %w", path, err))
-	}
-	return terms, string(b), nil
 }

@@ -7,8 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/media"
-	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -27,12 +26,21 @@ type submitOptions struct {
 
 // submission is a checked submit: what either mode sends.
 type submission struct {
-	input, source, speaker string
-	// targets are the languages (none: the mode's default).
-	targets []string
-	// glossary holds the --glossary file's terms, glossaryText its text.
-	glossary     []wire.Term
-	glossaryText string
+	input string
+	// req is the submission as given (the console judges it again, with
+	// its own defaults and the engines it knows).
+	req admit.Request
+	// task is req as pkg/admit admitted it here (the database mode
+	// submits its payload).
+	task admit.Task
+}
+
+// admitter gives the rules a submission is judged by before anything is
+// uploaded: the default languages, what the engines announced (database
+// mode; through the console, the console judges the engines) and the
+// media limits.
+type admitter interface {
+	Rules(ctx context.Context) (admit.Rules, admit.Limits, error)
 }
 
 // submitCmd builds `dubctl submit`.
@@ -49,11 +57,14 @@ console, which does the same. It prints the task id, or with --json the task.
 With --wait it then follows the task like "dubctl wait".`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := o.check(cmd.Context())
-			if err != nil {
+			if err := o.waitOpts.check(); err != nil {
 				return err
 			}
 			return withBackend(cmd, func(ctx context.Context, b backend) error {
+				s, err := o.check(ctx, b)
+				if err != nil {
+					return err
+				}
 				id, err := b.Submit(ctx, s)
 				if err != nil {
 					return err
@@ -79,27 +90,53 @@ With --wait it then follows the task like "dubctl wait".`,
 }
 
 // check is every check of a submission before anything is uploaded or
-// created, in both modes: the flags, the output path, the languages, the
-// glossary and the video itself.
-func (o *submitOptions) check(ctx context.Context) (submission, error) {
-	s := submission{input: o.input, source: o.source, speaker: o.speaker}
-	if err := o.waitOpts.check(); err != nil {
+// created, in both modes, through pkg/admit (the console's and
+// extract_audio's checks, with the same text): the languages, the speaker,
+// the glossary and the video itself; then the output path.
+func (o *submitOptions) check(ctx context.Context, a admitter) (submission, error) {
+	s := submission{input: o.input}
+	if err := checkFile(o.input); err != nil {
 		return s, err
 	}
+	rules, limits, err := a.Rules(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.req = admit.Request{Source: o.source, Speaker: o.speaker}
 	if o.target != "" {
-		var err error
-		if s.targets, err = parseTargets(o.target); err != nil {
-			return s, err
-		}
+		s.req.Targets = []string{o.target}
 	}
-	if err := checkOutput(o.input, o.waitOpts.output, s.targets); err != nil {
+	if s.req.Glossary, err = admit.GlossaryFile(o.glossary); err != nil {
+		return s, refused(err)
+	}
+	if s.task, err = admit.Check(s.req, rules); err != nil {
+		return s, refused(err)
+	}
+	if err := checkOutput(o.input, o.waitOpts.output, s.task.Targets); err != nil {
 		return s, err
 	}
-	var err error
-	if s.glossary, s.glossaryText, err = readGlossary(o.glossary); err != nil {
-		return s, err
+	if o.noValidate {
+		return s, nil
 	}
-	return s, checkInput(ctx, o.input, !o.noValidate)
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if _, err := limits.Media(pctx, o.input); err != nil {
+		return s, refused(err)
+	}
+	return s, nil
+}
+
+// probeTimeout bounds the local ffprobe check of --input.
+const probeTimeout = time.Minute
+
+// refused gives a refusal of pkg/admit its exit code: a usage error (2)
+// for a request that is wrong or over a limit, 1 for one that could not be
+// judged now.
+func refused(err error) error {
+	if e, ok := admit.As(err); ok && e.Kind != admit.Unavailable {
+		return usageError(err)
+	}
+	return err
 }
 
 // checkOutput refuses an --output that would overwrite the input (for a
@@ -129,23 +166,14 @@ func checkOutput(input, output string, targets []string) error {
 	return nil
 }
 
-// checkInput makes sure path is a readable file and, when probe is set, a
-// video with an audio stream.
-func checkInput(ctx context.Context, path string, probe bool) error {
+// checkFile makes sure path is a regular file.
+func checkFile(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return usageError(fmt.Errorf("input: %w", err))
 	}
 	if !fi.Mode().IsRegular() {
 		return usageError(fmt.Errorf("input %s: not a regular file", path))
-	}
-	if !probe {
-		return nil
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := media.ProbeInput(pctx, path, media.Limits{RequireAudio: true, RequireVideo: true}); err != nil {
-		return fmt.Errorf("check input: %w", err)
 	}
 	return nil
 }
