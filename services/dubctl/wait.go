@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/schollz/progressbar/v3"
 	"io"
 	"os"
 	"path"
@@ -95,7 +96,7 @@ func follow(cmd *cobra.Command, b backend, id uuid.UUID, o waitOptions) error {
 	ctx := cmd.Context()
 	var shown progressLine
 	if !o.json {
-		shown = progressLine{w: cmd.ErrOrStderr(), redraw: isTerminal(cmd.ErrOrStderr())}
+		shown = newProgressLine(cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()))
 	}
 	defer shown.end()
 	deadline := time.Now().Add(o.timeout)
@@ -104,7 +105,7 @@ func follow(cmd *cobra.Command, b backend, id uuid.UUID, o waitOptions) error {
 		if err != nil {
 			return err
 		}
-		shown.show(progressOf(t))
+		shown.show(t)
 		switch {
 		case t.Status == view.Done:
 			shown.end()
@@ -300,11 +301,10 @@ func outputLimit() (int64, error) {
 	return l.MaxVideoBytes + l.MaxAudioBytes, nil
 }
 
-// progressOf describes how far the task got: its status, units of work
-// done (the parts of its steps; a step not fanned out yet counts as one),
-// and its segments.
-func progressOf(t *view.Task) string {
-	total, done := 0, 0
+// progressOf describes how far the task got: its status, steps and
+// segments, and the units of work done of all (the parts of its steps; a
+// step not fanned out yet counts as one).
+func progressOf(t *view.Task) (desc string, done, total int) {
 	for _, s := range t.Steps {
 		parts := max(1, len(s.Parts))
 		total += parts
@@ -323,49 +323,66 @@ func progressOf(t *view.Task) string {
 	if cur := t.CurrentStep(); cur != "" && t.Status == view.Running {
 		status = cur
 	}
-	text := fmt.Sprintf("%-13s %s %d/%d units done, steps %d/%d", status, bar(done, total, 20), done, total,
-		t.StepsDone(), len(t.Steps))
+	desc = fmt.Sprintf("%-13s steps %d/%d", status, t.StepsDone(), len(t.Steps))
 	if t.Segments.Total > 0 {
-		text += fmt.Sprintf(", segments %d/%d translated, %d/%d synthesized", t.Segments.Translated,
+		desc += fmt.Sprintf(", segments %d/%d translated, %d/%d synthesized", t.Segments.Translated,
 			t.Segments.Total, t.Segments.Synthesized, t.Segments.Total)
 	}
-	return text
+	return desc, done, total
 }
 
-// bar draws done of total in width cells.
-func bar(done, total, width int) string {
-	n := 0
-	if total > 0 {
-		n = min(width, done*width/total)
-	}
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
-}
-
-// progressLine shows the progress of a task: redrawn in place on a
-// terminal, one line per change otherwise; a zero value (--json) shows
-// nothing.
+// progressLine shows the progress of a task: a progress bar redrawn in
+// place on a terminal (schollz/progressbar), one line per change
+// otherwise; a zero value (--json) shows nothing.
 type progressLine struct {
-	w      io.Writer
-	redraw bool
-	last   string
+	w    io.Writer
+	bar  *progressbar.ProgressBar // nil: not a terminal
+	last string
 }
 
-func (p *progressLine) show(text string) {
-	if p.w == nil || text == p.last {
+// newProgressLine shows progress on w, as a bar when w is a terminal.
+func newProgressLine(w io.Writer, terminal bool) progressLine {
+	p := progressLine{w: w}
+	if terminal {
+		p.bar = progressbar.NewOptions(1,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetWidth(20),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetDescription("queued"),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		)
+	}
+	return p
+}
+
+// show draws the task's progress t when it changed.
+func (p *progressLine) show(t *view.Task) {
+	if p.w == nil {
+		return
+	}
+	desc, done, total := progressOf(t)
+	text := fmt.Sprintf("%s, %d/%d units done", desc, done, total)
+	if text == p.last {
 		return
 	}
 	p.last = text
-	if p.redraw {
-		fmt.Fprintf(p.w, "\r\033[K%s", text)
+	if p.bar == nil {
+		fmt.Fprintf(p.w, "%s %s\n", time.Now().Format(time.TimeOnly), text)
 		return
 	}
-	fmt.Fprintf(p.w, "%s %s\n", time.Now().Format(time.TimeOnly), text)
+	if p.bar.GetMax() != total {
+		p.bar.ChangeMax(total)
+	}
+	p.bar.Describe(desc)
+	_ = p.bar.Set(done)
 }
 
-// end ends a redrawn line, once.
+// end ends the bar, once.
 func (p *progressLine) end() {
-	if p.w != nil && p.redraw && p.last != "" {
-		fmt.Fprintln(p.w)
+	if p.bar != nil && !p.bar.IsFinished() {
+		_ = p.bar.Exit() // the final newline, through OnCompletion
 	}
-	p.w = nil
+	p.w, p.bar = nil, nil
 }
