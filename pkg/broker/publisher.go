@@ -263,8 +263,18 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 			return pc.lost(amqp.ErrClosed)
 		}
 		p.conn.opts.metrics.published(p.conn.name, "nack")
+		if pc.nacks.Add(1) >= nacksBeforeNewChannel {
+			// A channel keeps its own view of each quorum queue (which
+			// member leads it, whether it takes publishes); after a leader
+			// change that view can go on refusing while a new channel's
+			// would not. Publishes in flight on it see a lost channel and
+			// are published again.
+			p.conn.log.Info().Int("nacks", int(pc.nacks.Load())).Msg("publisher channel keeps nacking; opening a new one")
+			_ = pc.ch.Close()
+		}
 		return ErrNacked
 	}
+	pc.nacks.Store(0)
 	// A basic.return precedes the basic.ack of the same message, and the
 	// library hands it to pc's drainer before it processes the ack; once the
 	// drainer has answered a sync request it has recorded that return.
@@ -314,6 +324,10 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 	return pc, nil
 }
 
+// nacksBeforeNewChannel is how many nacks in a row make the publisher
+// replace its channel.
+const nacksBeforeNewChannel = 3
+
 // lostError marks a publish whose channel died before the confirm; Publish
 // retries it.
 type lostError struct{ cause error }
@@ -328,6 +342,7 @@ type pubChannel struct {
 	sync    chan struct{} // unbuffered: a receive means earlier returns are recorded
 	drained chan struct{} // closed when the return drainer has exited
 	dead    chan struct{} // closed when the channel has closed and closeErr is final
+	nacks   atomic.Int32  // nacks since the last ack
 
 	mu       sync.Mutex
 	returned map[string]amqp.Return
