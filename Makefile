@@ -104,7 +104,7 @@ bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 CLUSTER_TEST_TIMEOUT ?= 15m
 
 .PHONY: cluster-test
-cluster-test: ## Kill a node of a private 3-node RabbitMQ cluster mid-batch; every task done once (not in `make test`)
+cluster-test: ## Kill a node of a private 3-node RabbitMQ cluster mid-batch, then the queue leaders' node under unacked deliveries; every task done once (not in `make test`)
 	scripts/cluster.sh up
 	trap 'scripts/cluster.sh down' EXIT; \
 		$(if $(wildcard .devstack/env),$(WITH_ENV)) DUBFLOW_CLUSTER_URL="$$(scripts/cluster.sh urls)" \

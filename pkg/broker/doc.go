@@ -26,7 +26,11 @@
 // loss: a publish whose confirm was lost is published again (at-least-once),
 // a consumer subscribes again and the broker redelivers what was unacked.
 // The work queues are quorum queues, with a member on every node, so their
-// messages survive the node.
+// messages survive the node. While a quorum queue elects a new leader the
+// broker nacks publishes to it, or confirms them late: Publish publishes
+// such a message again, unchanged, with growing pauses, and fails (ErrNacked,
+// ErrUnconfirmed) only when the refusal outlasts the refusal patience or the
+// caller's context.
 //
 // Dead-lettering: every work queue and the waiting queue dead-letter through
 // the default exchange ("") with routing key task.dlq, so task.dlq receives

@@ -12,6 +12,7 @@ import (
 type Metrics struct {
 	reconnects    *prometheus.CounterVec
 	publishes     *prometheus.CounterVec
+	retries       *prometheus.CounterVec
 	subscriptions *prometheus.CounterVec
 }
 
@@ -25,14 +26,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"conn"}),
 		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dubflow", Subsystem: "broker", Name: "publishes_total",
-			Help: "Publishes by outcome: ack (confirmed), nack, returned (unroutable), lost (connection lost before the confirm; retried).",
+			Help: "Publish attempts by outcome: ack (confirmed), nack, unconfirmed (no confirm within the confirm timeout), returned (unroutable), lost (connection lost before the confirm).",
 		}, []string{"conn", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dubflow", Subsystem: "broker", Name: "publish_retries_total",
+			Help: "Messages published again, by reason: nack, unconfirmed, lost. Nacks and missing confirms rise while a quorum queue elects a new leader.",
+		}, []string{"conn", "reason"}),
 		subscriptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dubflow", Subsystem: "broker", Name: "subscriptions_total",
 			Help: "Consumers started on a queue, including re-subscriptions after a recovery.",
 		}, []string{"conn", "queue"}),
 	}
-	for _, c := range []prometheus.Collector{m.reconnects, m.publishes, m.subscriptions} {
+	for _, c := range []prometheus.Collector{m.reconnects, m.publishes, m.retries, m.subscriptions} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register broker metrics: %w", err)
 		}
@@ -49,6 +54,12 @@ func (m *Metrics) reconnected(conn string) {
 func (m *Metrics) published(conn, result string) {
 	if m != nil {
 		m.publishes.WithLabelValues(conn, result).Inc()
+	}
+}
+
+func (m *Metrics) retried(conn, reason string) {
+	if m != nil {
+		m.retries.WithLabelValues(conn, reason).Inc()
 	}
 }
 

@@ -19,33 +19,76 @@ var (
 	// ErrUnroutable means the broker returned a mandatory message because
 	// no queue is bound for its routing key.
 	ErrUnroutable = errors.New("broker: message unroutable")
-	// ErrNacked means the broker refused responsibility for the message (for
-	// example a queue at its length limit with reject-publish overflow).
+	// ErrNacked means the broker refused responsibility for the message,
+	// again and again for as long as the publish could wait (for example a
+	// queue at its length limit with reject-publish overflow). A single
+	// nack, such as a quorum queue's while its leader is re-elected, is
+	// retried and never returned.
 	ErrNacked = errors.New("broker: message nacked")
+	// ErrUnconfirmed means the broker kept the channel open but never
+	// confirmed the message, however often it was published again.
+	ErrUnconfirmed = errors.New("broker: message never confirmed")
 )
 
 // PublishIDHeader is the header Publisher adds to every message to match a
-// basic.return to its publish. Consumers may ignore it.
+// basic.return to its publish. Consumers may ignore it. A message published
+// again (after a nack, a lost confirm or a lost channel) keeps its id, as it
+// keeps its MessageId.
 const PublishIDHeader = "dubflow-publish-id"
 
 // ContentTypeJSON is the default content type of published messages.
 const ContentTypeJSON = "application/json"
 
+// Default publisher settings.
+const (
+	// DefaultConfirmTimeout is how long a publish waits for its confirm on
+	// an open channel before it publishes the message again.
+	DefaultConfirmTimeout = 15 * time.Second
+	// DefaultRefusalPatience is how long a publish keeps publishing a
+	// message the broker nacks (or never confirms) before it gives up with
+	// ErrNacked (or ErrUnconfirmed). A quorum queue elects a new leader
+	// within seconds of losing a node; a queue at its length limit stays
+	// full for longer.
+	DefaultRefusalPatience = 30 * time.Second
+)
+
 // Publisher publishes with publisher confirms over one channel of a Conn,
 // reopened after a loss. Many publishes may be in flight at once; each
 // waits for its own confirm. A Publisher is safe for concurrent use.
 type Publisher struct {
-	conn   *Conn
-	seq    atomic.Uint64
-	cur    atomic.Pointer[pubChannel]
-	lock   chan struct{} // one slot: serializes opening a channel
-	closed atomic.Bool
+	conn     *Conn
+	confirm  time.Duration
+	patience time.Duration
+	seq      atomic.Uint64
+	cur      atomic.Pointer[pubChannel]
+	lock     chan struct{} // one slot: serializes opening a channel
+	closed   atomic.Bool
+}
+
+// PublisherOption configures NewPublisher.
+type PublisherOption func(*Publisher)
+
+// WithConfirmTimeout sets how long a publish waits for its confirm on an
+// open channel before publishing the message again (DefaultConfirmTimeout).
+func WithConfirmTimeout(d time.Duration) PublisherOption {
+	return func(p *Publisher) { p.confirm = d }
+}
+
+// WithRefusalPatience sets how long a publish goes on publishing a message
+// the broker nacks or does not confirm before it fails
+// (DefaultRefusalPatience); the caller's context may end it sooner.
+func WithRefusalPatience(d time.Duration) PublisherOption {
+	return func(p *Publisher) { p.patience = d }
 }
 
 // NewPublisher returns a Publisher on conn. The channel is opened by the
 // first Publish.
-func NewPublisher(conn *Conn) *Publisher {
-	return &Publisher{conn: conn, lock: make(chan struct{}, 1)}
+func NewPublisher(conn *Conn, opts ...PublisherOption) *Publisher {
+	p := &Publisher{conn: conn, confirm: DefaultConfirmTimeout, patience: DefaultRefusalPatience, lock: make(chan struct{}, 1)}
+	for _, opt := range opts {
+		opt(p)
+	}
+	return p
 }
 
 // Publish sends msg to exchange with routing key key, mandatory (except
@@ -54,10 +97,18 @@ func NewPublisher(conn *Conn) *Publisher {
 // rather than failing its publisher forever), and waits
 // for the broker's confirm. Unless set, DeliveryMode is persistent and
 // ContentType application/json. It returns nil only once the broker has
-// confirmed the message; an unroutable message is ErrUnroutable, a nack is
-// ErrNacked. If the connection or channel is lost before the confirm,
-// Publish publishes again on the recovered connection until ctx is done, so
-// a message may arrive more than once (at-least-once).
+// confirmed the message; an unroutable message is ErrUnroutable.
+//
+// Publish publishes the message again, unchanged (the same MessageId and
+// PublishIDHeader), when the connection or channel is lost before the
+// confirm (on the recovered connection), when the broker nacks it (as a
+// quorum queue does while it elects a new leader) and when no confirm
+// arrives within the confirm timeout although the channel stays open, with
+// pauses growing from 50 ms to 2 s, until ctx is done. A nack or missing
+// confirm that persists for the refusal patience (or until ctx is done) is
+// returned as ErrNacked or ErrUnconfirmed, with how often and for how long
+// the broker refused and the likely cause. A message may therefore arrive
+// more than once (at-least-once): consumers deduplicate by message id.
 func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
 	if msg.DeliveryMode == 0 {
 		msg.DeliveryMode = amqp.Persistent
@@ -76,24 +127,93 @@ func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.
 	headers[PublishIDHeader] = id
 	msg.Headers = headers
 
+	var r refusals
 	for attempt := 1; ; attempt++ {
 		err := p.publishOnce(ctx, exchange, key, id, msg)
 		var lost *lostError
-		if !errors.As(err, &lost) {
-			if err != nil {
-				return fmt.Errorf("publish to %s with key %s: %w", exchange, key, err)
-			}
+		switch {
+		case err == nil:
 			return nil
+		case errors.As(err, &lost):
+			r.last = nil
+			p.conn.opts.metrics.published(p.conn.name, "lost")
+			p.conn.opts.metrics.retried(p.conn.name, "lost")
+			p.conn.log.Debug().Err(lost.cause).Int("attempt", attempt).Str("exchange", exchange).Str("key", key).
+				Msg("publish lost with its channel, retrying")
+		case errors.Is(err, ErrNacked), errors.Is(err, ErrUnconfirmed):
+			r.add(err)
+			if r.span() >= p.patience {
+				return fmt.Errorf("publish to %s with key %s: %w", exchange, key, r.final(p.confirm))
+			}
+			reason := "nack"
+			if errors.Is(err, ErrUnconfirmed) {
+				reason = "unconfirmed"
+			}
+			p.conn.opts.metrics.retried(p.conn.name, reason)
+			p.conn.log.Debug().Err(err).Int("attempt", attempt).Str("exchange", exchange).Str("key", key).
+				Msg("publish refused, retrying")
+		case ctx.Err() != nil && r.last != nil:
+			return fmt.Errorf("publish to %s with key %s: %w", exchange, key, r.final(p.confirm))
+		default:
+			return fmt.Errorf("publish to %s with key %s: %w", exchange, key, err)
 		}
-		p.conn.opts.metrics.published(p.conn.name, "lost")
-		p.conn.log.Debug().Err(lost.cause).Int("attempt", attempt).Str("exchange", exchange).Str("key", key).
-			Msg("publish lost with its channel, retrying")
 		select {
 		case <-ctx.Done():
+			if r.last != nil {
+				// The broker's refusal, not the caller's deadline, is why
+				// the message is not on its queue.
+				return fmt.Errorf("publish to %s with key %s: %w", exchange, key, r.final(p.confirm))
+			}
 			return fmt.Errorf("publish to %s with key %s: %w", exchange, key, errors.Join(ctx.Err(), lost.cause))
-		case <-time.After(min(time.Duration(attempt-1)*50*time.Millisecond, time.Second)):
+		case <-time.After(retryPause(attempt)):
 		}
 	}
+}
+
+// retryPause is the pause before publishing again after the attempt-th
+// try: 50 ms, doubling, at most 2 s.
+func retryPause(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt-1, 6), 2*time.Second)
+}
+
+// refusals counts the nacks and missing confirms of one publish since the
+// last time the broker answered otherwise (a lost channel starts afresh).
+type refusals struct {
+	nacks, unconfirmed int
+	first              time.Time
+	last               error // the latest refusal; nil after a loss
+}
+
+func (r *refusals) add(err error) {
+	if r.last == nil {
+		r.nacks, r.unconfirmed, r.first = 0, 0, time.Now()
+	}
+	if errors.Is(err, ErrNacked) {
+		r.nacks++
+	} else {
+		r.unconfirmed++
+	}
+	r.last = err
+}
+
+func (r *refusals) span() time.Duration { return time.Since(r.first) }
+
+// final is the error of a publish the broker went on refusing: ErrNacked
+// when it nacked at all, else ErrUnconfirmed, with the counts, the span
+// and the likely cause.
+func (r *refusals) final(confirmTimeout time.Duration) error {
+	span := r.span().Round(time.Millisecond)
+	if r.nacks > 0 {
+		also := ""
+		if r.unconfirmed > 0 {
+			also = fmt.Sprintf(" (and unconfirmed within %s %d times)", confirmTimeout, r.unconfirmed)
+		}
+		return fmt.Errorf("%w %d times%s over %s; likely a queue at its length limit "+
+			"with x-overflow reject-publish, or a quorum queue without a leader (a majority of its nodes down)",
+			ErrNacked, r.nacks, also, span)
+	}
+	return fmt.Errorf("%w: no confirm within %s, %d times over %s; likely a quorum queue without a leader "+
+		"(a majority of its nodes down) or an overloaded broker", ErrUnconfirmed, confirmTimeout, r.unconfirmed, span)
 }
 
 // Close closes the publisher's channel. Publishes after Close fail with
@@ -123,10 +243,20 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 		}
 		return pc.lost(err)
 	}
+	timeout := time.NewTimer(p.confirm)
+	defer timeout.Stop()
 	select {
 	case <-dc.Done():
 	case <-ctx.Done():
 		return fmt.Errorf("wait for confirm: %w", ctx.Err())
+	case <-timeout.C:
+		if pc.ch.IsClosed() {
+			return pc.lost(amqp.ErrClosed)
+		}
+		// The channel is open, so the confirm may still come; the message
+		// is published again all the same (a duplicate at worst).
+		p.conn.opts.metrics.published(p.conn.name, "unconfirmed")
+		return ErrUnconfirmed
 	}
 	if !dc.Acked() {
 		if pc.ch.IsClosed() {
@@ -134,8 +264,18 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 			return pc.lost(amqp.ErrClosed)
 		}
 		p.conn.opts.metrics.published(p.conn.name, "nack")
+		if pc.nacks.Add(1) >= nacksBeforeNewChannel {
+			// A channel keeps its own view of each quorum queue (which
+			// member leads it, whether it takes publishes); after a leader
+			// change that view can go on refusing while a new channel's
+			// would not. Publishes in flight on it see a lost channel and
+			// are published again.
+			p.conn.log.Info().Int("nacks", int(pc.nacks.Load())).Msg("publisher channel keeps nacking; opening a new one")
+			_ = pc.ch.Close()
+		}
 		return ErrNacked
 	}
+	pc.nacks.Store(0)
 	// A basic.return precedes the basic.ack of the same message, and the
 	// library hands it to pc's drainer before it processes the ack; once the
 	// drainer has answered a sync request it has recorded that return.
@@ -185,6 +325,10 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 	return pc, nil
 }
 
+// nacksBeforeNewChannel is how many nacks in a row make the publisher
+// replace its channel.
+const nacksBeforeNewChannel = 3
+
 // lostError marks a publish whose channel died before the confirm; Publish
 // retries it.
 type lostError struct{ cause error }
@@ -199,6 +343,7 @@ type pubChannel struct {
 	sync    chan struct{} // unbuffered: a receive means earlier returns are recorded
 	drained chan struct{} // closed when the return drainer has exited
 	dead    chan struct{} // closed when the channel has closed and closeErr is final
+	nacks   atomic.Int32  // nacks since the last ack
 
 	mu       sync.Mutex
 	returned map[string]amqp.Return

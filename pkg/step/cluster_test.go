@@ -2,11 +2,13 @@ package step_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,8 +41,9 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 		t.Skipf("%s is not set: run `make cluster-test`, which starts a private 3-node cluster (scripts/cluster.sh)", clusterEnv)
 	}
 	const tasks = 300
+	url = clusterVhost(t, url)
 	h := setupOn(t, url)
-	requireQuorumOnEveryNode(t, []string{wire.QueueExtractAudio, wire.QueueASR})
+	requireQuorumOnEveryNode(t, url, []string{wire.QueueExtractAudio, wire.QueueASR})
 	events := declareQuorumEventQueue(t, h)
 	cons := dialCluster(t, h, url)
 	on := func(queue string) options {
@@ -83,6 +86,117 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 	waitFor(t, 60*time.Second, "the outbox to be empty", func() bool { return countRows(h, `SELECT count(*) FROM outbox`) == 0 })
 	checkOnceEach(t, h, tasks)
 	checkSucceededEventsOnce(t, h, events, tasks)
+}
+
+// TestClusterLeaderNodeKilledWithUnackedDeliveriesLosesAndDuplicatesNothing
+// kills the node that holds the leader of the first step's quorum queue
+// while the workers, connected to that very node, hold deliveries they
+// have not acked (their handlers are held mid-step), then lets the handlers
+// finish: their acks die with the node, a new leader is elected among the
+// other two, the workers fail over and the broker delivers those messages
+// again. Every task still ends done with one succeeded attempt and one
+// effect per step and one task.succeeded event.
+func TestClusterLeaderNodeKilledWithUnackedDeliveriesLosesAndDuplicatesNothing(t *testing.T) {
+	url := os.Getenv(clusterEnv)
+	if url == "" {
+		t.Skipf("%s is not set: run `make cluster-test`, which starts a private 3-node cluster (scripts/cluster.sh)", clusterEnv)
+	}
+	const tasks = 200
+	url = clusterVhost(t, url)
+	h := setupOn(t, url)
+	requireQuorumOnEveryNode(t, url, []string{wire.QueueExtractAudio, wire.QueueASR})
+	events := declareQuorumEventQueue(t, h)
+	leaders := queueLeaders(t, url)
+	leader := leaders[wire.QueueExtractAudio]
+	t.Logf("queue leaders: %v", leaders)
+
+	// The workers connect to the leader's node first.
+	urls := strings.Split(url, ",")
+	addrs := clusterAddrs(t, url)
+	var first []string
+	var leaderAddr string
+	for i, n := range clusterNodes {
+		if n == leader {
+			leaderAddr = addrs[i]
+			first = append([]string{urls[i]}, first...)
+		} else {
+			first = append(first, urls[i])
+		}
+	}
+	if leaderAddr == "" {
+		t.Fatalf("leader %q of %s is none of %v", leader, wire.QueueExtractAudio, clusterNodes)
+	}
+	cons := dialCluster(t, h, strings.Join(first, ","))
+	waitFor(t, 30*time.Second, "the workers' connection", func() bool { return cons.Addr() != "" })
+	if cons.Addr() != leaderAddr {
+		t.Fatalf("workers on %s, want the leader's node %s", cons.Addr(), leaderAddr)
+	}
+
+	// While hold is set, extract_audio handlers wait for release after
+	// counting themselves in held: their deliveries stay unacked.
+	var hold atomic.Bool
+	var held atomic.Int64
+	release := make(chan struct{})
+	on := func(queue string) options {
+		return func(c *step.Config) {
+			c.Source = step.BrokerSource(cons, broker.ConsumeOptions{Queue: queue, Prefetch: 8, Concurrency: 8})
+		}
+	}
+	h.run(wire.QueueExtractAudio, []step.Route{{Step: wire.StepExtractAudio, Timeout: 60 * time.Second,
+		Handler: clusterStep(func(msg *step.Message) error {
+			if hold.Load() {
+				held.Add(1)
+				<-release
+			}
+			keys := wire.DefaultKeys(msg.Envelope.TaskID)
+			return msg.Emit(wire.StepASR, wire.ASR{AudioKey: keys.SourceAudio, Language: "en", OutputKey: keys.ASR})
+		})}}, on(wire.QueueExtractAudio))
+	h.run(wire.QueueASR, []step.Route{{Step: wire.StepASR, After: wire.StepExtractAudio, Timeout: 30 * time.Second,
+		Handler: clusterStep(func(msg *step.Message) error {
+			msg.Apply(task.Succeed(task.RefOf(msg.Envelope), nil, ""))
+			return nil
+		})}}, on(wire.QueueASR))
+
+	var published atomic.Int64
+	publishing := make(chan error, 1)
+	go func() { publishing <- publishTasks(h, tasks, &published) }()
+	waitFor(t, 120*time.Second, "a sixth of the batch", func() bool { return countEffects(h) >= tasks/3 })
+	hold.Store(true)
+	waitFor(t, 60*time.Second, "extract_audio handlers holding unacked deliveries", func() bool { return held.Load() >= 4 })
+	if cons.Addr() != leaderAddr {
+		t.Fatalf("workers moved to %s before the kill, want them on the leader's node %s", cons.Addr(), leaderAddr)
+	}
+	killNode(t, leaderAddr)
+	t.Logf("killed the leaders' node %s (%s) with %d deliveries held unacked, %d of %d tasks published, %d of %d effects done",
+		leader, leaderAddr, held.Load(), published.Load(), tasks, countEffects(h), 2*tasks)
+	hold.Store(false)
+	close(release)
+	waitFor(t, 60*time.Second, "the workers to fail over to another node", func() bool {
+		a := cons.Addr()
+		return a != "" && a != leaderAddr && cons.Consuming()
+	})
+	t.Logf("workers failed over to %s, publisher on %s; new leaders: %v", cons.Addr(), h.conn.Addr(), queueLeaders(t, url))
+	if err := <-publishing; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 180*time.Second, "every task to be done", func() bool { return countTasks(h, task.Done) == tasks })
+	waitFor(t, 60*time.Second, "the outbox to be empty", func() bool { return countRows(h, `SELECT count(*) FROM outbox`) == 0 })
+	checkOnceEach(t, h, tasks)
+	checkSucceededEventsOnce(t, h, events, tasks)
+}
+
+// queueLeaders returns the node holding the leader of each quorum queue of
+// the virtual host of url.
+func queueLeaders(t *testing.T, url string) map[string]string {
+	t.Helper()
+	out := clusterCtl(t, "list_queues", "-p", vhostOf(t, url), "name", "leader", "--no-table-headers")
+	leaders := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			leaders[f[0]] = f[1]
+		}
+	}
+	return leaders
 }
 
 // publishTasks creates tasks task rows and publishes their first message,
@@ -162,14 +276,11 @@ func declareQuorumEventQueue(t *testing.T, h *harness) string {
 // clusterNodes are the node names scripts/cluster.sh gives.
 var clusterNodes = []string{"dubflow-cluster-1@localhost", "dubflow-cluster-2@localhost", "dubflow-cluster-3@localhost"}
 
-// requireQuorumOnEveryNode checks that each queue is a quorum queue with a
-// member on every node of the cluster.
-func requireQuorumOnEveryNode(t *testing.T, queues []string) {
+// requireQuorumOnEveryNode checks that each queue of the virtual host of
+// url is a quorum queue with a member on every node of the cluster.
+func requireQuorumOnEveryNode(t *testing.T, url string, queues []string) {
 	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "-q", "-n", clusterNodes[0], "list_queues", "name", "type", "members", "--no-table-headers").CombinedOutput()
-	if err != nil {
-		t.Fatalf("rabbitmqctl list_queues: %v: %s", err, out)
-	}
+	out := clusterCtl(t, "list_queues", "-p", vhostOf(t, url), "name", "type", "members", "--no-table-headers")
 	for _, q := range queues {
 		var line string
 		for _, l := range strings.Split(string(out), "\n") {
@@ -186,6 +297,107 @@ func requireQuorumOnEveryNode(t *testing.T, queues []string) {
 			}
 		}
 	}
+}
+
+// clusterUp starts again every node of the cluster of url that is down (a
+// test before killed it) and waits until all of them run, so that each
+// scenario begins with the whole cluster.
+func clusterUp(t *testing.T, url string) {
+	t.Helper()
+	script, err := filepath.Abs("../../scripts/cluster.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range clusterAddrs(t, url) {
+		if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
+			c.Close()
+			continue
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		if out, err := exec.Command(script, "start", port).CombinedOutput(); err != nil {
+			t.Fatalf("start the node on port %s again: %v: %s", port, err, out)
+		}
+		t.Logf("started the node at %s again", addr)
+	}
+	clusterCtl(t, "await_online_nodes", strconv.Itoa(len(clusterNodes)), "--timeout", "300")
+}
+
+// clusterVhost brings the whole cluster up (clusterUp), creates a virtual
+// host of the test's own on it and returns url with every node's URL naming
+// that virtual host, so that a scenario finds no queue or message of
+// another; the virtual host is deleted when the test ends.
+func clusterVhost(t *testing.T, url string) string {
+	t.Helper()
+	clusterUp(t, url)
+	vhost := "cluster-" + uuid.NewString()[:8]
+	clusterCtl(t, "add_vhost", vhost)
+	t.Cleanup(func() {
+		if _, err := clusterCtlErr("delete_vhost", vhost); err != nil {
+			t.Logf("delete virtual host %s: %v", vhost, err)
+		}
+	})
+	urls := strings.Split(url, ",")
+	for i, u := range urls {
+		uri, err := amqp.ParseURI(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clusterCtl(t, "set_permissions", "-p", vhost, uri.Username, ".*", ".*", ".*")
+		uri.Vhost = vhost
+		urls[i] = uri.String()
+	}
+	return strings.Join(urls, ",")
+}
+
+// vhostOf is the virtual host the first URL of url names.
+func vhostOf(t *testing.T, url string) string {
+	t.Helper()
+	uri, err := amqp.ParseURI(strings.Split(url, ",")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uri.Vhost
+}
+
+// clusterAddrs are the host:port of each node of url, in the order of
+// clusterNodes (scripts/cluster.sh lists them so).
+func clusterAddrs(t *testing.T, url string) []string {
+	t.Helper()
+	var addrs []string
+	for _, u := range strings.Split(url, ",") {
+		uri, err := amqp.ParseURI(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)))
+	}
+	if len(addrs) != len(clusterNodes) {
+		t.Fatalf("%s names %d nodes, want %d", clusterEnv, len(addrs), len(clusterNodes))
+	}
+	return addrs
+}
+
+// clusterCtl runs rabbitmqctl with args on the first node that answers and
+// returns its output.
+func clusterCtl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := clusterCtlErr(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func clusterCtlErr(args ...string) (string, error) {
+	var errs []error
+	for _, n := range clusterNodes {
+		out, err := exec.Command("rabbitmqctl", append([]string{"-q", "-n", n}, args...)...).CombinedOutput()
+		if err == nil {
+			return string(out), nil
+		}
+		errs = append(errs, fmt.Errorf("rabbitmqctl -n %s %s: %w: %s", n, strings.Join(args, " "), err, out))
+	}
+	return "", errors.Join(errs...)
 }
 
 // killNode SIGKILLs the cluster node serving AMQP at addr.

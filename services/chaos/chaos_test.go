@@ -24,17 +24,19 @@ func TestOptionsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.tasks != 200 || o.languages != 10 || o.seed != 0 || o.duration != 8*time.Minute || o.settle != 15*time.Minute || o.keep || o.fixtures != "/fixtures" {
+	if o.tasks != 200 || o.languages != 10 || o.seed != 0 || o.duration != 8*time.Minute || o.settle != 15*time.Minute || o.keep || o.fixtures != "/fixtures" ||
+		o.cluster || o.nodes() != 1 {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
 
 func TestOptionsFlags(t *testing.T) {
-	o, err := parseOptions([]string{"-tasks", "7", "-languages", "3", "-seed", "99", "-duration", "1m", "-settle", "2m", "-keep", "-fixtures", "/f"}, noEnv, io.Discard)
+	o, err := parseOptions([]string{"-tasks", "7", "-languages", "3", "-seed", "99", "-duration", "1m", "-settle", "2m", "-keep", "-cluster", "-fixtures", "/f"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.tasks != 7 || o.languages != 3 || o.seed != 99 || o.duration != time.Minute || o.settle != 2*time.Minute || !o.keep || o.fixtures != "/f" {
+	if o.tasks != 7 || o.languages != 3 || o.seed != 99 || o.duration != time.Minute || o.settle != 2*time.Minute || !o.keep || o.fixtures != "/f" ||
+		!o.cluster || o.nodes() != 3 {
 		t.Fatalf("flags: %+v", o)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +32,8 @@ type taskEvents struct {
 // observer counts the integrator events per task, as an integrator bound
 // to event.# would receive them.
 type observer struct {
-	url string
+	urls []string // the broker's nodes, tried in turn
+	next int      // the node the next connection tries first
 
 	mu    sync.Mutex
 	tasks map[uuid.UUID]*taskEvents
@@ -41,13 +44,15 @@ type observer struct {
 	emptyAt time.Time
 }
 
+// newObserver reads the events from the broker at url: one node, or the
+// nodes of a cluster separated by commas.
 func newObserver(url string) *observer {
-	return &observer{url: url, tasks: map[uuid.UUID]*taskEvents{}, seen: map[[32]byte]bool{}}
+	return &observer{urls: strings.Split(url, ","), tasks: map[uuid.UUID]*taskEvents{}, seen: map[[32]byte]bool{}}
 }
 
 // declare creates the queue and its binding (before any task exists).
 func (o *observer) declare() error {
-	conn, err := amqp.Dial(o.url)
+	conn, err := o.dial()
 	if err != nil {
 		return fmt.Errorf("events: connect: %w", err)
 	}
@@ -63,6 +68,22 @@ func (o *observer) declare() error {
 		return fmt.Errorf("events: bind %s: %w", eventQueue, err)
 	}
 	return nil
+}
+
+// dial connects to the first node that answers, starting after the one
+// connected to last, so that a dead or cut node costs one failed dial.
+func (o *observer) dial() (*amqp.Connection, error) {
+	var errs []error
+	for range o.urls {
+		url := o.urls[o.next%len(o.urls)]
+		o.next++
+		conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second), Heartbeat: 5 * time.Second})
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 // run consumes until ctx ends, reconnecting after every broker restart.
@@ -83,7 +104,7 @@ func (o *observer) run(ctx context.Context, logf func(string, ...any)) {
 // recorded and acked before the next: when a get finds the queue empty,
 // every event published before it has been counted.
 func (o *observer) consume(ctx context.Context) error {
-	conn, err := amqp.Dial(o.url)
+	conn, err := o.dial()
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -62,8 +63,8 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // slowdown (latency with jitter).
 func (in *injector) faults() []fault {
 	fs := []fault{
-		{"rabbitmq_restart", func(ctx context.Context, rng *rand.Rand) error { return in.rabbit.restart(false) }},
-		{"rabbitmq_kill", func(ctx context.Context, rng *rand.Rand) error { return in.rabbit.restart(true) }},
+		{"rabbitmq_restart", func(ctx context.Context, rng *rand.Rand) error { return in.restartNode(rng, false) }},
+		{"rabbitmq_kill", func(ctx context.Context, rng *rand.Rand) error { return in.restartNode(rng, true) }},
 		{"postgres_crash", func(ctx context.Context, rng *rand.Rand) error {
 			return in.pg.crash(ctx, uniform(rng, time.Second, 5*time.Second))
 		}},
@@ -73,6 +74,9 @@ func (in *injector) faults() []fault {
 		{"minio_kill", func(ctx context.Context, rng *rand.Rand) error {
 			return in.minio.restart(ctx, true, uniform(rng, time.Second, 5*time.Second))
 		}},
+	}
+	if len(in.rabbit.nodes) > 1 {
+		fs = append(fs, fault{"rabbitmq_partition", in.partition})
 	}
 	for _, b := range backends {
 		fs = append(fs,
@@ -95,15 +99,60 @@ func (in *injector) faults() []fault {
 	return fs
 }
 
-// toxic holds a toxic on b's proxy for d.
+// toxic holds a toxic on b's proxies for d.
 func (in *injector) toxic(ctx context.Context, b, spec string, d time.Duration) error {
-	name, err := in.px.addToxic(b, spec)
+	undo, err := in.px.addToxic(b, spec)
 	if err != nil {
 		return err
 	}
 	sleepCtx(ctx, d)
-	return in.px.removeToxic(b, name)
+	return undo()
 }
+
+// restartNode stops (kills, when crash is set) a RabbitMQ node drawn at
+// random and starts it again; on a cluster the others serve meanwhile and
+// it rejoins them.
+func (in *injector) restartNode(rng *rand.Rand, crash bool) error {
+	i := rng.IntN(len(in.rabbit.nodes))
+	if len(in.rabbit.nodes) > 1 {
+		in.logf("fault: node %d (%s)", i+1, in.rabbit.addr(i))
+	}
+	return in.rabbit.restart(i, crash)
+}
+
+// partitionFor is how long a partitioned node stays out of the services'
+// reach.
+const partitionFor = 30 * time.Second
+
+// partition takes a cluster node drawn at random away from the services
+// for partitionFor: its proxy drops everything both ways and leaves the
+// connections open, as a network partition does; new connections hang
+// until the client gives up. The services fail over to the other nodes.
+func (in *injector) partition(ctx context.Context, rng *rand.Rand) error {
+	i := rng.IntN(len(in.rabbit.nodes))
+	name := rabbitProxy(i)
+	in.logf("fault: node %d (%s) partitioned away for %s", i+1, in.rabbit.addr(i), partitionFor)
+	var undo []func() error
+	for _, stream := range []string{"downstream", "upstream"} {
+		u, err := in.px.addToxic(name, `{"type":"timeout","stream":"`+stream+`","attributes":{"timeout":0}}`)
+		if err != nil {
+			for _, f := range undo {
+				_ = f()
+			}
+			return err
+		}
+		undo = append(undo, u)
+	}
+	sleepCtx(ctx, partitionFor)
+	var errs []error
+	for _, f := range undo {
+		errs = append(errs, f())
+	}
+	return errors.Join(errs...)
+}
+
+// rabbitProxy names the proxy of RabbitMQ node i.
+func rabbitProxy(i int) string { return fmt.Sprintf("rabbitmq-%d", i+1) }
 
 // runFaults injects faults one after another, with pauses of 3 to 15 s,
 // until ctx ends: first every kind once in a random order, then kinds

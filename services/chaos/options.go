@@ -31,6 +31,19 @@ type options struct {
 	root, bin, minio string
 	// fixtures is the folder holding the speech WAV files.
 	fixtures string
+	// cluster runs RabbitMQ as a private cluster of clusterNodes nodes.
+	cluster bool
+}
+
+// clusterNodes is the size of the -cluster RabbitMQ cluster.
+const clusterNodes = 3
+
+// nodes is how many RabbitMQ nodes the run starts.
+func (o *options) nodes() int {
+	if o.cluster {
+		return clusterNodes
+	}
+	return 1
 }
 
 // parseOptions reads the flags; env supplies the defaults that come from
@@ -40,7 +53,7 @@ func parseOptions(args []string, env func(string) string, stderr io.Writer) (opt
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-languages N] [-seed S] [-duration D] [-settle D] [-keep] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
+		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-languages N] [-seed S] [-duration D] [-settle D] [-keep] [-cluster] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
 		fmt.Fprintln(stderr, "Runs dubflow's workers on a private RabbitMQ, Postgres and MinIO while killing, restarting,")
 		fmt.Fprintln(stderr, "cutting and slowing them, then checks that every task ended done, once. See services/chaos/README.md.")
 		fs.PrintDefaults()
@@ -50,6 +63,7 @@ func parseOptions(args []string, env func(string) string, stderr io.Writer) (opt
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of every random choice (0: from the clock; the seed used is printed)")
 	fs.DurationVar(&o.duration, "duration", 8*time.Minute, "how long faults are injected (tasks are submitted during the first half)")
 	fs.DurationVar(&o.settle, "settle", 15*time.Minute, "how long to wait, after the faults stop, for every task to end")
+	fs.BoolVar(&o.cluster, "cluster", false, "run RabbitMQ as a private 3-node cluster: nodes killed and restarted, a node partitioned away from the services for 30s")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (service logs, databases, objects) and print where it is")
 	fs.StringVar(&o.root, "root", "", "the checkout (default: the folder holding go.work, from the working directory up)")
 	fs.StringVar(&o.bin, "bin", "", "folder of the built services (default ROOT/bin; make build)")

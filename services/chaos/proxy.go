@@ -12,63 +12,90 @@ import (
 )
 
 // proxies are toxiproxy proxies, in this process, between the services
-// and RabbitMQ, Postgres and MinIO: faults cut and slow them.
+// and RabbitMQ, Postgres and MinIO: faults cut and slow them. A backend has
+// one proxy per server (a RabbitMQ cluster one per node); a fault on the
+// backend acts on all of them, a fault on one proxy names it.
 type proxies struct {
-	mu     sync.Mutex
-	server *toxiproxy.ApiServer
-	byName map[string]*toxiproxy.Proxy
+	mu      sync.Mutex
+	server  *toxiproxy.ApiServer
+	byName  map[string]*toxiproxy.Proxy
+	backend map[string][]string // backend → its proxies' names
 }
 
 func newProxies() *proxies {
 	return &proxies{
-		server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()),
-		byName: map[string]*toxiproxy.Proxy{},
+		server:  toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()),
+		byName:  map[string]*toxiproxy.Proxy{},
+		backend: map[string][]string{},
 	}
 }
 
-// add starts a proxy to upstream on a free loopback port and returns the
-// port.
-func (p *proxies) add(name, upstream string) (int, error) {
+// add starts a proxy of backend, named name, to upstream on a free
+// loopback port and returns the port.
+func (p *proxies) add(backend, name, upstream string) (int, error) {
 	px := toxiproxy.NewProxy(p.server, name, "127.0.0.1:0", upstream)
 	if err := p.server.Collection.Add(px, true); err != nil {
 		return 0, fmt.Errorf("proxy %s: %w", name, err)
 	}
 	p.mu.Lock()
 	p.byName[name] = px
+	p.backend[backend] = append(p.backend[backend], name)
 	p.mu.Unlock()
 	return portOf(px.Listen), nil
 }
 
-func (p *proxies) get(name string) *toxiproxy.Proxy {
+// of returns the proxies of a backend, or the one proxy so named.
+func (p *proxies) of(name string) []*toxiproxy.Proxy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.byName[name]
+	names, ok := p.backend[name]
+	if !ok {
+		names = []string{name}
+	}
+	var out []*toxiproxy.Proxy
+	for _, n := range names {
+		out = append(out, p.byName[n])
+	}
+	return out
 }
 
-// cut closes every connection through the proxy and refuses new ones
+// cut closes every connection through the proxies and refuses new ones
 // until restore.
-func (p *proxies) cut(name string) { p.get(name).Stop() }
+func (p *proxies) cut(name string) {
+	for _, px := range p.of(name) {
+		px.Stop()
+	}
+}
 
-// restore accepts connections again (on the same port).
+// restore accepts connections again (on the same ports).
 func (p *proxies) restore(name string) error {
-	if err := p.get(name).Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
-		return fmt.Errorf("proxy %s: restart: %w", name, err)
+	for _, px := range p.of(name) {
+		if err := px.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+			return fmt.Errorf("proxy %s: restart: %w", px.Name, err)
+		}
 	}
 	return nil
 }
 
 // addToxic adds a toxic given as toxiproxy's JSON (type, stream,
-// attributes); its name is returned for removeToxic.
-func (p *proxies) addToxic(name, toxicJSON string) (string, error) {
-	w, err := p.get(name).Toxics.AddToxicJson(strings.NewReader(toxicJSON))
-	if err != nil {
-		return "", fmt.Errorf("proxy %s: add toxic %s: %w", name, toxicJSON, err)
+// attributes) to the proxies; undo removes it again.
+func (p *proxies) addToxic(name, toxicJSON string) (undo func() error, err error) {
+	var added []func() error
+	undo = func() error {
+		var errs []error
+		for _, f := range added {
+			errs = append(errs, f())
+		}
+		return errors.Join(errs...)
 	}
-	return w.Name, nil
-}
-
-func (p *proxies) removeToxic(name, toxic string) error {
-	return p.get(name).Toxics.RemoveToxic(context.Background(), toxic)
+	for _, px := range p.of(name) {
+		w, err := px.Toxics.AddToxicJson(strings.NewReader(toxicJSON))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("proxy %s: add toxic %s: %w", px.Name, toxicJSON, err), undo())
+		}
+		added = append(added, func() error { return px.Toxics.RemoveToxic(context.Background(), w.Name) })
+	}
+	return undo, nil
 }
 
 // close stops every proxy.

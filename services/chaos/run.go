@@ -98,7 +98,7 @@ func (r *runner) startStack(ctx context.Context, w *world) error {
 		return err
 	}
 	r.logf("made %d clips of real speech", len(w.clips))
-	if w.rb, err = startRabbit(r.cl, r.logf); err != nil {
+	if w.rb, err = startRabbit(r.cl, r.logf, r.o.nodes()); err != nil {
 		return err
 	}
 	if w.pg, err = startPostgres(ctx, w.work, r.cl); err != nil {
@@ -114,14 +114,21 @@ func (r *runner) startStack(ctx context.Context, w *world) error {
 	w.px = newProxies()
 	r.cl.add(w.px.close)
 	ports := map[string]int{}
-	for name, upstream := range map[string]string{"rabbitmq": strings.TrimSuffix(strings.TrimPrefix(w.rb.url(), "amqp://guest:guest@"), "/"),
-		"postgres": hostPort(w.pg.port), "minio": hostPort(w.mn.port)} {
-		if ports[name], err = w.px.add(name, upstream); err != nil {
+	for name, upstream := range map[string]string{"postgres": hostPort(w.pg.port), "minio": hostPort(w.mn.port)} {
+		if ports[name], err = w.px.add(name, name, upstream); err != nil {
 			return err
 		}
 	}
+	var amqpURLs []string
+	for i := range w.rb.nodes {
+		port, err := w.px.add("rabbitmq", rabbitProxy(i), w.rb.addr(i))
+		if err != nil {
+			return err
+		}
+		amqpURLs = append(amqpURLs, fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port))
+	}
 	w.direct = stackEnv(w.rb.url(), w.pg.url(w.pg.port), hostPort(w.mn.port))
-	w.proxied = stackEnv(fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", ports["rabbitmq"]), w.pg.url(ports["postgres"]), hostPort(ports["minio"]))
+	w.proxied = stackEnv(strings.Join(amqpURLs, ","), w.pg.url(ports["postgres"]), hostPort(ports["minio"]))
 	return nil
 }
 

@@ -81,52 +81,76 @@ func try(f func()) (err error) {
 	return nil
 }
 
-// rabbit is the private RabbitMQ node.
+// rabbit is the private RabbitMQ: one node, or the nodes of a private
+// cluster (-cluster).
 type rabbit struct {
-	mu sync.Mutex
-	r  *testenv.Rabbit
+	mu    sync.Mutex
+	nodes []*testenv.Rabbit
 }
 
-func startRabbit(cl *cleanups, logf func(string, ...any)) (*rabbit, error) {
-	var r *testenv.Rabbit
-	err := try(func() { r = testenv.PrivateRabbit(&tbAdapter{cl: cl, log: logf}) })
+// startRabbit starts one private node, or a cluster of nodes when nodes
+// is more than one.
+func startRabbit(cl *cleanups, logf func(string, ...any), nodes int) (*rabbit, error) {
+	tb := &tbAdapter{cl: cl, log: logf}
+	b := &rabbit{}
+	err := try(func() {
+		if nodes == 1 {
+			b.nodes = []*testenv.Rabbit{testenv.PrivateRabbit(tb)}
+			return
+		}
+		b.nodes = testenv.PrivateCluster(tb, nodes).Nodes()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("private rabbitmq: %w", err)
 	}
-	return &rabbit{r: r}, nil
+	return b, nil
 }
 
-func (b *rabbit) url() string { return b.r.URL() }
+// url is the AMQP_URL of every node, separated by commas.
+func (b *rabbit) url() string {
+	urls := make([]string, len(b.nodes))
+	for i, r := range b.nodes {
+		urls[i] = r.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// addr is the host:port of node i.
+func (b *rabbit) addr(i int) string {
+	return strings.TrimSuffix(strings.TrimPrefix(b.nodes[i].URL(), "amqp://guest:guest@"), "/")
+}
 
 // bootWait bounds the wait for a backing server (RabbitMQ, Postgres,
 // MinIO) to accept connections after a start: on a loaded machine (a load
 // of 60 on two cores) a boot took more than 90 s.
 const bootWait = 5 * time.Minute
 
-// restart stops the node cleanly, or kills it when crash is set, and
-// starts it again on the same data. A node still booting when rabbitmqctl
-// gives up was started (detached) all the same: it is waited for, so that
-// a slow boot is not counted as a fault that could not be injected.
-func (b *rabbit) restart(crash bool) error {
+// restart stops node i cleanly, or kills it when crash is set, and starts
+// it again on the same data (a cluster node rejoins its cluster). A node
+// still booting when rabbitmqctl gives up was started (detached) all the
+// same: it is waited for, so that a slow boot is not counted as a fault
+// that could not be injected.
+func (b *rabbit) restart(i int, crash bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	r := b.nodes[i]
 	if err := try(func() {
 		if crash {
-			b.r.Kill()
+			r.Kill()
 		} else {
-			b.r.Stop()
+			r.Stop()
 		}
 	}); err != nil {
 		return err
 	}
-	err := try(b.r.Start)
+	err := try(r.Start)
 	if err == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bootWait)
 	defer cancel()
 	for ctx.Err() == nil {
-		if conn, derr := net.DialTimeout("tcp", strings.TrimSuffix(strings.TrimPrefix(b.url(), "amqp://guest:guest@"), "/"), time.Second); derr == nil {
+		if conn, derr := net.DialTimeout("tcp", b.addr(i), time.Second); derr == nil {
 			conn.Close()
 			return nil
 		}
