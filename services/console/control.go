@@ -15,7 +15,7 @@ import (
 )
 
 // cancelTask ends a task that is not finished (task.Cancel): it becomes
-// failed with "cancelled: <reason>"; its workers' next commit is refused.
+// cancelled with "cancelled: <reason>"; its workers' next commit is refused.
 func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Reason string `json:"reason"`
@@ -70,7 +70,7 @@ type retried struct {
 	Replayed []replayedPart `json:"replayed"`
 }
 
-// retryTask runs a failed task again from its failed step: the first step
+// retryTask runs a failed (or cancelled) task again from its failed step: the first step
 // of the pipeline that has not succeeded publishes each of its unfinished
 // parts again with a fresh retry budget (step.Replay; earlier attempts stay
 // as history), the task becomes running (task.Retry), and the step's dead
@@ -111,8 +111,8 @@ func retryInTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]replayedPart, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("read task %s: %w", id, err)
 	}
-	if status != task.Failed {
-		return nil, nil, conflict(fmt.Sprintf("task %s is %s; only a failed task is retried", id, status))
+	if status != task.Failed && status != task.Cancelled {
+		return nil, nil, conflict(fmt.Sprintf("task %s is %s; only a failed or cancelled task is retried", id, status))
 	}
 	stepName, err := failedStep(ctx, tx, id)
 	if err != nil {

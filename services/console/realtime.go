@@ -81,13 +81,13 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 		rs.Metrics.AvgWaitTime += w / float64(len(waits))
 	}
 	end := now
-	if d.Status == task.Done || d.Status == task.Failed {
+	if task.Ended(d.Status) {
 		end = rs.LastActivity
 	}
 	if minutes := end.Sub(d.CreatedAt).Minutes(); minutes > 0 {
 		rs.Metrics.Throughput = float64(rs.Progress.Done) / minutes
 	}
-	if d.Status != task.Done && d.Status != task.Failed && rs.Metrics.Throughput > 0 {
+	if !task.Ended(d.Status) && rs.Metrics.Throughput > 0 {
 		eta := now.Add(time.Duration(float64(rs.Progress.Pending) / rs.Metrics.Throughput * float64(time.Minute)))
 		eta = eta.UTC().Truncate(time.Second)
 		rs.Metrics.EstimatedCompletion = &eta

@@ -55,9 +55,9 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
 	switch status {
-	case "", task.Queued, task.Running, task.Compensating, task.Done, task.Failed:
+	case "", task.Queued, task.Running, task.Compensating, task.Done, task.Failed, task.Cancelled:
 	default:
-		s.fail(w, r, badRequest(fmt.Sprintf("status %q: want queued, running, compensating, done or failed", status)))
+		s.fail(w, r, badRequest(fmt.Sprintf("status %q: want queued, running, compensating, done, failed or cancelled", status)))
 		return
 	}
 	limit := defaultPage

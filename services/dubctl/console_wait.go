@@ -92,8 +92,8 @@ func (c *consoleClient) follow(cmd *cobra.Command, id string, o followOptions) e
 		}
 	}
 	switch status {
-	case "failed":
-		return &quietError{withCode(exitFailed, fmt.Errorf("task %s failed", id))}
+	case taskFailed, taskCancelled:
+		return &quietError{withCode(exitFailed, fmt.Errorf("task %s %s", id, status))}
 	case "compensating":
 		return &quietError{withCode(exitCompensated, fmt.Errorf("task %s waits for tts_requeue", id))}
 	}
@@ -101,14 +101,14 @@ func (c *consoleClient) follow(cmd *cobra.Command, id string, o followOptions) e
 }
 
 // waitForEnd follows GET /api/tasks/{id}/events until the task's status is
-// done, failed or compensating, reconnecting when the stream drops (with
+// done, failed, cancelled or compensating, reconnecting when the stream drops (with
 // Last-Event-ID: the console resends what was missed).
 func (c *consoleClient) waitForEnd(ctx context.Context, id string, shown *progressLine) (string, error) {
 	st := streamState{status: "unknown"}
 	for {
 		err := c.readEvents(ctx, id, &st, shown)
 		switch {
-		case st.status == "done" || st.status == "failed" || st.status == "compensating":
+		case st.status == "done" || st.status == "failed" || st.status == taskCancelled || st.status == "compensating":
 			return st.status, nil
 		case ctx.Err() != nil:
 			return st.status, ctx.Err()
@@ -179,7 +179,7 @@ func (c *consoleClient) readEvents(ctx context.Context, id string, st *streamSta
 			st.polledAt = time.Now()
 			c.refreshProgress(ctx, id, shown)
 		}
-		if st.status == "done" || st.status == "failed" || st.status == "compensating" {
+		if st.status == "done" || st.status == "failed" || st.status == taskCancelled || st.status == "compensating" {
 			return nil
 		}
 	}

@@ -30,9 +30,9 @@ func (o *listOptions) bind(cmd *cobra.Command) {
 // check refuses a status that is none and a limit out of range.
 func (o *listOptions) check() error {
 	switch o.status {
-	case "", taskQueued, taskRunning, taskCompensating, taskDone, taskFailed:
+	case "", taskQueued, taskRunning, taskCompensating, taskDone, taskFailed, taskCancelled:
 	default:
-		return usageError(fmt.Errorf("--status %q: want queued, running, compensating, done or failed", o.status))
+		return usageError(fmt.Errorf("--status %q: want queued, running, compensating, done, failed or cancelled", o.status))
 	}
 	if o.limit < 1 || o.limit > o.maxLimit {
 		return usageError(fmt.Errorf("--limit %d: want 1..%d", o.limit, o.maxLimit))

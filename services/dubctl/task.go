@@ -20,6 +20,7 @@ const (
 	taskCompensating = "compensating"
 	taskDone         = "done"
 	taskFailed       = "failed"
+	taskCancelled    = "cancelled"
 )
 
 // errTaskNotFound is returned for a task id with no tasks row.

@@ -110,6 +110,9 @@ func followTask(cmd *cobra.Command, c *clients, id uuid.UUID, o waitOptions) err
 		case taskFailed:
 			bar.stop()
 			return report(out, v, o, withCode(exitFailed, fmt.Errorf("task %s failed: %s", id, v.Error)))
+		case taskCancelled:
+			bar.stop()
+			return report(out, v, o, withCode(exitFailed, fmt.Errorf("task %s was %s", id, v.Error)))
 		case taskCompensating:
 			bar.stop()
 			return report(out, v, o, withCode(exitCompensated, fmt.Errorf(

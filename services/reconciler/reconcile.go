@@ -91,7 +91,7 @@ func (r *reconciler) pass(ctx context.Context) ([]Action, error) {
 	return all, errors.Join(errs...)
 }
 
-// endedTaskLeases closes the attempts of done or failed tasks whose lease
+// endedTaskLeases closes the attempts of done, failed or cancelled tasks whose lease
 // ran out more than LeaseGrace ago (their worker died and nothing will take
 // them over); nothing is re-driven. Held parts of live tasks are the
 // lost-message check's.
@@ -99,10 +99,10 @@ func (r *reconciler) endedTaskLeases(ctx context.Context) ([]Action, error) {
 	rows, err := r.pool.Query(ctx, `UPDATE task_steps s SET status = 'failed', finished_at = now(), lease_until = NULL,
 		       error = 'lease expired with no worker; task already ' || t.status
 		  FROM tasks t
-		 WHERE t.id = s.task_id AND t.status IN ('done', 'failed')
+		 WHERE t.id = s.task_id AND t.status IN ('done', 'failed', 'cancelled')
 		   AND s.id IN (SELECT s2.id FROM task_steps s2 JOIN tasks t2 ON t2.id = s2.task_id
 		                 WHERE s2.status = 'running' AND s2.lease_until < now() - $1::interval
-		                   AND t2.status IN ('done', 'failed')
+		                   AND t2.status IN ('done', 'failed', 'cancelled')
 		                 ORDER BY s2.lease_until LIMIT $2 FOR UPDATE OF s2 SKIP LOCKED)
 		RETURNING s.task_id, s.step, s.part, t.status`, r.set.LeaseGrace, r.set.Batch)
 	if err != nil {

@@ -29,7 +29,7 @@
   };
   const CSRF_HEADER = 'X-CSRF-Token';
   const STEPS = ['extract_audio', 'asr', 'translate', 'tts', 'mux_video'];
-  const TASK_STATUSES = ['queued', 'running', 'compensating', 'done', 'failed'];
+  const TASK_STATUSES = ['queued', 'running', 'compensating', 'done', 'failed', 'cancelled'];
   const ACTIVE = new Set(['queued', 'running', 'compensating', 'redubbing']);
   const PAGE_SIZE = 25;
   // Videos larger than this go straight to the object store (a presigned
@@ -443,7 +443,7 @@
     const status = pick(t, 'status');
     fill(el.status, badge(status));
     el.cancel.disabled = !ACTIVE.has(status);
-    el.retry.disabled = status !== 'failed';
+    el.retry.disabled = status !== 'failed' && status !== 'cancelled';
     showProgress(el.progress, rt, status);
     showLanguages(el.languages, pick(d, 'languages'));
     if (listOf(pick(d, 'languages'), 'targetLanguages').length && !el.dub.querySelector('video')) {
