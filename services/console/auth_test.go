@@ -83,14 +83,14 @@ func TestLogoutRevokesTheSession(t *testing.T) {
 func TestAuthorizationSchemeIgnoresCase(t *testing.T) {
 	f := setup(t)
 	for header, want := range map[string]int{
-		"Bearer " + readToken:    http.StatusOK,
-		"bearer " + readToken:    http.StatusOK,
-		"BEARER " + readToken:    http.StatusOK,
-		"bEaReR   " + readToken:  http.StatusOK,
-		"Basic " + readToken:     http.StatusUnauthorized,
-		"Bearer" + readToken:     http.StatusUnauthorized,
+		"Bearer " + readToken:     http.StatusOK,
+		"bearer " + readToken:     http.StatusOK,
+		"BEARER " + readToken:     http.StatusOK,
+		"bEaReR   " + readToken:   http.StatusOK,
+		"Basic " + readToken:      http.StatusUnauthorized,
+		"Bearer" + readToken:      http.StatusUnauthorized,
 		"bearer wrong-token-0123": http.StatusUnauthorized,
-		"bearer":                 http.StatusUnauthorized,
+		"bearer":                  http.StatusUnauthorized,
 	} {
 		req, _ := http.NewRequest("GET", f.http.URL+"/api/tasks", nil)
 		req.Header.Set("Authorization", header)
@@ -153,11 +153,11 @@ func TestErrorsAreCappedAndInAPITerms(t *testing.T) {
 func TestCapEchoes(t *testing.T) {
 	long := strings.Repeat("é", 150)
 	for in, want := range map[string]string{
-		`task id "abc": want a UUID`:           `task id "abc": want a UUID`,
-		`task id "` + long + `": want a UUID`:  `task id "` + long[:200] + `…": want a UUID`,
+		`task id "abc": want a UUID`:          `task id "abc": want a UUID`,
+		`task id "` + long + `": want a UUID`: `task id "` + long[:200] + `…": want a UUID`,
 		`no such API route: GET /api/` + long: `no such API route: GET /api/` + long[:2*(100-len("/api/"))] + `…`,
-		`a "quote \" inside" stays`:            `a "quote \" inside" stays`,
-		strings.Repeat("word ", 300):           strings.Repeat("word ", 200) + "…",
+		`a "quote \" inside" stays`:           `a "quote \" inside" stays`,
+		strings.Repeat("word ", 300):          strings.Repeat("word ", 200) + "…",
 	} {
 		if got := capEchoes(in); got != want {
 			t.Errorf("capEchoes(%.60q…) = %.300q, want %.300q", in, got, want)
