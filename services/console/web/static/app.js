@@ -595,9 +595,11 @@
     fill(box, items.length ? items : h('span', {class: 'muted'}, 'Links appear as the steps produce them.'));
   }
   function showTiming(box, report) {
-    const segs = report && pick(report, 'segments');
-    if (!Array.isArray(segs) || !segs.length) { fill(box, h('p', {class: 'muted'}, 'No timing report yet (written by mux_video).')); return; }
-    const cols = ['idx', 'start_ms', 'slot_ms', 'audio_ms', 'tempo', 'out_ms', 'pad_ms', 'borrowed_ms', 'truncated_ms', 'note']
+    const raw = report && pick(report, 'segments');
+    if (!Array.isArray(raw) || !raw.length) { fill(box, h('p', {class: 'muted'}, 'No timing report yet (written by mux_video).')); return; }
+    // Segments are numbered from 1 (n); a report written before n existed has idx only.
+    const segs = raw.map((s) => (s.n === undefined && typeof s.idx === 'number' ? {...s, n: s.idx + 1} : s));
+    const cols = ['n', 'start_ms', 'slot_ms', 'audio_ms', 'tempo', 'out_ms', 'pad_ms', 'borrowed_ms', 'truncated_ms', 'note']
       .filter((c) => segs.some((s) => s[c] !== undefined));
     const sum = pick(report, 'summary') || {};
     fill(box,
