@@ -239,6 +239,12 @@ func (r *rendered) checkDeployment(t *testing.T, d *appsv1.Deployment) {
 
 	if svc.name == "dispatcher" {
 		httpPort := portOf(t, id, env["DISPATCHER_HTTP_ADDR"], "DISPATCHER_HTTP_ADDR")
+		// The dispatcher's default listens on loopback only: in a pod the
+		// Service reaches it only when it listens on the pod's address.
+		if host, _, _ := net.SplitHostPort(env["DISPATCHER_HTTP_ADDR"]); host != "" && host != "0.0.0.0" && host != "::" {
+			t.Errorf("%s: DISPATCHER_HTTP_ADDR=%q listens on %s only; the Service cannot reach it (want :8090)",
+				id, env["DISPATCHER_HTTP_ADDR"], host)
+		}
 		if containerPort(c, "http") != httpPort {
 			t.Errorf("%s: container port http is not DISPATCHER_HTTP_ADDR's port %d", id, httpPort)
 		}

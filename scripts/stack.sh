@@ -643,7 +643,7 @@ write_env() {
 		console_token=$(cat "$DEV/console_token")
 	fi
 	local console_addr=${CONSOLE_HTTP_ADDR:-127.0.0.1:8080}
-	local dispatcher_addr=${DISPATCHER_HTTP_ADDR:-:8090}
+	local dispatcher_addr=${DISPATCHER_HTTP_ADDR:-127.0.0.1:8090}
 	{
 		echo "# Written by scripts/stack.sh; source it to use the local stack."
 		export_line AMQP_URL "$AMQP_URL"

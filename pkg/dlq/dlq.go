@@ -184,7 +184,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 		return Replayed{}, nil, fmt.Errorf("read dead letter %d: %w", id, err)
 	}
 	if d.ReplayedAt != nil && !opts.Force {
-		return Replayed{}, nil, fmt.Errorf("dead letter %d (replayed at %s; --force replays it again): %w",
+		return Replayed{}, nil, fmt.Errorf("dead letter %d (replayed at %s; a forced replay runs it again): %w",
 			id, d.ReplayedAt.Format(time.RFC3339), ErrReplayed)
 	}
 	if orig == nil {
@@ -303,8 +303,9 @@ func partKey(d *DeadLetter) (partID, bool) {
 	return partID{env.TaskID, env.Step, part}, true
 }
 
-// ParseSince reads a --since value: an RFC 3339 time, a date (2006-01-02)
-// or a duration back from now (90m, 2h, 7d).
+// ParseSince reads a since value (dubctl's --since, the console's ?since=):
+// an RFC 3339 time, a date (2006-01-02) or a duration back from now (90m,
+// 2h, 7d). Its error names the value as "since", the word both doors use.
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -324,5 +325,5 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("--since %q: want an RFC 3339 time, a date or a duration such as 2h or 7d", s)
+	return time.Time{}, fmt.Errorf("since %q: want an RFC 3339 time, a date or a duration such as 2h or 7d", s)
 }

@@ -119,7 +119,7 @@ func (in DubInput) check() error {
 	prevEnd := 0
 	for _, p := range in.Placements {
 		if p.StartMS < prevEnd {
-			return fmt.Errorf("segment %d starts at %d ms, before the previous one ends (%d ms)", p.Idx, p.StartMS, prevEnd)
+			return fmt.Errorf("segment %d starts at %d ms, before the previous one ends (%d ms)", p.N, p.StartMS, prevEnd)
 		}
 		prevEnd = max(p.EndMS(), p.StartMS)
 	}

@@ -145,10 +145,10 @@ func TestAssembleDubErrors(t *testing.T) {
 	}
 	out := filepath.Join(dir, "dub.wav")
 	clip := func(int) string { return text }
-	_, err := AssembleDub(context.Background(), DubInput{Placements: []Placement{{Idx: 7, StartMS: 0, OutMS: 500, Tempo: 1}}, Clip: clip, TotalMS: 1000}, out)
+	_, err := AssembleDub(context.Background(), DubInput{Placements: []Placement{{N: 7, Idx: 6, StartMS: 0, OutMS: 500, Tempo: 1}}, Clip: clip, TotalMS: 1000}, out)
 	wantPermanent(t, err, "not a PCM WAV")
-	if !strings.Contains(err.Error(), "segment 7") {
-		t.Errorf("error %q does not name the segment", err)
+	if !strings.Contains(err.Error(), "segment 7:") {
+		t.Errorf("error %q does not name the segment by its number (from 1)", err)
 	}
 
 	overlap := []Placement{{Idx: 0, StartMS: 0, OutMS: 500, Tempo: 1}, {Idx: 1, StartMS: 400, OutMS: 500, Tempo: 1}}

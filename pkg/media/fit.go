@@ -27,7 +27,10 @@ const (
 
 // Slot is one synthesized segment and its place in the original timeline.
 type Slot struct {
-	// Idx identifies the segment.
+	// N numbers the segment from 1, as people see it (dub.Segments' n,
+	// what redub takes); 0 numbers it by its place among the slots.
+	N int `json:"n,omitempty"`
+	// Idx identifies the segment in the pipeline (segments.idx).
 	Idx int `json:"idx"`
 	// StartMS and EndMS bound the original speech.
 	StartMS int `json:"start_ms"`
@@ -112,7 +115,10 @@ const (
 
 // Placement says where and how one synthesized clip is played.
 type Placement struct {
-	// Idx identifies the segment.
+	// N numbers the segment from 1, as people see it (Slot.N): the
+	// timing report's first column.
+	N int `json:"n"`
+	// Idx identifies the segment in the pipeline (Slot.Idx).
 	Idx int `json:"idx"`
 	// StartMS is where the clip starts: always the slot's start.
 	StartMS int `json:"start_ms"`
@@ -174,8 +180,12 @@ const (
 func Fit(slots []Slot, opts FitOptions) []Placement {
 	bound, rescue := opts.maxSpeedup(), opts.rescueSpeedup()
 	out := make([]Placement, 0, len(slots))
-	for _, s := range slots {
-		out = append(out, fitOne(s, opts.TotalMS, bound, rescue))
+	for i, s := range slots {
+		p := fitOne(s, opts.TotalMS, bound, rescue)
+		if p.N = s.N; p.N == 0 {
+			p.N = i + 1
+		}
+		out = append(out, p)
 	}
 	return out
 }

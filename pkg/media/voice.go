@@ -81,7 +81,7 @@ func voiceRate(in DubInput) (int, error) {
 		if p.OutMS > 0 {
 			rate, _, _ := clipFormat(in.Clip(p.Idx))
 			if rate == 0 {
-				return 0, fault.Permanent(fmt.Errorf("segment %d: clip %s is not a PCM WAV", p.Idx, in.Clip(p.Idx)))
+				return 0, fault.Permanent(fmt.Errorf("segment %d: clip %s is not a PCM WAV", p.N, in.Clip(p.Idx)))
 			}
 			return rate, nil
 		}
@@ -114,7 +114,7 @@ func writeVoice(ctx context.Context, placements []Placement, clip func(int) stri
 			return nil, err
 		}
 		if p.StartMS < prevEnd {
-			return nil, fmt.Errorf("segment %d starts at %d ms, before the previous one ends (%d ms)", p.Idx, p.StartMS, prevEnd)
+			return nil, fmt.Errorf("segment %d starts at %d ms, before the previous one ends (%d ms)", p.N, p.StartMS, prevEnd)
 		}
 		prevEnd = p.EndMS()
 		next := int64(toMS)
@@ -122,7 +122,7 @@ func writeVoice(ctx context.Context, placements []Placement, clip func(int) stri
 			next = int64(placements[i+1].StartMS)
 		}
 		if err := j.place(ctx, p, clip(p.Idx), msToFrames(next, rate)-base); err != nil {
-			return nil, fmt.Errorf("segment %d: %w", p.Idx, err)
+			return nil, fmt.Errorf("segment %d: %w", p.N, err)
 		}
 	}
 	if err := j.silenceTo(j.total); err != nil {

@@ -63,7 +63,7 @@ func TestAStepSuccessStartsItsTaskAndAnnouncesIt(t *testing.T) {
 }
 
 // TestARefusedTaskTransitionClosesTheAttempt: a handler's change of its
-// task that the task's status refuses (the task failed — was cancelled —
+// task that the task's status refuses (the task was cancelled, or failed,
 // while the step ran) commits nothing the handler staged, ends the attempt
 // failed with the refusal as its reason, and is neither retried nor
 // dead-lettered.
@@ -79,7 +79,7 @@ func TestARefusedTaskTransitionClosesTheAttempt(t *testing.T) {
 	})))
 	defer stop()
 	env := asrEnvelope(t)
-	if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO tasks (id, status, error) VALUES ($1, 'failed', 'cancelled: test')`,
+	if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO tasks (id, status, error) VALUES ($1, 'cancelled', 'cancelled: test')`,
 		env.TaskID); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestARefusedTaskTransitionClosesTheAttempt(t *testing.T) {
 	if n := h.effects(env.TaskID); n != 0 {
 		t.Fatalf("%d effects of a refused step were committed", n)
 	}
-	if s, e := h.taskRow(env.TaskID); s != task.Failed || e != "cancelled: test" {
-		t.Fatalf("task is %s (%q), want failed as it was", s, e)
+	if s, e := h.taskRow(env.TaskID); s != task.Cancelled || e != "cancelled: test" {
+		t.Fatalf("task is %s (%q), want cancelled as it was", s, e)
 	}
 	// Once the runner has stopped, every delivery it took is settled: a
 	// dead letter would be in the DLQ or still in the outbox.

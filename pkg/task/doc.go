@@ -5,25 +5,30 @@
 //	transition  moves                              keeps                  event
 //	Create      (no row) → queued                  an existing row        task.queued
 //	Start       queued → running                   compensating, done,    task.started
-//	                                               failed
+//	                                               failed, cancelled
 //	Compensate  running → compensating                                    task.compensating
 //	Resume      compensating → running                                    task.resumed
 //	Succeed     running → done                                            task.succeeded
-//	Fail        queued, running, compensating      done; a part that      task.failed
-//	            → failed                           succeeded since
+//	Fail        queued, running, compensating      done, cancelled; a     task.failed
+//	            → failed                           part that succeeded
+//	                                               since
 //	Cancel      queued, running, compensating                             task.cancelled
-//	            → failed
-//	Retry       failed, queued → running           running, compensating  task.retried
+//	            → cancelled
+//	Retry       failed, cancelled, queued          running, compensating  task.retried
+//	            → running
 //	Redub       done → running                                            task.redubbing
 //	Spawn       (no row) → queued: a child     an existing child      task.queued
 //	            of a task with several
 //	            languages (languages.go;
 //	            the asr worker spawns)
 //
-// Succeed, Fail and Cancel of a child task also conclude its parent when
-// the child is the last of its siblings to end (done if all are done,
-// failed naming the failed languages otherwise), in the same statement;
-// Cancel of a parent cancels its unfinished children too.
+// A task ends done, failed or cancelled (Ended). Succeed, Fail and Cancel
+// of a child task also conclude its parent when the child is the last of
+// its siblings to end, in the same statement: done if all are done, failed
+// if one failed, cancelled if none failed but one was cancelled (the error
+// names each language that failed or was cancelled). Cancel of a parent
+// cancels its unfinished children too, and no child's end concludes a
+// parent an operator cancelled.
 //
 // A transition applied to the status it leads to refreshes the row without
 // an event (Start or Resume of a running task, Compensate of a compensating

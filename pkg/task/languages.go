@@ -19,10 +19,11 @@ import (
 // (task_steps rows of worker "parent <id>": nothing runs twice), and then
 // translates, synthesizes and muxes like any task. Each child ends by its
 // own Succeed, Fail or Cancel; the one that ends last concludes the parent
-// in the same statement (conclude_parent, migration 00052): done when every
-// child is done, failed naming each failed language otherwise, announced by
-// the parent's own event.task.succeeded / event.task.failed (published by
-// the outbox sweep).
+// in the same statement (conclude_parent, migrations 00052 and 00056): done
+// when every child is done, failed when one failed, cancelled when none
+// failed but one was cancelled (the error names each such language),
+// announced by the parent's own event.task.succeeded / failed / cancelled
+// (published by the outbox sweep).
 
 // RowQuerier runs a query: a pool, a connection or a transaction.
 type RowQuerier interface {

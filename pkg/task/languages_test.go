@@ -279,31 +279,96 @@ func TestCancellingAParentCancelsItsChildren(t *testing.T) {
 	end(t, db.Pool, children[0], true)
 	apply(t, ctx, db.Pool, task.Start(task.Ref{ID: children[1], Step: "translate"}),
 		task.Cancel(task.Ref{ID: parent}, "operator"))
-	if r := read(t, db.Pool, parent); r.status != task.Failed || r.err != "cancelled: operator" {
+	if r := read(t, db.Pool, parent); r.status != task.Cancelled || r.err != "cancelled: operator" {
 		t.Fatalf("parent %s %q, want it cancelled", r.status, r.err)
 	}
-	for i, want := range []string{task.Done, task.Failed, task.Failed} {
+	for i, want := range []string{task.Done, task.Cancelled, task.Cancelled} {
 		r := read(t, db.Pool, children[i])
-		if r.status != want || (want == task.Failed) != (r.err == "cancelled: operator") {
+		if r.status != want || (want == task.Cancelled) != (r.err == "cancelled: operator") {
 			t.Errorf("child %d: %s %q, want %s", i, r.status, r.err, want)
 		}
 		n := 0
 		for _, e := range events(t, db.Pool, children[i]) {
 			if e.Event == task.EventCancelled {
 				n++
-				if e.Status != task.Failed || e.Error != "cancelled: operator" || e.TraceID != "trace-parent" {
+				if e.Status != task.Cancelled || e.Error != "cancelled: operator" || e.TraceID != "trace-parent" {
 					t.Errorf("child %d: %+v", i, e)
 				}
 			}
 		}
-		if n != map[bool]int{true: 1, false: 0}[want == task.Failed] {
+		if n != map[bool]int{true: 1, false: 0}[want == task.Cancelled] {
 			t.Errorf("child %d: %d task.cancelled events", i, n)
 		}
 	}
-	// A child's late end leaves the cancelled parent alone.
+	// A child's late end leaves the cancelled parent alone, and so does a
+	// retried child's success.
 	apply(t, ctx, db.Pool, task.Fail(task.Ref{ID: children[1], Step: "tts"}, "", "late"))
-	if r := read(t, db.Pool, parent); r.status != task.Failed || r.err != "cancelled: operator" {
+	apply(t, ctx, db.Pool, task.Retry(task.Ref{ID: children[2], Step: "tts"}),
+		task.Succeed(task.Ref{ID: children[2], Step: "mux_video"}, nil, ""))
+	if r := read(t, db.Pool, parent); r.status != task.Cancelled || r.err != "cancelled: operator" {
 		t.Fatalf("parent %s %q after a late end, want it left cancelled", r.status, r.err)
+	}
+}
+
+// TestCancelledChildrenConcludeTheParent cancels children one by one (not
+// the parent): the last child to end concludes the parent cancelled when
+// none failed, failed when one did, and a cancelled child retried to
+// success concludes it again.
+func TestCancelledChildrenConcludeTheParent(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	cancel := func(id uuid.UUID) task.Transition { return task.Cancel(task.Ref{ID: id}, "not wanted") }
+	for _, tc := range []struct {
+		name   string
+		ends   func(children []uuid.UUID)
+		status string
+		event  string
+		err    string
+	}{
+		{"all cancelled", func(c []uuid.UUID) {
+			apply(t, ctx, db.Pool, cancel(c[0]), cancel(c[1]))
+		}, task.Cancelled, task.EventCancelled, "languages: ca: cancelled: not wanted; es: cancelled: not wanted"},
+		{"one done, one cancelled", func(c []uuid.UUID) {
+			end(t, db.Pool, c[0], true)
+			apply(t, ctx, db.Pool, cancel(c[1]))
+		}, task.Cancelled, task.EventCancelled, "languages: ca: cancelled: not wanted"},
+		{"one failed, one cancelled", func(c []uuid.UUID) {
+			apply(t, ctx, db.Pool, cancel(c[0]))
+			end(t, db.Pool, c[1], false)
+		}, task.Failed, task.EventFailed, "languages: ca: tts: engine gone; es: cancelled: not wanted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent, children := family(t, db.Pool, "es", "ca")
+			tc.ends(children)
+			r := read(t, db.Pool, parent)
+			if r.status != tc.status || r.err != tc.err {
+				t.Fatalf("parent %s %q, want %s %q", r.status, r.err, tc.status, tc.err)
+			}
+			n := 0
+			for _, e := range events(t, db.Pool, parent) {
+				if e.Event == tc.event {
+					n++
+					if e.Status != tc.status || e.Error != tc.err {
+						t.Errorf("parent event %+v", e)
+					}
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d parent %s events, want 1", n, tc.event)
+			}
+			// Every cancelled child retried to success concludes the
+			// parent done.
+			for _, c := range children {
+				if read(t, db.Pool, c).status != task.Done {
+					apply(t, ctx, db.Pool, task.Retry(task.Ref{ID: c, Step: "tts"}),
+						task.Succeed(task.Ref{ID: c, Step: "mux_video"}, nil, ""))
+				}
+			}
+			if r := read(t, db.Pool, parent); r.status != task.Done || r.err != "" {
+				t.Fatalf("parent %s %q after its children were retried to success, want done", r.status, r.err)
+			}
+		})
 	}
 }
 
@@ -393,7 +458,7 @@ func TestCancelAndChildrenEndingAtOnceNeverDeadlock(t *testing.T) {
 		p := read(t, db.Pool, parent)
 		for _, c := range children {
 			r := read(t, db.Pool, c)
-			if r.status != task.Done && r.status != task.Failed {
+			if r.status != task.Done && r.status != task.Cancelled {
 				t.Errorf("round %d: child %s left %s", round, c, r.status)
 			}
 			if p.status == task.Done && r.status != task.Done {

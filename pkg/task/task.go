@@ -19,7 +19,19 @@ const (
 	Compensating = "compensating"
 	Done         = "done"
 	Failed       = "failed"
+	// Cancelled is the end of a task an operator cancelled (Cancel), or
+	// of a parent whose children ended cancelled, none of them failed.
+	Cancelled = "cancelled"
 )
+
+// Statuses lists every status of a task, in the order of its lifecycle.
+var Statuses = []string{Queued, Running, Compensating, Done, Failed, Cancelled}
+
+// Ended reports whether status is one a task ends in (done, failed,
+// cancelled): nothing moves it on but an operator (Retry, Redub).
+func Ended(status string) bool {
+	return status == Done || status == Failed || status == Cancelled
+}
 
 // Transition is one change of one task's row: a single SQL statement that
 // checks the status it leaves, writes the row and adds Event to the outbox

@@ -125,36 +125,43 @@ func TestEveryTransitionFromEveryStatus(t *testing.T) {
 	}{
 		{"start", func(id uuid.UUID) task.Transition { return task.Start(task.Ref{ID: id, Step: "extract_audio"}) },
 			map[string]want{task.Queued: moved(task.Running, task.EventStarted), task.Running: refreshed(task.Running),
-				task.Compensating: kept(task.Compensating), task.Done: kept(task.Done), task.Failed: kept(task.Failed)}},
+				task.Compensating: kept(task.Compensating), task.Done: kept(task.Done), task.Failed: kept(task.Failed),
+				task.Cancelled: kept(task.Cancelled)}},
 		{"touch", func(id uuid.UUID) task.Transition { return task.Touch(id) },
 			map[string]want{task.Queued: refreshed(task.Queued), task.Running: refreshed(task.Running),
-				task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused}},
+				task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused,
+				task.Cancelled: refused}},
 		{"compensate", func(id uuid.UUID) task.Transition {
 			return task.Compensate(task.Ref{ID: id, Step: "tts"}, "tts: 2 segments failed")
 		}, map[string]want{task.Queued: refused, task.Running: moved(task.Compensating, task.EventCompensating),
-			task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused}},
+			task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused,
+			task.Cancelled: refused}},
 		{"resume", func(id uuid.UUID) task.Transition { return task.Resume(task.Ref{ID: id, Step: "tts"}) },
 			map[string]want{task.Queued: refused, task.Running: refreshed(task.Running),
-				task.Compensating: moved(task.Running, task.EventResumed), task.Done: refused, task.Failed: refused}},
+				task.Compensating: moved(task.Running, task.EventResumed), task.Done: refused, task.Failed: refused,
+				task.Cancelled: refused}},
 		{"succeed", func(id uuid.UUID) task.Transition {
 			return task.Succeed(task.Ref{ID: id, Step: "mux_video"}, json.RawMessage(`{"segments":3}`), "")
 		}, map[string]want{task.Queued: refused, task.Running: moved(task.Done, task.EventSucceeded),
-			task.Compensating: refused, task.Done: refused, task.Failed: refused}},
+			task.Compensating: refused, task.Done: refused, task.Failed: refused, task.Cancelled: refused}},
 		{"fail", func(id uuid.UUID) task.Transition {
 			return task.Fail(task.Ref{ID: id, Step: "asr"}, "", "engine unreachable")
 		}, map[string]want{task.Queued: moved(task.Failed, task.EventFailed), task.Running: moved(task.Failed, task.EventFailed),
-			task.Compensating: moved(task.Failed, task.EventFailed), task.Done: kept(task.Done), task.Failed: refreshed(task.Failed)}},
+			task.Compensating: moved(task.Failed, task.EventFailed), task.Done: kept(task.Done), task.Failed: refreshed(task.Failed),
+			task.Cancelled: kept(task.Cancelled)}},
 		{"cancel", func(id uuid.UUID) task.Transition { return task.Cancel(task.Ref{ID: id}, "operator") },
-			map[string]want{task.Queued: moved(task.Failed, task.EventCancelled), task.Running: moved(task.Failed, task.EventCancelled),
-				task.Compensating: moved(task.Failed, task.EventCancelled), task.Done: refused, task.Failed: refused}},
+			map[string]want{task.Queued: moved(task.Cancelled, task.EventCancelled), task.Running: moved(task.Cancelled, task.EventCancelled),
+				task.Compensating: moved(task.Cancelled, task.EventCancelled), task.Done: refused, task.Failed: refused,
+				task.Cancelled: refused}},
 		{"retry", func(id uuid.UUID) task.Transition { return task.Retry(task.Ref{ID: id, Step: "asr"}) },
 			map[string]want{task.Queued: moved(task.Running, task.EventRetried), task.Running: kept(task.Running),
-				task.Compensating: kept(task.Compensating), task.Done: refused, task.Failed: moved(task.Running, task.EventRetried)}},
+				task.Compensating: kept(task.Compensating), task.Done: refused, task.Failed: moved(task.Running, task.EventRetried),
+				task.Cancelled: moved(task.Running, task.EventRetried)}},
 		{"redub", func(id uuid.UUID) task.Transition { return task.Redub(task.Ref{ID: id}) },
 			map[string]want{task.Queued: refused, task.Running: refused, task.Compensating: refused,
-				task.Done: moved(task.Running, task.EventRedubbing), task.Failed: refused}},
+				task.Done: moved(task.Running, task.EventRedubbing), task.Failed: refused, task.Cancelled: refused}},
 	}
-	statuses := []string{task.Queued, task.Running, task.Compensating, task.Done, task.Failed, missing}
+	statuses := append(append([]string{}, task.Statuses...), missing)
 	for _, tr := range transitions {
 		for _, from := range statuses {
 			t.Run(tr.name+"/"+from, func(t *testing.T) {
@@ -314,7 +321,8 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 		apply(t, ctx, db.Pool, task.Cancel(task.Ref{ID: id}, "operator asked"))
 		r := read(t, db.Pool, id)
 		evs := events(t, db.Pool, id)
-		if r.status != task.Failed || r.err != "cancelled: operator asked" || len(evs) != 2 || evs[1].Error != r.err {
+		if r.status != task.Cancelled || r.err != "cancelled: operator asked" || len(evs) != 2 || evs[1].Error != r.err ||
+			evs[1].Event != task.EventCancelled || evs[1].Status != task.Cancelled {
 			t.Fatalf("after cancel: row %+v, events %+v", r, evs)
 		}
 	})
@@ -323,6 +331,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 		for from, tr := range map[string]func(uuid.UUID) task.Transition{
 			task.Compensating: func(id uuid.UUID) task.Transition { return task.Resume(task.Ref{ID: id}) },
 			task.Failed:       func(id uuid.UUID) task.Transition { return task.Retry(task.Ref{ID: id}) },
+			task.Cancelled:    func(id uuid.UUID) task.Transition { return task.Retry(task.Ref{ID: id}) },
 			task.Done:         func(id uuid.UUID) task.Transition { return task.Redub(task.Ref{ID: id}) },
 		} {
 			id := seed(t, db.Pool, from)

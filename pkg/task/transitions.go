@@ -87,8 +87,8 @@ func Settle(d Details) Transition {
 
 // Start records that a step of the task succeeded: a queued task becomes
 // running (task.started), a running one only moves its updated_at. A task
-// that is compensating, done or failed is kept: a late part of a failed
-// task is recorded in task_steps, not here.
+// that is compensating, done, failed or cancelled is kept: a late part of a
+// failed task is recorded in task_steps, not here.
 func Start(ref Ref) Transition {
 	return start.transition(ref, nil, nil)
 }
@@ -134,25 +134,26 @@ func Succeed(ref Ref, result json.RawMessage, outputVideoKey string) Transition 
 // write "<step>: <why>"). A task that is done is kept, and so is a task
 // whose failing part (ref.Step, part) has succeeded since: a stale dead
 // letter of a duplicate. A task failed already keeps its first error and
-// is not announced again.
+// is not announced again; a task cancelled stays cancelled (a dead letter
+// of a part that was running when it was cancelled).
 func Fail(ref Ref, part, reason string) Transition {
 	reason = wire.CleanText(reason)
 	return fail.transition(ref, map[string]any{"error": reason, "step": ref.Step, "part": part},
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
-// Cancel ends a task that is not finished: it becomes failed with the
-// error "cancelled: <reason>" (task.cancelled). A task done or failed
-// already is refused.
+// Cancel ends a task that is not finished: it becomes cancelled with the
+// error "cancelled: <reason>" (task.cancelled, status cancelled). A task
+// done, failed or cancelled already is refused.
 func Cancel(ref Ref, reason string) Transition {
 	reason = "cancelled: " + wire.CleanText(reason)
 	return cancel.transition(ref, map[string]any{"error": reason},
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
-// Retry sets a failed (or still queued) task running again with its error
-// cleared (task.retried): an operator replays a step. A task running or
-// compensating is kept; a task done is refused.
+// Retry sets a failed or cancelled (or still queued) task running again
+// with its error cleared (task.retried): an operator replays a step. A task
+// running or compensating is kept; a task done is refused.
 func Retry(ref Ref) Transition {
 	return retry.transition(ref, nil, nil)
 }
@@ -188,7 +189,7 @@ type rule struct {
 
 var (
 	start = newRule(rule{name: "start", from: []string{Queued, Running}, to: Running,
-		keep: []string{Compensating, Done, Failed}, event: EventStarted})
+		keep: []string{Compensating, Done, Failed, Cancelled}, event: EventStarted})
 	touch      = newRule(rule{name: "touch", from: []string{Queued, Running, Compensating}})
 	compensate = newRule(rule{name: "compensate", from: []string{Running, Compensating}, to: Compensating,
 		set: "error = @error", event: EventCompensating})
@@ -199,14 +200,14 @@ var (
 			"output_video_key = CASE WHEN @output_video_key = '' THEN t.output_video_key ELSE @output_video_key END",
 		event: EventSucceeded, concludes: true})
 	fail = newRule(rule{name: "fail", from: []string{Queued, Running, Compensating, Failed}, to: Failed,
-		keep: []string{Done},
+		keep: []string{Done, Cancelled},
 		set:  "error = CASE WHEN old.status = 'failed' AND t.error <> '' THEN t.error ELSE @error END",
 		guard: `(@step = '' OR NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = old.id
 			AND s.step = @step AND s.part = @part AND s.status = 'succeeded'))`,
 		event: EventFailed, concludes: true})
-	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating}, to: Failed,
+	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating}, to: Cancelled,
 		set: "error = @error", event: EventCancelled, concludes: true, cascade: cancelChildrenSQL})
-	retry = newRule(rule{name: "retry", from: []string{Failed, Queued}, to: Running,
+	retry = newRule(rule{name: "retry", from: []string{Failed, Cancelled, Queued}, to: Running,
 		keep: []string{Running, Compensating}, set: "error = ''", event: EventRetried})
 	redub = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: EventRedubbing})
 )
@@ -334,7 +335,7 @@ const concludeSQL = `, concluded AS (
 	SELECT conclude_parent(moved.parent_task_id, @id, moved.to_status) AS id
 	  FROM moved
 	 WHERE moved.parent_task_id IS NOT NULL AND moved.from_status <> moved.to_status
-	   AND moved.to_status IN ('done', 'failed')
+	   AND moved.to_status IN ('done', 'failed', 'cancelled')
 )`
 
 // cancelChildrenSQL is the part of Cancel's statement that cancels the
@@ -344,7 +345,7 @@ const concludeSQL = `, concluded AS (
 // that Cancel and a child's end, which locks the parent, never deadlock;
 // such a child runs on, and its end leaves the cancelled parent alone.
 const cancelChildrenSQL = `, children AS (
-	UPDATE tasks k SET status = 'failed', error = @error, updated_at = now()
+	UPDATE tasks k SET status = 'cancelled', error = @error, updated_at = now()
 	  FROM (SELECT c.id FROM tasks c
 	         WHERE c.parent_task_id = @id AND c.status IN ('queued', 'running', 'compensating')
 	           AND EXISTS (SELECT 1 FROM moved WHERE moved.from_status <> moved.to_status)
@@ -354,7 +355,7 @@ const cancelChildrenSQL = `, children AS (
 ), children_events AS (
 	INSERT INTO outbox (message_id, exchange, routing_key, body)
 	SELECT e.event_id, @exchange, @routing_key, convert_to(jsonb_strip_nulls(jsonb_build_object(
-	           'event_id', e.event_id, 'event', '` + EventCancelled + `', 'task_id', e.id, 'status', 'failed',
+	           'event_id', e.event_id, 'event', '` + EventCancelled + `', 'task_id', e.id, 'status', 'cancelled',
 	           'error', @error::text, 'occurred_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 	           'trace_id', nullif(e.trace_id, '')))::text, 'UTF8')
 	  FROM (SELECT gen_random_uuid() AS event_id, children.id, children.trace_id FROM children) e

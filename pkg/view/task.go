@@ -17,25 +17,22 @@ import (
 // ErrNotFound is returned for a task (or dead letter) without a row.
 var ErrNotFound = errors.New("no such task")
 
-// Task statuses as the read model shows them. Cancelled is a status of its
-// own where pkg/task records it; every reader treats it as an end.
+// Task statuses, pkg/task's: the read model shows what pkg/task records.
 const (
-	Queued       = "queued"
-	Running      = "running"
-	Compensating = "compensating"
-	Done         = "done"
-	Failed       = "failed"
-	Cancelled    = "cancelled"
+	Queued       = task.Queued
+	Running      = task.Running
+	Compensating = task.Compensating
+	Done         = task.Done
+	Failed       = task.Failed
+	Cancelled    = task.Cancelled
 )
 
 // Statuses lists every task status, for filters.
-var Statuses = []string{Queued, Running, Compensating, Done, Failed, Cancelled}
+var Statuses = task.Statuses
 
 // Ended reports whether a task in status has ended for good (done, failed
 // or cancelled); compensating waits for an operator but has not ended.
-func Ended(status string) bool {
-	return status == Done || status == Failed || status == Cancelled
-}
+func Ended(status string) bool { return task.Ended(status) }
 
 // Summary is a task without its steps: an item of the task list and the
 // head of a task's detail.

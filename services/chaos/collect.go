@@ -56,8 +56,8 @@ func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *
 		switch t.status {
 		case "done":
 			s.Done++
-		case "failed":
-			s.Failed = append(s.Failed, finding{id, "error: " + oneLine(t.errMsg, 200) + history(ctx, pool, t.id)})
+		case "failed", "cancelled": // ended, but not done
+			s.Failed = append(s.Failed, finding{id, t.status + ", error: " + oneLine(t.errMsg, 200) + history(ctx, pool, t.id)})
 		default:
 			s.Stuck = append(s.Stuck, finding{id, "status " + t.status + history(ctx, pool, t.id)})
 		}

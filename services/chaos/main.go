@@ -158,7 +158,7 @@ func (r *runner) submitAll(ctx context.Context, sub *submitter, clips []clip, sp
 // settled reports whether every task has ended and the outbox is empty.
 func (r *runner) settled(ctx context.Context, pool *pgxpool.Pool, submitted int) bool {
 	var total, open, outbox int
-	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status NOT IN ('done', 'failed')),
+	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status NOT IN ('done', 'failed', 'cancelled')),
 		(SELECT count(*) FROM outbox) FROM tasks`).Scan(&total, &open, &outbox)
 	return err == nil && total >= submitted && open == 0 && outbox == 0
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -29,7 +31,9 @@ const (
 
 // auth checks bearer tokens and signs and verifies session cookies. It
 // holds no state besides its keys, so every replica with the same
-// configuration accepts every replica's sessions.
+// configuration accepts every replica's sessions; the sessions logged out
+// are revoked in Postgres (console_revoked_sessions), which every replica
+// reads (server.guard).
 type auth struct {
 	admin, read [sha256.Size]byte
 	hasRead     bool
@@ -114,13 +118,16 @@ type principal struct {
 }
 
 // authenticate finds the request's principal: a bearer token first, then
-// the session cookie. A request with the cookie that changes state must
-// carry the session's CSRF token in the X-CSRF-Token header.
+// the session cookie. The scheme of the Authorization header is matched
+// without regard to case ("bearer", "BEARER": RFC 7235). A request with the
+// cookie that changes state must carry the session's CSRF token in the
+// X-CSRF-Token header. Whether the session was logged out is not checked
+// here (server.revoked).
 func (a *auth) authenticate(r *http.Request) (principal, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
+		scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
 		role := a.roleOf(strings.TrimSpace(tok))
-		if !ok || role == "" {
+		if !strings.EqualFold(scheme, "Bearer") || role == "" {
 			return principal{}, unauthorized("invalid bearer token")
 		}
 		return principal{role: role}, nil
@@ -189,10 +196,21 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sessionView{Role: role, CSRFToken: csrf, ExpiresAt: exp.UTC()})
 }
 
-// logout clears the cookies (the signed value stays valid until it
-// expires; a stateless session cannot be revoked alone — rotate the tokens
-// or CONSOLE_SESSION_KEY to end every session).
+// logout ends the request's session: its cookie value is revoked
+// server-side (console_revoked_sessions, until the cookie would have
+// expired), so that a copy of the cookie is refused by every replica from
+// now on, and the cookies are cleared. Rotating the tokens or
+// CONSOLE_SESSION_KEY still ends every session at once. A request
+// authenticated by a bearer token has no session: only the cookies are
+// cleared.
 func (s *server) logout(w http.ResponseWriter, r *http.Request) {
+	if p := principalOf(r); p.session != "" {
+		if err := s.revoke(r.Context(), p.session, p.expires); err != nil {
+			s.log.Error().Err(err).Msg("logout")
+			s.fail(w, r, unavailable("the session could not be ended now; try again"))
+			return
+		}
+	}
 	for _, name := range []string{sessionCookie, csrfCookie} {
 		http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1,
 			HttpOnly: name == sessionCookie, SameSite: http.SameSiteStrictMode})
@@ -208,4 +226,32 @@ func (s *server) session(w http.ResponseWriter, r *http.Request) {
 		v.CSRFToken, v.ExpiresAt = s.auth.csrfToken(p.session), p.expires.UTC()
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// sessionDigest is what console_revoked_sessions keys a session cookie by.
+func sessionDigest(value string) []byte {
+	h := sha256.Sum256([]byte(value))
+	return h[:]
+}
+
+// revoke records that the session cookie value (valid until expires) was
+// logged out, and forgets revoked sessions that have expired anyway.
+func (s *server) revoke(ctx context.Context, value string, expires time.Time) error {
+	if _, err := s.pool.Exec(ctx, `WITH gone AS (DELETE FROM console_revoked_sessions WHERE expires_at < now())
+		INSERT INTO console_revoked_sessions (digest, expires_at) VALUES ($1, $2)
+		ON CONFLICT (digest) DO NOTHING`, sessionDigest(value), expires); err != nil {
+		return fmt.Errorf("revoke session: %w", err)
+	}
+	return nil
+}
+
+// revoked reports whether the session cookie value was logged out.
+func (s *server) revoked(ctx context.Context, value string) (bool, error) {
+	var out bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_revoked_sessions WHERE digest = $1)`,
+		sessionDigest(value)).Scan(&out)
+	if err != nil {
+		return false, fmt.Errorf("check session: %w", err)
+	}
+	return out, nil
 }

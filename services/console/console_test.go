@@ -127,6 +127,16 @@ func TestTaskListPagesNewestFirst(t *testing.T) {
 	if len(p.Tasks) != 2 || p.Tasks[0].TaskID != want[1] || p.Tasks[1].TaskID != want[3] {
 		t.Fatalf("failed tasks %+v", p.Tasks)
 	}
+	// A cancelled task is listed apart from the failed ones.
+	cancelled := f.insertTask(t, "cancelled", base.Add(time.Hour))
+	f.doJSON(t, "GET", "/api/tasks?status=cancelled", nil, http.StatusOK, &p)
+	if len(p.Tasks) != 1 || p.Tasks[0].TaskID != cancelled || p.Tasks[0].Status != "cancelled" {
+		t.Fatalf("cancelled tasks %+v", p.Tasks)
+	}
+	f.doJSON(t, "GET", "/api/tasks?status=failed", nil, http.StatusOK, &p)
+	if len(p.Tasks) != 2 {
+		t.Fatalf("failed tasks with a cancelled one beside them %+v", p.Tasks)
+	}
 	f.doJSON(t, "GET", "/api/tasks?cursor=bogus", nil, http.StatusBadRequest, nil)
 	f.doJSON(t, "GET", "/api/tasks?status=weird", nil, http.StatusBadRequest, nil)
 }
@@ -219,7 +229,7 @@ func TestTaskEventsStreamAChange(t *testing.T) {
 			t.Fatalf("stream ended before the events (step %v, cancel %v): %v", sawStep, sawCancel, err)
 		}
 		sawStep = sawStep || (name == "step" && strings.Contains(data, `"worker":"w1"`))
-		sawCancel = sawCancel || (name == "task" && strings.Contains(data, `"status":"failed"`) &&
+		sawCancel = sawCancel || (name == "task" && strings.Contains(data, `"status":"cancelled"`) &&
 			strings.Contains(data, "cancelled: test"))
 	}
 }
@@ -230,7 +240,7 @@ func TestCancelAndRetryFromTheFailedStep(t *testing.T) {
 	id := f.insertTask(t, "running", time.Now())
 	var sum taskSummary
 	f.doJSON(t, "POST", "/api/tasks/"+id.String()+"/cancel", nil, http.StatusOK, &sum)
-	if sum.Status != "failed" || !strings.HasPrefix(sum.Error, "cancelled:") {
+	if sum.Status != "cancelled" || !strings.HasPrefix(sum.Error, "cancelled:") {
 		t.Fatalf("after cancel: %+v", sum)
 	}
 	f.doJSON(t, "POST", "/api/tasks/"+id.String()+"/cancel", nil, http.StatusConflict, nil)

@@ -9,14 +9,13 @@ import (
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
-	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
 // cancelTask ends a task that is not finished (task.Cancel): it becomes
-// failed with "cancelled: <reason>"; its workers' next commit is refused.
+// cancelled with "cancelled: <reason>"; its workers' next commit is refused.
 // A parent's cancel cancels its children that have not ended (in the same
 // statement: pkg/task's cascade).
 func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
@@ -75,7 +74,7 @@ type retried struct {
 	Replayed []replayedPart `json:"replayed"`
 }
 
-// retryTask runs a failed task again from its failed step: the first step
+// retryTask runs a failed (or cancelled) task again from its failed step: the first step
 // of the pipeline that has not succeeded publishes each of its unfinished
 // parts again with a fresh retry budget (step.Replay; earlier attempts stay
 // as history), the task becomes running (task.Retry), and the step's dead
@@ -128,14 +127,14 @@ func lockRetried(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
 	if !retriable(status) {
-		return conflict(fmt.Sprintf("task %s is %s; only a failed task is retried", id, status))
+		return conflict(fmt.Sprintf("task %s is %s; only a failed or cancelled task is retried", id, status))
 	}
 	return nil
 }
 
 // retriable reports whether a task in status is retried: it failed or was
 // cancelled.
-func retriable(status string) bool { return status == task.Failed || status == view.Cancelled }
+func retriable(status string) bool { return status == task.Failed || status == task.Cancelled }
 
 // retryParent retries each failed or cancelled child of a parent (their
 // rows locked after the parent's) and sets the parent running again.

@@ -267,7 +267,7 @@ func readTasks(ctx context.Context, db querier, one uuid.UUID, since time.Time) 
 		  ORDER BY updated_at DESC LIMIT $1)
 		UNION ALL
 		(SELECT id, status, error, updated_at FROM tasks
-		  WHERE status IN ('done', 'failed') AND updated_at > $2
+		  WHERE status IN ('done', 'failed', 'cancelled') AND updated_at > $2
 		  AND ($3::uuid IS NULL OR id = $3))`, watchedTasks, since, only)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks: %w", err)

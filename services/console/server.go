@@ -113,6 +113,18 @@ func (s *server) guard(rt route) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
+		if p.session != "" {
+			revoked, err := s.revoked(r.Context(), p.session)
+			if err != nil {
+				s.log.Error().Err(err).Str("path", r.URL.Path).Msg("session check")
+				s.fail(w, r, unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
+				return
+			}
+			if revoked {
+				s.fail(w, r, unauthorized("session ended (logged out); log in again"))
+				return
+			}
+		}
 		if rt.access == admin && p.role != roleAdmin {
 			s.fail(w, r, forbidden("forbidden", "this token is read-only"))
 			return

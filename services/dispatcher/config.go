@@ -14,8 +14,11 @@ type Config struct {
 	config.Common
 
 	// HTTPAddr is the API's listen address; besides the API it answers only
-	// /healthz. /readyz and /metrics are on OPS_ADDR (config.Common).
-	HTTPAddr string `env:"DISPATCHER_HTTP_ADDR" envDefault:":8090"`
+	// /healthz. /readyz and /metrics are on OPS_ADDR (config.Common). The
+	// default listens on the loopback interface only, as the console does;
+	// a deployment that serves other machines (Kubernetes, compose) sets it
+	// to the pod's address (":8090").
+	HTTPAddr string `env:"DISPATCHER_HTTP_ADDR" envDefault:"127.0.0.1:8090"`
 	// APIToken is the bearer token every API request must carry.
 	APIToken string `env:"DISPATCHER_API_TOKEN,required"`
 

@@ -458,6 +458,7 @@ func TestAPIRejectsBadInputWith4xx(t *testing.T) {
 		{"missing visitor", fmt.Sprintf(`{"event_type":"manual_service.request","project_id":%q}`, p), testToken, 400},
 		{"bad urgency", fmt.Sprintf(`{"event_type":"manual_service.request","project_id":%q,"visitor_id":%q,"payload":{"urgency":"asap"}}`, p, v), testToken, 400},
 		{"bad session", fmt.Sprintf(`{"event_type":"manual_service.request","project_id":%q,"visitor_id":%q,"payload":{"session_id":"c@x"}}`, p, v), testToken, 400},
+		{"session not channel@type", fmt.Sprintf(`{"event_type":"manual_service.request","project_id":%q,"visitor_id":%q,"payload":{"session_id":"nope"}}`, p, v), testToken, 400},
 		{"metadata not object", fmt.Sprintf(`{"event_type":"manual_service.request","project_id":%q,"visitor_id":%q,"payload":{"metadata":[1]}}`, p, v), testToken, 400},
 	}
 	for _, c := range cases {

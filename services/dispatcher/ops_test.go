@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -55,5 +56,23 @@ func TestConfigRefusesOpsOnThePublicPort(t *testing.T) {
 	env["OPS_ADDR"] = ":8081"
 	if _, err := loadConfig(env); err != nil {
 		t.Fatalf("loadConfig: %v", err)
+	}
+}
+
+// TestDefaultAddressIsLoopback: without DISPATCHER_HTTP_ADDR the API
+// listens on the loopback interface only (as the console does); the
+// deployments set the pod's address themselves (deploy/manifests_test.go).
+func TestDefaultAddressIsLoopback(t *testing.T) {
+	env := map[string]string{"DISPATCHER_API_TOKEN": testToken, "DATABASE_URL": "postgres://x/y", "AMQP_URL": "amqp://x/"}
+	cfg, err := loadConfig(env)
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+	host, port, err := net.SplitHostPort(cfg.HTTPAddr)
+	if err != nil || port != "8090" {
+		t.Fatalf("default DISPATCHER_HTTP_ADDR %q, want port 8090", cfg.HTTPAddr)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Fatalf("default DISPATCHER_HTTP_ADDR %q listens beyond loopback", cfg.HTTPAddr)
 	}
 }

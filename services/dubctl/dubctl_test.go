@@ -205,6 +205,12 @@ func TestWaitOutcomes(t *testing.T) {
 		t.Errorf("wait --json on a failed task: exit %d, %v, %s", code, err, stdout)
 	}
 
+	cancelled := insertTask(t, e, taskCancelled, "cancelled: not wanted", "{}")
+	_, stderr, code = run(t, "wait", cancelled.String(), "--timeout", "20s")
+	if code != exitFailed || !strings.Contains(stderr, "was cancelled: not wanted") {
+		t.Errorf("wait on a cancelled task: exit %d, stderr %q", code, stderr)
+	}
+
 	comp := insertTask(t, e, taskCompensating, "", "{}")
 	_, stderr, code = run(t, "wait", comp.String())
 	if code != exitCompensated || !strings.Contains(stderr, "tts_requeue") {

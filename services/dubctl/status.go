@@ -26,6 +26,7 @@ const (
 	taskCompensating = view.Compensating
 	taskDone         = view.Done
 	taskFailed       = view.Failed
+	taskCancelled    = view.Cancelled
 )
 
 // statusCmd builds `dubctl status`.

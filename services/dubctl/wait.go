@@ -110,6 +110,8 @@ func follow(cmd *cobra.Command, b backend, id uuid.UUID, o waitOptions) error {
 		case t.Status == view.Done:
 			shown.end()
 			return finishDone(cmd, b, t, o)
+		case t.Status == view.Cancelled:
+			return report(cmd.OutOrStdout(), t, o, withCode(exitFailed, fmt.Errorf("task %s was %s", id, t.Error)))
 		case view.Ended(t.Status):
 			return report(cmd.OutOrStdout(), t, o, withCode(exitFailed, fmt.Errorf("task %s %s: %s", id, t.Status, t.Error)))
 		case t.Status == view.Compensating:

@@ -101,13 +101,13 @@ func (h *handler) segments(ctx context.Context, id uuid.UUID) ([]segment, error)
 		return nil, err
 	}
 	var out []segment
-	for _, r := range rows {
+	for i, r := range rows {
 		if r.key == nil {
-			return nil, fault.Permanent(fmt.Errorf("segment %d of task %s has no synthesized audio", r.idx, id))
+			return nil, fault.Permanent(fmt.Errorf("segment %d of task %s has no synthesized audio", i+1, id))
 		}
 		if *r.key != "" {
 			if err := wire.CheckKey(*r.key, wire.KindTTS, id); err != nil {
-				return nil, fault.Permanent(fmt.Errorf("segment %d audio key: %w", r.idx, err))
+				return nil, fault.Permanent(fmt.Errorf("segment %d audio key: %w", i+1, err))
 			}
 		}
 		s := r.segment
@@ -134,7 +134,9 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 		if err != nil {
 			return nil, fault.Permanent(fmt.Errorf("clip %s: %w", s.key, err))
 		}
-		slot := media.Slot{Idx: s.idx, StartMS: s.startMS, EndMS: s.endMS, AudioMS: m.DurationMS, SynthRate: s.synthRate,
+		// N: the segment's number from 1 among all of the task's
+		// segments (a silent one keeps its number), as dub.Segments counts.
+		slot := media.Slot{N: i + 1, Idx: s.idx, StartMS: s.startMS, EndMS: s.endMS, AudioMS: m.DurationMS, SynthRate: s.synthRate,
 			LeadMS: m.LeadMS, TrailMS: m.TrailMS}
 		if i+1 < len(segs) {
 			slot.NextStartMS = segs[i+1].startMS

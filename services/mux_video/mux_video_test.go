@@ -166,6 +166,10 @@ func (c *muxCase) checkSideProducts(t *testing.T) {
 		{outDir + "final.es-en.vtt", "Hola, amigo mío.\n<i>Hello my friend.</i>"},
 		{outDir + "timing.json", `"start_drift_ms": 0`},
 		{outDir + "timing.json", `"background": "duck"`},
+		// Segments are numbered from 1 among all of the task's: the silent
+		// second one keeps its number, the third is n 3 (idx 2).
+		{outDir + "timing.json", "\"n\": 1,\n      \"idx\": 0,"},
+		{outDir + "timing.json", "\"n\": 3,\n      \"idx\": 2,"},
 	} {
 		b, err := s.Blob.Get(ctx, c.key, 1<<20)
 		if err != nil || !strings.Contains(string(b), c.want) {

@@ -106,7 +106,7 @@ func (r *reconciler) runOnce(ctx context.Context) ([]Action, error) {
 	return all, errors.Join(errs...)
 }
 
-// endedTaskLeases closes the attempts of done or failed tasks whose lease
+// endedTaskLeases closes the attempts of done, failed or cancelled tasks whose lease
 // ran out more than LeaseGrace ago (their worker died and nothing will take
 // them over); nothing is re-driven. Held parts of live tasks are the
 // lost-message check's.

@@ -312,10 +312,17 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 	endedKeys := wire.DefaultKeys(ended)
 	f.attempt(t, ended, message(t, wire.StepMuxVideo, ended, wire.MuxVideo{TaskID: ended, SourceVideoKey: endedKeys.SourceVideo,
 		TTSAudioKey: endedKeys.DubAudio, OutputVideoKey: endedKeys.OutputVideo}), "", "running", 2*time.Minute)
+	// A cancelled task has ended too.
+	cancelled := f.task(t, time.Hour)
+	f.exec(t, `UPDATE tasks SET status = 'cancelled', error = 'cancelled: operator' WHERE id = $1`, cancelled)
+	cancelledKeys := wire.DefaultKeys(cancelled)
+	f.attempt(t, cancelled, message(t, wire.StepMuxVideo, cancelled, wire.MuxVideo{TaskID: cancelled,
+		SourceVideoKey: cancelledKeys.SourceVideo, TTSAudioKey: cancelledKeys.DubAudio,
+		OutputVideoKey: cancelledKeys.OutputVideo}), "", "running", 2*time.Minute)
 
 	acts := passes(t, f.reconciler(), 3)
-	if count(acts, actionLease) != 1 || count(acts, actionStuck) != 0 || count(acts, actionClosed) != 1 {
-		t.Fatalf("actions %+v, want the dead asr lease re-driven and the ended task's attempt closed", acts)
+	if count(acts, actionLease) != 1 || count(acts, actionStuck) != 0 || count(acts, actionClosed) != 2 {
+		t.Fatalf("actions %+v, want the dead asr lease re-driven and the ended tasks' attempts closed", acts)
 	}
 	for _, a := range acts {
 		if a.Kind == actionLease && (a.TaskID != dead || a.Attempt != 2) {
@@ -337,6 +344,10 @@ func TestExpiredLeaseIsRedrivenOnlyWhenItsMessageIsGone(t *testing.T) {
 	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'mux_video'`, ended).
 		Scan(&status); err != nil || status != "failed" {
 		t.Errorf("attempt of the ended task is %s (%v), want closed", status, err)
+	}
+	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'mux_video'`, cancelled).
+		Scan(&status); err != nil || status != "failed" {
+		t.Errorf("attempt of the cancelled task is %s (%v), want closed", status, err)
 	}
 	if err := f.pool.QueryRow(ctx, `SELECT status FROM task_steps WHERE task_id = $1 AND step = 'asr'`, recent).
 		Scan(&status); err != nil || status != "running" {

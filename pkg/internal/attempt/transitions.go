@@ -202,10 +202,10 @@ func CloseEnded(ctx context.Context, q store.Querier, grace time.Duration, limit
 	rows, err := q.Query(ctx, `UPDATE task_steps s SET status = 'failed', finished_at = coalesce($3::timestamptz, now()), lease_until = NULL,
 		       error = 'lease expired with no worker; task already ' || t.status
 		  FROM tasks t
-		 WHERE t.id = s.task_id AND t.status IN ('done', 'failed')
+		 WHERE t.id = s.task_id AND t.status IN ('done', 'failed', 'cancelled')
 		   AND s.id IN (SELECT s2.id FROM task_steps s2 JOIN tasks t2 ON t2.id = s2.task_id
 		                 WHERE s2.status = 'running' AND s2.lease_until < coalesce($3::timestamptz, now()) - $1::interval
-		                   AND t2.status IN ('done', 'failed')
+		                   AND t2.status IN ('done', 'failed', 'cancelled')
 		                 ORDER BY s2.lease_until LIMIT $2 FOR UPDATE OF s2 SKIP LOCKED)
 		RETURNING s.task_id, s.step, s.part, t.status`, grace, limit, now)
 	if err != nil {

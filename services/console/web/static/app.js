@@ -29,7 +29,7 @@
   };
   const CSRF_HEADER = 'X-CSRF-Token';
   const STEPS = ['extract_audio', 'asr', 'translate', 'tts', 'mux_video'];
-  const TASK_STATUSES = ['queued', 'running', 'compensating', 'done', 'failed'];
+  const TASK_STATUSES = ['queued', 'running', 'compensating', 'done', 'failed', 'cancelled'];
   const ACTIVE = new Set(['queued', 'running', 'compensating', 'redubbing']);
   const PAGE_SIZE = 25;
   // Videos larger than this go straight to the object store (a presigned
@@ -596,9 +596,11 @@
     fill(box, items.length ? items : h('span', {class: 'muted'}, 'Links appear as the steps produce them.'));
   }
   function showTiming(box, report) {
-    const segs = report && pick(report, 'segments');
-    if (!Array.isArray(segs) || !segs.length) { fill(box, h('p', {class: 'muted'}, 'No timing report yet (written by mux_video).')); return; }
-    const cols = ['idx', 'start_ms', 'slot_ms', 'audio_ms', 'tempo', 'out_ms', 'pad_ms', 'borrowed_ms', 'truncated_ms', 'note']
+    const raw = report && pick(report, 'segments');
+    if (!Array.isArray(raw) || !raw.length) { fill(box, h('p', {class: 'muted'}, 'No timing report yet (written by mux_video).')); return; }
+    // Segments are numbered from 1 (n); a report written before n existed has idx only.
+    const segs = raw.map((s) => (s.n === undefined && typeof s.idx === 'number' ? {...s, n: s.idx + 1} : s));
+    const cols = ['n', 'start_ms', 'slot_ms', 'audio_ms', 'tempo', 'out_ms', 'pad_ms', 'borrowed_ms', 'truncated_ms', 'note']
       .filter((c) => segs.some((s) => s[c] !== undefined));
     const sum = pick(report, 'summary') || {};
     fill(box,

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -182,20 +184,33 @@ func (e *DuplicateError) Error() string {
 		e.Existing.VisitorID, e.Existing.ProjectID, e.Existing.ID)
 }
 
-// ParseSessionID splits a session id "channel_123@1" into the
-// channel id and its numeric type. A session id without "@" is a channel id
-// without type; an empty one gives neither.
+// ParseSessionID reads a session id as the seed writes them: the AI
+// assistant's "channel_123@1" — a channel id (1..255 bytes, neither
+// "@" nor white space) and its numeric type (0..999999999), returned — or
+// the id of a conversation session, a UUID (no channel). Empty gives
+// neither. Anything else ("nope", "c@x", "@1") is refused, naming the value
+// (at most 100 characters of it).
 func ParseSessionID(sessionID string) (channelID string, channelType *int, err error) {
 	if sessionID == "" {
 		return "", nil, nil
 	}
-	id, typ, found := strings.Cut(sessionID, "@")
-	if !found {
-		return sessionID, nil, nil
+	if _, err := uuid.Parse(sessionID); err == nil && len(sessionID) == 36 {
+		return "", nil, nil
 	}
-	n, err := strconv.Atoi(typ)
-	if id == "" || err != nil || n < 0 {
-		return "", nil, fmt.Errorf("session_id %q: want channel_id@channel_type with a numeric type", sessionID)
+	id, typ, found := strings.Cut(sessionID, "@")
+	n, nerr := strconv.Atoi(typ)
+	if !found || id == "" || len(id) > 255 || strings.ContainsFunc(id, badChannelRune) ||
+		nerr != nil || len(typ) > 9 || strings.Trim(typ, "0123456789") != "" {
+		shown := sessionID
+		if r := []rune(shown); len(r) > 100 {
+			shown = string(r[:100]) + "…"
+		}
+		return "", nil, fmt.Errorf("session_id %q: want channel_id@channel_type (e.g. channel_123@1) or a session UUID", shown)
 	}
 	return id, &n, nil
+}
+
+// badChannelRune reports a character a channel id may not hold.
+func badChannelRune(r rune) bool {
+	return r == '@' || unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError
 }
