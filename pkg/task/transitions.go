@@ -3,6 +3,7 @@ package task
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -409,11 +410,5 @@ var spawnSQL = `WITH parent AS (
 ), glossary AS (
 	INSERT INTO task_glossaries (task_id, terms)
 	SELECT c.id, g.terms FROM created c JOIN task_glossaries g ON g.task_id = @parent
-), steps AS (
-	INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
-	SELECT c.id, s.step, '', 1, 'succeeded', @worker, s.started_at, s.finished_at
-	  FROM created c,
-	       (SELECT step, min(started_at) AS started_at, max(finished_at) AS finished_at FROM task_steps
-	         WHERE task_id = @parent AND step = ANY(@inherited_steps::text[]) AND status = 'succeeded'
-	         GROUP BY step) s
+), ` + attempt.InheritCTE + `
 )` + createdEventTail

@@ -1,7 +1,7 @@
 // Package attempt owns the step attempts: every write of a task_steps or
 // step_parts row is one of its named transitions, and no other package
 // writes those tables (pkg/task's Spawn, which copies a parent's history
-// into a child task, is the one exception: it is a task transition).
+// into a child task in one statement, writes it through InheritCTE).
 //
 //	transition    moves                                 who
 //	Claim         (no row) or an expired lease →        the step runtime, per delivery
@@ -28,6 +28,8 @@
 //	              → failed                              (step.CloseEndedAttempts)
 //	CloseExpired  running, lease expired → failed       the reconciler, before a re-drive
 //	                                                    (step.CloseExpiredAttempt)
+//	InheritCTE    (no row) → succeeded, the parent's    pkg/task's Spawn of a child task
+//	              extract_audio and asr as a child's
 //
 // The runtime's decision (pkg/step's decide) names an Outcome; Finish turns
 // it into the statement that ends the claimed attempt. The statements that

@@ -234,3 +234,18 @@ func CloseExpired(ctx context.Context, q store.Querier, stepID int64, reason str
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// InheritCTE is the attempts' part of a child task's spawn (pkg/task.Spawn,
+// one statement): a common table expression named steps that records the
+// parent's succeeded steps @inherited_steps as the child's, attempt 1,
+// worker @worker, with the parent's first start and last finish, so that
+// the child's later steps find their predecessors done and nothing runs
+// twice. It reads the child made in the statement from the CTE created
+// (id) and the parent from @parent.
+const InheritCTE = `steps AS (
+	INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
+	SELECT c.id, s.step, '', 1, 'succeeded', @worker, s.started_at, s.finished_at
+	  FROM created c,
+	       (SELECT step, min(started_at) AS started_at, max(finished_at) AS finished_at FROM task_steps
+	         WHERE task_id = @parent AND step = ANY(@inherited_steps::text[]) AND status = 'succeeded'
+	         GROUP BY step) s`
