@@ -18,38 +18,13 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/admit/admittest"
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
-
-// announceInstalled records what the engines of this machine can do, as
-// the asr, translate and tts workers announce it (pkg/worker).
-func announceInstalled(t *testing.T, f *fixture) admit.Capabilities {
-	t.Helper()
-	ctx := context.Background()
-	for _, e := range []struct {
-		step, engine string
-		of           any
-	}{{wire.StepASR, "pocketsphinx", speech.NewPocketsphinx()}, {wire.StepTranslate, "apertium", speech.NewApertium()},
-		{wire.StepTTS, "espeak", speech.NewEspeak()}} {
-		langs, err := speech.Capabilities(ctx, e.of)
-		if err != nil {
-			t.Fatalf("%s capabilities: %v", e.engine, err)
-		}
-		if err := admit.Announce(ctx, f.pool, admit.Capability{Step: e.step, Worker: e.step + "-test", Engine: e.engine, Languages: langs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	caps, err := admit.LoadCapabilities(ctx, f.pool)
-	if err != nil || len(caps) != 3 {
-		t.Fatalf("capabilities %+v, %v", caps, err)
-	}
-	return caps
-}
 
 // silentVideo makes a short video without an audio stream.
 func silentVideo(t *testing.T) string {
@@ -175,7 +150,7 @@ func (f *fixture) nothingLeft(t *testing.T) {
 func TestEveryDoorRefusesTheSameBadInputsWithTheSameText(t *testing.T) {
 	const maxBytes = 2 << 20
 	f := setup(t, func(c *Config) { c.Limits.MaxVideoBytes = maxBytes; c.Limits.MaxVideoSeconds = 2 })
-	caps := announceInstalled(t, f)
+	caps := admittest.AnnounceInstalled(t, f.pool)
 	ctx := context.Background()
 	good, long, silent := sampleVideo(t, "1"), sampleVideo(t, "3"), silentVideo(t)
 	random, huge := randomFile(t, 1<<20), randomFile(t, maxBytes+1)

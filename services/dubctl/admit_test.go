@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/admit"
-	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/admit/admittest"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/minio/minio-go/v7"
@@ -42,32 +42,6 @@ func writeFile(t *testing.T, name string, body []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// announceInstalled announces what this machine's embedded engines can do,
-// as the asr, translate and tts workers do at start.
-func announceInstalled(t *testing.T, e *env) admit.Capabilities {
-	t.Helper()
-	ctx := context.Background()
-	for _, a := range []struct {
-		step, engine string
-		of           any
-	}{{wire.StepASR, "pocketsphinx", speech.NewPocketsphinx()}, {wire.StepTranslate, "apertium", speech.NewApertium()},
-		{wire.StepTTS, "espeak", speech.NewEspeak()}} {
-		langs, err := speech.Capabilities(ctx, a.of)
-		if err != nil {
-			t.Fatalf("%s capabilities: %v", a.engine, err)
-		}
-		if err := admit.Announce(ctx, e.db.Pool, admit.Capability{Step: a.step, Worker: a.step + "-test",
-			Engine: a.engine, Languages: langs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	caps, err := admit.LoadCapabilities(ctx, e.db.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return caps
 }
 
 // nothingLeft fails unless no task, outbox message, object or published
@@ -106,7 +80,7 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 	t.Setenv("MAX_VIDEO_BYTES", strconv.Itoa(maxBytes))
 	t.Setenv("MAX_VIDEO_SECONDS", strconv.Itoa(maxSeconds))
 	e := setup(t)
-	caps := announceInstalled(t, e)
+	caps := admittest.AnnounceInstalled(t, e.db.Pool)
 	m := &modes{e: e, console: startConsole(t, e)}
 	ctx := context.Background()
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/dubflow/dubflow/pkg/view"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,7 +11,7 @@ import (
 // dlq list and dlq show name the part of a dead-lettered fanned-out step.
 func TestDLQListAndShowNameThePart(t *testing.T) {
 	e := setup(t)
-	id := insertTask(t, e, taskFailed, "translate: no such mode", "{}")
+	id := insertTask(t, e, view.Failed, "translate: no such mode", "{}")
 	var dlID int64
 	if err := e.db.Pool.QueryRow(context.Background(), `INSERT INTO dead_letters
 		(message_id, task_id, step, part, attempt, error_class, failure_reason, routing_key)

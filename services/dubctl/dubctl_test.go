@@ -81,7 +81,7 @@ func TestSubmitCreatesTaskUploadsAndPublishes(t *testing.T) {
 		t.Fatalf("submit --json: %v: %s", err, stdout)
 	}
 	keys := wire.DefaultKeys(v.TaskID)
-	if v.Status != taskQueued || v.SourceLanguage != "en" || v.TargetLanguage != "es" || v.SpeakerID != "es+f3" ||
+	if v.Status != view.Queued || v.SourceLanguage != "en" || v.TargetLanguage != "es" || v.SpeakerID != "es+f3" ||
 		v.SourceVideoKey != keys.SourceVideo || v.OutputVideoKey != keys.OutputVideo || v.TraceID == "" {
 		t.Errorf("task %+v", v)
 	}
@@ -194,30 +194,30 @@ func TestWaitOutcomes(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 
-	failed := insertTask(t, e, taskFailed, "extract_audio: no audio stream in source.mp4", "{}")
+	failed := insertTask(t, e, view.Failed, "extract_audio: no audio stream in source.mp4", "{}")
 	_, stderr, code := run(t, "wait", failed.String())
 	if code != exitFailed || !strings.Contains(stderr, "no audio stream") {
 		t.Errorf("wait on a failed task: exit %d, stderr %q", code, stderr)
 	}
 	stdout, _, code := run(t, "wait", failed.String(), "--json")
 	var v taskView
-	if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != exitFailed || v.Status != taskFailed || v.Error == "" {
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != exitFailed || v.Status != view.Failed || v.Error == "" {
 		t.Errorf("wait --json on a failed task: exit %d, %v, %s", code, err, stdout)
 	}
 
-	cancelled := insertTask(t, e, taskCancelled, "cancelled: not wanted", "{}")
+	cancelled := insertTask(t, e, view.Cancelled, "cancelled: not wanted", "{}")
 	_, stderr, code = run(t, "wait", cancelled.String(), "--timeout", "20s")
 	if code != exitFailed || !strings.Contains(stderr, "was cancelled: not wanted") {
 		t.Errorf("wait on a cancelled task: exit %d, stderr %q", code, stderr)
 	}
 
-	comp := insertTask(t, e, taskCompensating, "", "{}")
+	comp := insertTask(t, e, view.Compensating, "", "{}")
 	_, stderr, code = run(t, "wait", comp.String())
 	if code != exitCompensated || !strings.Contains(stderr, "tts_requeue") {
 		t.Errorf("wait on a compensating task: exit %d, stderr %q", code, stderr)
 	}
 
-	running := insertTask(t, e, taskRunning, "", "{}")
+	running := insertTask(t, e, view.Running, "", "{}")
 	_, stderr, code = run(t, "wait", running.String(), "--timeout", "600ms")
 	if code != exitTimeout || !strings.Contains(stderr, "still running") {
 		t.Errorf("wait on a running task: exit %d, stderr %q", code, stderr)
@@ -228,14 +228,14 @@ func TestWaitOutcomes(t *testing.T) {
 		t.Errorf("wait on an unknown task: exit %d, stderr %q", code, stderr)
 	}
 
-	quiet := insertTask(t, e, taskDone, "", `{"no_speech": true}`)
+	quiet := insertTask(t, e, view.Done, "", `{"no_speech": true}`)
 	stdout, stderr, code = run(t, "wait", quiet.String())
 	if code != exitOK || !strings.Contains(stdout, "no speech") {
 		t.Errorf("wait on a no-speech task: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
 	// A done task: the video and both SRTs are downloaded.
-	done := insertTask(t, e, taskDone, "", "{}")
+	done := insertTask(t, e, view.Done, "", "{}")
 	keys := wire.DefaultKeys(done)
 	srt := "1\n00:00:00,500 --> 00:00:02,000\nHola\n"
 	for key, body := range map[string]string{keys.OutputVideo: "fake mp4 bytes",
@@ -271,7 +271,7 @@ func TestWaitRefusesAnOutputOverTheLimits(t *testing.T) {
 	e := setup(t)
 	t.Setenv("MAX_VIDEO_BYTES", "600")
 	t.Setenv("MAX_AUDIO_BYTES", "400")
-	done := insertTask(t, e, taskDone, "", "{}")
+	done := insertTask(t, e, view.Done, "", "{}")
 	body := strings.Repeat("x", 1001)
 	if _, err := e.bucket.Client.PutObject(context.Background(), e.bucket.Name, wire.DefaultKeys(done).OutputVideo,
 		strings.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
@@ -291,7 +291,7 @@ func TestWaitRefusesAnOutputOverTheLimits(t *testing.T) {
 func TestStatusReportsStepsAndSegments(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	id := insertTask(t, e, taskRunning, "", "{}")
+	id := insertTask(t, e, view.Running, "", "{}")
 	for _, q := range []string{`
 		INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at, error) VALUES
 		($1, 'extract_audio', '', 1, 'failed', 'w1', now() - interval '10 s', now() - interval '9 s', 'download: timeout'),

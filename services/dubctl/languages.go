@@ -36,7 +36,7 @@ func printLanguages(w io.Writer, t *view.Task) {
 	fmt.Fprintln(tw, "  LANGUAGE\tTASK\tSTATUS\tOUTPUT\tERROR")
 	for _, c := range f.Children {
 		output := c.OutputVideoKey
-		if c.Status != taskDone {
+		if c.Status != view.Done {
 			output = "-"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.TargetLanguage, c.TaskID, c.Status, output, c.Error)

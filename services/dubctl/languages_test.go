@@ -66,8 +66,8 @@ func TestSubmitSeveralLanguages(t *testing.T) {
 	}
 	var out bytes.Buffer
 	v.Languages = &view.Languages{TargetLanguages: []string{"es", "ca"}, Children: []view.Child{
-		{TaskID: wire.ChildTaskID(v.TaskID, "es"), TargetLanguage: "es", Status: taskDone, OutputVideoKey: "outputs/x/final.mp4"},
-		{TaskID: wire.ChildTaskID(v.TaskID, "ca"), TargetLanguage: "ca", Status: taskFailed, Error: "tts: gone"}}}
+		{TaskID: wire.ChildTaskID(v.TaskID, "es"), TargetLanguage: "es", Status: view.Done, OutputVideoKey: "outputs/x/final.mp4"},
+		{TaskID: wire.ChildTaskID(v.TaskID, "ca"), TargetLanguage: "ca", Status: view.Failed, Error: "tts: gone"}}}
 	printLanguages(&out, &v)
 	for _, want := range []string{"targets   es, ca", "LANGUAGE", "outputs/x/final.mp4", "tts: gone"} {
 		if !strings.Contains(out.String(), want) {

@@ -19,16 +19,6 @@ type (
 	segmentCounts = view.SegmentCounts
 )
 
-// Task statuses.
-const (
-	taskQueued       = view.Queued
-	taskRunning      = view.Running
-	taskCompensating = view.Compensating
-	taskDone         = view.Done
-	taskFailed       = view.Failed
-	taskCancelled    = view.Cancelled
-)
-
 // statusCmd builds `dubctl status`.
 func statusCmd() *cobra.Command {
 	return showCmd(&cobra.Command{

@@ -1,0 +1,46 @@
+// Package admittest helps tests of the doors that admit tasks: it
+// announces what this machine's embedded engines can do, as the asr,
+// translate and tts workers do when they start.
+package admittest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/wire"
+)
+
+// DB is what AnnounceInstalled writes and reads through.
+type DB interface {
+	admit.Execer
+	admit.Querier
+}
+
+// AnnounceInstalled announces the installed pocketsphinx (asr), apertium
+// (translate) and espeak-ng (tts) in db and returns the capabilities a door
+// loads from it then.
+func AnnounceInstalled(t testing.TB, db DB) admit.Capabilities {
+	t.Helper()
+	ctx := context.Background()
+	for _, e := range []struct {
+		step, engine string
+		of           any
+	}{{wire.StepASR, "pocketsphinx", speech.NewPocketsphinx()}, {wire.StepTranslate, "apertium", speech.NewApertium()},
+		{wire.StepTTS, "espeak", speech.NewEspeak()}} {
+		langs, err := speech.Capabilities(ctx, e.of)
+		if err != nil {
+			t.Fatalf("%s capabilities: %v", e.engine, err)
+		}
+		if err := admit.Announce(ctx, db, admit.Capability{Step: e.step, Worker: e.step + "-test", Engine: e.engine,
+			Languages: langs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caps, err := admit.LoadCapabilities(ctx, db)
+	if err != nil || len(caps) != 3 {
+		t.Fatalf("capabilities %+v, %v", caps, err)
+	}
+	return caps
+}
