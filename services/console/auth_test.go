@@ -118,7 +118,7 @@ func TestErrorsAreCappedAndInAPITerms(t *testing.T) {
 		{"/api/tasks/" + huge, http.StatusBadRequest, "want a UUID"},
 		{"/api/tasks/" + huge + "/segments", http.StatusBadRequest, "want a UUID"},
 		{"/api/dead-letters/" + huge, http.StatusBadRequest, "want a positive number"},
-		{"/api/tasks?status=" + huge, http.StatusBadRequest, "want queued"},
+		{"/api/tasks?status=" + huge, http.StatusBadRequest, "want one of queued"},
 		{"/api/nothing/" + huge, http.StatusNotFound, "no such API route"},
 	} {
 		var e apiError
