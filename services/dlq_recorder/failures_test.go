@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/view"
 	"strings"
 	"testing"
 	"time"
@@ -200,15 +201,9 @@ func TestPermanentFailureInEachStepThenReplay(t *testing.T) {
 	}
 }
 
-// dlRow is a dead letter as dubctl dlq list --json prints it.
-type dlRow struct {
-	ID            int64      `json:"id"`
-	TaskID        *uuid.UUID `json:"task_id"`
-	Step          string     `json:"step"`
-	ErrorClass    string     `json:"error_class"`
-	FailureReason string     `json:"failure_reason"`
-	Source        string     `json:"source"`
-}
+// dlRow is a dead letter as dubctl dlq list --json prints it: the read
+// model's shape.
+type dlRow = view.DeadLetter
 
 // waitDeadLetter waits until dubctl dlq list shows a dead letter of task id.
 func waitDeadLetter(t *testing.T, f *flow, id uuid.UUID) dlRow {

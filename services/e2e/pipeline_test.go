@@ -90,10 +90,11 @@ func testBadInputs(t *testing.T, ctx context.Context, s *stack, dir string) {
 		paths[name] = p
 	}
 
-	// dubctl refuses a non-media file by itself, before creating a task.
+	// dubctl refuses a non-media file by itself, before creating a task:
+	// pkg/admit's refusal, a usage error (exit 2) as every refused input.
 	_, stderr, code := s.dubctl(t, ctx, "submit", "--input", text)
-	if code != 1 || !strings.Contains(stderr, "not a media file") {
-		t.Errorf("dubctl submit of a text file: exit %d, stderr %q; want 1 and \"not a media file\"", code, stderr)
+	if code != 2 || !strings.Contains(stderr, "video: not a media file") {
+		t.Errorf("dubctl submit of a text file: exit %d, stderr %q; want 2 and \"video: not a media file\"", code, stderr)
 	}
 
 	cases := []struct {
