@@ -32,7 +32,7 @@ func TestVoiceLanguagesReadsTheLanguageColumn(t *testing.T) {
 func TestEmbeddedEnginesAnnounceWhatIsInstalled(t *testing.T) {
 	ctx := context.Background()
 	if _, err := exec.LookPath("apertium"); err != nil {
-		t.Skip("apertium not installed")
+		t.Fatalf("apertium is not installed (%v): `make test` installs it with the media packages (scripts/stack.sh)", err)
 	}
 	pairs, err := Capabilities(ctx, &Batcher{Engine: NewApertium()})
 	if err != nil || !slices.Contains(pairs, "en|es") || !slices.Contains(pairs, "es|en") {
