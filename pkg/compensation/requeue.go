@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
@@ -50,7 +51,7 @@ type Options struct {
 // done (every part succeeded: a re-dub's part v<n> is one of them): every compensating task (one whose segments all have audio now,
 // after dubctl redub, say, moves on to mux_video), and with $3 running
 // tasks idle for $2 with segments lacking audio.
-const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
+var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
 	ARRAY(SELECT s.idx FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = ''
 	      ORDER BY s.idx) AS missing
   FROM tasks t
@@ -58,8 +59,7 @@ const candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id,
         OR ($3 AND t.status = 'running' AND t.updated_at < now() - $2::interval
             AND EXISTS (SELECT 1 FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = '')))
    AND NOT step_succeeded(t.id, 'tts')
-   AND NOT EXISTS (SELECT 1 FROM task_steps ts WHERE ts.task_id = t.id AND ts.step = 'tts'
-                   AND ts.status = 'running' AND ts.lease_until > now())
+   AND NOT ` + attempt.HeldSQL("t.id", "'tts'") + `
    AND step_succeeded(t.id, 'translate')
  ORDER BY t.updated_at, t.id
  LIMIT $1
@@ -168,12 +168,9 @@ var errDryRun = errors.New("dry run")
 // Its attempt accounts for replays not claimed yet, so that step.Replay
 // numbers the new attempt after them.
 func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker string) (*wire.Envelope, error) {
-	var body []byte
-	err := tx.QueryRow(ctx, `SELECT message FROM task_steps
-		WHERE task_id = $1 AND step = 'tts' AND message IS NOT NULL
-		ORDER BY id DESC LIMIT 1`, taskID).Scan(&body)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("read tts message of %s: %w", taskID, err)
+	body, err := attempt.LastMessage(ctx, tx, taskID, wire.StepTTS)
+	if err != nil {
+		return nil, err
 	}
 	var env *wire.Envelope
 	if body != nil {

@@ -1,7 +1,7 @@
 // Package dlq reads the dead letters the dlq_recorder stored and replays
 // them: the original message is published again with a fresh retry budget
 // (step.Replay: the next unused attempt number, earlier attempts kept in
-// task_steps as history), the dead letter is marked replayed so that it is
+// the step attempts as history), the dead letter is marked replayed so that it is
 // not replayed twice by accident, and a failed task runs again.
 package dlq
 

@@ -193,7 +193,7 @@ func nextVersion(ctx context.Context, tx pgx.Tx, taskID uuid.UUID) (int, error) 
 }
 
 // addTTS adds the version's tts message to the outbox and records it as a
-// part of the tts step (step_parts, with the message for re-drives), so
+// part of the tts step (attempt.AddPart, with the message for re-drives), so
 // that mux_video waits for it and the reconciler finds it if it is lost.
 func addTTS(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, version int) (int64, error) {
 	var speaker, trace string

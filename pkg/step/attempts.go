@@ -6,6 +6,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
 
@@ -99,4 +100,36 @@ func CloseExpiredAttempt(ctx context.Context, q store.Querier, stepID int64, rea
 // emitted for it (attempt.AddPart); a part recorded before is kept.
 func AddPart(ctx context.Context, q store.Querier, task uuid.UUID, step, part string, message []byte) error {
 	return attempt.AddPart(task, step, part, message).Exec(ctx, q)
+}
+
+// UnfinishedMessages returns the message of each part of the task's step
+// without a success, to re-drive it from: the one its latest attempt ran
+// from, or the one registered when the step was fanned out
+// (attempt.UnfinishedMessages). A part with neither, or one that does not
+// decode, is left out.
+func UnfinishedMessages(ctx context.Context, q attempt.Reader, task uuid.UUID, step string) ([]*wire.Envelope, error) {
+	bodies, err := attempt.UnfinishedMessages(ctx, q, task, step)
+	if err != nil {
+		return nil, err
+	}
+	var envs []*wire.Envelope
+	for _, b := range bodies {
+		if b == nil {
+			continue
+		}
+		if env, err := wire.Decode(b); err == nil {
+			envs = append(envs, env)
+		}
+	}
+	return envs, nil
+}
+
+// PartMessage is a registered part of a step with the message emitted for
+// it.
+type PartMessage = attempt.Part
+
+// PartMessages returns the parts registered for the task's step, in the
+// order they were registered (attempt.Parts).
+func PartMessages(ctx context.Context, q attempt.Reader, task uuid.UUID, step string) ([]PartMessage, error) {
+	return attempt.Parts(ctx, q, task, step)
 }

@@ -16,17 +16,16 @@ import (
 // that succeeds lets the next one in (ReleaseWindow). A long task then holds
 // a few places in a queue, not hundreds, so that the messages of the tasks
 // submitted after it take turns with its own rather than wait behind them.
-// Every part is registered at once (step_parts), so the step's fan-in still
+// Every part is registered at once (attempt.AddPart), so the step's fan-in still
 // waits for all of them.
 
 // holdSQL keeps a part's message back (arguments: task, step, part, window,
 // message id, exchange, routing key, body).
 // A part that already succeeded (a replay of the step that fanned out) is
 // not held again.
-const holdSQL = `INSERT INTO held_parts (task_id, step, part, window_size, message_id, exchange, routing_key, body)
+var holdSQL = `INSERT INTO held_parts (task_id, step, part, window_size, message_id, exchange, routing_key, body)
 	SELECT $1, $2, $3, $4, $5, $6, $7, $8
-	 WHERE NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = $1 AND s.step = $2 AND s.part = $3
-	                     AND s.status = 'succeeded')
+	 WHERE NOT ` + attempt.SucceededSQL("$1", "$2", "$3") + `
 	ON CONFLICT DO NOTHING`
 
 // releaseSQL releases a held part into the outbox if its window has room and
@@ -71,7 +70,7 @@ type Querier interface {
 // task alone without a project — taking the tasks in turn: a task's n-th
 // held part ranks n plus the parts it has in flight, so the task with the
 // fewest places in the queue goes first; as many as the window.
-const candidatesSQL = `WITH scope AS (
+var candidatesSQL = `WITH scope AS (
 	    SELECT coalesce((SELECT project FROM tasks WHERE id = $1), '') AS project
 	), cand AS (
 	    SELECT h.task_id, h.part, h.message_id, h.exchange, h.routing_key, h.body, h.window_size, h.seq,
@@ -80,12 +79,7 @@ const candidatesSQL = `WITH scope AS (
 	     WHERE h.step = $2 AND (h.task_id = $1 OR (scope.project <> '' AND h.task_id IN
 	           (SELECT t.id FROM tasks t WHERE t.project = scope.project AND t.status IN ('queued', 'running'))))
 	), flight AS (
-	    SELECT p.task_id, count(*) AS n FROM step_parts p
-	     WHERE p.step = $2 AND p.task_id IN (SELECT DISTINCT task_id FROM cand)
-	       AND NOT EXISTS (SELECT 1 FROM held_parts h WHERE h.task_id = p.task_id AND h.step = p.step AND h.part = p.part)
-	       AND NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step
-	                         AND s.part = p.part AND s.status = 'succeeded')
-	     GROUP BY p.task_id
+	    ` + attempt.InFlightSQL("$2", "SELECT DISTINCT task_id FROM cand") + `
 	)
 	SELECT cand.task_id, part, message_id, exchange, routing_key, body
 	  FROM cand LEFT JOIN flight ON flight.task_id = cand.task_id

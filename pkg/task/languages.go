@@ -16,7 +16,7 @@ import (
 // language (Spawn, staged by the asr worker in the same transaction). A
 // child (tasks.parent_task_id) starts with the parent's segments and
 // glossary and with the parent's extract_audio and asr recorded as its own
-// (task_steps rows of worker "parent <id>": nothing runs twice), and then
+// (step attempts of worker "parent <id>": nothing runs twice), and then
 // translates, synthesizes and muxes like any task. Each child ends by its
 // own Succeed, Fail or Cancel; the one that ends last concludes the parent
 // in the same statement (conclude_parent, migrations 00052 and 00056): done

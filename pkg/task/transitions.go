@@ -89,7 +89,7 @@ func Settle(d Details) Transition {
 // Start records that a step of the task succeeded: a queued task becomes
 // running (task.started), a running one only moves its updated_at. A task
 // that is compensating, done, failed or cancelled is kept: a late part of a
-// failed task is recorded in task_steps, not here.
+// failed task is recorded in its step attempts, not here.
 func Start(ref Ref) Transition {
 	return start.transition(ref, nil, nil)
 }
@@ -201,10 +201,9 @@ var (
 			"output_video_key = CASE WHEN @output_video_key = '' THEN t.output_video_key ELSE @output_video_key END",
 		event: EventSucceeded, concludes: true})
 	fail = newRule(rule{name: "fail", from: []string{Queued, Running, Compensating, Failed}, to: Failed,
-		keep: []string{Done, Cancelled},
-		set:  "error = CASE WHEN old.status = 'failed' AND t.error <> '' THEN t.error ELSE @error END",
-		guard: `(@step = '' OR NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = old.id
-			AND s.step = @step AND s.part = @part AND s.status = 'succeeded'))`,
+		keep:  []string{Done, Cancelled},
+		set:   "error = CASE WHEN old.status = 'failed' AND t.error <> '' THEN t.error ELSE @error END",
+		guard: `(@step = '' OR NOT ` + attempt.SucceededSQL("old.id", "@step", "@part") + `)`,
 		event: EventFailed, concludes: true})
 	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating}, to: Cancelled,
 		set: "error = @error", event: EventCancelled, concludes: true, cascade: cancelChildrenSQL})
@@ -363,7 +362,7 @@ const cancelChildrenSQL = `, children AS (
 )`
 
 // InheritedWorker is the worker recorded on the extract_audio and asr rows
-// of a child task in task_steps: they ran once, on the parent.
+// of a child task's step attempts: they ran once, on the parent.
 func InheritedWorker(parent uuid.UUID) string { return "parent " + parent.String() }
 
 // Spawn creates the child task of parent that dubs into language, queued

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -104,8 +105,7 @@ func Versions(ctx context.Context, db Querier, taskID uuid.UUID) ([]Version, err
 		return nil, err
 	}
 	rows, err := db.Query(ctx, `SELECT v.version, v.output_video_key, v.dub_audio_key,
-		EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = v.task_id AND s.step = 'mux_video'
-		         AND s.part = CASE WHEN v.version = 1 THEN '' ELSE 'v' || v.version END AND s.status = 'succeeded'),
+		`+attempt.SucceededSQL("v.task_id", "'mux_video'", "CASE WHEN v.version = 1 THEN '' ELSE 'v' || v.version END")+`,
 		CASE WHEN v.segment_idx IS NULL THEN NULL ELSE
 		  (SELECT count(*)::int FROM segments g WHERE g.task_id = v.task_id AND g.idx <= v.segment_idx) END,
 		v.previous_text, v.text, v.created_at

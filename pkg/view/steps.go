@@ -6,11 +6,12 @@ import (
 	"sort"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
-// attemptRow is one row of task_steps.
+// attemptRow is one attempt of a step's part.
 type attemptRow struct {
 	step, part string
 	Attempt
@@ -18,34 +19,21 @@ type attemptRow struct {
 
 // loadSteps reads the task's attempts and parts and sums them up per step.
 func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Step, error) {
-	rows, err := tx.Query(ctx, `SELECT step, part, attempt, status, worker, started_at, finished_at, error
-		FROM task_steps WHERE task_id = $1 ORDER BY started_at, id`, id)
+	rows, err := attempt.Rows(ctx, tx, []uuid.UUID{id}, time.Time{}, false)
 	if err != nil {
 		return nil, fmt.Errorf("read steps of %s: %w", id, err)
 	}
-	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (attemptRow, error) {
-		var a attemptRow
-		err := r.Scan(&a.step, &a.part, &a.Attempt.Attempt, &a.Status, &a.Worker, &a.StartedAt, &a.FinishedAt, &a.Error)
-		if a.FinishedAt != nil {
-			ms := a.FinishedAt.Sub(a.StartedAt).Milliseconds()
-			a.DurationMS = &ms
-		}
-		return a, err
-	})
+	attempts := make([]attemptRow, len(rows))
+	for i, r := range rows {
+		attempts[i] = attemptRow{step: r.Step, part: r.Part, Attempt: attemptOf(r)}
+	}
+	parts, err := attempt.Parts(ctx, tx, id, "")
 	if err != nil {
-		return nil, fmt.Errorf("read steps of %s: %w", id, err)
+		return nil, err
 	}
 	registered := map[string][]string{}
-	rows, err = tx.Query(ctx, `SELECT step, part FROM step_parts WHERE task_id = $1 ORDER BY created_at, part`, id)
-	if err != nil {
-		return nil, fmt.Errorf("read parts of %s: %w", id, err)
-	}
-	var stepName, part string
-	if _, err := pgx.ForEachRow(rows, []any{&stepName, &part}, func() error {
-		registered[stepName] = append(registered[stepName], part)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read parts of %s: %w", id, err)
+	for _, p := range parts {
+		registered[p.Step] = append(registered[p.Step], p.Part)
 	}
 	var out []Step
 	for _, name := range stepsOf(parent) {
@@ -56,6 +44,18 @@ func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Ste
 		out = append(out, buildStep(name, ok, registered[name], attempts))
 	}
 	return out, nil
+}
+
+// attemptOf is an attempt as the read model shows it, with its duration
+// once it ended.
+func attemptOf(r attempt.Row) Attempt {
+	a := Attempt{Attempt: r.Attempt, Status: r.Status, Worker: r.Worker, StartedAt: r.StartedAt,
+		FinishedAt: r.FinishedAt, Error: r.Error}
+	if a.FinishedAt != nil {
+		ms := a.FinishedAt.Sub(a.StartedAt).Milliseconds()
+		a.DurationMS = &ms
+	}
+	return a
 }
 
 // buildStep groups a step's attempts by part; succeeded is the runtime's

@@ -22,7 +22,8 @@
 // (Event.EventID), a task message its message_id (Envelope.MessageID), and
 // each of them the same id as its AMQP message_id property. Integrators
 // deduplicate events by event_id. The steps themselves need no id: the step
-// runtime runs each (task, step, part, attempt) once through task_steps.
+// runtime runs each (task, step, part, attempt) once through its step
+// attempts.
 // Messages of older producers may carry no id in the body; their AMQP
 // message_id, when set, is the one to use.
 package wire

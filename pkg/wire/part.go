@@ -10,7 +10,8 @@ import (
 
 // Parter is the payload of a step that fans out: each of its messages
 // carries one part of the step, named by Part. The name is the part's key in
-// task_steps and step_parts (its attempts' idempotency key), so it is a
+// the step attempts and the step's registered parts (its attempts'
+// idempotency key), so it is a
 // property of the message: every process — the worker that claims it, the
 // one that emits it, the reconciler and dubctl that re-drive it — names a
 // message's part the same way, from its payload alone. The payload of a
@@ -40,7 +41,7 @@ func (p *Translate) Part() string { return PartByIDs(p.SegmentIDs) }
 // PartByIDs names a part by the ids of the items it carries, joined by
 // commas. A name longer than 200 bytes becomes first..last#hash, which
 // cannot be turned back into the ids: the message emitted for a part is kept
-// with it (step_parts.message) for re-drives.
+// with the registered part for re-drives.
 func PartByIDs(ids []string) string {
 	part := strings.Join(ids, ",")
 	if len(part) > 200 {

@@ -360,10 +360,15 @@ func (h *handler) checkLength(key, wav string) error {
 // the last of asr, translate and tts.
 func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t taskInfo) error {
 	env := msg.Envelope
-	var chunks int
-	if err := h.db.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = $2 AND part LIKE 'chunk-%'`,
-		env.TaskID, wire.StepASR).Scan(&chunks); err != nil {
+	parts, err := step.PartMessages(ctx, h.db, env.TaskID, wire.StepASR)
+	if err != nil {
 		return fmt.Errorf("count chunks of %s: %w", env.TaskID, err)
+	}
+	chunks := 0
+	for _, part := range parts {
+		if strings.HasPrefix(part.Part, "chunk-") {
+			chunks++
+		}
 	}
 	doc := transcript{TaskID: env.TaskID, Language: p.Language, Segments: []transcriptSegment{}}
 	for n := range chunks {
@@ -411,36 +416,24 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 // its part to the asr merge. Exactly once either way (step.EmitWhenPartDone).
 func (h *handler) emitTTSParts(ctx context.Context, msg *step.Message, t taskInfo) error {
 	env := msg.Envelope
-	rows, err := h.db.Query(ctx, `SELECT part, message FROM step_parts WHERE task_id = $1 AND step = $2 ORDER BY created_at, part`,
-		env.TaskID, wire.StepTranslate)
-	if err != nil {
-		return fmt.Errorf("read translate batches of %s: %w", env.TaskID, err)
-	}
-	type batch struct {
-		part string
-		body []byte
-	}
-	batches, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (batch, error) {
-		var b batch
-		return b, r.Scan(&b.part, &b.body)
-	})
+	batches, err := step.PartMessages(ctx, h.db, env.TaskID, wire.StepTranslate)
 	if err != nil {
 		return fmt.Errorf("read translate batches of %s: %w", env.TaskID, err)
 	}
 	for _, b := range batches {
 		var p wire.Translate
-		if b.body == nil {
-			return fault.Permanent(fmt.Errorf("translate batch %q of %s has no message", b.part, env.TaskID))
+		if b.Message == nil {
+			return fault.Permanent(fmt.Errorf("translate batch %q of %s has no message", b.Part, env.TaskID))
 		}
-		sent, err := wire.Decode(b.body)
+		sent, err := wire.Decode(b.Message)
 		if err == nil {
 			err = sent.UnmarshalPayload(&p)
 		}
 		if err != nil {
-			return fault.Permanent(fmt.Errorf("translate batch %q of %s: %w", b.part, env.TaskID, err))
+			return fault.Permanent(fmt.Errorf("translate batch %q of %s: %w", b.Part, env.TaskID, err))
 		}
 		tts := wire.TTS{TaskID: env.TaskID, SpeakerID: t.speaker, SegmentIDs: p.SegmentIDs}
-		if err := msg.EmitWhenPartDone(wire.StepTTS, tts, wire.StepTranslate, b.part); err != nil {
+		if err := msg.EmitWhenPartDone(wire.StepTTS, tts, wire.StepTranslate, b.Part); err != nil {
 			return err
 		}
 	}

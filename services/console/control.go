@@ -220,30 +220,9 @@ func failedStep(ctx context.Context, tx pgx.Tx, id uuid.UUID) (string, error) {
 // success: the one its latest attempt ran from, or the one the runtime
 // registered when it fanned the step out.
 func unfinishedParts(ctx context.Context, tx pgx.Tx, id uuid.UUID, stepName string) ([]*wire.Envelope, error) {
-	rows, err := tx.Query(ctx, `SELECT coalesce(
-			(SELECT ts.message FROM task_steps ts WHERE ts.task_id = p.task_id AND ts.step = p.step
-			   AND ts.part = p.part AND ts.message IS NOT NULL ORDER BY ts.attempt DESC LIMIT 1), p.message)
-		FROM (SELECT task_id, step, part, message FROM step_parts WHERE task_id = $1 AND step = $2
-		      UNION SELECT DISTINCT task_id, step, part, NULL::bytea FROM task_steps
-		      WHERE task_id = $1 AND step = $2
-		        AND part NOT IN (SELECT part FROM step_parts WHERE task_id = $1 AND step = $2)) p
-		WHERE NOT EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p.task_id AND s.step = p.step
-		                  AND s.part = p.part AND s.status = 'succeeded')`, id, stepName)
+	envs, err := step.UnfinishedMessages(ctx, tx, id, stepName)
 	if err != nil {
-		return nil, fmt.Errorf("read parts of %s/%s: %w", id, stepName, err)
-	}
-	bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		return nil, fmt.Errorf("read parts of %s/%s: %w", id, stepName, err)
-	}
-	var envs []*wire.Envelope
-	for _, b := range bodies {
-		if b == nil {
-			continue
-		}
-		if env, err := wire.Decode(b); err == nil {
-			envs = append(envs, env)
-		}
+		return nil, err
 	}
 	if len(envs) == 0 && stepName == wire.StepExtractAudio {
 		// The first message is rebuilt from the task row, as submit made it.

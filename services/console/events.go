@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 )
@@ -58,26 +58,12 @@ type event struct {
 	at     int64
 }
 
-// taskEvent is the data of a task event.
-type taskEvent struct {
-	TaskID    uuid.UUID `json:"taskId"`
-	Status    string    `json:"status"`
-	Error     string    `json:"error"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
+// taskEvent is the data of a task event (the read model's TaskChange).
+type taskEvent = view.TaskChange
 
-// stepEvent is the data of a step event: one attempt of one part.
-type stepEvent struct {
-	TaskID     uuid.UUID  `json:"taskId"`
-	Step       string     `json:"step"`
-	Part       string     `json:"part"`
-	Attempt    int        `json:"attempt"`
-	Status     string     `json:"status"`
-	Worker     string     `json:"worker"`
-	StartedAt  time.Time  `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
-	Error      string     `json:"error"`
-}
+// stepEvent is the data of a step event: one attempt of one part (the read
+// model's StepAttempt).
+type stepEvent = view.StepAttempt
 
 // subscriber receives the events of one task, or of all (uuid.Nil).
 type subscriber struct {
@@ -250,55 +236,18 @@ func sortEvents(evs []event) {
 }
 
 // querier reads rows (the pool, or a transaction).
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+type querier = view.Querier
 
-// readTasks reads the unfinished tasks and those finished after since
-// (both through tasks_status_updated_idx); only task one unless it is
-// uuid.Nil.
+// readTasks reads the unfinished tasks (watchedTasks of them) and those
+// finished after since; only task one unless it is uuid.Nil.
 func readTasks(ctx context.Context, db querier, one uuid.UUID, since time.Time) ([]taskEvent, error) {
-	var only *uuid.UUID
-	if one != uuid.Nil {
-		only = &one
-	}
-	rows, err := db.Query(ctx, `(SELECT id, status, error, updated_at FROM tasks
-		  WHERE status IN ('queued', 'running', 'compensating') AND ($3::uuid IS NULL OR id = $3)
-		  ORDER BY updated_at DESC LIMIT $1)
-		UNION ALL
-		(SELECT id, status, error, updated_at FROM tasks
-		  WHERE status IN ('done', 'failed', 'cancelled') AND updated_at > $2
-		  AND ($3::uuid IS NULL OR id = $3))`, watchedTasks, since, only)
-	if err != nil {
-		return nil, fmt.Errorf("read tasks: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (taskEvent, error) {
-		var t taskEvent
-		return t, r.Scan(&t.TaskID, &t.Status, &t.Error, &t.UpdatedAt)
-	})
+	return view.TaskChanges(ctx, db, one, since, watchedTasks)
 }
 
 // readSteps reads the attempts of the tasks ids that started or finished
 // after since, and with running those running now.
 func readSteps(ctx context.Context, db querier, ids []uuid.UUID, since time.Time, running bool) (map[int64]stepEvent, error) {
-	rows, err := db.Query(ctx, `SELECT id, task_id, step, part, attempt, status, worker, started_at,
-		finished_at, error FROM task_steps WHERE task_id = ANY($1)
-		AND (($3::boolean AND status = 'running') OR started_at > $2 OR finished_at > $2)`, ids, since, running)
-	if err != nil {
-		return nil, fmt.Errorf("read steps: %w", err)
-	}
-	out := map[int64]stepEvent{}
-	var id int64
-	var s stepEvent
-	_, err = pgx.ForEachRow(rows, []any{&id, &s.TaskID, &s.Step, &s.Part, &s.Attempt, &s.Status, &s.Worker,
-		&s.StartedAt, &s.FinishedAt, &s.Error}, func() error {
-		out[id] = s
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read steps: %w", err)
-	}
-	return out, nil
+	return view.StepAttempts(ctx, db, ids, since, running)
 }
 
 // replay reads the changes after since (of task one, or of every task for

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // queueState is one queue: ready and consumers as a passive declare
-// reports them, unacknowledged derived from task_steps.
+// reports them, unacknowledged derived from the step attempts.
 type queueState struct {
 	Name      string `json:"name"`
 	Kind      string `json:"kind"`
@@ -240,35 +240,22 @@ func (h *healthReport) judge() {
 }
 
 // stepLoad reads the attempts running now per step and the last hour's
-// finished attempts (task_steps_step_started serves the window).
+// finished attempts (the read model's StepLoad).
 func (s *server) stepLoad(ctx context.Context) (map[string]int, performance, error) {
 	perf := performance{WindowSeconds: int(healthWindow / time.Second)}
-	busy := map[string]int{}
-	var avg *float64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE finished_at IS NOT NULL),
-		count(*) FILTER (WHERE status = 'failed'),
-		avg(extract(epoch FROM finished_at - started_at) * 1000) FILTER (WHERE finished_at IS NOT NULL)
-		FROM task_steps WHERE step = ANY($1) AND started_at > now() - $2::interval`,
-		wire.Pipeline, healthWindow).Scan(&perf.Finished, &perf.Failed, &avg)
+	load, err := view.StepLoad(ctx, s.pool, wire.Pipeline, healthWindow)
 	if err != nil {
-		return busy, perf, fmt.Errorf("read step performance: %w", err)
+		return map[string]int{}, perf, err
 	}
-	if avg != nil {
-		perf.AvgResponseTime = *avg
+	perf.Finished, perf.Failed = load.Finished, load.Failed
+	if load.AvgMS != nil {
+		perf.AvgResponseTime = *load.AvgMS
 	}
 	perf.Throughput = float64(perf.Finished) / healthWindow.Minutes()
 	if perf.Finished > 0 {
 		perf.ErrorRate = float64(perf.Failed) / float64(perf.Finished)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT step, count(*) FROM task_steps
-		WHERE status = 'running' AND lease_until > now() GROUP BY step`)
-	if err != nil {
-		return busy, perf, fmt.Errorf("read running steps: %w", err)
-	}
-	var name string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error { busy[name] = n; return nil })
-	return busy, perf, err
+	return load.Running, perf, nil
 }
 
 // queueCollector exports every watched queue's depth and consumers on each

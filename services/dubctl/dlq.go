@@ -177,7 +177,7 @@ func dlqReplayCmd() *cobra.Command {
 		Use:   "replay ID | --all [--step S]",
 		Short: "Publish dead letters' messages again with a fresh retry budget",
 		Long: `replay publishes the original message of a dead letter again, with a fresh retry
-budget (earlier attempts stay in task_steps as history), sets its failed task
+budget (earlier attempts stay in the step attempts as history), sets its failed task
 running again and marks the dead letter replayed. A dead letter is replayed
 once: replaying it again needs --force. --all replays every dead letter not
 replayed yet (of one step with --step).`,

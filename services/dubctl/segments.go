@@ -75,8 +75,8 @@ func redubCmd() *cobra.Command {
 		Long: `redub sets the translation of segment N (as "dubctl segments" numbers them) of
 a done task, re-synthesizes that segment only and muxes the video again. The
 result is a new output version (outputs/{task_id}/v<n>/final.mp4); earlier
-versions stay where they were ("dubctl versions" lists them). task_steps
-shows one new tts attempt and one new mux_video attempt, of the part v<n>.
+versions stay where they were ("dubctl versions" lists them). The step
+attempts show one new tts attempt and one new mux_video attempt, of the part v<n>.
 A task that is not done is refused, and so is a parent task of several
 languages: re-dub the line in the child of its language. With --wait it
 follows the task like "dubctl wait" and downloads the new version.`,
