@@ -35,27 +35,30 @@ var (
 	ErrTaskDone = errors.New("task is done")
 )
 
-// DeadLetter is one recorded dead letter.
+// DeadLetter is one recorded dead letter, in the read model's JSON (the
+// console's camelCase): an item of GET /api/dead-letters, of a task's
+// deadLetters and of `dubctl dlq list --json` (pkg/view's DeadLetter).
 type DeadLetter struct {
 	ID            int64      `json:"id"`
-	MessageID     string     `json:"message_id"`
-	TaskID        *uuid.UUID `json:"task_id"`
+	MessageID     string     `json:"messageId"`
+	TaskID        *uuid.UUID `json:"taskId"`
 	Step          string     `json:"step"`
 	Part          string     `json:"part"`
 	Attempt       int        `json:"attempt"`
-	ErrorClass    string     `json:"error_class"`
-	FailureReason string     `json:"failure_reason"`
-	RoutingKey    string     `json:"routing_key"`
+	ErrorClass    string     `json:"errorClass"`
+	FailureReason string     `json:"failureReason"`
+	RoutingKey    string     `json:"routingKey"`
 	Source        string     `json:"source"`
-	FailedAt      time.Time  `json:"failed_at"`
-	RecordedAt    time.Time  `json:"recorded_at"`
-	ReplayedAt    *time.Time `json:"replayed_at"`
-	ReplayCount   int        `json:"replay_count"`
+	FailedAt      time.Time  `json:"failedAt"`
+	RecordedAt    time.Time  `json:"recordedAt"`
+	ReplayedAt    *time.Time `json:"replayedAt"`
+	ReplayCount   int        `json:"replayCount"`
 	// OriginalMessage is the failed message (Get only; null when it was not
 	// JSON).
-	OriginalMessage json.RawMessage `json:"original_message,omitempty"`
-	// RawBody is the delivery as received (Get only).
-	RawBody []byte `json:"raw_body,omitempty"`
+	OriginalMessage json.RawMessage `json:"originalMessage,omitempty"`
+	// RawBody is the delivery as received (Get only); the API does not
+	// show it.
+	RawBody []byte `json:"-"`
 }
 
 // Replayable reports whether the dead letter can be replayed without Force.
@@ -126,13 +129,15 @@ func Get(ctx context.Context, q store.Querier, id int64) (*DeadLetter, error) {
 	return &d, nil
 }
 
-// Replayed describes one replay.
+// Replayed describes one replay, in the read model's JSON: what POST
+// /api/dead-letters/{id}/replay answers and `dubctl dlq replay --json` lists
+// (pkg/view's Replayed).
 type Replayed struct {
 	// ID is the dead letter replayed.
 	ID     int64     `json:"id"`
-	TaskID uuid.UUID `json:"task_id"`
+	TaskID uuid.UUID `json:"taskId"`
 	Step   string    `json:"step"`
-	Part   string    `json:"part,omitempty"`
+	Part   string    `json:"part"`
 	// Attempt is the attempt number of the republished message, the base of
 	// its fresh retry budget; 0 when the dead letter was only marked
 	// replayed because another dead letter of the same part was replayed in
@@ -198,13 +203,12 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 	if err != nil {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: %v: %w", id, err, ErrNotReplayable)
 	}
-	var status string
-	err = tx.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1 FOR UPDATE`, env.TaskID).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) {
+	status, err := task.LockStatus(ctx, tx, env.TaskID)
+	if errors.Is(err, task.ErrNotFound) {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: task %s does not exist: %w", id, env.TaskID, ErrNotReplayable)
 	}
 	if err != nil {
-		return Replayed{}, nil, fmt.Errorf("read task %s: %w", env.TaskID, err)
+		return Replayed{}, nil, err
 	}
 	if status == "done" {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: task %s: %w", id, env.TaskID, ErrTaskDone)
@@ -213,8 +217,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 	if err != nil {
 		return Replayed{}, nil, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
-		WHERE id = $1`, id); err != nil {
+	if err := markReplayed(ctx, tx, `id = $1`, id); err != nil {
 		return Replayed{}, nil, fmt.Errorf("mark dead letter %d replayed: %w", id, err)
 	}
 	res, err := task.Apply(ctx, tx, task.Retry(task.RefOf(env)))
@@ -257,8 +260,7 @@ func ReplayAll(ctx context.Context, pool *pgxpool.Pool, pub Publisher, stepName 
 			continue
 		}
 		if k, ok := partKey(d); ok && done[k] {
-			if _, err := pool.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
-				WHERE id = $1 AND replayed_at IS NULL`, id); err != nil {
+			if err := markReplayed(ctx, pool, `id = $1 AND replayed_at IS NULL`, id); err != nil {
 				errs = append(errs, fmt.Errorf("mark dead letter %d replayed: %w", id, err))
 				continue
 			}
@@ -326,4 +328,21 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("since %q: want an RFC 3339 time, a date or a duration such as 2h or 7d", s)
+}
+
+// markReplayed marks the dead letters where holds replayed once more.
+func markReplayed(ctx context.Context, q store.Querier, where string, args ...any) error {
+	_, err := q.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
+		WHERE `+where, args...)
+	return err
+}
+
+// MarkStepReplayed marks, in tx, the dead letters of the task's step not
+// replayed yet as replayed: the step runs again from its parts' messages
+// (a retry of the task), not from each dead letter.
+func MarkStepReplayed(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, stepName string) error {
+	if err := markReplayed(ctx, tx, `task_id = $1 AND step = $2 AND replayed_at IS NULL`, taskID, stepName); err != nil {
+		return fmt.Errorf("mark dead letters of %s replayed: %w", taskID, err)
+	}
+	return nil
 }

@@ -2,9 +2,7 @@ package view
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/store"
@@ -13,34 +11,12 @@ import (
 )
 
 // DeadLetter is a dead letter: an item of GET /api/dead-letters, of a
-// task's deadLetters and of `dubctl dlq list --json`.
-type DeadLetter struct {
-	ID            int64      `json:"id"`
-	MessageID     string     `json:"messageId"`
-	TaskID        *uuid.UUID `json:"taskId"`
-	Step          string     `json:"step"`
-	Part          string     `json:"part"`
-	Attempt       int        `json:"attempt"`
-	ErrorClass    string     `json:"errorClass"`
-	FailureReason string     `json:"failureReason"`
-	RoutingKey    string     `json:"routingKey"`
-	Source        string     `json:"source"`
-	FailedAt      time.Time  `json:"failedAt"`
-	RecordedAt    time.Time  `json:"recordedAt"`
-	ReplayedAt    *time.Time `json:"replayedAt"`
-	ReplayCount   int        `json:"replayCount"`
-	// OriginalMessage is the failed message (one dead letter only; null
-	// when it was not JSON).
-	OriginalMessage json.RawMessage `json:"originalMessage,omitempty"`
-}
+// task's deadLetters and of `dubctl dlq list --json`. It is pkg/dlq's
+// record, whose JSON is the read model's.
+type DeadLetter = dlq.DeadLetter
 
-// DeadLetterOf is d in the read model's shape.
-func DeadLetterOf(d *dlq.DeadLetter) DeadLetter {
-	return DeadLetter{ID: d.ID, MessageID: d.MessageID, TaskID: d.TaskID, Step: d.Step, Part: d.Part,
-		Attempt: d.Attempt, ErrorClass: d.ErrorClass, FailureReason: d.FailureReason, RoutingKey: d.RoutingKey,
-		Source: d.Source, FailedAt: d.FailedAt, RecordedAt: d.RecordedAt, ReplayedAt: d.ReplayedAt,
-		ReplayCount: d.ReplayCount, OriginalMessage: d.OriginalMessage}
-}
+// DeadLetterOf is a copy of d.
+func DeadLetterOf(d *dlq.DeadLetter) DeadLetter { return *d }
 
 // DeadLetters lists dead letters (dlq.List) in the read model's shape.
 func DeadLetters(ctx context.Context, q store.Querier, f dlq.Filter) ([]DeadLetter, error) {
@@ -67,19 +43,11 @@ func GetDeadLetter(ctx context.Context, q store.Querier, id int64) (*DeadLetter,
 
 // Replayed is a dead letter replayed: what POST
 // /api/dead-letters/{id}/replay answers and `dubctl dlq replay --json`
-// lists.
-type Replayed struct {
-	ID      int64     `json:"id"`
-	TaskID  uuid.UUID `json:"taskId"`
-	Step    string    `json:"step"`
-	Part    string    `json:"part"`
-	Attempt int       `json:"attempt"`
-}
+// lists (pkg/dlq's Replayed).
+type Replayed = dlq.Replayed
 
-// ReplayedOf is r in the read model's shape.
-func ReplayedOf(r dlq.Replayed) Replayed {
-	return Replayed{ID: r.ID, TaskID: r.TaskID, Step: r.Step, Part: r.Part, Attempt: r.Attempt}
-}
+// ReplayedOf is r.
+func ReplayedOf(r dlq.Replayed) Replayed { return r }
 
 // deadLettersOfTask reads a task's latest dead letters, without their
 // messages.

@@ -3,7 +3,6 @@ package view
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -135,13 +134,28 @@ func Versions(ctx context.Context, db Querier, taskID uuid.UUID) ([]Version, err
 
 // exists checks that the task exists.
 func exists(ctx context.Context, db Querier, taskID uuid.UUID) error {
-	var one int
-	err := db.QueryRow(ctx, `SELECT 1 FROM tasks WHERE id = $1`, taskID).Scan(&one)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("task %s: %w", taskID, ErrNotFound)
-	case err != nil:
-		return fmt.Errorf("read task %s: %w", taskID, err)
+	ok, err := TaskExists(ctx, db, taskID)
+	if err == nil && !ok {
+		err = fmt.Errorf("task %s: %w", taskID, ErrNotFound)
 	}
-	return nil
+	return err
+}
+
+// TaskExists reports whether the task has a row.
+func TaskExists(ctx context.Context, db Querier, taskID uuid.UUID) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`, taskID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read task %s: %w", taskID, err)
+	}
+	return ok, nil
+}
+
+// Now reads the database's clock: the one the tasks' and attempts' times
+// are written by, so the one to read changes "since" against.
+func Now(ctx context.Context, db Querier) (time.Time, error) {
+	var now time.Time
+	if err := db.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return now, fmt.Errorf("read the time: %w", err)
+	}
+	return now, nil
 }

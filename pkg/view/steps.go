@@ -37,13 +37,23 @@ func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Ste
 	}
 	var out []Step
 	for _, name := range stepsOf(parent) {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT step_succeeded($1, $2)`, id, name).Scan(&ok); err != nil {
-			return nil, fmt.Errorf("read step %s of %s: %w", name, id, err)
+		ok, err := StepSucceeded(ctx, tx, id, name)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, buildStep(name, ok, registered[name], attempts))
 	}
 	return out, nil
+}
+
+// StepSucceeded reports whether every part of the task's step succeeded
+// (the runtime's step_succeeded).
+func StepSucceeded(ctx context.Context, db Querier, id uuid.UUID, step string) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, `SELECT step_succeeded($1, $2)`, id, step).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read step %s of %s: %w", step, id, err)
+	}
+	return ok, nil
 }
 
 // attemptOf is an attempt as the read model shows it, with its duration

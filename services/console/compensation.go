@@ -4,21 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/compensation"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // compensationView is a task waiting for its missing speech.
-type compensationView struct {
-	TaskID          uuid.UUID `json:"taskId"`
-	Status          string    `json:"status"`
-	MissingSegments []int     `json:"missingSegments"`
-	UpdatedAt       time.Time `json:"updatedAt"`
-	LastError       string    `json:"lastError"`
-}
+type compensationView = view.Compensation
 
 // listCompensations answers the compensating tasks, oldest first, with the
 // segments that still lack audio and the last synthesis error.
@@ -32,31 +25,10 @@ func (s *server) listCompensations(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	rows, err := s.pool.Query(r.Context(), `SELECT t.id, t.status, t.updated_at,
-		ARRAY(SELECT s.idx FROM segments s WHERE s.task_id = t.id AND coalesce(s.tts_audio_key, '') = '' ORDER BY s.idx),
-		coalesce((SELECT s.tts_error FROM segments s WHERE s.task_id = t.id AND s.tts_error <> ''
-		          ORDER BY s.tts_failed_at DESC NULLS LAST LIMIT 1), t.error)
-		FROM tasks t WHERE t.status = 'compensating' ORDER BY t.updated_at, t.id LIMIT $1`, limit)
+	out, err := view.Compensations(r.Context(), s.pool, limit)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("list compensations: %w", err))
+		s.fail(w, r, err)
 		return
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (compensationView, error) {
-		var c compensationView
-		var missing []int32
-		err := row.Scan(&c.TaskID, &c.Status, &c.UpdatedAt, &missing, &c.LastError)
-		c.MissingSegments = make([]int, 0, len(missing))
-		for _, m := range missing {
-			c.MissingSegments = append(c.MissingSegments, int(m))
-		}
-		return c, err
-	})
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("list compensations: %w", err))
-		return
-	}
-	if out == nil {
-		out = []compensationView{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": out})
 }

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -118,13 +119,9 @@ func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
 
 // lockRetried locks the task's row and refuses a task that did not fail.
 func lockRetried(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	var status string
-	err := tx.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1 FOR UPDATE`, id).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("task %s: %w", id, errTaskNotFound)
-	}
+	status, err := task.LockStatus(ctx, tx, id)
 	if err != nil {
-		return fmt.Errorf("read task %s: %w", id, err)
+		return err
 	}
 	if !retriable(status) {
 		return conflict(fmt.Sprintf("task %s is %s; only a failed or cancelled task is retried", id, status))
@@ -191,9 +188,8 @@ func retryInTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]replayedPart, []
 		out = append(out, replayedPart{Step: env.Step, Part: part, Attempt: fresh.Attempt})
 		ids = append(ids, msgID)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
-		WHERE task_id = $1 AND step = $2 AND replayed_at IS NULL`, id, stepName); err != nil {
-		return nil, nil, fmt.Errorf("mark dead letters of %s replayed: %w", id, err)
+	if err := dlq.MarkStepReplayed(ctx, tx, id, stepName); err != nil {
+		return nil, nil, err
 	}
 	res, err := task.Apply(ctx, tx, task.Retry(task.Ref{ID: id, Step: stepName}))
 	if err != nil {
@@ -205,9 +201,9 @@ func retryInTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]replayedPart, []
 // failedStep is the first pipeline step of the task that has not succeeded.
 func failedStep(ctx context.Context, tx pgx.Tx, id uuid.UUID) (string, error) {
 	for _, name := range wire.Pipeline {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT step_succeeded($1, $2)`, id, name).Scan(&ok); err != nil {
-			return "", fmt.Errorf("read step %s of %s: %w", name, id, err)
+		ok, err := view.StepSucceeded(ctx, tx, id, name)
+		if err != nil {
+			return "", err
 		}
 		if !ok {
 			return name, nil
@@ -226,7 +222,7 @@ func unfinishedParts(ctx context.Context, tx pgx.Tx, id uuid.UUID, stepName stri
 	}
 	if len(envs) == 0 && stepName == wire.StepExtractAudio {
 		// The first message is rebuilt from the task row, as submit made it.
-		if env, err := firstMessage(ctx, tx, id); err == nil {
+		if env, err := task.FirstMessage(ctx, tx, id); err == nil {
 			envs = append(envs, env)
 		}
 	}
@@ -235,17 +231,4 @@ func unfinishedParts(ctx context.Context, tx pgx.Tx, id uuid.UUID, stepName stri
 			id, stepName))
 	}
 	return envs, nil
-}
-
-// firstMessage rebuilds a task's extract_audio message from its row.
-func firstMessage(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*wire.Envelope, error) {
-	var p wire.ExtractAudio
-	var trace string
-	if err := tx.QueryRow(ctx, `SELECT source_video_key, source_language, target_language, speaker_id, trace_id
-		FROM tasks WHERE id = $1`, id).Scan(&p.SourceVideoKey, &p.SourceLanguage, &p.TargetLanguage, &p.SpeakerID,
-		&trace); err != nil {
-		return nil, fmt.Errorf("read task %s: %w", id, err)
-	}
-	p.OutputAudioKey = wire.DefaultKeys(id).SourceAudio
-	return wire.New(wire.StepExtractAudio, id, trace, p)
 }

@@ -161,9 +161,9 @@ func (h *hub) run(ctx context.Context) error {
 func (h *hub) poll(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var now time.Time
-	if err := h.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return fmt.Errorf("read the time: %w", err)
+	now, err := view.Now(ctx, h.pool)
+	if err != nil {
+		return err
 	}
 	tasks, err := readTasks(ctx, h.pool, uuid.Nil, now.Add(-recentWindow))
 	if err != nil {
@@ -319,9 +319,9 @@ type resumption struct {
 // resume reads what a client that saw the event lastID missed; without
 // lastID, nothing but the current time as the stream's id.
 func (s *server) resume(ctx context.Context, one uuid.UUID, lastID string) (resumption, error) {
-	var now time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return resumption{}, fmt.Errorf("read the time: %w", err)
+	now, err := view.Now(ctx, s.pool)
+	if err != nil {
+		return resumption{}, err
 	}
 	res := resumption{id: now.UnixMicro()}
 	if lastID == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -336,11 +337,7 @@ func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), e
 
 // taskExists reports whether task id exists.
 func (s *server) taskExists(ctx context.Context, id uuid.UUID) (bool, error) {
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`, id).Scan(&exists); err != nil {
-		return false, fmt.Errorf("read task %s: %w", id, err)
-	}
-	return exists, nil
+	return view.TaskExists(ctx, s.pool, id)
 }
 
 // uploadKey is where the upload of task id goes.
