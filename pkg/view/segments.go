@@ -11,11 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Querier reads rows: a pool, a connection or a transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier reads rows: a pool, a connection or a transaction (Query and
+// QueryRow, as the step attempts' owner reads them).
+type Querier = attempt.Reader
 
 // Segment is one line of a dub as people see it.
 type Segment struct {
