@@ -61,7 +61,7 @@ WITH a AS (
   SELECT id, step, part, attempt, error_class, failure_reason, failed_at, replayed_at, purged_at, purged_by
     FROM dead_letters_archive WHERE task_id = $1
 )
-SELECT created_at, 0, 'created', '', '', NULL::int, '', status, source_video_key, NULL::bigint, '', '' FROM tasks WHERE id = $1
+SELECT created_at, 0, 'created', '', '', NULL::int, '', '', source_video_key, NULL::bigint, '', '' FROM tasks WHERE id = $1
 UNION ALL
 SELECT started_at, 1, 'attempt_started', step, part, attempt, worker, '', '', NULL, '', '' FROM a
 UNION ALL

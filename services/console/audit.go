@@ -80,8 +80,8 @@ func noteAudit(r *http.Request, key string, v any) {
 }
 
 // audited records every call of h as action in console_audit, with the
-// caller's token name, the route's {id} or {step} as target and the
-// answer's outcome.
+// caller's token name, the route's {id} or {step} as target, the time the
+// request came and the answer's outcome.
 func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r)
@@ -89,9 +89,9 @@ func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		if n.target == "" {
 			n.target = r.PathValue("step")
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec, at := &statusRecorder{ResponseWriter: w}, time.Now()
 		h(rec, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, n)))
-		s.recordAudit(context.WithoutCancel(r.Context()), auditEntry{Actor: n.actor, Role: n.role, Action: action,
+		s.recordAudit(context.WithoutCancel(r.Context()), auditEntry{At: at, Actor: n.actor, Role: n.role, Action: action,
 			Target: n.target, Outcome: rec.outcome(), Status: rec.status, Detail: n.detail})
 	}
 }
