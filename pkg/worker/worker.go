@@ -20,6 +20,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is a worker's configuration: it embeds config.Common, checks
@@ -94,6 +95,7 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		}
 		return consuming(runners, conn, queue)(ctx)
 	})
+	d.exportState(stepName, pauses, track)
 	hb := &heartbeat{db: d.Pool, log: d.Log, id: strings.TrimSuffix(runners[0].Worker(), "-1"), service: d.Name,
 		steps: routeSteps(routes), consumers: len(runners), started: time.Now().UTC(), track: track}
 	return d.Run(ctx, append(Jobs(runners), append(d.jobs, pauses.run, hb.run)...)...)
@@ -215,4 +217,25 @@ func Step[T any, C interface {
 		cfg := C(new(T))
 		return Run(ctx, environ, stepName, cfg, func(d *Deps) (step.Handler, error) { return newHandler(cfg, d) })
 	}
+}
+
+// exportState exports whether the step is paused here and how many
+// consumers run a step now.
+func (d *Deps) exportState(stepName string, pauses *pauseWatch, track *tracker) {
+	d.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "dubflow_step_paused",
+			Help:        "1 while an operator has paused the step (its consumers are cancelled), else 0.",
+			ConstLabels: prometheus.Labels{"step": stepName},
+		}, func() float64 {
+			if pauses.Paused(stepName) {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "dubflow_worker_busy_consumers",
+			Help:        "Consumers of the worker process running a step now.",
+			ConstLabels: prometheus.Labels{"step": stepName},
+		}, func() float64 { return float64(len(track.snapshot())) }))
 }
