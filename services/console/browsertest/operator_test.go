@@ -95,6 +95,9 @@ func (b *browser) bulkReplay(t *testing.T, s *stack, video string) {
 // Workers page shows it paused; Resume brings the consumer back.
 func (b *browser) pauseAndResume(t *testing.T, s *stack) {
 	t.Helper()
+	// The replayed steps run first: a quorum queue counts a cancelled
+	// consumer until its delivery in flight is acked.
+	s.waitIdle(t, "extract_audio")
 	b.visit("/health", "#work-queues-body tr[data-step=extract_audio]")
 	b.click("#pause-extract_audio")
 	start := time.Now()
@@ -158,6 +161,30 @@ func (s *stack) submit(t *testing.T, video string) string {
 	}
 	s.call(t, "POST", "/api/tasks", mw.FormDataContentType(), &buf, http.StatusCreated, &out)
 	return out.TaskID
+}
+
+// waitIdle waits until GET /api/workers shows service's worker idle.
+func (s *stack) waitIdle(t *testing.T, service string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var page struct {
+			Workers []struct {
+				Service string `json:"service"`
+				Status  string `json:"status"`
+			} `json:"workers"`
+		}
+		s.call(t, "GET", "/api/workers", "", nil, http.StatusOK, &page)
+		for _, w := range page.Workers {
+			if w.Service == service && w.Status == "idle" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no idle worker: %+v", service, page)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // waitConsumers waits, at most within, until GET /api/queues counts n

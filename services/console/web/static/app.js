@@ -421,7 +421,7 @@
         if ((status && st !== status) || searching) { reload(); return; }
         fill(row.children[1], badge(st));
         fill(row.children[5], timeCell(pick(ev, 'updatedAt') || new Date().toISOString()));
-        row.children[6].textContent = pick(ev, 'error') || '';
+        fill(row.children[6], h('div', {class: 'clamp'}, pick(ev, 'error') || ''));
         row.children[6].title = row.children[6].textContent;
       } else if (!row && !cursor && !searching) {
         reload();
@@ -442,7 +442,7 @@
       h('td', {}, pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'),
       cell(pick(t, 'createdAt', 'created_at')),
       cell(pick(t, 'updatedAt', 'updated_at')),
-      h('td', {title: err, class: 'muted wrap clamp'}, err));
+      h('td', {title: err, class: 'muted wrap'}, h('div', {class: 'clamp'}, err)));
   }
   // targetsOf is a task's target language, or a parent's languages.
   function targetsOf(t) {
