@@ -191,7 +191,7 @@ func TestPauseStopsAWorkerAndResumeRestartsIt(t *testing.T) {
 		w, _ := f.workerOf(t, pid)
 		return w.Done == 2 && w.Failed == 1 && w.Status == "idle"
 	})
-	checkAudited(t, f, "pause", "resume")
+	checkAudited(t, f, 2, "pause", "resume")
 
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -255,16 +255,20 @@ func attempts(t *testing.T, f *fixture, id uuid.UUID) int {
 	return n
 }
 
-// checkAudited fails unless GET /api/audit lists each action on
+// checkAudited fails unless GET /api/audit lists each action n times, on
 // extract_audio by the admin token.
-func checkAudited(t *testing.T, f *fixture, actions ...string) {
+func checkAudited(t *testing.T, f *fixture, n int, actions ...string) {
 	t.Helper()
 	for _, a := range actions {
 		var page auditPage
 		f.doJSON(t, "GET", "/api/audit?action="+a, nil, http.StatusOK, &page)
-		if len(page.Entries) != 1 || page.Entries[0].Target != wire.StepExtractAudio ||
-			page.Entries[0].Actor != "admin" || page.Entries[0].Outcome != "ok" {
-			t.Fatalf("audit of %s: %+v", a, page.Entries)
+		if len(page.Entries) != n {
+			t.Fatalf("audit of %s: %d entries, want %d: %+v", a, len(page.Entries), n, page.Entries)
+		}
+		for _, e := range page.Entries {
+			if e.Target != wire.StepExtractAudio || e.Actor != "admin" || e.Outcome != "ok" || e.Status != http.StatusOK {
+				t.Fatalf("audit of %s: %+v", a, e)
+			}
 		}
 	}
 }
