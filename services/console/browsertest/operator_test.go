@@ -135,7 +135,7 @@ func (b *browser) readOnly(task string) {
 		b.visit(page.path, page.ready)
 		b.waitFor(noChanges, 10*time.Second)
 	}
-	b.shot("read-only-health")
+	b.shot("read-only-audit")
 }
 
 // submit creates a task through the API with the admin token and returns

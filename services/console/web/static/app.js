@@ -1119,8 +1119,8 @@
     h('div', {class: 'grid2'}, panel(el.charts[0]), panel(el.charts[1])),
     h('div', {class: 'grid2'}, panel(el.charts[2]), panel(el.charts[3])),
     h('div', {class: 'panel'}, h('h2', {}, 'Work queues'), h('div', {class: 'tablebox'}, h('table', {id: 'work-queues'},
-      h('colgroup', {}, h('col', {style: 'width:150px'}), h('col', {style: 'width:90px'}), h('col', {style: 'width:100px'}),
-        h('col', {style: 'width:90px'}), h('col', {}), h('col', {style: 'width:120px'})),
+      h('colgroup', {}, h('col', {style: 'width:150px'}), h('col', {style: 'width:90px'}), h('col', {style: 'width:120px'}),
+        h('col', {style: 'width:110px'}), h('col', {}), h('col', {style: 'width:120px'})),
       h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {class: 'num'}, 'Ready'), h('th', {class: 'num'}, 'Consumers'),
         h('th', {class: 'num'}, 'Workers'), h('th', {}, 'State'), h('th', {}, ''))),
       el.work))),
@@ -1326,8 +1326,8 @@
     const note = h('span', {class: 'muted', id: 'workers-note'});
     fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Workers'), note),
       h('div', {class: 'tablebox'}, h('table', {id: 'workers'},
-        h('colgroup', {}, h('col', {style: 'width:260px'}), h('col', {style: 'width:180px'}), h('col', {style: 'width:100px'}),
-          h('col', {style: 'width:140px'}), h('col', {}), h('col', {style: 'width:110px'})),
+        h('colgroup', {}, h('col', {style: 'width:250px'}), h('col', {style: 'width:180px'}), h('col', {style: 'width:100px'}),
+          h('col', {style: 'width:190px'}), h('col', {}), h('col', {style: 'width:140px'})),
         h('thead', {}, h('tr', {}, ['Worker', 'Host · pid · version', 'Status', 'Started · heartbeat', 'Running now', 'Done / failed'].map((c) => h('th', {}, c)))),
         tbody)));
     every(ctx, 3000, async () => {
