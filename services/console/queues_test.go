@@ -149,8 +149,9 @@ func TestPauseStopsAWorkerAndResumeRestartsIt(t *testing.T) {
 	// counting a cancelled consumer until its delivery is acked.
 	busy := f.submitSample(t)
 	testenv.Eventually(t, "the worker running the first task", func() bool {
-		w, _ := f.workerOf(t, pid)
-		return w.Status == "busy" && len(w.Running) == 1 && w.Running[0].TaskID == busy.String()
+		var n int
+		_ = f.pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1 AND status = 'running'`, busy).Scan(&n)
+		return n == 1
 	})
 	f.doJSON(t, "POST", "/api/queues/extract_audio/pause", nil, http.StatusOK, &pause)
 	took = within(t, 5*time.Second, "the worker paused after the pause", func() bool {
