@@ -57,7 +57,8 @@ func readDashboard(t *testing.T) (*grafanaDashboard, []byte) {
 // ConfigMap for Grafana's sidecar; its panels do not overlap, every query
 // parses (promtool checks them as recording rules), and it shows what an
 // operator watches: queue depth, consumers, throughput, step durations,
-// errors, dead letters, reconciler re-drives.
+// errors, dead letters, reconciler re-drives, paused steps and busy
+// workers.
 func TestDashboard(t *testing.T) {
 	d, raw := readDashboard(t)
 	if d.UID == "" || d.Title == "" {
@@ -84,7 +85,8 @@ func TestDashboard(t *testing.T) {
 
 	all := strings.Join(exprs, "\n")
 	for _, want := range []string{"dubflow_queue_messages", "dubflow_queue_consumers", "dubflow_step_messages_total",
-		"dubflow_step_duration_seconds_bucket", "dubflow_dead_letters_total", "dubflow_reconciler_redrives_total"} {
+		"dubflow_step_duration_seconds_bucket", "dubflow_dead_letters_total", "dubflow_reconciler_redrives_total",
+		"dubflow_step_paused", "dubflow_worker_busy_consumers"} {
 		if !slices.Contains(metricNames(all), want) {
 			t.Errorf("the dashboard has no panel on %s", want)
 		}

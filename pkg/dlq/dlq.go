@@ -246,6 +246,12 @@ func ReplayAll(ctx context.Context, pool *pgxpool.Pool, pub Publisher, stepName 
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters to replay: %w", err)
 	}
+	return replayIDs(ctx, pool, pub, ids)
+}
+
+// replayIDs replays the dead letters ids in order, each part once (see
+// ReplayAll).
+func replayIDs(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) ([]Replayed, error) {
 	done := map[partID]bool{}
 	var out []Replayed
 	var errs []error

@@ -31,6 +31,17 @@ type Filter struct {
 	Cursor string
 	// Limit is the page size, 1..MaxPage.
 	Limit int
+	// Q keeps tasks whose id starts with it or whose source file's name
+	// (its object key) contains it, without regard to case.
+	Q string
+	// Language keeps tasks from or to this language (a parent's targets
+	// included).
+	Language string
+	// Since and Until keep tasks created in [Since, Until) (nil: open).
+	Since, Until *time.Time
+	// Error keeps tasks whose error, or an error of one of their step
+	// attempts, contains it, without regard to case.
+	Error string
 }
 
 // Page is one page of tasks, newest first.
@@ -66,8 +77,9 @@ func List(ctx context.Context, q interface {
 	}
 	rows, err := q.Query(ctx, `SELECT `+summaryColumns+` FROM tasks
 		WHERE ($1 = '' OR status = $1) AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-		  AND ($5 OR parent_task_id IS NULL)
-		ORDER BY created_at DESC, id DESC LIMIT $4`, f.Status, after, afterID, f.Limit+1, f.WithChildren)
+		  AND ($5 OR parent_task_id IS NULL OR $6 <> '')`+searchSQL+`
+		ORDER BY created_at DESC, id DESC LIMIT $4`, append([]any{f.Status, after, afterID, f.Limit + 1, f.WithChildren},
+		f.searchArgs()...)...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list tasks: %w", err)
 	}
@@ -86,6 +98,24 @@ func List(ctx context.Context, q interface {
 		page.Tasks = []Summary{}
 	}
 	return page, nil
+}
+
+// searchSQL is the search part of List's condition ($6..$10: searchArgs).
+// A search by Q also finds child tasks.
+const searchSQL = `
+		  AND ($6 = '' OR id::text LIKE $6 || '%' OR source_video_key ILIKE '%' || $11 || '%')
+		  AND ($7 = '' OR source_language = $7 OR target_language = $7 OR $7 = ANY (targets))
+		  AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9)
+		  AND ($10 = '' OR error ILIKE '%' || $10 || '%' OR EXISTS (SELECT 1 FROM task_steps s
+		       WHERE s.task_id = tasks.id AND s.error ILIKE '%' || $10 || '%'))`
+
+func (f Filter) searchArgs() []any {
+	return []any{likeEscape(strings.ToLower(f.Q)), f.Language, f.Since, f.Until, likeEscape(f.Error), likeEscape(f.Q)}
+}
+
+// likeEscape makes s match itself in a LIKE pattern.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
 // cursorOf encodes a page boundary.

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
@@ -18,6 +20,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is a worker's configuration: it embeds config.Common, checks
@@ -70,11 +73,51 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		}
 	}
 	d.removeStaleTemp(routes)
-	runners, err := Runners(ctx, d.Process, queue, routes, nil)
+	stepName := wire.StepOfQueue(queue)
+	// Read the pauses before consuming: a paused step takes nothing at start.
+	pauses := newPauseWatch(d.Pool, d.Log)
+	pauses.poll(ctx)
+	track := newTracker()
+	runners, err := Runners(ctx, d.Process, queue, routes, func(sc *step.Config) {
+		sc.Source = pauses.source(stepName, sc.Source)
+		sc.Routes = tracked(track, sc.Worker, sc.Routes)
+	})
 	if err != nil {
 		return err
 	}
-	return d.Run(ctx, append(Jobs(runners), d.jobs...)...)
+	conn, err := d.Consumer(ctx)
+	if err != nil {
+		return err
+	}
+	d.Ready("consumer", func(ctx context.Context) error {
+		if pauses.Paused(stepName) {
+			return nil // not consuming on purpose
+		}
+		return consuming(runners, conn, queue)(ctx)
+	})
+	d.exportState(stepName, pauses, track)
+	hb := &heartbeat{db: d.Pool, log: d.Log, id: strings.TrimSuffix(runners[0].Worker(), "-1"), service: d.Name,
+		steps: routeSteps(routes), consumers: len(runners), started: time.Now().UTC(), track: track}
+	return d.Run(ctx, append(Jobs(runners), append(d.jobs, pauses.run, hb.run)...)...)
+}
+
+// tracked returns a copy of routes whose handlers tell track what consumer
+// runs.
+func tracked(track *tracker, consumer string, routes []step.Route) []step.Route {
+	out := slices.Clone(routes)
+	for i := range out {
+		out[i].Handler = track.wrap(consumer, out[i].Handler)
+	}
+	return out
+}
+
+// routeSteps names the steps routes serve.
+func routeSteps(routes []step.Route) []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.Step
+	}
+	return out
 }
 
 // Runners returns the step runners that consume queue with routes on p's
@@ -120,15 +163,20 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 			return nil, err
 		}
 	}
-	p.Ready("consumer", func(context.Context) error {
+	p.Ready("consumer", consuming(runners, conn, queue))
+	return runners, nil
+}
+
+// consuming is the readiness check of runners consuming queue on conn.
+func consuming(runners []*step.Runner, conn *broker.Conn, queue string) func(context.Context) error {
+	return func(context.Context) error {
 		for _, r := range runners {
 			if !r.Running() || !conn.Consuming() {
 				return errors.New("not consuming " + queue)
 			}
 		}
 		return nil
-	})
-	return runners, nil
+	}
 }
 
 // Jobs returns the runners as jobs of a service.Process.
@@ -169,4 +217,25 @@ func Step[T any, C interface {
 		cfg := C(new(T))
 		return Run(ctx, environ, stepName, cfg, func(d *Deps) (step.Handler, error) { return newHandler(cfg, d) })
 	}
+}
+
+// exportState exports whether the step is paused here and how many
+// consumers run a step now.
+func (d *Deps) exportState(stepName string, pauses *pauseWatch, track *tracker) {
+	d.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "dubflow_step_paused",
+			Help:        "1 while an operator has paused the step (its consumers are cancelled), else 0.",
+			ConstLabels: prometheus.Labels{"step": stepName},
+		}, func() float64 {
+			if pauses.Paused(stepName) {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "dubflow_worker_busy_consumers",
+			Help:        "Consumers of the worker process running a step now.",
+			ConstLabels: prometheus.Labels{"step": stepName},
+		}, func() float64 { return float64(len(track.snapshot())) }))
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -35,42 +34,23 @@ const (
 // are revoked in Postgres (console_revoked_sessions), which every replica
 // reads (server.guard).
 type auth struct {
-	admin, read [sha256.Size]byte
-	hasRead     bool
-	key         []byte
-	ttl         time.Duration
-	now         func() time.Time
+	tokens []namedToken
+	key    []byte
+	ttl    time.Duration
+	now    func() time.Time
 }
 
 func newAuth(cfg *Config) *auth {
-	a := &auth{admin: sha256.Sum256([]byte(cfg.APIToken)), hasRead: cfg.ReadToken != "",
-		ttl: cfg.Session(), now: time.Now}
-	a.read = sha256.Sum256([]byte(cfg.ReadToken))
+	a := &auth{tokens: cfg.configuredTokens(), ttl: cfg.Session(), now: time.Now}
 	secret := cfg.SessionKey
 	if secret == "" {
-		// Derived from both tokens: rotating a token ends every session.
-		secret = cfg.APIToken + "\x00" + cfg.ReadToken
+		// Derived from every token: rotating a token ends every session.
+		secret = cfg.APIToken + "\x00" + cfg.ReadToken + "\x00" + cfg.APITokens
 	}
 	m := hmac.New(sha256.New, []byte("dubflow-console-session"))
 	m.Write([]byte(secret))
 	a.key = m.Sum(nil)
 	return a
-}
-
-// roleOf returns the role token grants, comparing in constant time, or "".
-func (a *auth) roleOf(token string) string {
-	h := sha256.Sum256([]byte(token))
-	isAdmin := subtle.ConstantTimeCompare(h[:], a.admin[:]) == 1
-	isRead := subtle.ConstantTimeCompare(h[:], a.read[:]) == 1
-	switch {
-	case token == "":
-		return ""
-	case isAdmin:
-		return roleAdmin
-	case isRead && a.hasRead:
-		return roleRead
-	}
-	return ""
 }
 
 func (a *auth) mac(parts ...string) string {
@@ -79,32 +59,36 @@ func (a *auth) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a signed cookie value for role and its expiry.
-func (a *auth) newSession(role string) (string, time.Time) {
+// newSession returns a signed cookie value for the token named name with
+// role, and its expiry.
+func (a *auth) newSession(name, role string) (string, time.Time) {
 	nonce := make([]byte, 12)
 	_, _ = rand.Read(nonce)
 	exp := a.now().Add(a.ttl).Truncate(time.Second)
-	payload := role + "." + strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(nonce)
+	payload := role + "." + strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(nonce) + "." + name
 	return payload + "." + a.mac("session", payload), exp
 }
 
-// verifySession returns the role and expiry of a valid, unexpired cookie
-// value.
-func (a *auth) verifySession(v string) (string, time.Time, bool) {
+// verifySession returns the principal of a valid, unexpired cookie value
+// (a cookie from before tokens had names is named by its role).
+func (a *auth) verifySession(v string) (principal, bool) {
 	i := strings.LastIndexByte(v, '.')
 	if i < 0 || !hmac.Equal([]byte(v[i+1:]), []byte(a.mac("session", v[:i]))) {
-		return "", time.Time{}, false
+		return principal{}, false
 	}
 	f := strings.Split(v[:i], ".")
-	if len(f) != 3 || (f[0] != roleAdmin && f[0] != roleRead) {
-		return "", time.Time{}, false
+	if len(f) == 3 {
+		f = append(f, f[0])
+	}
+	if len(f) != 4 || (f[0] != roleAdmin && f[0] != roleRead) {
+		return principal{}, false
 	}
 	sec, err := strconv.ParseInt(f[1], 10, 64)
 	exp := time.Unix(sec, 0)
 	if err != nil || !a.now().Before(exp) {
-		return "", time.Time{}, false
+		return principal{}, false
 	}
-	return f[0], exp, true
+	return principal{role: f[0], name: f[3], session: v, expires: exp}, true
 }
 
 // csrfToken is the CSRF token bound to a session cookie value.
@@ -113,6 +97,7 @@ func (a *auth) csrfToken(session string) string { return a.mac("csrf", session) 
 // principal is who a request acts as.
 type principal struct {
 	role    string
+	name    string // the token's name (DUBFLOW_API_TOKENS; "admin" or "read" for the single tokens)
 	session string // the cookie value when authenticated by cookie
 	expires time.Time
 }
@@ -126,21 +111,20 @@ type principal struct {
 func (a *auth) authenticate(r *http.Request) (principal, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
-		role := a.roleOf(strings.TrimSpace(tok))
+		name, role := a.lookup(strings.TrimSpace(tok))
 		if !strings.EqualFold(scheme, "Bearer") || role == "" {
 			return principal{}, unauthorized("invalid bearer token")
 		}
-		return principal{role: role}, nil
+		return principal{role: role, name: name}, nil
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return principal{}, unauthorized("log in (POST /api/login) or send Authorization: Bearer <token>")
 	}
-	role, exp, ok := a.verifySession(c.Value)
+	p, ok := a.verifySession(c.Value)
 	if !ok {
 		return principal{}, unauthorized("session expired or invalid; log in again")
 	}
-	p := principal{role: role, session: c.Value, expires: exp}
 	if !safeMethod(r.Method) {
 		got := r.Header.Get(csrfHeader)
 		if got == "" || !hmac.Equal([]byte(got), []byte(a.csrfToken(c.Value))) {
@@ -157,6 +141,7 @@ func safeMethod(m string) bool {
 // sessionView is what login and GET /api/session answer.
 type sessionView struct {
 	Role      string    `json:"role"`
+	Name      string    `json:"name,omitempty"`
 	CSRFToken string    `json:"csrfToken,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
@@ -181,19 +166,20 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	role := s.auth.roleOf(body.Token)
+	name, role := s.auth.lookup(body.Token)
+	noteActor(r, name, role)
 	if role == "" {
 		s.fail(w, r, unauthorized("unknown token"))
 		return
 	}
-	value, exp := s.auth.newSession(role)
+	value, exp := s.auth.newSession(name, role)
 	secure := r.TLS != nil
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", Expires: exp,
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 	csrf := s.auth.csrfToken(value)
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: csrf, Path: "/", Expires: exp,
 		Secure: secure, SameSite: http.SameSiteStrictMode})
-	writeJSON(w, http.StatusOK, sessionView{Role: role, CSRFToken: csrf, ExpiresAt: exp.UTC()})
+	writeJSON(w, http.StatusOK, sessionView{Role: role, Name: name, CSRFToken: csrf, ExpiresAt: exp.UTC()})
 }
 
 // logout ends the request's session: its cookie value is revoked
@@ -221,7 +207,7 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 // session tells the page who it is and its CSRF token after a reload.
 func (s *server) session(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	v := sessionView{Role: p.role}
+	v := sessionView{Role: p.role, Name: p.name}
 	if p.session != "" {
 		v.CSRFToken, v.ExpiresAt = s.auth.csrfToken(p.session), p.expires.UTC()
 	}

@@ -20,8 +20,12 @@ type Config struct {
 	// HTTPAddr serves the API and the page.
 	HTTPAddr string `env:"CONSOLE_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// APIToken grants everything; ReadToken (optional) grants GET only.
-	APIToken  string `env:"DUBFLOW_API_TOKEN,required"`
+	// APITokens names more tokens (name:token[:readonly],…); the audit log
+	// shows a token's name ("admin" and "read" for the two above). One of
+	// APIToken and APITokens is required.
+	APIToken  string `env:"DUBFLOW_API_TOKEN"`
 	ReadToken string `env:"DUBFLOW_API_READ_TOKEN"`
+	APITokens string `env:"DUBFLOW_API_TOKENS"`
 	// SessionKey signs session cookies; empty derives it from the tokens.
 	SessionKey   string `env:"CONSOLE_SESSION_KEY"`
 	SessionHours int    `env:"CONSOLE_SESSION_HOURS" envDefault:"12"`
@@ -43,14 +47,15 @@ type Config struct {
 	// waiting-queue view (empty: the view answers 503).
 	DispatcherURL   string `env:"DISPATCHER_URL"`
 	DispatcherToken string `env:"DISPATCHER_API_TOKEN"`
+	// PrometheusURL, when set, is where GET /api/metrics/history reads its
+	// series (Prometheus's HTTP API) instead of the console's own samples.
+	PrometheusURL string `env:"PROMETHEUS_URL"`
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Limits.Validate()}
-	if len(c.APIToken) < minTokenLength {
-		errs = append(errs, fmt.Errorf("DUBFLOW_API_TOKEN: want at least %d characters", minTokenLength))
-	}
+	errs = append(errs, c.validateTokens())
 	if c.ReadToken != "" && len(c.ReadToken) < minTokenLength {
 		errs = append(errs, fmt.Errorf("DUBFLOW_API_READ_TOKEN: want at least %d characters (or unset)", minTokenLength))
 	}
@@ -77,6 +82,11 @@ func (c *Config) Validate() error {
 	if c.DispatcherURL != "" {
 		if u, err := url.Parse(c.DispatcherURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 			errs = append(errs, fmt.Errorf("DISPATCHER_URL %q: want http:// or https://", c.DispatcherURL))
+		}
+	}
+	if c.PrometheusURL != "" {
+		if u, err := url.Parse(c.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			errs = append(errs, fmt.Errorf("PROMETHEUS_URL %q: want http:// or https://", c.PrometheusURL))
 		}
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
@@ -49,5 +50,17 @@ func (s *server) taskVersions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, versionList{TaskID: id, Versions: vs})
+	if r.URL.Query().Get("links") != "true" {
+		writeJSON(w, http.StatusOK, versionList{TaskID: id, Versions: vs})
+		return
+	}
+	// ?links=true adds a download link of each ready version's video (the
+	// page's Versions list), by version number.
+	urls := map[string]*string{}
+	for _, v := range vs {
+		if v.Ready {
+			urls[strconv.Itoa(v.Version)] = s.presign(r.Context(), v.OutputVideoKey)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"taskId": id, "versions": vs, "links": urls})
 }

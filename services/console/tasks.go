@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
@@ -23,7 +24,8 @@ const (
 type taskPage = view.Page
 
 // listTasks answers the tasks newest first, one page at a time
-// (view.List): ?status=&limit=&cursor=&includeChildren=.
+// (view.List): ?status=&limit=&cursor=&includeChildren=, and the search
+// ?q= (id prefix or file name) &language= &since= &until= &error=.
 func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 	f, err := taskFilter(r)
 	if err != nil {
@@ -51,6 +53,11 @@ func taskFilter(r *http.Request) (view.Filter, error) {
 			return f, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), maxPage))
 		}
 		f.Limit = n
+	}
+	f.Q, f.Language, f.Error = strings.TrimSpace(q.Get("q")), q.Get("language"), q.Get("error")
+	var err error
+	if f.Since, f.Until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
+		return f, err
 	}
 	switch v := q.Get("includeChildren"); v {
 	case "", "false":

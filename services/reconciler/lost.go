@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -111,6 +113,7 @@ type lostCheck struct {
 	unpublished map[string]int               // outbox rows by routing key
 	depth       Depths                       // ready messages in the broker
 	counts      map[string]step.PendingCount // pending parts by step
+	paused      []string                     // steps paused by an operator
 	progress    map[string]time.Time         // latest claim by step
 	suspects    map[partKey]time.Time        // this check's suspects
 	acts        []Action
@@ -139,6 +142,9 @@ func (r *reconciler) countLost(ctx context.Context, tx pgx.Tx) (*lostCheck, erro
 	if c.progress, err = step.StepProgress(ctx, tx, wire.Pipeline, r.set.StuckTask, c.now); err != nil {
 		return nil, err
 	}
+	if c.paused, err = worker.PausedSteps(ctx, tx); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -151,6 +157,13 @@ func (c *lostCheck) step(ctx context.Context, stepName string) error {
 	}
 	key := wire.RoutingKey(stepName)
 	queued := c.unpublished[key] + c.depth.Ready[key] + c.depth.Delayed
+	if slices.Contains(c.paused, stepName) {
+		// Nobody consumes a paused step: its parts wait, none is lost.
+		c.acts = append(c.acts, Action{Kind: actionWaiting, Step: stepName, Count: n.Idle,
+			Detail: fmt.Sprintf("%d parts idle: step paused by an operator; %d pending, %d messages queued", n.Idle,
+				n.Pending, queued)})
+		return nil
+	}
 	missing := n.Pending - queued
 	var before time.Time // zero: every pending part is missing
 	if missing > 0 && queued > 0 {

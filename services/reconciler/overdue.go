@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -35,14 +36,24 @@ func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 		if err != nil {
 			return err
 		}
+		// A task waiting for a paused step waits: it is not overdue.
+		paused, err := worker.PausedSteps(ctx, tx)
+		if err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
 			SELECT t.id, t.status, t.trace_id, t.error, clock.now - t.updated_at
 			  FROM tasks t, clock
 			 WHERE (t.status IN ('queued', 'running') AND t.updated_at < clock.now - $1::interval
-			        AND t.id <> ALL(coalesce($5::uuid[], '{}')))
+			        AND t.id <> ALL(coalesce($5::uuid[], '{}'))
+			        AND NOT (cardinality($7::text[]) > 0 AND EXISTS (
+			          SELECT 1 FROM (SELECT s FROM unnest($6::text[]) WITH ORDINALITY AS p(s, i)
+			                          WHERE NOT step_succeeded(t.id, s) ORDER BY i LIMIT 1) f
+			           WHERE f.s = ANY($7::text[]))))
 			    OR (t.status = 'compensating' AND t.updated_at < clock.now - $2::interval)
 			 ORDER BY t.updated_at LIMIT $3
-			 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running)
+			 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running,
+			wire.Pipeline, paused)
 		if err != nil {
 			return fmt.Errorf("find overdue tasks: %w", err)
 		}

@@ -84,11 +84,17 @@ type browser struct {
 
 func newBrowser(t *testing.T, base string) *browser {
 	t.Helper()
+	return newBrowserSized(t, base, 1440, 1100)
+}
+
+// newBrowserSized is newBrowser with a window of width × height.
+func newBrowserSized(t *testing.T, base string, width, height int) *browser {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("autoplay-policy", "no-user-gesture-required"), chromedp.WindowSize(1440, 1100))
+		chromedp.Flag("autoplay-policy", "no-user-gesture-required"), chromedp.WindowSize(width, height))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })

@@ -66,6 +66,13 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	return newStackOf(t, services, nil)
+}
+
+// newStackOf is newStack running only names, the console (if named) with
+// consoleEnv added.
+func newStackOf(t *testing.T, names []string, consoleEnv map[string]string) *stack {
+	t.Helper()
 	b := testenv.NewBackends(t)
 	env := b.Env(map[string]string{"LOG_LEVEL": "info", "SHUTDOWN_GRACE_SECONDS": "10"})
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
@@ -80,10 +87,11 @@ func newStack(t *testing.T) *stack {
 	s := &stack{env: env, bucket: b.Bucket, token: hex.EncodeToString(token)}
 	addr := testenv.FreeAddr(t)
 	s.console = "http://" + addr
-	for _, name := range services {
+	for _, name := range names {
 		extra := map[string]string{}
 		if name == "console" {
 			extra = map[string]string{"CONSOLE_HTTP_ADDR": addr, "DUBFLOW_API_TOKEN": s.token}
+			maps.Copy(extra, consoleEnv)
 		}
 		s.start(t, name, extra)
 	}

@@ -23,7 +23,7 @@ var static embed.FS
 // pages are the paths the script routes; each is answered with the same
 // HTML shell. A page path followed by "/" and an id (/tasks/ID) is a page
 // too.
-var pages = []string{"/", "/login", "/tasks", "/upload", "/dead-letters", "/compensation", "/health", "/waiting"}
+var pages = []string{"/", "/login", "/tasks", "/upload", "/dead-letters", "/compensation", "/health", "/waiting", "/workers", "/audit"}
 
 // contentSecurityPolicy allows only this origin's script and style; media
 // may come from the object store's presigned links (another origin), and

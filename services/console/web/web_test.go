@@ -30,7 +30,7 @@ func body(t *testing.T, r *http.Response) string {
 func TestPagesServeTheShell(t *testing.T) {
 	h := Handler()
 	for _, p := range []string{"/", "/login", "/tasks", "/tasks/", "/tasks/3f6c1e2a-0000-4000-8000-000000000001",
-		"/upload", "/dead-letters", "/compensation", "/health", "/waiting"} {
+		"/upload", "/dead-letters", "/compensation", "/health", "/waiting", "/workers", "/audit"} {
 		r := get(t, h, p)
 		if r.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: %d, want 200", p, r.StatusCode)

@@ -26,6 +26,17 @@
     requeue: '/api/compensations/requeue',
     waiting: (project) => `/api/waiting/projects/${enc(project)}/status`,
     waitingProjects: '/api/waiting/projects',
+    timeline: (id) => `/api/tasks/${enc(id)}/timeline`,
+    versions: (id) => `/api/tasks/${enc(id)}/versions?links=true`,
+    history: '/api/metrics/history',
+    queues: '/api/queues',
+    pause: (step) => `/api/queues/${enc(step)}/pause`,
+    resume: (step) => `/api/queues/${enc(step)}/resume`,
+    workers: '/api/workers',
+    engines: '/api/engines',
+    bulkReplay: '/api/dead-letters/replay',
+    bulkPurge: '/api/dead-letters/purge',
+    audit: '/api/audit',
   };
   const CSRF_HEADER = 'X-CSRF-Token';
   const STEPS = ['extract_audio', 'asr', 'translate', 'tts', 'mux_video'];
@@ -100,6 +111,29 @@
   function pct(x) { return x === undefined || x === null || isNaN(x) ? '—' : (x * 100).toFixed(1) + '%'; }
   function num(x, digits = 0) { return x === undefined || x === null || isNaN(x) ? '—' : Number(x).toFixed(digits); }
   function badge(status) { return h('span', {class: 'badge s-' + (status || 'unknown')}, status || 'unknown'); }
+  // copyable shows text (an id, an error) wrapping at sensible places, with
+  // a button that copies it whole.
+  function copyable(text, cls) {
+    if (!text) return h('span', {class: 'muted'}, '—');
+    return h('span', {class: 'copyable ' + (cls || '')}, h('span', {class: 'ctext'}, text),
+      h('button', {type: 'button', class: 'copy', title: 'Copy', 'aria-label': 'Copy', onclick: (ev) => { ev.preventDefault(); ev.stopPropagation(); copy(text); }}, 'copy'));
+  }
+  function copy(text) {
+    const done = () => flash('Copied');
+    if (navigator.clipboard && window.isSecureContext) { navigator.clipboard.writeText(text).then(done, () => copyFallback(text, done)); return; }
+    copyFallback(text, done);
+  }
+  function copyFallback(text, done) {
+    const ta = h('textarea', {style: 'position:fixed;left:-9999px;top:0', readonly: true});
+    ta.value = text;
+    document.body.append(ta);
+    ta.select();
+    try { document.execCommand('copy'); done(); } catch { flash('Select the text to copy it', true); }
+    ta.remove();
+  }
+  // readonly reports whether the session may only read: the page then
+  // shows no button that changes anything (class admin-only).
+  function readonly() { return document.body.classList.contains('readonly'); }
   function bytes(n) {
     if (n < 1024) return n + ' B';
     if (n < 1 << 20) return (n / 1024).toFixed(1) + ' KiB';
@@ -151,6 +185,7 @@
   }
   function toLogin() {
     sessionStorage.removeItem('dubflow.csrf');
+    forgetSession();
     const next = location.pathname + location.search;
     go('/login' + (next && next !== '/' && next !== '/login' ? '?next=' + enc(next) : ''), true);
   }
@@ -204,6 +239,21 @@
     flash(e && e.message ? e.message : String(e), true);
   }
 
+  // ---- the session: who is logged in, and whether read-only ----
+  let sessionP = null;
+  function session() {
+    if (!sessionP) {
+      sessionP = api(API.session).then((s) => {
+        const ro = pick(s, 'role') !== 'admin';
+        document.body.classList.toggle('readonly', ro);
+        $('#who').textContent = (pick(s, 'name') || '') + (ro ? ' · read-only' : '');
+        return s;
+      }).catch((e) => { sessionP = null; throw e; });
+    }
+    return sessionP;
+  }
+  function forgetSession() { sessionP = null; document.body.classList.remove('readonly'); $('#who').textContent = ''; }
+
   // ---- the router ----
   const routes = [];
   function route(re, section, page) { routes.push({re, section, page}); }
@@ -222,7 +272,9 @@
     document.body.classList.toggle('anon', r.section === 'login');
     for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('on', a.dataset.section === r.section);
     const main = fill($('#app'));
-    Promise.resolve(r.page(main, ctx, ...m.slice(1).map(decodeURIComponent))).catch((e) => {
+    Promise.resolve(r.section === 'login' ? null : session()).then(() => {
+      if (!ctx.closed) return r.page(main, ctx, ...m.slice(1).map(decodeURIComponent));
+    }).catch((e) => {
       if (ctx.closed) return;
       report(e);
       if (e.status !== 401) fill(main, h('div', {class: 'panel'}, h('h1', {}, 'Could not load this page'), h('p', {class: 'muted'}, e.message)));
@@ -284,6 +336,7 @@
         const out = await api(API.login, {method: 'POST', body: {token: input.value.trim()}});
         const csrf = pick(out, 'csrfToken');
         if (csrf) sessionStorage.setItem('dubflow.csrf', csrf);
+        forgetSession();
         const next = new URLSearchParams(location.search).get('next');
         go(next && next.startsWith('/') && !next.startsWith('//') ? next : '/tasks', true);
       } catch (e) {
@@ -296,13 +349,44 @@
   // ---- tasks ----
   // The list follows the URL (?status=&cursor=), so back, reload and links
   // keep the view; live events update rows in place.
+  // The search (?q=&language=&error=&since=) combines with the status.
+  const SEARCH_FIELDS = ['q', 'language', 'error', 'since'];
+  function tasksURL(params, change) {
+    const p = new URLSearchParams();
+    for (const k of ['status', ...SEARCH_FIELDS, 'cursor']) {
+      const v = k in change ? change[k] : params.get(k);
+      if (v) p.set(k, v);
+    }
+    const qs = p.toString();
+    return '/tasks' + (qs ? '?' + qs : '');
+  }
+  function searchForm(q) {
+    const field = (name, attrs) => h('input', Object.assign({id: 'search-' + name, name, value: q.get(name) || ''}, attrs));
+    const since = h('select', {id: 'search-since', name: 'since', 'aria-label': 'created within'},
+      [['', 'any time'], ['1h', 'last hour'], ['24h', 'last 24 h'], ['7d', 'last 7 days'], ['30d', 'last 30 days']]
+        .map(([v, label]) => h('option', {value: v, selected: v === (q.get('since') || '')}, label)));
+    const form = h('form', {class: 'row search', id: 'task-search', role: 'search'},
+      field('q', {type: 'search', placeholder: 'Search: task id prefix or file name', 'aria-label': 'task id prefix or file name', style: 'width:260px'}),
+      field('language', {type: 'text', placeholder: 'language', 'aria-label': 'language', size: 7}),
+      field('error', {type: 'text', placeholder: 'error text', 'aria-label': 'error text', style: 'width:200px'}),
+      since, h('button', {type: 'submit', id: 'search-go'}, 'Search'),
+      SEARCH_FIELDS.some((k) => q.get(k)) ? h('a', {href: tasksURL(q, {q: '', language: '', error: '', since: '', cursor: ''}), id: 'search-clear'}, 'clear') : null);
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const change = {cursor: ''};
+      for (const k of SEARCH_FIELDS) change[k] = form.elements[k].value.trim();
+      go(tasksURL(q, change));
+    });
+    return form;
+  }
   async function pageTasks(main, ctx) {
     const q = new URLSearchParams(location.search);
     const status = q.get('status') || '';
     const cursor = q.get('cursor') || '';
+    const searching = SEARCH_FIELDS.some((k) => q.get(k));
     const filters = h('div', {class: 'filters', role: 'group', 'aria-label': 'Status'},
       ['', ...TASK_STATUSES].map((s) => h('button', {type: 'button', class: s === status ? 'on' : '', dataset: {status: s},
-        onclick: () => go(s ? '/tasks?status=' + enc(s) : '/tasks')}, s || 'all')));
+        onclick: () => go(tasksURL(q, {status: s, cursor: ''}))}, s || 'all')));
     const tbody = h('tbody', {id: 'tasks-body'});
     const table = h('table', {id: 'tasks'},
       h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:120px'}),
@@ -311,19 +395,19 @@
       tbody);
     const pager = h('div', {class: 'pager'});
     fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Tasks'), filters,
-      h('span', {class: 'spacer'}), h('a', {href: '/upload', class: 'btn'}, 'Upload a video')),
-    h('div', {class: 'tablebox'}, table), pager);
+      h('span', {class: 'spacer'}), h('a', {href: '/upload', class: 'btn admin-only'}, 'Upload a video')),
+    searchForm(q), h('div', {class: 'tablebox'}, table), pager);
     tbody.append(h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'Loading…')));
 
     const load = async () => {
       const params = new URLSearchParams({limit: PAGE_SIZE});
-      if (status) params.set('status', status);
-      if (cursor) params.set('cursor', cursor);
+      for (const k of ['status', ...SEARCH_FIELDS, 'cursor']) if (q.get(k)) params.set(k, q.get(k));
       const data = await api(API.tasks + '?' + params, {signal: ctx.signal});
       const tasks = listOf(data, 'tasks');
       fill(tbody, tasks.length ? tasks.map(taskRow)
-        : h('tr', {class: 'empty'}, h('td', {colspan: 7}, status ? `No ${status} tasks.` : 'No tasks yet. Upload a video to start one.')));
-      renderPager(pager, status, cursor, pick(data, 'nextCursor', 'next_cursor'));
+        : h('tr', {class: 'empty'}, h('td', {colspan: 7}, searching ? 'No task matches this search.'
+          : status ? `No ${status} tasks.` : 'No tasks yet. Upload a video to start one.')));
+      renderPager(pager, q, cursor, pick(data, 'nextCursor', 'next_cursor'));
     };
     await load();
     const reload = debounce(400, () => load().catch(report));
@@ -334,12 +418,12 @@
       const row = id && tbody.querySelector(`tr[data-id="${CSS.escape(id)}"]`);
       const st = pick(ev, 'status');
       if (row && st) {
-        if (status && st !== status) { reload(); return; }
+        if ((status && st !== status) || searching) { reload(); return; }
         fill(row.children[1], badge(st));
         fill(row.children[5], timeCell(pick(ev, 'updatedAt') || new Date().toISOString()));
-        row.children[6].textContent = pick(ev, 'error') || '';
+        fill(row.children[6], h('div', {class: 'clamp'}, pick(ev, 'error') || ''));
         row.children[6].title = row.children[6].textContent;
-      } else if (!row && !cursor) {
+      } else if (!row && !cursor && !searching) {
         reload();
       }
     });
@@ -358,7 +442,7 @@
       h('td', {}, pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'),
       cell(pick(t, 'createdAt', 'created_at')),
       cell(pick(t, 'updatedAt', 'updated_at')),
-      h('td', {title: err, class: 'muted'}, err));
+      h('td', {title: err, class: 'muted wrap'}, h('div', {class: 'clamp'}, err)));
   }
   // targetsOf is a task's target language, or a parent's languages.
   function targetsOf(t) {
@@ -366,12 +450,10 @@
     if (Array.isArray(several) && several.length) return several.join(', ');
     return pick(t, 'targetLanguage', 'target_language') || '?';
   }
-  function renderPager(pager, status, cursor, next) {
-    const base = status ? '/tasks?status=' + enc(status) : '/tasks';
-    const sep = status ? '&' : '?';
+  function renderPager(pager, q, cursor, next) {
     fill(pager,
-      h('button', {type: 'button', id: 'first-page', disabled: !cursor, onclick: () => go(base)}, '« Newest'),
-      h('button', {type: 'button', id: 'older', disabled: !next, onclick: () => go(base + sep + 'cursor=' + enc(next))}, 'Older »'));
+      h('button', {type: 'button', id: 'first-page', disabled: !cursor, onclick: () => go(tasksURL(q, {cursor: ''}))}, '« Newest'),
+      h('button', {type: 'button', id: 'older', disabled: !next, onclick: () => go(tasksURL(q, {cursor: next}))}, 'Older »'));
   }
   // ---- task detail ----
   // The page is laid out once with reserved boxes; refreshes replace the
@@ -380,8 +462,8 @@
   async function pageTask(main, ctx, id) {
     const el = {
       status: h('span', {id: 'task-status'}, badge('…')),
-      cancel: h('button', {type: 'button', id: 'cancel', class: 'danger', disabled: true}, 'Cancel'),
-      retry: h('button', {type: 'button', id: 'retry', disabled: true}, 'Retry'),
+      cancel: h('button', {type: 'button', id: 'cancel', class: 'danger admin-only', disabled: true}, 'Cancel'),
+      retry: h('button', {type: 'button', id: 'retry', class: 'admin-only', disabled: true}, 'Retry'),
       progress: h('div', {class: 'panel', id: 'progress'}),
       languages: h('div', {class: 'panel', id: 'languages', hidden: true}),
       source: h('div', {class: 'player', id: 'source-player'}, 'no source yet'),
@@ -393,10 +475,32 @@
       segments: h('div', {id: 'segments'}),
       dead: h('div', {id: 'task-dlq'}),
     };
+    const tabs = {
+      overview: h('div', {id: 'tab-overview'}),
+      timeline: h('div', {id: 'tab-timeline', hidden: true}, h('div', {class: 'panel'}, h('h2', {}, 'Timeline'), h('div', {id: 'events'}, 'Loading…'))),
+      versions: h('div', {id: 'tab-versions', hidden: true}, h('div', {class: 'panel'}, h('h2', {}, 'Versions of the dub'), h('div', {id: 'versions'}, 'Loading…'))),
+    };
+    const tabBar = h('div', {class: 'tabs', role: 'tablist'}, Object.keys(tabs).map((k) =>
+      h('button', {type: 'button', role: 'tab', id: 'tabbtn-' + k, dataset: {tab: k}, onclick: () => { location.hash = k === 'overview' ? '' : k; showTab(); }},
+        k[0].toUpperCase() + k.slice(1))));
+    const showTab = () => {
+      const want = tabs[location.hash.slice(1)] ? location.hash.slice(1) : 'overview';
+      for (const [k, box] of Object.entries(tabs)) box.hidden = k !== want;
+      for (const b of tabBar.children) b.classList.toggle('on', b.dataset.tab === want);
+      if (want !== 'overview') loadTab(want).catch(report);
+    };
+    const loadTab = async (k) => {
+      if (k === 'timeline') showEvents($('#events', tabs.timeline), await api(API.timeline(id), {signal: ctx.signal}));
+      if (k === 'versions') showVersions($('#versions', tabs.versions), await api(API.versions(id), {signal: ctx.signal}));
+    };
+    window.addEventListener('hashchange', showTab);
+    ctx.cleanup(() => window.removeEventListener('hashchange', showTab));
     fill(main,
       h('div', {class: 'row', style: 'margin-bottom:12px'},
-        h('a', {href: '/tasks'}, '← Tasks'), h('h1', {style: 'margin:0'}, 'Task ', h('span', {class: 'mono'}, id)), el.status,
+        h('a', {href: '/tasks'}, '← Tasks'), h('h1', {style: 'margin:0'}, 'Task ', copyable(id, 'mono')), el.status,
         h('span', {class: 'spacer'}), el.retry, el.cancel),
+      tabBar, tabs.overview, tabs.timeline, tabs.versions);
+    fill(tabs.overview,
       el.progress,
       el.languages,
       h('div', {class: 'grid2'},
@@ -422,7 +526,12 @@
     el.cancel.addEventListener('click', action(() => api(API.cancel(id), {method: 'POST', body: {reason: 'cancelled from the console'}}), () => { flash('Cancelled'); load().catch(report); }));
     el.retry.addEventListener('click', action(() => api(API.retry(id), {method: 'POST'}), () => { flash('Retrying from the failed step'); load().catch(report); }));
     await load();
-    const reload = debounce(300, () => load().catch(report));
+    showTab();
+    const reload = debounce(300, () => {
+      load().catch(report);
+      const open = location.hash.slice(1);
+      if (tabs[open] && open !== 'overview') loadTab(open).catch(report);
+    });
     live(ctx, API.taskEvents(id), reload);
     // A parent follows its children too: their changes, and a child that
     // starts (where the transcription ends).
@@ -526,10 +635,10 @@
   }
   function showInfo(dl, t) {
     const rows = [
-      ['Task ID', h('span', {class: 'mono'}, pick(t, 'id', 'taskId', 'task_id'))],
+      ['Task ID', copyable(pick(t, 'id', 'taskId', 'task_id'), 'mono')],
       ['Languages', `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`],
       ['Speaker', pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'],
-      ['Trace ID', h('span', {class: 'mono'}, pick(t, 'traceId', 'trace_id') || '—')],
+      ['Trace ID', copyable(pick(t, 'traceId', 'trace_id'), 'mono')],
       ['Created', timeCell(pick(t, 'createdAt', 'created_at'))],
       ['Updated', timeCell(pick(t, 'updatedAt', 'updated_at'))],
       ['Source key', h('span', {class: 'mono'}, pick(t, 'sourceVideoKey', 'source_video_key') || '—')],
@@ -537,7 +646,7 @@
     ];
     const err = pick(t, 'error');
     fill(dl, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
-      h('dt', {}, 'Error'), h('dd', {class: err ? 'wrap bad' : 'muted', id: 'task-error'}, err || '—'));
+      h('dt', {}, 'Error'), h('dd', {class: err ? 'wrap bad' : 'muted', id: 'task-error'}, err ? copyable(err) : '—'));
   }
   // stepsOf returns [{step, status, parts: [{part, attempts: [...]}]}] from
   // either nested steps or a flat list of attempts.
@@ -573,7 +682,7 @@
       const ms = pick(a, 'durationMs', 'duration_ms') ?? between(pick(a, 'startedAt', 'started_at'), pick(a, 'finishedAt', 'finished_at'));
       return h('div', {class: 'attempt'},
         badge(a.status), h('span', {class: 'num'}, '#' + a.attempt), h('span', {class: 'muted', title: a.worker || ''}, a.worker || '—'),
-        h('span', {class: 'num'}, dur(ms)), h('span', {class: 'err'}, a.error || ''));
+        h('span', {class: 'num'}, dur(ms)), a.error ? h('div', {class: 'err'}, copyable(a.error)) : null);
     })];
   }
   function setPlayer(box, elId, url) {
@@ -635,8 +744,8 @@
     }
     const row = (sg) => {
       const text = h('input', {type: 'text', id: 'seg-text-' + sg.n, value: sg.text ?? '', placeholder: '(not translated)',
-        'aria-label': 'translation of line ' + sg.n, disabled: !done, style: 'width:100%;min-width:200px'});
-      const btn = h('button', {type: 'button', id: 'redub-' + sg.n, class: 'small', disabled: !done}, 'Redub');
+        'aria-label': 'translation of line ' + sg.n, disabled: !done || readonly(), style: 'width:100%;min-width:200px'});
+      const btn = h('button', {type: 'button', id: 'redub-' + sg.n, class: 'small admin-only', disabled: !done}, 'Redub');
       btn.addEventListener('click', action(() => api(API.redub(id), {method: 'POST', body: {segment: sg.n, text: text.value}}),
         (out) => { flash(`Line ${sg.n} is being redubbed as version ${pick(out, 'version') ?? '?'}`); text.blur(); reload().catch(report); }));
       text.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); btn.click(); } });
@@ -665,6 +774,57 @@
     if (!fit || typeof fit !== 'object') return '';
     return Object.entries(fit).filter(([, v]) => v !== null && typeof v !== 'object').slice(0, 5)
       .map(([k, v]) => `${k.replace(/_/g, ' ')} ${typeof v === 'number' ? Math.round(v * 100) / 100 : v}`).join(' · ');
+  }
+  // showEvents lists the task's timeline (GET /api/tasks/{id}/timeline):
+  // each event with its time, the time since the task was created, and
+  // what it says.
+  const EVENT_STATUS = {created: 'queued', attempt_started: 'running', retry: 'retrying', replay: 'retrying', dead_letter: 'dead_lettered',
+    dead_letter_replayed: 'retrying', dead_letter_purged: 'cancelled', compensation: 'compensating', compensation_requeued: 'retrying',
+    version: 'redubbing', operator: 'assigned'};
+  function showEvents(box, data) {
+    const events = listOf(data, 'events');
+    if (!events.length) { fill(box, h('p', {class: 'muted'}, 'No events.')); return; }
+    const t0 = new Date(events[0].at).getTime();
+    fill(box, h('div', {class: 'tablebox'}, h('table', {id: 'timeline-table'},
+      h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {style: 'width:80px'}), h('col', {style: 'width:190px'}),
+        h('col', {style: 'width:190px'}), h('col', {style: 'width:230px'}), h('col', {})),
+      h('thead', {}, h('tr', {}, ['Time', '+', 'Event', 'Step · part · attempt', 'Worker / by', 'Detail'].map((c) => h('th', {}, c)))),
+      h('tbody', {}, events.map((e) => {
+        const kind = e.kind || '?';
+        const st = kind === 'attempt_ended' || kind === 'ended' ? e.status : EVENT_STATUS[kind];
+        const where = [e.step, e.part ? 'part ' + e.part : null, e.attempt ? '#' + e.attempt : null].filter(Boolean).join(' · ');
+        const detail = [e.detail, e.delayMs !== undefined && e.delayMs !== null ? `after ${dur(e.delayMs)}` : null,
+          e.ref !== undefined && e.ref !== null ? 'ref ' + e.ref : null, kind === 'attempt_ended' || kind === 'ended' ? null : e.status].filter(Boolean).join(' · ');
+        return h('tr', {'data-kind': kind},
+          h('td', {class: 'num', title: new Date(e.at).toLocaleString()}, new Date(e.at).toLocaleTimeString()),
+          h('td', {class: 'num muted'}, dur(new Date(e.at).getTime() - t0)),
+          h('td', {}, h('span', {class: 'badge s-' + (st || 'unknown'), title: kind}, kind.replace(/_/g, ' '))),
+          h('td', {class: 'wrap'}, where || '—'),
+          h('td', {class: 'wrap mono small'}, e.worker || e.actor || '—'),
+          h('td', {class: 'wrap'}, detail ? copyable(detail) : '—'));
+      })))));
+  }
+  // showVersions lists every output of the task, with what changed and a
+  // download link of each ready one.
+  function showVersions(box, data) {
+    const vs = listOf(data, 'versions');
+    const links = pick(data, 'links') || {};
+    if (!vs.length) { fill(box, h('p', {class: 'muted'}, 'No output yet.')); return; }
+    fill(box, h('div', {class: 'tablebox'}, h('table', {id: 'versions-table'},
+      h('colgroup', {}, h('col', {style: 'width:60px'}), h('col', {style: 'width:120px'}), h('col', {style: 'width:90px'}), h('col', {}),
+        h('col', {style: 'width:110px'}), h('col', {style: 'width:130px'})),
+      h('thead', {}, h('tr', {}, ['#', 'Created', 'Line', 'Change', 'State', ''].map((c) => h('th', {}, c)))),
+      h('tbody', {}, vs.map((v) => {
+        const url = links[String(v.version)];
+        return h('tr', {'data-version': v.version},
+          h('td', {class: 'num'}, 'v' + v.version),
+          h('td', {}, timeCell(v.createdAt)),
+          h('td', {class: 'num'}, v.segment ?? '—'),
+          h('td', {class: 'wrap'}, v.segment ? [h('span', {class: 'muted'}, v.previousText ?? ''), ' → ', h('strong', {}, v.text ?? '')] : 'the first dub'),
+          h('td', {}, badge(v.ready ? 'done' : 'running')),
+          h('td', {}, url ? h('a', {href: url, target: '_blank', rel: 'noopener', class: 'version-link'}, 'Download v' + v.version)
+            : h('span', {class: 'muted mono', title: v.outputVideoKey}, v.ready ? 'no link' : 'not ready')));
+      })))));
   }
   function showTaskDeadLetters(box, items, reload) {
     if (!items || !items.length) { fill(box, h('p', {class: 'muted'}, 'None.')); return; }
@@ -787,17 +947,82 @@
     const tbody = h('tbody', {id: 'dlq-body'});
     fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Dead letters'),
       h('span', {class: 'muted'}, 'Messages that failed for good. Replay runs the step again with a fresh retry budget once the cause is fixed.')),
+    bulkPanel(() => load(true)),
     h('div', {class: 'tablebox'}, h('table', {id: 'dead-letters'}, deadLetterHead(), tbody)));
     // Refreshed every 5 s; a row whose details are open, or whose replay
     // is under way, keeps the list as it is until the next round.
-    const load = async () => {
-      if (tbody.querySelector('tr.detail:not([hidden]), button.replay:disabled:not([data-replayed])')) return;
+    const load = async (force) => {
+      if (!force && tbody.querySelector('tr.detail:not([hidden]), button.replay:disabled:not([data-replayed])')) return;
       const data = await api(API.deadLetters + '?limit=100', {signal: ctx.signal});
       const items = listOf(data, 'deadLetters');
       fill(tbody, items.length ? items.map((d) => deadLetterRows(d, load))
         : h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'No dead letters. Nothing has failed for good.')));
     };
     every(ctx, 5000, load);
+  }
+  // bulkPanel replays or purges every dead letter matching a filter: a dry
+  // run counts them first, and the action asks for a confirmation naming
+  // the count. Changing the filter asks for a new count.
+  function bulkPanel(reload) {
+    const step = h('select', {id: 'bulk-step', 'aria-label': 'step'}, ['', ...STEPS].map((x) => h('option', {value: x}, x || 'any step')));
+    const cls = h('select', {id: 'bulk-class', 'aria-label': 'error class'},
+      ['', 'permanent', 'transient', 'timeout', 'invalid', 'broker'].map((x) => h('option', {value: x}, x || 'any class')));
+    const since = h('select', {id: 'bulk-since', 'aria-label': 'failed within'},
+      [['', 'any time'], ['1h', 'last hour'], ['24h', 'last 24 h'], ['7d', 'last 7 days']].map(([v, l]) => h('option', {value: v}, l)));
+    const pending = h('input', {type: 'checkbox', id: 'bulk-pending', checked: true});
+    const count = h('button', {type: 'button', id: 'bulk-count'}, 'Count matching');
+    const result = h('span', {id: 'bulk-result', class: 'muted'}, 'Choose a filter and count what it matches.');
+    const replay = h('button', {type: 'button', id: 'bulk-replay', disabled: true}, 'Replay…');
+    const purge = h('button', {type: 'button', id: 'bulk-purge', class: 'danger', disabled: true}, 'Purge…');
+    const confirmBox = h('div', {class: 'confirm', id: 'bulk-confirm', hidden: true});
+    const filter = () => {
+      const f = {pending: pending.checked};
+      if (step.value) f.step = step.value;
+      if (cls.value) f.errorClass = cls.value;
+      if (since.value) f.since = since.value;
+      return f;
+    };
+    const describe = (f) => [f.step ? 'step ' + f.step : 'any step', f.errorClass ? 'class ' + f.errorClass : null,
+      f.since ? 'failed in the last ' + f.since : null, f.pending ? 'not replayed yet' : null].filter(Boolean).join(', ');
+    let counted = null;
+    const reset = () => { counted = null; replay.disabled = purge.disabled = true; replay.textContent = 'Replay…'; purge.textContent = 'Purge…'; confirmBox.hidden = true; };
+    for (const el of [step, cls, since, pending]) el.addEventListener('change', () => { reset(); result.textContent = 'Filter changed: count again.'; });
+    count.addEventListener('click', action(() => api(API.bulkReplay, {method: 'POST', body: {...filter(), dryRun: true}}), (out) => {
+      counted = {filter: filter(), matched: pick(out, 'matched') ?? 0, replayable: pick(out, 'replayable') ?? 0};
+      result.textContent = `${counted.matched} dead letters match (${describe(counted.filter)}); ${counted.replayable} can be replayed.`;
+      result.dataset.matched = counted.matched;
+      replay.disabled = !counted.replayable;
+      purge.disabled = !counted.matched;
+      replay.textContent = `Replay ${counted.replayable}…`;
+      purge.textContent = `Purge ${counted.matched}…`;
+      confirmBox.hidden = true;
+    }));
+    const ask = (verb, n, url, done) => {
+      const yes = h('button', {type: 'button', id: 'bulk-yes', class: verb === 'purge' ? 'danger' : 'primary'}, `Yes, ${verb} ${n}`);
+      const no = h('button', {type: 'button', id: 'bulk-no', onclick: () => { confirmBox.hidden = true; }}, 'Cancel');
+      yes.addEventListener('click', action(() => api(url, {method: 'POST', body: {...counted.filter, dryRun: false}}), (out) => {
+        done(out);
+        reset();
+        reload().catch(report);
+      }));
+      fill(confirmBox, h('strong', {}, `${verb === 'purge' ? 'Purge' : 'Replay'} ${n} dead letters (${describe(counted.filter)})?`),
+        h('span', {class: 'muted'}, verb === 'purge' ? ' They are deleted from the list and kept in the archive.' : ' Each runs its step again with a fresh retry budget.'),
+        h('span', {class: 'spacer'}), no, yes);
+      confirmBox.hidden = false;
+    };
+    replay.addEventListener('click', () => ask('replay', counted.replayable, API.bulkReplay, (out) => {
+      const errs = listOf(out, 'errors');
+      result.textContent = `Replayed ${listOf(out, 'replayed').length}` + (errs.length ? `; ${errs.length} could not be replayed` : '') + '.';
+      flash(result.textContent, errs.length > 0);
+    }));
+    purge.addEventListener('click', () => ask('purge', counted.matched, API.bulkPurge, (out) => {
+      result.textContent = `Purged ${listOf(out, 'purged').length} (kept in the archive).`;
+      flash(result.textContent);
+    }));
+    return h('div', {class: 'panel admin-only', id: 'bulk'},
+      h('div', {class: 'row'}, h('h2', {style: 'margin:0'}, 'Bulk actions'), step, cls, since,
+        h('label', {class: 'inline', for: 'bulk-pending'}, pending, ' not replayed yet'), count, replay, purge),
+      h('p', {style: 'margin:8px 0 0'}, result), confirmBox);
   }
   function deadLetterHead() {
     return [h('colgroup', {}, h('col', {style: 'width:100px'}), h('col', {style: 'width:120px'}), h('col', {style: 'width:100px'}),
@@ -810,7 +1035,7 @@
     const replayed = pick(d, 'replayedAt', 'replayed_at');
     const detail = h('tr', {class: 'detail', hidden: true}, h('td', {colspan: 7}, h('pre', {class: 'json'}, JSON.stringify(d, null, 2))));
     const show = h('button', {type: 'button', class: 'link', onclick: () => { detail.hidden = !detail.hidden; }}, 'details');
-    const replay = h('button', {type: 'button', class: 'replay', disabled: !!replayed, 'data-id': id, 'data-replayed': replayed ? '1' : null,
+    const replay = h('button', {type: 'button', class: 'replay admin-only', disabled: !!replayed, 'data-id': id, 'data-replayed': replayed ? '1' : null,
       title: replayed ? 'replayed ' + when(replayed) : 'run the step again with a fresh retry budget'}, replayed ? 'replayed' : 'Replay');
     replay.addEventListener('click', action(() => api(API.replay(id), {method: 'POST', body: {force: false}}), () => {
       flash('Replayed: the step runs again');
@@ -826,12 +1051,12 @@
       h('td', {class: 'mono'}, task ? h('a', {href: '/tasks/' + enc(task), title: task}, shortId(task)) : '—'),
       h('td', {class: 'num'}, pick(d, 'attempt') ?? '—'),
       h('td', {}, pick(d, 'errorClass', 'error_class') || '—'),
-      h('td', {title: reason}, reason),
+      h('td', {class: 'wrap clamp'}, copyable(reason)),
       h('td', {}, h('div', {class: 'row', style: 'gap:8px'}, show, replay))), detail];
   }
   async function pageCompensation(main, ctx) {
     const tbody = h('tbody', {id: 'comp-body'});
-    const requeue = h('button', {type: 'button', id: 'requeue'}, 'Requeue all');
+    const requeue = h('button', {type: 'button', id: 'requeue', class: 'admin-only'}, 'Requeue all');
     fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'TTS compensation'),
       h('span', {class: 'muted'}, 'Tasks with segments whose speech synthesis still failed after every retry.'), h('span', {class: 'spacer'}), requeue),
     h('div', {class: 'tablebox'}, h('table', {id: 'compensation'},
@@ -859,52 +1084,154 @@
   }
 
   // ---- system health ----
-  // The page polls /api/system/health every 5 s and keeps the samples of
-  // the last 30 minutes in sessionStorage, so the charts survive a visit
-  // to another page.
-  const HEALTH_KEY = 'dubflow.health.samples';
-  const HEALTH_WINDOW = 30 * 60 * 1000;
+  // The charts are drawn from GET /api/metrics/history on load (the
+  // console's shared samples, or Prometheus) and extended by fetching it
+  // again every 15 s; the figures and queues poll /api/system/health and
+  // /api/queues every 5 s.
   const COLORS = ['#1f5fbf', '#1a7f37', '#bf8700', '#8250df', '#cf222e', '#0a7e8c', '#6e7781', '#e16f24', '#bf3989'];
+  const WINDOWS = {'1h': 3600e3, '6h': 6 * 3600e3, '24h': 24 * 3600e3};
+  const CHARTS = [
+    {id: 'chart-depth', title: 'Queue depth (messages ready)', series: ['queue_depth']},
+    {id: 'chart-throughput', title: 'Step attempts per minute, and error rate (%)', series: ['step_attempts', 'error_rate']},
+    {id: 'chart-duration', title: 'Step duration p50 / p95 (s)', series: ['step_duration_p50', 'step_duration_p95']},
+    {id: 'chart-tasks', title: 'Tasks done / failed per minute', series: ['tasks_done', 'tasks_failed']},
+  ];
   async function pageHealth(main, ctx) {
+    const win = WINDOWS[new URLSearchParams(location.search).get('window')] ? new URLSearchParams(location.search).get('window') : '1h';
     const el = {
       status: h('div', {class: 'row', id: 'health-status', style: 'min-height:32px'}),
       reasons: h('ul', {class: 'reasons', id: 'health-reasons'}),
       stats: h('div', {class: 'grid4', id: 'health-stats'}),
-      depth: h('svg', {class: 'chart', id: 'chart-depth', role: 'img', 'aria-label': 'Queue depth over time'}),
-      depthLegend: h('div', {class: 'legend'}),
-      thru: h('svg', {class: 'chart', id: 'chart-throughput', role: 'img', 'aria-label': 'Throughput over time'}),
-      thruLegend: h('div', {class: 'legend'}),
+      charts: CHARTS.map((c) => ({...c, svg: h('svg', {class: 'chart', id: c.id, role: 'img', 'aria-label': c.title}), legend: h('div', {class: 'legend'})})),
+      source: h('span', {class: 'muted', id: 'history-source'}),
+      work: h('tbody', {id: 'work-queues-body'}),
       queues: h('tbody', {id: 'queues-body'}),
       services: h('tbody', {id: 'services-body'}),
+      engines: h('div', {id: 'engines'}),
     };
-    fill(main, h('div', {class: 'row', style: 'margin-bottom:8px'}, h('h1', {style: 'margin:0'}, 'System health'), el.status),
-      el.reasons,
-      h('div', {style: 'margin:12px 0 16px'}, el.stats),
-      h('div', {class: 'grid2'},
-        h('div', {class: 'panel'}, h('h2', {}, 'Queue depth (messages ready)'), el.depth, el.depthLegend),
-        h('div', {class: 'panel'}, h('h2', {}, 'Throughput and errors'), el.thru, el.thruLegend)),
-      h('div', {class: 'grid2'},
-        h('div', {class: 'panel'}, h('h2', {}, 'Queues'), h('table', {id: 'queues'},
-          h('colgroup', {}, h('col', {}), h('col', {style: 'width:100px'}), h('col', {style: 'width:110px'})),
-          h('thead', {}, h('tr', {}, h('th', {}, 'Queue'), h('th', {class: 'num'}, 'Ready'), h('th', {class: 'num'}, 'Consumers'))),
-          el.queues)),
-        h('div', {class: 'panel'}, h('h2', {}, 'Workers and dependencies'), h('table', {id: 'services'},
-          h('colgroup', {}, h('col', {}), h('col', {style: 'width:120px'})),
-          h('thead', {}, h('tr', {}, h('th', {}, 'Step / dependency'), h('th', {class: 'num'}, 'Consumers'))),
-          el.services))));
-    let samples = [];
-    try { samples = JSON.parse(sessionStorage.getItem(HEALTH_KEY) || '[]'); } catch { samples = []; }
-    const redraw = () => drawHealthCharts(el, samples);
+    const windows = h('div', {class: 'filters', role: 'group', 'aria-label': 'Window'}, Object.keys(WINDOWS).map((w) =>
+      h('button', {type: 'button', class: w === win ? 'on' : '', onclick: () => go('/health?window=' + w)}, w)));
+    const panel = (c) => h('div', {class: 'panel'}, h('h2', {}, c.title), c.svg, c.legend);
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:8px'}, h('h1', {style: 'margin:0'}, 'System health'), el.status,
+      h('span', {class: 'spacer'}), el.source, windows),
+    el.reasons,
+    h('div', {style: 'margin:12px 0 16px'}, el.stats),
+    h('div', {class: 'grid2'}, panel(el.charts[0]), panel(el.charts[1])),
+    h('div', {class: 'grid2'}, panel(el.charts[2]), panel(el.charts[3])),
+    h('div', {class: 'panel'}, h('h2', {}, 'Work queues'), h('div', {class: 'tablebox'}, h('table', {id: 'work-queues'},
+      h('colgroup', {}, h('col', {style: 'width:150px'}), h('col', {style: 'width:90px'}), h('col', {style: 'width:120px'}),
+        h('col', {style: 'width:110px'}), h('col', {}), h('col', {style: 'width:120px'})),
+      h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {class: 'num'}, 'Ready'), h('th', {class: 'num'}, 'Consumers'),
+        h('th', {class: 'num'}, 'Workers'), h('th', {}, 'State'), h('th', {}, ''))),
+      el.work))),
+    h('div', {class: 'panel'}, h('h2', {}, 'Engines'), el.engines),
+    h('div', {class: 'grid2'},
+      h('div', {class: 'panel'}, h('h2', {}, 'All queues'), h('table', {id: 'queues'},
+        h('colgroup', {}, h('col', {}), h('col', {style: 'width:100px'}), h('col', {style: 'width:110px'})),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Queue'), h('th', {class: 'num'}, 'Ready'), h('th', {class: 'num'}, 'Consumers'))),
+        el.queues)),
+      h('div', {class: 'panel'}, h('h2', {}, 'Workers and dependencies'), h('table', {id: 'services'},
+        h('colgroup', {}, h('col', {}), h('col', {style: 'width:120px'})),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Step / dependency'), h('th', {class: 'num'}, 'Consumers'))),
+        el.services))));
+    let history = null;
+    const redraw = () => { if (history) drawHistory(el, history, WINDOWS[win]); };
     window.addEventListener('resize', redraw);
     ctx.cleanup(() => window.removeEventListener('resize', redraw));
-    every(ctx, 5000, async () => {
-      const hd = await api(API.health, {signal: ctx.signal});
-      samples.push(sampleOf(hd));
-      samples = samples.filter((s) => s.t > Date.now() - HEALTH_WINDOW);
-      sessionStorage.setItem(HEALTH_KEY, JSON.stringify(samples));
-      showHealth(el, hd);
+    every(ctx, 15000, async () => {
+      history = await api(API.history + '?since=' + win, {signal: ctx.signal});
+      el.source.textContent = 'history from ' + (pick(history, 'source') || '?');
       redraw();
     });
+    every(ctx, 5000, async () => {
+      const [hd, qs] = await Promise.all([api(API.health, {signal: ctx.signal}), api(API.queues, {signal: ctx.signal})]);
+      showHealth(el, hd);
+      showWorkQueues(el.work, listOf(qs, 'queues'), () => api(API.queues, {signal: ctx.signal}).then((x) => showWorkQueues(el.work, listOf(x, 'queues'))));
+    });
+    every(ctx, 10000, async () => showEngines(el.engines, await api(API.engines, {signal: ctx.signal}).catch((e) => {
+      if (e.status === 404 || e.status === 503) return {unavailable: e.status};
+      throw e;
+    })));
+  }
+  // showWorkQueues lists the steps' queues with Pause / Resume: a paused
+  // step's workers stop taking messages within a second or two (running
+  // steps finish) and its messages wait.
+  function showWorkQueues(tbody, qs, reload) {
+    if (tbody.querySelector('button:disabled')) return; // a pause or resume is under way
+    fill(tbody, qs.map((q) => {
+      const step = pick(q, 'step');
+      const paused = !!pick(q, 'paused');
+      const by = pick(q, 'changedBy');
+      const btn = h('button', {type: 'button', class: 'small admin-only ' + (paused ? 'primary' : ''), id: (paused ? 'resume-' : 'pause-') + step},
+        paused ? 'Resume' : 'Pause');
+      btn.addEventListener('click', action(() => api(paused ? API.resume(step) : API.pause(step), {method: 'POST'}), () => {
+        flash(paused ? `${step} resumed: its workers consume again` : `${step} paused: its workers stop taking messages`);
+        setTimeout(() => reload().catch(report), 50);
+      }));
+      const consumers = pick(q, 'consumers') ?? 0;
+      return h('tr', {'data-step': step, 'data-paused': paused ? '1' : '0'},
+        h('td', {class: 'mono'}, step),
+        h('td', {class: 'num'}, pick(q, 'ready') ?? 0),
+        h('td', {class: 'num', style: consumers === 0 && !paused ? 'color:var(--bad);font-weight:600' : ''}, consumers),
+        h('td', {class: 'num'}, pick(q, 'workers') ?? 0),
+        h('td', {}, paused ? badge('paused') : badge('consuming'), ' ',
+          h('span', {class: 'muted'}, pick(q, 'changedAt') ? `${paused ? 'paused' : 'resumed'} ${when(pick(q, 'changedAt'))}${by ? ' by ' + by : ''}` : '')),
+        h('td', {}, btn));
+    }));
+  }
+  // showEngines lists each engine's quota, load and breaker
+  // (GET /api/engines); a console without it says so.
+  function showEngines(box, data) {
+    if (data && data.unavailable) {
+      fill(box, h('p', {class: 'muted', id: 'engines-none'}, 'No engine figures: this console does not serve GET /api/engines.'));
+      return;
+    }
+    const list = listOf(data, 'engines');
+    const q = (e, used, left) => {
+      const u = pick(e, ...used);
+      const l = pick(e, ...left);
+      return u === undefined && l === undefined ? '—' : `${u ?? '—'} / ${l ?? '—'}`;
+    };
+    fill(box, h('div', {class: 'tablebox'}, h('table', {id: 'engines-table'},
+      h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {}), h('col', {style: 'width:140px'}), h('col', {style: 'width:90px'}),
+        h('col', {style: 'width:140px'}), h('col', {style: 'width:80px'}), h('col', {style: 'width:120px'})),
+      h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'Engine'), h('th', {class: 'num'}, 'Quota used / left'),
+        h('th', {class: 'num'}, 'In flight'), h('th', {}, 'Next available'), h('th', {class: 'num'}, 'Errors'), h('th', {}, 'Breaker'))),
+      h('tbody', {}, list.length ? list.map((e) => {
+        const breaker = pick(e, 'breakerState', 'breaker', 'state') || '—';
+        return h('tr', {'data-engine': pick(e, 'name')},
+          h('td', {class: 'mono'}, pick(e, 'step') || '—'),
+          h('td', {class: 'wrap'}, pick(e, 'name', 'engine') || '—'),
+          h('td', {class: 'num'}, q(e, ['quotaUsed', 'used'], ['quotaLeft', 'left', 'remaining'])),
+          h('td', {class: 'num'}, pick(e, 'inFlight', 'inflight') ?? '—'),
+          h('td', {}, timeCell(pick(e, 'nextAvailable', 'nextAvailableAt'))),
+          h('td', {class: 'num'}, pick(e, 'errors') ?? '—'),
+          h('td', {}, badge(typeof breaker === 'string' ? breaker : JSON.stringify(breaker))));
+      }) : h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'No engine has reported yet.'))))));
+  }
+  // drawHistory draws each chart from the history's series; a chart of two
+  // series draws the second dashed.
+  const SERIES_LABEL = {step_attempts: 'attempts', error_rate: 'error %', step_duration_p50: 'p50', step_duration_p95: 'p95',
+    tasks_done: 'done', tasks_failed: 'failed'};
+  function drawHistory(el, history, window) {
+    const byName = new Map(listOf(history, 'series').map((x) => [x.name, x]));
+    for (const c of el.charts) {
+      const lines = [];
+      c.series.forEach((name, si) => {
+        const scale = name === 'error_rate' ? 100 : 1;
+        const ls = listOf(byName.get(name), 'lines').slice().sort((a, b) => rank(String(a.key)) - rank(String(b.key)) || String(a.key).localeCompare(String(b.key)));
+        for (const l of ls) {
+          const key = l.key && l.key !== name ? String(l.key) : '';
+          const label = c.series.length > 1 ? SERIES_LABEL[name] || name : '';
+          lines.push({name: [key, label].filter(Boolean).join(' ') || name, dashed: si > 0,
+            points: listOf(l, 'points').map(([t, v]) => [t, v * scale])});
+        }
+      });
+      lines.forEach((l, i) => { l.color = COLORS[i % COLORS.length]; });
+      drawChart(c.svg, lines, {window});
+      fill(c.legend, lines.length ? lines.map((x) => h('span', {}, h('i', {style: `background:${x.color}`}), x.name))
+        : h('span', {}, 'no samples in this window yet'));
+    }
   }
   // queuesOf returns [{name, ready, unacked, consumers}] from a list or a
   // map of queues.
@@ -917,16 +1244,6 @@
       ready: pick(x, 'ready', 'messages', 'messagesReady') ?? 0,
       consumers: pick(x, 'consumers') ?? 0,
     }));
-  }
-  function sampleOf(hd) {
-    const perf = pick(hd, 'performance') || {};
-    const q = {};
-    let delay = 0;
-    for (const x of queuesOf(hd)) {
-      if (x.kind === 'delay') delay += x.ready; else q[x.name] = x.ready;
-    }
-    if (delay) q['delay tiers'] = delay;
-    return {t: Date.now(), q, thr: pick(perf, 'throughput') ?? 0, err: pick(perf, 'errorRate') ?? 0};
   }
   function showHealth(el, hd) {
     const st = pick(hd, 'status');
@@ -955,26 +1272,14 @@
       el.services.append(h('tr', {}, h('td', {class: 'muted'}, k), h('td', {class: 'num'}, v === 'ok' ? badge('healthy') : h('span', {title: v}, badge('unhealthy')))));
     }
   }
-  function drawHealthCharts(el, samples) {
-    const names = [...new Set(samples.flatMap((s) => Object.keys(s.q)))].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-    const depth = names.map((n, i) => ({name: n, color: COLORS[i % COLORS.length], points: samples.map((s) => [s.t, s.q[n] ?? 0])}));
-    drawChart(el.depth, depth, {});
-    fill(el.depthLegend, depth.map((s) => h('span', {}, h('i', {style: `background:${s.color}`}), s.name)));
-    const thru = [
-      {name: 'throughput (attempts/min, last hour)', color: COLORS[0], points: samples.map((s) => [s.t, s.thr])},
-      {name: 'error rate (% of attempts, last hour)', color: COLORS[4], points: samples.map((s) => [s.t, s.err * 100])},
-    ];
-    drawChart(el.thru, thru, {});
-    fill(el.thruLegend, thru.map((s) => h('span', {}, h('i', {style: `background:${s.color}`}), s.name)));
-  }
   function rank(name) {
-    const i = STEPS.findIndex((s) => name === 'task.' + s);
+    const i = STEPS.findIndex((s) => name === 'task.' + s || name === s);
     if (i >= 0) return i;
     return name === 'task.dlq' ? 10 : name.includes('compensation') ? 11 : 20;
   }
   // drawChart draws time series as polylines in an SVG sized to its box:
-  // a fixed 30-minute-or-less time axis and a y axis from 0 to a round
-  // maximum.
+  // a time axis over the window (or less, while there is less history)
+  // and a y axis from 0 to a round maximum.
   function drawChart(svg, series, opts) {
     const W = Math.max(200, svg.clientWidth || 560);
     const H = Math.max(120, svg.clientHeight || 220);
@@ -982,7 +1287,7 @@
     svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
     const now = Date.now();
     const all = series.flatMap((s) => s.points);
-    const t0 = Math.max(now - HEALTH_WINDOW, Math.min(now - 5 * 60 * 1000, ...all.map((p) => p[0])));
+    const t0 = Math.max(now - opts.window, Math.min(now - 5 * 60 * 1000, ...all.map((p) => p[0])));
     const max = niceMax(Math.max(opts.min || 1, ...all.map((p) => p[1])));
     const x = (t) => L + (t - t0) / (now - t0) * (W - L - R);
     const y = (v) => T + (1 - v / max) * (H - T - B);
@@ -999,11 +1304,11 @@
     }
     for (const s of series) {
       const pts = s.points.filter((p) => p[0] >= t0).map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ');
-      if (pts) kids.push(h('polyline', {points: pts, stroke: s.color}, h('title', {}, s.name)));
+      if (pts) kids.push(h('polyline', {points: pts, stroke: s.color, 'stroke-dasharray': s.dashed ? '4 3' : null}, h('title', {}, s.name)));
       const last = s.points[s.points.length - 1];
       if (last) kids.push(h('circle', {cx: x(last[0]).toFixed(1), cy: y(last[1]).toFixed(1), r: 2.5, fill: s.color}, h('title', {}, `${s.name}: ${last[1]}`)));
     }
-    if (!all.length) kids.push(h('text', {class: 'axis', x: W / 2, y: H / 2, 'text-anchor': 'middle'}, 'collecting samples…'));
+    if (!all.length) kids.push(h('text', {class: 'axis', x: W / 2, y: H / 2, 'text-anchor': 'middle'}, 'no samples yet (one every 15 s)'));
     fill(svg, kids);
   }
   function niceMax(v) {
@@ -1012,6 +1317,91 @@
     return 10 * p;
   }
   function fmtAxis(v) { return v >= 1000 ? (v / 1000).toFixed(v >= 10000 ? 0 : 1) + 'k' : (Math.round(v * 100) / 100).toString(); }
+
+  // ---- workers ----
+  // Every worker process from its heartbeats (GET /api/workers), polled
+  // every 3 s: what each consumer runs now, and how many runs it finished.
+  async function pageWorkers(main, ctx) {
+    const tbody = h('tbody', {id: 'workers-body'});
+    const note = h('span', {class: 'muted', id: 'workers-note'});
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Workers'), note),
+      h('div', {class: 'tablebox'}, h('table', {id: 'workers'},
+        h('colgroup', {}, h('col', {style: 'width:250px'}), h('col', {style: 'width:180px'}), h('col', {style: 'width:100px'}),
+          h('col', {style: 'width:190px'}), h('col', {}), h('col', {style: 'width:140px'})),
+        h('thead', {}, h('tr', {}, ['Worker', 'Host · pid · version', 'Status', 'Started · heartbeat', 'Running now', 'Done / failed'].map((c) => h('th', {}, c)))),
+        tbody)));
+    every(ctx, 3000, async () => {
+      const data = await api(API.workers, {signal: ctx.signal});
+      const ws = listOf(data, 'workers');
+      const live = ws.filter((w) => w.status !== 'lost' && w.status !== 'stopped').length;
+      note.textContent = `${live} live of ${ws.length} heard from in the last hour · heartbeat every ${pick(data, 'heartbeatSeconds') ?? '?'} s, lost after ${pick(data, 'lostAfterSeconds') ?? '?'} s`;
+      fill(tbody, ws.length ? ws.map(workerRow) : h('tr', {class: 'empty'}, h('td', {colspan: 6}, 'No worker has sent a heartbeat in the last hour.')));
+    });
+  }
+  function workerRow(w) {
+    const running = listOf(w, 'running');
+    return h('tr', {'data-id': w.id, 'data-status': w.status, 'data-service': w.service},
+      h('td', {class: 'wrap'}, h('strong', {}, w.service), ' ', h('span', {class: 'muted'}, `(${(w.steps || []).join(', ')} · ${w.consumers} consumers)`), h('br'), copyable(w.id, 'mono small')),
+      h('td', {class: 'wrap small'}, w.host, ' · ', w.pid, h('br'), h('span', {class: 'mono'}, w.version)),
+      h('td', {}, badge(w.status)),
+      h('td', {class: 'small'}, timeCell(w.startedAt), h('br'), h('span', {class: w.status === 'lost' ? 'bad' : 'muted'}, '♥ ', timeCell(w.heartbeatAt))),
+      h('td', {class: 'wrap'}, running.length ? running.map((r) => h('div', {class: 'running'},
+        h('a', {class: 'mono', href: '/tasks/' + enc(r.taskId), title: r.taskId}, shortId(r.taskId)), ' ', r.step,
+        r.part ? h('span', {class: 'muted'}, ' part ' + r.part) : null, ' #' + r.attempt, ' · ', dur((r.elapsedSeconds || 0) * 1000)))
+        : h('span', {class: 'muted'}, w.status === 'lost' || w.status === 'stopped' ? '—' : 'idle')),
+      h('td', {class: 'num'}, `${w.done} / `, h('span', {class: w.failed ? 'bad' : ''}, w.failed)));
+  }
+
+  // ---- audit ----
+  // Who did what (GET /api/audit), newest first, filtered by action and
+  // actor, paged by cursor; the filters live in the URL.
+  const AUDIT_ACTIONS = ['login', 'submit', 'cancel', 'retry', 'redub', 'replay', 'purge', 'requeue', 'pause', 'resume'];
+  async function pageAudit(main, ctx) {
+    const q = new URLSearchParams(location.search);
+    const act = h('select', {id: 'audit-action', name: 'action', 'aria-label': 'action'},
+      ['', ...AUDIT_ACTIONS].map((a) => h('option', {value: a, selected: a === (q.get('action') || '')}, a || 'every action')));
+    const actor = h('input', {type: 'text', id: 'audit-actor', name: 'actor', value: q.get('actor') || '', placeholder: 'token name', size: 14});
+    const target = h('input', {type: 'text', id: 'audit-target', name: 'target', value: q.get('target') || '', placeholder: 'task, dead letter or step', size: 24});
+    const form = h('form', {class: 'row'}, act, actor, target, h('button', {type: 'submit'}, 'Filter'));
+    const urlOf = (cursor) => {
+      const p = new URLSearchParams();
+      if (act.value) p.set('action', act.value);
+      if (actor.value.trim()) p.set('actor', actor.value.trim());
+      if (target.value.trim()) p.set('target', target.value.trim());
+      if (cursor) p.set('cursor', cursor);
+      return '/audit' + (p.toString() ? '?' + p : '');
+    };
+    form.addEventListener('submit', (ev) => { ev.preventDefault(); go(urlOf('')); });
+    const tbody = h('tbody', {id: 'audit-body'});
+    const pager = h('div', {class: 'pager'});
+    fill(main, h('div', {class: 'row', style: 'margin-bottom:12px'}, h('h1', {style: 'margin:0'}, 'Audit'), form),
+      h('div', {class: 'tablebox'}, h('table', {id: 'audit'},
+        h('colgroup', {}, h('col', {style: 'width:120px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:90px'}),
+          h('col', {style: 'width:200px'}), h('col', {style: 'width:260px'}), h('col', {})),
+        h('thead', {}, h('tr', {}, ['When', 'Who', 'Action', 'Target', 'Outcome', 'Detail'].map((c) => h('th', {}, c)))),
+        tbody)), pager);
+    const params = new URLSearchParams(location.search);
+    params.set('limit', '50');
+    const data = await api(API.audit + '?' + params, {signal: ctx.signal});
+    const entries = listOf(data, 'entries');
+    fill(tbody, entries.length ? entries.map(auditRow) : h('tr', {class: 'empty'}, h('td', {colspan: 6}, 'Nothing recorded for this filter.')));
+    const next = pick(data, 'nextCursor');
+    fill(pager, h('button', {type: 'button', disabled: !q.get('cursor'), onclick: () => go(urlOf(''))}, '« Newest'),
+      h('button', {type: 'button', id: 'audit-older', disabled: !next, onclick: () => go(urlOf(next))}, 'Older »'));
+  }
+  const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+  function auditRow(e) {
+    const ok = e.outcome === 'ok';
+    const t = e.target || '';
+    const detail = e.detail && Object.keys(e.detail).length ? JSON.stringify(e.detail) : '';
+    return h('tr', {'data-action': e.action},
+      h('td', {}, timeCell(e.at)),
+      h('td', {class: 'wrap'}, e.actor || h('span', {class: 'muted'}, '(unknown token)'), ' ', h('span', {class: 'muted small'}, e.role || '')),
+      h('td', {}, e.action),
+      h('td', {class: 'wrap mono small'}, UUID_RE.test(t) ? h('a', {href: '/tasks/' + enc(t), title: t}, t) : t || '—'),
+      h('td', {class: 'wrap'}, ok ? badge('succeeded') : h('span', {class: 'bad'}, `${e.status} · ${e.outcome}`)),
+      h('td', {class: 'wrap mono small'}, detail ? copyable(detail) : '—'));
+  }
 
   // ---- waiting queue (read-only) ----
   // The dispatcher's queue is per project: the page lists every project
@@ -1100,10 +1490,13 @@
   route(/^\/compensation$/, 'compensation', pageCompensation);
   route(/^\/health$/, 'health', pageHealth);
   route(/^\/waiting$/, 'waiting', pageWaiting);
+  route(/^\/workers$/, 'workers', pageWorkers);
+  route(/^\/audit$/, 'audit', pageAudit);
 
   $('#logout').addEventListener('click', async () => {
     try { await api(API.logout, {method: 'POST'}); } catch (e) { if (e.status !== 401) report(e); }
     sessionStorage.removeItem('dubflow.csrf');
+    forgetSession();
     go('/login', true);
   });
   render();

@@ -1,0 +1,123 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Kinds of timeline events.
+const (
+	EventCreated            = "created"              // the task was submitted
+	EventAttemptStarted     = "attempt_started"      // a worker claimed an attempt of a step's part
+	EventAttemptEnded       = "attempt_ended"        // the attempt succeeded, failed or was parked (Status)
+	EventRetry              = "retry"                // a failed attempt was retried after DelayMS (Detail: its error)
+	EventReplay             = "replay"               // a fresh retry budget started (Detail: by what: a dlq replay, a console retry)
+	EventDeadLetter         = "dead_letter"          // a message reached the dead-letter queue (Ref: its id)
+	EventDeadLetterReplayed = "dead_letter_replayed" // the dead letter was replayed
+	EventDeadLetterPurged   = "dead_letter_purged"   // the dead letter was purged (kept in the archive)
+	EventCompensation       = "compensation"         // a segment's speech failed and waits (Ref: segment index)
+	EventCompensationQueued = "compensation_requeued"
+	EventVersion            = "version"  // an output version was started (Ref: its number; Detail: the new line)
+	EventOperator           = "operator" // an operator's action through the console (Status: cancel, retry, redub…)
+	EventEnded              = "ended"    // the task ended (Status: done, failed, cancelled; Detail: its error)
+)
+
+// Event is one entry of a task's timeline.
+type Event struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	Step    string    `json:"step,omitempty"`
+	Part    string    `json:"part,omitempty"`
+	Attempt *int      `json:"attempt,omitempty"`
+	Worker  string    `json:"worker,omitempty"`
+	Status  string    `json:"status,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+	// DelayMS is how long a retry waited: from the failed attempt's end to
+	// the next attempt's start.
+	DelayMS *int64 `json:"delayMs,omitempty"`
+	// Actor is the token name of an operator's action.
+	Actor string `json:"actor,omitempty"`
+	// Ref is what the event names: a dead letter id, a segment, a version.
+	Ref string `json:"ref,omitempty"`
+}
+
+// timelineSQL derives the timeline from the durable records: the task row,
+// every attempt in task_steps, step_replays, dead letters (and purged ones
+// in the archive), TTS compensations, output versions and the console's
+// audit log. The rank orders events of the same instant.
+const timelineSQL = `
+WITH a AS (
+  SELECT s.*, lead(s.started_at) OVER w AS next_start, lead(s.attempt) OVER w AS next_attempt
+    FROM task_steps s WHERE s.task_id = $1
+  WINDOW w AS (PARTITION BY s.step, s.part ORDER BY s.attempt)
+), d AS (
+  SELECT id, step, part, attempt, error_class, failure_reason, failed_at, replayed_at, NULL::timestamptz AS purged_at, '' AS purged_by
+    FROM dead_letters WHERE task_id = $1
+  UNION ALL
+  SELECT id, step, part, attempt, error_class, failure_reason, failed_at, replayed_at, purged_at, purged_by
+    FROM dead_letters_archive WHERE task_id = $1
+)
+SELECT created_at, 0, 'created', '', '', NULL::int, '', '', source_video_key, NULL::bigint, '', '' FROM tasks WHERE id = $1
+UNION ALL
+SELECT started_at, 1, 'attempt_started', step, part, attempt, worker, '', '', NULL, '', '' FROM a
+UNION ALL
+SELECT finished_at, 2, 'attempt_ended', step, part, attempt, worker, status, error, NULL, '', '' FROM a WHERE finished_at IS NOT NULL
+UNION ALL
+SELECT finished_at, 3, 'retry', step, part, next_attempt, worker, '', error,
+       (extract(epoch FROM next_start - finished_at) * 1000)::bigint, '', '' FROM a
+ WHERE status = 'failed' AND next_attempt IS NOT NULL AND finished_at IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM step_replays r WHERE r.task_id = $1 AND r.step = a.step AND r.part = a.part
+                   AND r.base_attempt = a.next_attempt)
+UNION ALL
+SELECT created_at, 4, 'replay', step, part, base_attempt, '', '', reason, NULL, '', '' FROM step_replays WHERE task_id = $1
+UNION ALL
+SELECT failed_at, 3, 'dead_letter', step, part, attempt, '', error_class, failure_reason, NULL, '', id::text FROM d
+UNION ALL
+SELECT replayed_at, 3, 'dead_letter_replayed', step, part, attempt, '', '', '', NULL, '', id::text FROM d WHERE replayed_at IS NOT NULL
+UNION ALL
+SELECT purged_at, 3, 'dead_letter_purged', step, part, attempt, '', '', '', NULL, purged_by, id::text FROM d WHERE purged_at IS NOT NULL
+UNION ALL
+SELECT created_at, 3, 'compensation', 'tts', '', NULL, '', '', error, NULL, '', segment_idx::text FROM tts_compensations WHERE task_id = $1
+UNION ALL
+SELECT requeued_at, 3, 'compensation_requeued', 'tts', '', NULL, '', '', '', NULL, '', segment_idx::text
+  FROM tts_compensations WHERE task_id = $1 AND requeued_at IS NOT NULL
+UNION ALL
+SELECT created_at, 4, 'version', '', '', NULL, '', '', coalesce(text, ''), NULL, '', version::text FROM output_versions WHERE task_id = $1
+UNION ALL
+SELECT at, 4, 'operator', '', '', NULL, '', action, outcome, NULL, actor, '' FROM console_audit
+ WHERE target = $1::text AND action IN ('cancel', 'retry', 'redub', 'submit')
+UNION ALL
+SELECT updated_at, 5, 'ended', '', '', NULL, '', status, error, NULL, '', '' FROM tasks
+ WHERE id = $1 AND status IN ('done', 'failed', 'cancelled')
+ORDER BY 1, 2, 6 NULLS FIRST`
+
+// Timeline returns every event of the task in the order it happened,
+// derived from durable records (the outbox's events are deleted once
+// sent). Hand-backs are not recorded durably and are not listed.
+func Timeline(ctx context.Context, db Querier, taskID uuid.UUID) ([]Event, error) {
+	if err := exists(ctx, db, taskID); err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, timelineSQL, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("read timeline of %s: %w", taskID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var rank int
+		err := r.Scan(&e.At, &rank, &e.Kind, &e.Step, &e.Part, &e.Attempt, &e.Worker, &e.Status, &e.Detail,
+			&e.DelayMS, &e.Actor, &e.Ref)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read timeline of %s: %w", taskID, err)
+	}
+	if out == nil {
+		out = []Event{}
+	}
+	return out, nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/jackc/pgx/v5"
+)
+
+// auditEntry is one row of console_audit: who (the token's name and role)
+// did what (action) to what (target), when, and how it ended.
+type auditEntry struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Role   string    `json:"role"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	// Outcome is "ok", or the error's code and message as answered.
+	Outcome string         `json:"outcome"`
+	Status  int            `json:"status"`
+	Detail  map[string]any `json:"detail"`
+}
+
+// recordAudit writes e to console_audit (At: now when zero). A failure is
+// logged and does not fail the request it records: the action happened.
+func (s *server) recordAudit(ctx context.Context, e auditEntry) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	if e.Outcome == "" {
+		e.Outcome = "ok"
+	}
+	detail, _ := json.Marshal(e.Detail)
+	if e.Detail == nil {
+		detail = []byte("{}")
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO console_audit (at, actor, role, action, target, outcome, status, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, e.At, e.Actor, e.Role, e.Action, e.Target, e.Outcome, e.Status, detail)
+	if err != nil {
+		s.log.Error().Err(err).Str("action", e.Action).Str("target", e.Target).Msg("audit record")
+	}
+}
+
+// auditNote is what a handler run by audited may add to its entry.
+type auditNote struct {
+	actor, role, target string
+	detail              map[string]any
+}
+
+type auditNoteKey struct{}
+
+func noteOf(r *http.Request) *auditNote {
+	n, _ := r.Context().Value(auditNoteKey{}).(*auditNote)
+	if n == nil {
+		return &auditNote{} // not audited: notes go nowhere
+	}
+	return n
+}
+
+// noteActor names who acts when the route is public (login: the token
+// given, "" when it is unknown).
+func noteActor(r *http.Request, name, role string) { n := noteOf(r); n.actor, n.role = name, role }
+
+// noteAudit adds key to the entry's detail (a filter, a count).
+func noteAudit(r *http.Request, key string, v any) {
+	n := noteOf(r)
+	if n.detail == nil {
+		n.detail = map[string]any{}
+	}
+	n.detail[key] = v
+}
+
+// audited records every call of h as action in console_audit, with the
+// caller's token name, the route's {id} or {step} as target, the time the
+// request came and the answer's outcome.
+func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := principalOf(r)
+		n := &auditNote{actor: p.name, role: p.role, target: r.PathValue("id")}
+		if n.target == "" {
+			n.target = r.PathValue("step")
+		}
+		rec, at := &statusRecorder{ResponseWriter: w}, time.Now()
+		h(rec, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, n)))
+		s.recordAudit(context.WithoutCancel(r.Context()), auditEntry{At: at, Actor: n.actor, Role: n.role, Action: action,
+			Target: n.target, Outcome: rec.outcome(), Status: rec.status, Detail: n.detail})
+	}
+}
+
+// statusRecorder keeps the status and, of an error, the start of the body.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if r.status >= 400 && r.body.Len() < 4096 {
+		r.body.Write(b)
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// outcome is "ok", or "code: message" of the error answered.
+func (r *statusRecorder) outcome() string {
+	if r.status < 400 {
+		return "ok"
+	}
+	var e apiError
+	if json.Unmarshal(r.body.Bytes(), &e) == nil && e.Code != "" {
+		return e.Code + ": " + e.Message
+	}
+	return strconv.Itoa(r.status) + " " + http.StatusText(r.status)
+}
+
+// auditPage is what GET /api/audit answers, newest first.
+type auditPage struct {
+	Entries    []auditEntry `json:"entries"`
+	NextCursor *string      `json:"nextCursor"`
+}
+
+// auditFilter selects entries: ?action=&actor=&target=&since=&until=&limit=&cursor=.
+type auditFilter struct {
+	action, actor, target string
+	since, until          *time.Time
+	afterAt               *time.Time
+	afterID               int64
+	limit                 int
+}
+
+// listAudit answers GET /api/audit.
+func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
+	f, err := readAuditFilter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	page, err := s.readAudit(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func readAuditFilter(r *http.Request) (auditFilter, error) {
+	q := r.URL.Query()
+	f := auditFilter{action: q.Get("action"), actor: q.Get("actor"), target: q.Get("target"), limit: defaultPage}
+	var err error
+	if f.since, f.until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
+		return f, err
+	}
+	if v := q.Get("limit"); v != "" {
+		if f.limit, err = strconv.Atoi(v); err != nil || f.limit < 1 || f.limit > maxPage {
+			return f, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), maxPage))
+		}
+	}
+	if c := q.Get("cursor"); c != "" {
+		raw, _ := base64.RawURLEncoding.DecodeString(c)
+		ts, id, _ := strings.Cut(string(raw), ",")
+		at, terr := time.Parse(time.RFC3339Nano, ts)
+		n, ierr := strconv.ParseInt(id, 10, 64)
+		if terr != nil || ierr != nil {
+			return f, badRequest("cursor: not a cursor of this API (use nextCursor as given)")
+		}
+		f.afterAt, f.afterID = &at, n
+	}
+	return f, nil
+}
+
+// timeRange reads since and until (dlq.ParseSince's forms: an RFC 3339
+// time, a date, or a duration back from now); nil when not given.
+func timeRange(since, until string) (*time.Time, *time.Time, error) {
+	now := time.Now()
+	var out [2]*time.Time
+	for i, v := range []string{since, until} {
+		if v == "" {
+			continue
+		}
+		t, err := dlq.ParseSince(v, now)
+		if err != nil {
+			return nil, nil, badRequest(strings.Replace(err.Error(), "since", []string{"since", "until"}[i], 1))
+		}
+		out[i] = &t
+	}
+	return out[0], out[1], nil
+}
+
+func (s *server) readAudit(ctx context.Context, f auditFilter) (auditPage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, role, action, target, outcome, status, detail
+		FROM console_audit
+		WHERE ($1 = '' OR action = $1) AND ($2 = '' OR actor = $2) AND ($3 = '' OR target = $3)
+		  AND ($4::timestamptz IS NULL OR at >= $4) AND ($5::timestamptz IS NULL OR at < $5)
+		  AND ($6::timestamptz IS NULL OR (at, id) < ($6, $7))
+		ORDER BY at DESC, id DESC LIMIT $8`, f.action, f.actor, f.target, f.since, f.until, f.afterAt, f.afterID, f.limit+1)
+	if err != nil {
+		return auditPage{}, fmt.Errorf("read audit: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditEntry, error) {
+		var e auditEntry
+		err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Role, &e.Action, &e.Target, &e.Outcome, &e.Status, &e.Detail)
+		return e, err
+	})
+	if err != nil {
+		return auditPage{}, fmt.Errorf("read audit: %w", err)
+	}
+	page := auditPage{Entries: list}
+	if len(list) > f.limit {
+		page.Entries = list[:f.limit]
+		last := list[f.limit-1]
+		c := base64.RawURLEncoding.EncodeToString([]byte(last.At.UTC().Format(time.RFC3339Nano) + "," +
+			strconv.FormatInt(last.ID, 10)))
+		page.NextCursor = &c
+	}
+	if page.Entries == nil {
+		page.Entries = []auditEntry{}
+	}
+	return page, nil
+}
