@@ -23,9 +23,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 WORK=${IMAGE_SMOKE_DIR:-/var/tmp/dubflow-image-smoke}
 TAG=${IMAGE_SMOKE_TAG:-smoke}
-RELEASE=bookworm
-DEBIAN_BASE=localhost/debian:$RELEASE-slim
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# shellcheck source=scripts/debian-base.sh
+source scripts/debian-base.sh
 MEDIA_SERVICES=" extract_audio asr translate tts mux_video console "
 UID_GID=65532:65532
 
@@ -40,13 +39,7 @@ fi
 : "${DATABASE_URL:?DATABASE_URL is not set}"
 : "${S3_ENDPOINT:?S3_ENDPOINT is not set}"
 
-missing=()
-command -v podman >/dev/null || missing+=(podman)
-command -v debootstrap >/dev/null || missing+=(debootstrap)
-if [ ${#missing[@]} -gt 0 ]; then
-	log "installing ${missing[*]}"
-	apt-get update -q && apt-get install -y -q "${missing[@]}"
-fi
+need_packages podman debootstrap
 mkdir -p "$WORK"
 
 # The services: folders under services/ with a main package (the Makefile's rule), but for the
@@ -55,16 +48,7 @@ mapfile -t SERVICES < <(grep -l '^package main$' services/*/*.go | xargs -n1 dir
 	grep -vx -e e2e -e chaos)
 
 # --- bases ---------------------------------------------------------------------------------
-if ! podman image exists "$DEBIAN_BASE"; then
-	if [ ! -x "$WORK/rootfs/bin/bash" ]; then
-		log "debootstrap --variant=minbase $RELEASE"
-		rm -rf "$WORK/rootfs"
-		debootstrap --variant=minbase "$RELEASE" "$WORK/rootfs" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
-			{ tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed (log: $WORK/debootstrap.log)"; }
-	fi
-	log "podman import $DEBIAN_BASE"
-	tar -C "$WORK/rootfs" -c . | podman import - "$DEBIAN_BASE" >/dev/null
-fi
+debian_base
 
 GOROOT=$(go env GOROOT)
 GO_VERSION=$(go env GOVERSION)
