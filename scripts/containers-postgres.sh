@@ -16,7 +16,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	echo "host all all all $auth" >>"$PGDATA/pg_hba.conf"
 	as_postgres "$bin/pg_ctl" -D "$PGDATA" -o "-c listen_addresses=''" -w start
 	if [ -n "${POSTGRES_DB:-}" ] && [ "$POSTGRES_DB" != postgres ]; then
-		as_postgres psql -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$POSTGRES_DB\""
+		as_postgres "$bin/psql" -h /run/postgresql -p 5432 -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$POSTGRES_DB\""
 	fi
 	as_postgres "$bin/pg_ctl" -D "$PGDATA" -m fast -w stop
 fi

@@ -63,16 +63,28 @@ runtime = "runc"
 EOF
 
 # --- stand-ins -------------------------------------------------------------------------------
-# stand_in IMAGE CONTEXT: builds IMAGE from CONTEXT/Containerfile unless the image exists.
+# stand_in IMAGE CONTEXT [FILE]: builds IMAGE from CONTEXT/Containerfile (FILE copied into the
+# context) unless it exists: an image not built here is used as is; a stand-in built from another
+# Containerfile or entry point (its label) is built again.
 stand_in() {
+	local sum have log=$WORK/build-${2##*/}.log
+	sum=$(cat "$2"/Containerfile "$2"/*.sh 2>/dev/null | sha256sum | cut -c1-16)
 	if podman image exists "$1"; then
-		log "$1: present"
-		return 0
+		have=$(podman image inspect --format '{{index .Labels "dubflow.stand-in"}}' "$1")
+		if [ -z "$have" ] || [ "$have" = "$sum" ]; then
+			log "$1: present${have:+ (stand-in $sum)}"
+			return 0
+		fi
 	fi
 	log "$1: building a stand-in ($2)"
-	podman build --isolation chroot -q -t "$1" --label dubflow.stand-in=true \
-		--build-arg BASE="$DEBIAN_BASE" "$2" >"$2/build.log" 2>&1 ||
-		{ tail -30 "$2/build.log" >&2; die "build of the stand-in $1 failed (log: $2/build.log)"; }
+	if [ -n "${3:-}" ]; then
+		[ -x "$3" ] || die "no $3 for the stand-in $1"
+		cp "$3" "$2/"
+	fi
+	podman build --isolation chroot -q -t "$1" --label dubflow.stand-in="$sum" \
+		--build-arg BASE="$DEBIAN_BASE" "$2" >"$log" 2>&1 ||
+		{ tail -30 "$log" >&2; die "build of the stand-in $1 failed (log: $log)"; }
+	[ -z "${3:-}" ] || rm -f "$2/${3##*/}"
 }
 
 # No service starts while a package installs (the build shares the machine's network and ports).
@@ -104,11 +116,6 @@ ENTRYPOINT ["/bin/sh", "/usr/local/bin/entrypoint.sh"]
 EOF
 	stand_in "$POSTGRES_IMAGE" "$WORK/postgres"
 
-	local minio=${MINIO_BIN:-$ROOT/.tools/minio}
-	if ! podman image exists "$MINIO_IMAGE"; then
-		[ -x "$minio" ] || die "no MinIO binary at $minio: run scripts/stack.sh up --infra-only once (it builds .tools/minio), or set MINIO_BIN"
-		cp "$minio" "$WORK/minio/minio"
-	fi
 	cat >"$WORK/minio/Containerfile" <<EOF
 ARG BASE
 FROM \$BASE
@@ -117,8 +124,8 @@ EXPOSE 9000
 ENTRYPOINT ["/usr/bin/minio"]
 CMD ["server", "/data"]
 EOF
-	stand_in "$MINIO_IMAGE" "$WORK/minio"
-	rm -f "$WORK/minio/minio"
+	# The MinIO scripts/stack.sh builds (scripts/stack.sh up --infra-only once), or MINIO_BIN.
+	stand_in "$MINIO_IMAGE" "$WORK/minio" "${MINIO_BIN:-$ROOT/.tools/minio}"
 }
 stand_ins
 

@@ -20,7 +20,6 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 WORK=${IMAGE_SMOKE_DIR:-/var/tmp/dubflow-image-smoke}
 TAG=${IMAGE_SMOKE_TAG:-smoke}
 # shellcheck source=scripts/debian-base.sh
@@ -33,7 +32,10 @@ die() { printf 'image-smoke: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (podman storage, chroot)"
 if [ -f .devstack/env ]; then
-	set -a; source .devstack/env; set +a
+	set -a
+	# shellcheck source=/dev/null
+	source .devstack/env
+	set +a
 fi
 : "${AMQP_URL:?AMQP_URL is not set: start the local stack (make infra) or source its env}"
 : "${DATABASE_URL:?DATABASE_URL is not set}"
@@ -176,7 +178,8 @@ for s in "${SERVICES[@]}"; do
 		done
 		in_image "$root" ffmpeg -hide_banner -f lavfi -i sine=d=0.2 -f wav -y /tmp/smoke.wav >/dev/null 2>&1 ||
 			die "$s: ffmpeg does not run as $UID_GID"
-		modes=$(in_image "$root" apertium -l) && [[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
+		modes=$(in_image "$root" apertium -l) || die "$s: apertium does not run"
+		[[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
 		in_image "$root" espeak-ng -v es -w /tmp/smoke-es.wav "hola" || die "$s: espeak-ng does not speak"
 		[ -d "$root/usr/share/pocketsphinx/model/en-us" ] || die "$s: pocketsphinx-en-us model missing"
 	fi
