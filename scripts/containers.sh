@@ -68,7 +68,7 @@ EOF
 # Containerfile or entry point (its label) is built again.
 stand_in() {
 	local sum have log=$WORK/build-${2##*/}.log
-	sum=$(cat "$2"/Containerfile "$2"/*.sh 2>/dev/null | sha256sum | cut -c1-16)
+	sum=$(find "$2" -maxdepth 1 -type f \( -name Containerfile -o -name '*.sh' \) | sort | xargs cat | sha256sum | cut -c1-16)
 	if podman image exists "$1"; then
 		have=$(podman image inspect --format '{{index .Labels "dubflow.stand-in"}}' "$1")
 		if [ -z "$have" ] || [ "$have" = "$sum" ]; then
