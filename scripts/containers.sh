@@ -14,7 +14,9 @@
 #      path, not the pinned versions; an image already present under a pinned name is used as is;
 #   4. starts `podman system service` on a private socket as DOCKER_HOST, runs `go test` with
 #      AMQP_URL, DATABASE_URL, S3_* and RABBITMQ_NODENAME unset (so testenv takes the container
-#      path) and testcontainers' reaper off (its image cannot be had here), then removes the
+#      path), testcontainers' reaper off (its image cannot be had here) and the containers' ports
+#      reached on 127.0.0.1 (this machine has a /.dockerenv, which makes testcontainers take itself
+#      for a container and dial the bridge's gateway instead), then removes the
 #      containers the run created (label org.testcontainers=true) and stops the service.
 #
 # Needs root (podman's storage). Work files in CONTAINERS_DIR (default /var/tmp/dubflow-containers).
@@ -164,4 +166,5 @@ log "podman system service on $SOCK ($(podman --version), runtime runc)"
 log "go test $PKG on containers"
 env -u AMQP_URL -u DATABASE_URL -u S3_ENDPOINT -u S3_ACCESS_KEY -u S3_SECRET_KEY -u S3_USE_SSL -u S3_BUCKET \
 	-u RABBITMQ_NODENAME DOCKER_HOST="unix://$SOCK" TESTCONTAINERS_RYUK_DISABLED=true \
+	TESTCONTAINERS_HOST_OVERRIDE="${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}" \
 	go test -count=1 "$@" "$PKG"
