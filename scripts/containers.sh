@@ -2,7 +2,8 @@
 # containers: runs one package's tests on pkg/testenv's container path (testcontainers-go) through
 # podman's Docker-compatible service, on a machine without a Docker engine or an image registry.
 #
-#   scripts/containers.sh [PKG] [go test flags...]     (PKG default ./pkg/outbox/; make test-containers)
+#   scripts/containers.sh [PKG] [go test flags...]     (make test-containers PKG=./pkg/outbox/, the
+#                                                       default; ./outbox/ names the same package)
 #
 #   1. installs podman, runc and debootstrap when missing (Debian packages);
 #   2. writes a private containers.conf (CONTAINERS_CONF; the machine's /etc files stay untouched):
@@ -27,6 +28,8 @@ ROOT=$PWD
 WORK=${CONTAINERS_DIR:-/var/tmp/dubflow-containers}
 PKG=${1:-./pkg/outbox/}
 shift || true
+# A package of the pkg module may be named from there (./outbox/).
+if [ ! -d "$PKG" ] && [ -d "pkg/$PKG" ]; then PKG=./pkg/${PKG#./}; fi
 # shellcheck source=scripts/debian-base.sh
 source scripts/debian-base.sh
 
