@@ -129,6 +129,13 @@ chaos: build ## Chaos run on a private stack: 200 tasks under kills, restarts, c
 image-smoke: ## Build every image with podman on debootstrap bases and smoke-run each (scripts/image-smoke.sh)
 	bash scripts/image-smoke.sh
 
+# PKG: the package test-containers runs (root-relative, default ./pkg/outbox/); TEST_FLAGS apply.
+PKG ?= ./pkg/outbox/
+
+.PHONY: test-containers
+test-containers: ## Run one package's tests (PKG) on testenv's containers through podman (scripts/containers.sh; not in `make test`)
+	bash scripts/containers.sh $(PKG) $(RACE_FLAG) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS)
+
 .PHONY: fmt
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)

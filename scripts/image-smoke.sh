@@ -20,12 +20,10 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 WORK=${IMAGE_SMOKE_DIR:-/var/tmp/dubflow-image-smoke}
 TAG=${IMAGE_SMOKE_TAG:-smoke}
-RELEASE=bookworm
-DEBIAN_BASE=localhost/debian:$RELEASE-slim
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# shellcheck source=scripts/debian-base.sh
+source scripts/debian-base.sh
 MEDIA_SERVICES=" extract_audio asr translate tts mux_video console "
 UID_GID=65532:65532
 
@@ -34,19 +32,16 @@ die() { printf 'image-smoke: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (podman storage, chroot)"
 if [ -f .devstack/env ]; then
-	set -a; source .devstack/env; set +a
+	set -a
+	# shellcheck source=/dev/null
+	source .devstack/env
+	set +a
 fi
 : "${AMQP_URL:?AMQP_URL is not set: start the local stack (make infra) or source its env}"
 : "${DATABASE_URL:?DATABASE_URL is not set}"
 : "${S3_ENDPOINT:?S3_ENDPOINT is not set}"
 
-missing=()
-command -v podman >/dev/null || missing+=(podman)
-command -v debootstrap >/dev/null || missing+=(debootstrap)
-if [ ${#missing[@]} -gt 0 ]; then
-	log "installing ${missing[*]}"
-	apt-get update -q && apt-get install -y -q "${missing[@]}"
-fi
+need_packages podman debootstrap
 mkdir -p "$WORK"
 
 # The services: folders under services/ with a main package (the Makefile's rule), but for the
@@ -55,16 +50,7 @@ mapfile -t SERVICES < <(grep -l '^package main$' services/*/*.go | xargs -n1 dir
 	grep -vx -e e2e -e chaos)
 
 # --- bases ---------------------------------------------------------------------------------
-if ! podman image exists "$DEBIAN_BASE"; then
-	if [ ! -x "$WORK/rootfs/bin/bash" ]; then
-		log "debootstrap --variant=minbase $RELEASE"
-		rm -rf "$WORK/rootfs"
-		debootstrap --variant=minbase "$RELEASE" "$WORK/rootfs" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
-			{ tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed (log: $WORK/debootstrap.log)"; }
-	fi
-	log "podman import $DEBIAN_BASE"
-	tar -C "$WORK/rootfs" -c . | podman import - "$DEBIAN_BASE" >/dev/null
-fi
+debian_base
 
 GOROOT=$(go env GOROOT)
 GO_VERSION=$(go env GOVERSION)
@@ -192,7 +178,8 @@ for s in "${SERVICES[@]}"; do
 		done
 		in_image "$root" ffmpeg -hide_banner -f lavfi -i sine=d=0.2 -f wav -y /tmp/smoke.wav >/dev/null 2>&1 ||
 			die "$s: ffmpeg does not run as $UID_GID"
-		modes=$(in_image "$root" apertium -l) && [[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
+		modes=$(in_image "$root" apertium -l) || die "$s: apertium does not run"
+		[[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
 		in_image "$root" espeak-ng -v es -w /tmp/smoke-es.wav "hola" || die "$s: espeak-ng does not speak"
 		[ -d "$root/usr/share/pocketsphinx/model/en-us" ] || die "$s: pocketsphinx-en-us model missing"
 	fi

@@ -1,31 +1,23 @@
 package testenv
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/dubflow/dubflow/pkg/localstack"
 )
 
 // RepoRoot finds the checkout: the folder holding go.work, from the working
-// directory up.
+// directory up (localstack.FindRoot).
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
+	return localstack.FindRoot(dir)
 }
 
 // BuildServices builds the named services (folders under services/) into

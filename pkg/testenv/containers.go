@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/localstack"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
@@ -121,7 +122,7 @@ func startContainers(ctx context.Context) (*containerStack, error) {
 
 // containerRabbitctl runs rabbitmqctl inside the RabbitMQ container.
 func containerRabbitctl(args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), rabbitctlTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), localstack.RabbitctlTimeout)
 	defer cancel()
 	full := append([]string{"rabbitmqctl", "-q"}, args...)
 	code, out, err := containersUp.rabbit.Exec(ctx, full, tcexec.Multiplexed())

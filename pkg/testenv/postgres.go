@@ -44,9 +44,11 @@ type Database struct {
 // every migration, and drops it when the test ends.
 func Postgres(t testing.TB) *Database {
 	t.Helper()
+	// First the server (on BackendContainers, the containers start now, which
+	// may take minutes: that is not the 60 s of the database's creation).
+	base := Env("DATABASE_URL", DefaultDatabaseURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	base := Env("DATABASE_URL", DefaultDatabaseURL)
 	cfg, err := pgx.ParseConfig(base)
 	if err != nil {
 		t.Fatalf("testenv: parse DATABASE_URL: %v", err)

@@ -3,9 +3,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/localstack"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -317,50 +316,14 @@ func (s *Stack) Expect(t testing.TB, env *wire.Envelope, step, want, reason stri
 }
 
 // FreeAddr returns a loopback address with a port free at this moment and
-// never returned before in this process (freshAddr).
+// never returned before in this process (localstack.FreeAddr).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	a, err := freshAddr(nil)
+	a, err := localstack.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.String()
-}
-
-// FreePort is FreeAddr's port, for programs without a testing.TB (the chaos
-// run).
-func FreePort() (int, error) {
-	a, err := freshAddr(nil)
-	if err != nil {
-		return 0, err
-	}
-	return a.Port, nil
-}
-
-// handedOut are the addresses freshAddr returned in this process.
-var handedOut sync.Map
-
-// freshAddr returns a loopback address whose port is free at this moment
-// and was never returned before in this process, and that accept (when not
-// nil) takes: the kernel may give a port again as soon as its listener is
-// closed, and two ports of one service (its public and its ops port, a
-// node's AMQP and distribution port) must differ.
-func freshAddr(accept func(port int) bool) (*net.TCPAddr, error) {
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		a := ln.Addr().(*net.TCPAddr)
-		ln.Close()
-		if accept != nil && !accept(a.Port) {
-			continue
-		}
-		if _, given := handedOut.LoadOrStore(a.String(), true); !given {
-			return a, nil
-		}
-	}
-	return nil, errors.New("find a free port: the kernel kept giving ports handed out before or refused")
+	return a
 }
 
 // Drain takes the messages waiting in queue off it and returns them

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/localstack"
 )
 
 // options are the command-line flags.
@@ -103,9 +104,9 @@ func (o *options) validate() error {
 // exists.
 func (o *options) resolve(wd string) error {
 	if o.root == "" {
-		root, err := findRoot(wd)
+		root, err := localstack.FindRoot(wd)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: run from the checkout or pass -root", err)
 		}
 		o.root = root
 	}
@@ -130,18 +131,4 @@ func (o *options) resolve(wd string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// findRoot walks up from dir to the folder holding go.work.
-func findRoot(dir string) (string, error) {
-	for d := dir; ; {
-		if _, err := os.Stat(d + "/go.work"); err == nil {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("no go.work above %s: run from the checkout or pass -root", dir)
-		}
-		d = parent
-	}
 }

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/localstack"
 )
 
 // services are the programs the run starts, kills and restarts: the five
@@ -45,7 +45,7 @@ type procs struct {
 func newProcs(bin, logs string, env map[string]string) (*procs, error) {
 	ps := &procs{}
 	for _, name := range services {
-		port, err := testenv.FreePort()
+		port, err := localstack.FreePort()
 		if err != nil {
 			return nil, err
 		}

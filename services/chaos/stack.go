@@ -13,10 +13,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/localstack"
 )
 
 // cleanups runs what the run started, last first, once.
@@ -43,67 +42,37 @@ func (c *cleanups) run() {
 
 // ---------------------------------------------------------------- RabbitMQ
 
-// fatal is what tbAdapter.Fatalf panics with; try turns it into an error.
-type fatal struct{ err error }
-
-// tbAdapter lets this program drive pkg/testenv's private RabbitMQ node,
-// which reports through testing.TB: Fatalf panics with fatal (try recovers
-// it), Cleanup registers with the run's cleanups. The embedded nil
-// testing.TB supplies the interface's unexported method; every method the
-// testenv code calls is defined here.
-type tbAdapter struct {
-	testing.TB
-	cl  *cleanups
-	log func(format string, args ...any)
-}
-
-func (t *tbAdapter) Helper()                           {}
-func (t *tbAdapter) Cleanup(f func())                  { t.cl.add(f) }
-func (t *tbAdapter) Logf(format string, args ...any)   { t.log(format, args...) }
-func (t *tbAdapter) Errorf(format string, args ...any) { t.log(format, args...) }
-func (t *tbAdapter) Fatalf(format string, args ...any) {
-	panic(fatal{fmt.Errorf(format, args...)})
-}
-func (t *tbAdapter) Fatal(args ...any) { panic(fatal{errors.New(fmt.Sprint(args...))}) }
-
-// try runs f and returns the error a tbAdapter.Fatalf inside it raised.
-func try(f func()) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			ft, ok := r.(fatal)
-			if !ok {
-				panic(r)
-			}
-			err = ft.err
-		}
-	}()
-	f()
-	return nil
-}
-
 // rabbit is the private RabbitMQ: one node, or the nodes of a private
 // cluster (-cluster).
 type rabbit struct {
 	mu    sync.Mutex
-	nodes []*testenv.Rabbit
+	nodes []*localstack.Rabbit
 }
 
 // startRabbit starts one private node, or a cluster of nodes when nodes
-// is more than one.
+// is more than one; the run's cleanups stop them.
 func startRabbit(cl *cleanups, logf func(string, ...any), nodes int) (*rabbit, error) {
-	tb := &tbAdapter{cl: cl, log: logf}
-	b := &rabbit{}
-	err := try(func() {
-		if nodes == 1 {
-			b.nodes = []*testenv.Rabbit{testenv.PrivateRabbit(tb)}
-			return
+	closer := func(close func() error) func() {
+		return func() {
+			if err := close(); err != nil {
+				logf("private rabbitmq: %v", err)
+			}
 		}
-		b.nodes = testenv.PrivateCluster(tb, nodes).Nodes()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("private rabbitmq: %w", err)
 	}
-	return b, nil
+	if nodes == 1 {
+		r, err := localstack.StartRabbit()
+		if err != nil {
+			return nil, fmt.Errorf("private rabbitmq: %w", err)
+		}
+		cl.add(closer(r.Close))
+		return &rabbit{nodes: []*localstack.Rabbit{r}}, nil
+	}
+	c, err := localstack.StartCluster(nodes)
+	if err != nil {
+		return nil, fmt.Errorf("private rabbitmq cluster: %w", err)
+	}
+	cl.add(closer(c.Close))
+	return &rabbit{nodes: c.Nodes()}, nil
 }
 
 // url is the AMQP_URL of every node, separated by commas.
@@ -117,7 +86,7 @@ func (b *rabbit) url() string {
 
 // addr is the host:port of node i.
 func (b *rabbit) addr(i int) string {
-	return strings.TrimSuffix(strings.TrimPrefix(b.nodes[i].URL(), "amqp://guest:guest@"), "/")
+	return b.nodes[i].Addr()
 }
 
 // bootWait bounds the wait for a backing server (RabbitMQ, Postgres,
@@ -134,16 +103,14 @@ func (b *rabbit) restart(i int, crash bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.nodes[i]
-	if err := try(func() {
-		if crash {
-			r.Kill()
-		} else {
-			r.Stop()
-		}
-	}); err != nil {
+	stop := r.Stop
+	if crash {
+		stop = r.Kill
+	}
+	if err := stop(); err != nil {
 		return err
 	}
-	err := try(r.Start)
+	err := r.Start()
 	if err == nil {
 		return nil
 	}
@@ -175,7 +142,7 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 	if len(bins) == 0 {
 		return nil, errors.New("postgres: no /usr/lib/postgresql/*/bin/pg_ctl (install the Debian package postgresql)")
 	}
-	port, err := testenv.FreePort()
+	port, err := localstack.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +152,7 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 		return nil, err
 	}
 	if os.Getuid() == 0 { // ctl runs initdb as postgres, which refuses to run as root
-		if err := testenv.Chown(p.dir, "postgres"); err != nil {
+		if err := localstack.Chown(p.dir, "postgres"); err != nil {
 			return nil, err
 		}
 	}
@@ -274,7 +241,7 @@ const (
 )
 
 func startMinio(ctx context.Context, bin, work string, cl *cleanups) (*minioServer, error) {
-	port, err := testenv.FreePort()
+	port, err := localstack.FreePort()
 	if err != nil {
 		return nil, err
 	}
