@@ -12,6 +12,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/rs/zerolog"
 )
 
@@ -41,18 +42,6 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // A stopping service stays observable: after the signal its ops endpoints
 // answer until every job has returned, then Run returns nil.
 func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
@@ -68,7 +57,7 @@ func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
 			return nil
 		})
 	}()
-	waitFor(t, "ops answers", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
+	testenv.EventuallyWithin(t, 20*time.Second, "ops to answer", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
 	cancel()
 	<-draining
 	if code, _ := get(base + "/healthz"); code != 200 {
@@ -117,7 +106,7 @@ func TestReadyChecksAreServed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
-	waitFor(t, "ops answers", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
+	testenv.EventuallyWithin(t, 20*time.Second, "ops to answer", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
 	if code, body := get(base + "/readyz"); code != 503 || !strings.Contains(body, "consumer: not consuming") {
 		t.Errorf("/readyz before the check passes = %d %q", code, body)
 	}
