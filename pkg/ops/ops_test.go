@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/rs/zerolog"
 )
 
@@ -101,13 +102,10 @@ func TestServeHTTPShutsDownWithinTheGrace(t *testing.T) {
 		done <- ops.ServeHTTP(ctx, addr, &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}, 200*time.Millisecond, zerolog.Nop())
 	}()
 	var resp *http.Response
-	for range 100 {
-		if resp, err = http.Get("http://" + addr + "/stream"); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 2*time.Second)), func() bool {
+		resp, err = http.Get("http://" + addr + "/stream")
+		return err == nil
+	}) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
