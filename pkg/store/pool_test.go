@@ -35,11 +35,9 @@ func TestOpenWaitWaitsForTheDatabase(t *testing.T) {
 	ready := make(chan struct{})
 	go func() {
 		// The "database" comes up after the service has retried twice.
-		for deadline := time.Now().Add(time.Minute); tries.Load() < 2; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Errorf("OpenWait retried %d times in a minute, want 2", tries.Load())
-				return
-			}
+		if !testenv.Poll(time.Now().Add(time.Minute), func() bool { return tries.Load() >= 2 }) {
+			t.Errorf("OpenWait retried %d times in a minute, want 2", tries.Load())
+			return
 		}
 		proxy(t, addr, real)
 		close(ready)
