@@ -44,11 +44,8 @@ func TestEveryServesOpsEndpointsAndRedrives(t *testing.T) {
 	stop := testenv.Serve(t, func(ctx context.Context, env map[string]string) error {
 		return run(ctx, []string{"-every", "1h"}, env, &out, io.Discard)
 	}, env)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), id.String()); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first pass did not re-drive %s; output %q", id, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 30*time.Second)), func() bool { return strings.Contains(out.String(), id.String()) }) {
+		t.Fatalf("the first pass did not re-drive %s; output %q", id, out.String())
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run -every after cancel = %v, want nil", err)
