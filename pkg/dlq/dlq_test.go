@@ -107,6 +107,7 @@ func (f *fixture) empty(t *testing.T) {
 }
 
 func TestReplayRepublishesWithAFreshBudgetOnce(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	task, id := f.failedTask(t, "failed")
@@ -160,6 +161,7 @@ func TestReplayRepublishesWithAFreshBudgetOnce(t *testing.T) {
 }
 
 func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	task, first := f.failedTask(t, "failed")
@@ -210,6 +212,7 @@ func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
 }
 
 func TestParseSince(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
 		"":                     {},

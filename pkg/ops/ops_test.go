@@ -18,6 +18,7 @@ import (
 )
 
 func TestReadyzFollowsItsChecksAndMetricsAreServed(t *testing.T) {
+	t.Parallel()
 	var consuming atomic.Bool
 	h := ops.Handler(ops.NewRegistry(), map[string]ops.Check{
 		"consumer": func(context.Context) error {
@@ -56,6 +57,7 @@ func TestReadyzFollowsItsChecksAndMetricsAreServed(t *testing.T) {
 // Every waits one interval before the first call, calls f again each
 // interval and returns when ctx is cancelled.
 func TestEveryCallsAfterEachIntervalUntilCancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := make(chan time.Time, 10)
 	start := time.Now()
@@ -82,6 +84,7 @@ func TestEveryCallsAfterEachIntervalUntilCancelled(t *testing.T) {
 // request in flight and closes a connection that outlasts it (an event
 // stream), returning nil; the port is free afterwards.
 func TestServeHTTPShutsDownWithinTheGrace(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

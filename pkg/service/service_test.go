@@ -45,6 +45,7 @@ func get(url string) (int, string) {
 // A stopping service stays observable: after the signal its ops endpoints
 // answer until every job has returned, then Run returns nil.
 func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
+	t.Parallel()
 	p, base := process(t, map[string]ops.Check{})
 	draining, release := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,6 +76,7 @@ func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
 // A failing job stops the others and Run returns its error under the
 // service's name.
 func TestRunStopsEveryJobWhenOneFails(t *testing.T) {
+	t.Parallel()
 	p, _ := process(t, map[string]ops.Check{})
 	stopped := make(chan struct{})
 	err := p.Run(context.Background(),
@@ -93,6 +95,7 @@ func TestRunStopsEveryJobWhenOneFails(t *testing.T) {
 // /readyz answers 503 naming a failing check added with Ready, and 200 once
 // it passes.
 func TestReadyChecksAreServed(t *testing.T) {
+	t.Parallel()
 	p, base := process(t, map[string]ops.Check{})
 	ready := make(chan struct{})
 	p.Ready("consumer", func(context.Context) error {

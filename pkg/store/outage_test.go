@@ -18,6 +18,7 @@ import (
 // outage; errors of a statement, of a context and of other services are
 // not.
 func TestUnreachableTellsAnOutageFromAFailedStatement(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 // A service started before its database waits for it: OpenWait keeps
 // trying while nothing listens and connects once the server is there.
 func TestOpenWaitWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	u, err := neturl.Parse(db.URL)
 	if err != nil {
@@ -65,6 +66,7 @@ func TestOpenWaitWaitsForTheDatabase(t *testing.T) {
 
 // A configuration error is not waited for.
 func TestOpenWaitFailsAtOnceOnAMissingDatabase(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	url := db.URL[:strings.LastIndex(db.URL, "/")] + "/no_such_database_dubflow?sslmode=disable"
 	var tries atomic.Int32

@@ -18,6 +18,7 @@ import (
 // chunks, every chunk succeeds once, the merge runs once, and the segments
 // and translate batches are each staged exactly once.
 func TestASRFansOut(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{
 		"TRANSLATE_BATCH_SIZE": "3", "ASR_CHUNK_SECONDS": "5", "ASR_CONCURRENCY": "2"})
 	s.Start()

@@ -34,6 +34,7 @@ func (s *syncBuffer) String() string {
 // serves /readyz and /metrics on OPS_ADDR like every other one, and stops
 // cleanly on cancel.
 func TestEveryServesOpsEndpointsAndRedrives(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	id := f.task(t, "compensating", time.Hour, 3, []int{1}, true, true)
 	env := map[string]string{"OPS_ADDR": testenv.FreeAddr(t)}
