@@ -25,6 +25,7 @@ func installed(seen time.Time) Capabilities {
 }
 
 func TestCheckRefusesEveryBadRequestWithItsText(t *testing.T) {
+	t.Parallel()
 	rules := Rules{DefaultSource: "en", DefaultTarget: "es", Capabilities: installed(time.Now())}
 	var terms1001 strings.Builder
 	for i := range 1001 {
@@ -65,6 +66,7 @@ func TestCheckRefusesEveryBadRequestWithItsText(t *testing.T) {
 }
 
 func TestCheckAdmitsAndFillsIn(t *testing.T) {
+	t.Parallel()
 	rules := Rules{DefaultSource: "en", DefaultTarget: "es", Capabilities: installed(time.Now())}
 	got, err := Check(Request{Targets: []string{"es, ca", "", "fr"}, Speaker: "es+f3",
 		Glossary: "source,target\n# note\ndubflow,\nqueue,cola\n"}, rules)
@@ -82,6 +84,7 @@ func TestCheckAdmitsAndFillsIn(t *testing.T) {
 }
 
 func TestCapabilitiesJudgeOnlyAnnouncedSteps(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	// Nothing announced: only the syntax is judged.
 	if _, err := Check(Request{Source: "zz", Targets: []string{"tlh"}}, Rules{}); err != nil {
@@ -135,6 +138,7 @@ func video(t *testing.T, seconds string, audio bool) string {
 }
 
 func TestMediaRefusesEveryBadVideoWithItsText(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	random := filepath.Join(t.TempDir(), "random.mp4")
 	b := make([]byte, 1<<20)
@@ -176,6 +180,7 @@ func TestMediaRefusesEveryBadVideoWithItsText(t *testing.T) {
 }
 
 func TestAnnouncementsAreLoadedAndRenewed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testenv.Postgres(t)
 	if err := Announce(ctx, db.Pool, Capability{Step: "translate", Worker: "w1", Engine: "apertium", Languages: []string{"en|es"}}); err != nil {
@@ -209,6 +214,7 @@ func TestAnnouncementsAreLoadedAndRenewed(t *testing.T) {
 }
 
 func TestGlossaryFileIsReadAndBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	small, big := filepath.Join(dir, "g.csv"), filepath.Join(dir, "big.csv")
 	os.WriteFile(small, []byte("queue,cola\n"), 0o644)

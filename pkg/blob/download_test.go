@@ -37,6 +37,7 @@ func (o oneObject) Put(context.Context, string, io.Reader, int64, string) error 
 // over the limit are permanent failures naming the object or the setting;
 // a transient download error stays transient.
 func TestDownloadRefusesWhatAStepCannotUsePermanently(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f")
 	video := blob.Need{What: "source video", NonEmpty: true, MaxBytes: 10, Setting: "MAX_VIDEO_BYTES"}
 	for _, c := range []struct {

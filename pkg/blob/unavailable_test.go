@@ -17,6 +17,7 @@ import (
 // waits for it without spending retries); a missing object is an answer
 // about the object, not an outage.
 func TestUnreachableStoreIsUnavailableAMissingObjectIsNot(t *testing.T) {
+	t.Parallel()
 	down := downStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -165,15 +165,14 @@ func TestPublishConsume(t *testing.T) {
 		// The broker requeues the handed-back messages asynchronously:
 		// wait (bounded) until the queue shows them.
 		var ready int
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		testenv.Poll(time.Now().Add(testenv.Within(t, 10*time.Second)), func() bool {
 			q, err := ch.QueueDeclarePassive(wire.QueueTranslate, true, false, false, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ready = q.Messages; ready >= n-1 || time.Now().After(deadline) {
-				break
-			}
-		}
+			ready = q.Messages
+			return ready >= n-1
+		})
 		if ready != n-1 {
 			t.Errorf("%d messages back on the queue after shutdown, want %d", ready, n-1)
 		}
@@ -277,11 +276,9 @@ func TestPublishConsume(t *testing.T) {
 		}
 		waitFor := func(n int) {
 			t.Helper()
-			for count() < n {
-				if ctx.Err() != nil {
-					t.Fatalf("received %d of %d", count(), n)
-				}
-				time.Sleep(20 * time.Millisecond)
+			end, _ := ctx.Deadline()
+			if !testenv.Poll(end, func() bool { return count() >= n }) {
+				t.Fatalf("received %d of %d", count(), n)
 			}
 		}
 		publish("before-")
@@ -305,7 +302,7 @@ func TestPublishConsume(t *testing.T) {
 	t.Run("ClosedConnEndsConsume", func(t *testing.T) {
 		c := dial(t, url, "test-close")
 		bg := consumeInBackground(t, ctx, c, ConsumeOptions{Queue: wire.QueueExtractAudio}, func(context.Context, *Delivery) {})
-		eventually(t, 30*time.Second, "Consume to subscribe", c.Consuming)
+		testenv.EventuallyWithin(t, 30*time.Second, "Consume to subscribe", c.Consuming)
 		_ = c.Close()
 		if err := <-bg.done; !errors.Is(err, ErrClosed) {
 			t.Fatalf("Consume after Close: %v, want ErrClosed", err)

@@ -21,6 +21,7 @@ func (acker) Reject(uint64, bool) error     { return nil }
 // on the unbuffered idle channel succeeds only while one waits), runs it,
 // frees each delivery's slot, and ends when Consume returns (stop).
 func TestADispatcherTakesTheNextDeliveryAndEndsWithConsume(t *testing.T) {
+	t.Parallel()
 	handled := make(chan uint64, 2)
 	cs := &consumer{
 		handle: func(_ context.Context, d *Delivery) {

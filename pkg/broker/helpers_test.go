@@ -36,20 +36,6 @@ func rawChannel(t testing.TB, url string) *amqp.Channel {
 	return testenv.Channel(t, url)
 }
 
-// eventually polls cond until it holds, failing the test when it does not
-// within the given time (scaled by testenv.Within).
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	within = testenv.Within(t, within)
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // background is a Consume running on a goroutine of its own.
 type background struct {
 	// stop cancels the Consume's context.
@@ -83,23 +69,19 @@ func getOne(t testing.TB, ch *amqp.Channel, queue string, within time.Duration) 
 }
 
 // get polls queue with basic.get, acking the message when autoAck, until a
-// message arrives or the deadline passes.
+// message arrives or within (scaled by testenv.Within) passes.
 func get(t testing.TB, ch *amqp.Channel, queue string, within time.Duration, autoAck bool) amqp.Delivery {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		d, ok, err := ch.Get(queue, autoAck)
+	var d amqp.Delivery
+	testenv.EventuallyWithin(t, within, "a message on "+queue, func() bool {
+		got, ok, err := ch.Get(queue, autoAck)
 		if err != nil {
 			t.Fatalf("get from %s: %v", queue, err)
 		}
-		if ok {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no message on %s within %s", queue, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		d = got
+		return ok
+	})
+	return d
 }
 
 // newMetrics returns broker metrics registered on a registry of their own.

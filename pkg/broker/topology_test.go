@@ -14,6 +14,7 @@ import (
 )
 
 func TestDelayExchangePicksFirstTierNotShorter(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		d      time.Duration
 		name   string
@@ -40,6 +41,7 @@ func TestDelayExchangePicksFirstTierNotShorter(t *testing.T) {
 }
 
 func TestTopologyValidate(t *testing.T) {
+	t.Parallel()
 	bad := []Topology{
 		{DeliveryLimit: -1},
 		{DelayTiers: []time.Duration{1500 * time.Millisecond}},
@@ -194,28 +196,27 @@ func TestDeliveryLimitReachesDLQ(t *testing.T) {
 	}
 	ch := rawChannel(t, url)
 	deliveries := 0
-	for {
+	end, _ := ctx.Deadline()
+	reached := testenv.Poll(end, func() bool {
 		d, ok, err := ch.Get(wire.QueueTranslate, false)
 		if err != nil {
 			t.Fatalf("get: %v", err)
 		}
-		if ok {
-			deliveries++
-			if err := d.Nack(false, true); err != nil {
-				t.Fatalf("nack: %v", err)
-			}
-			if deliveries > limit+1 {
-				t.Fatalf("delivered %d times with a delivery limit of %d", deliveries, limit)
-			}
-			continue
+		if !ok {
+			q, err := ch.QueueDeclarePassive(wire.QueueDLQ, true, false, false, false, nil)
+			return err == nil && q.Messages > 0
 		}
-		if q, err := ch.QueueDeclarePassive(wire.QueueDLQ, true, false, false, false, nil); err == nil && q.Messages > 0 {
-			break
+		deliveries++
+		if err := d.Nack(false, true); err != nil {
+			t.Fatalf("nack: %v", err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("message never reached %s after %d deliveries", wire.QueueDLQ, deliveries)
+		if deliveries > limit+1 {
+			t.Fatalf("delivered %d times with a delivery limit of %d", deliveries, limit)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	if !reached {
+		t.Fatalf("message never reached %s after %d deliveries", wire.QueueDLQ, deliveries)
 	}
 	dead := getOne(t, ch, wire.QueueDLQ, 5*time.Second)
 	if string(dead.Body) != `{"poison":true}` {

@@ -79,23 +79,20 @@ func (f *fixture) deadLetter(t *testing.T, task uuid.UUID, original []byte) int6
 // next reads the next message of task.tts.
 func (f *fixture) next(t *testing.T) *wire.Envelope {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		d, ok, err := f.ch.Get(wire.QueueTTS, true)
+	var d amqp.Delivery
+	testenv.EventuallyWithin(t, 10*time.Second, "a message in task.tts", func() bool {
+		got, ok, err := f.ch.Get(wire.QueueTTS, true)
 		if err != nil {
 			t.Fatalf("get: %v", err)
 		}
-		if ok {
-			env, err := wire.Decode(d.Body)
-			if err != nil {
-				t.Fatalf("replayed message: %v", err)
-			}
-			return env
-		}
-		time.Sleep(50 * time.Millisecond)
+		d = got
+		return ok
+	})
+	env, err := wire.Decode(d.Body)
+	if err != nil {
+		t.Fatalf("replayed message: %v", err)
 	}
-	t.Fatal("no message in task.tts")
-	return nil
+	return env
 }
 
 func (f *fixture) empty(t *testing.T) {
@@ -110,6 +107,7 @@ func (f *fixture) empty(t *testing.T) {
 }
 
 func TestReplayRepublishesWithAFreshBudgetOnce(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	task, id := f.failedTask(t, "failed")
@@ -163,6 +161,7 @@ func TestReplayRepublishesWithAFreshBudgetOnce(t *testing.T) {
 }
 
 func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	task, first := f.failedTask(t, "failed")
@@ -213,6 +212,7 @@ func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
 }
 
 func TestParseSince(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
 		"":                     {},

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCountersAreRegisteredUnderTheirNames(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	Counter(reg, "dubflow_test_plain_total", "A plain counter.").Inc()
 	Counters(reg, "dubflow_test_labelled_total", "A labelled counter.", "step").WithLabelValues("asr").Add(2)

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/rs/zerolog"
 )
 
 func TestReadyzFollowsItsChecksAndMetricsAreServed(t *testing.T) {
+	t.Parallel()
 	var consuming atomic.Bool
 	h := ops.Handler(ops.NewRegistry(), map[string]ops.Check{
 		"consumer": func(context.Context) error {
@@ -55,6 +57,7 @@ func TestReadyzFollowsItsChecksAndMetricsAreServed(t *testing.T) {
 // Every waits one interval before the first call, calls f again each
 // interval and returns when ctx is cancelled.
 func TestEveryCallsAfterEachIntervalUntilCancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := make(chan time.Time, 10)
 	start := time.Now()
@@ -81,6 +84,7 @@ func TestEveryCallsAfterEachIntervalUntilCancelled(t *testing.T) {
 // request in flight and closes a connection that outlasts it (an event
 // stream), returning nil; the port is free afterwards.
 func TestServeHTTPShutsDownWithinTheGrace(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +105,10 @@ func TestServeHTTPShutsDownWithinTheGrace(t *testing.T) {
 		done <- ops.ServeHTTP(ctx, addr, &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}, 200*time.Millisecond, zerolog.Nop())
 	}()
 	var resp *http.Response
-	for range 100 {
-		if resp, err = http.Get("http://" + addr + "/stream"); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 2*time.Second)), func() bool {
+		resp, err = http.Get("http://" + addr + "/stream")
+		return err == nil
+	}) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()

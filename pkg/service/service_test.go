@@ -12,6 +12,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/rs/zerolog"
 )
 
@@ -41,21 +42,10 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // A stopping service stays observable: after the signal its ops endpoints
 // answer until every job has returned, then Run returns nil.
 func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
+	t.Parallel()
 	p, base := process(t, map[string]ops.Check{})
 	draining, release := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,7 +58,7 @@ func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
 			return nil
 		})
 	}()
-	waitFor(t, "ops answers", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
+	testenv.EventuallyWithin(t, 20*time.Second, "ops to answer", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
 	cancel()
 	<-draining
 	if code, _ := get(base + "/healthz"); code != 200 {
@@ -86,6 +76,7 @@ func TestRunServesOpsUntilEveryJobHasStopped(t *testing.T) {
 // A failing job stops the others and Run returns its error under the
 // service's name.
 func TestRunStopsEveryJobWhenOneFails(t *testing.T) {
+	t.Parallel()
 	p, _ := process(t, map[string]ops.Check{})
 	stopped := make(chan struct{})
 	err := p.Run(context.Background(),
@@ -104,6 +95,7 @@ func TestRunStopsEveryJobWhenOneFails(t *testing.T) {
 // /readyz answers 503 naming a failing check added with Ready, and 200 once
 // it passes.
 func TestReadyChecksAreServed(t *testing.T) {
+	t.Parallel()
 	p, base := process(t, map[string]ops.Check{})
 	ready := make(chan struct{})
 	p.Ready("consumer", func(context.Context) error {
@@ -117,7 +109,7 @@ func TestReadyChecksAreServed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
-	waitFor(t, "ops answers", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
+	testenv.EventuallyWithin(t, 20*time.Second, "ops to answer", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
 	if code, body := get(base + "/readyz"); code != 503 || !strings.Contains(body, "consumer: not consuming") {
 		t.Errorf("/readyz before the check passes = %d %q", code, body)
 	}

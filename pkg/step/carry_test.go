@@ -23,6 +23,7 @@ func (c *capture) Publish(_ context.Context, _, _ string, msg amqp.Publishing) e
 // tier starts with a fresh x-delivery-count, so the republished message
 // carries the hand-backs so far, and since when it is held.
 func TestLaterCarriesTheHandBackCount(t *testing.T) {
+	t.Parallel()
 	pub := &capture{}
 	r := &Runner{cfg: Config{Publisher: pub, Delay: func(d time.Duration) (string, time.Duration) { return "delay", d }}}
 	env := &wire.Envelope{TaskID: uuid.New(), Step: wire.StepASR, Attempt: 1}

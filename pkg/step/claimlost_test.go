@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
@@ -40,7 +41,7 @@ func TestLostClaimIsRetriedNeverAcked(t *testing.T) {
 			})), func(c *step.Config) { c.Lease = 3 * time.Second })
 			env := asrEnvelope(t)
 			h.publish(env)
-			waitFor(t, 30*time.Second, "the step to run again and succeed", func() bool { return h.effects(env.TaskID) == 1 })
+			testenv.EventuallyWithin(t, 30*time.Second, "the step to run again and succeed", func() bool { return h.effects(env.TaskID) == 1 })
 			if n := runs.Load(); n != 2 {
 				t.Errorf("runs = %d, want 2", n)
 			}
@@ -61,7 +62,7 @@ func TestDifferentAttemptWaitsForTheRunningOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.publish(env.Retry())
-	waitFor(t, 30*time.Second, "attempt 2 to run once attempt 1's lease is over", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 30*time.Second, "attempt 2 to run once attempt 1's lease is over", func() bool { return h.effects(env.TaskID) == 1 })
 	got := calls.snapshot()
 	if len(got) != 1 || got[0].attempt != 2 {
 		t.Fatalf("calls %+v, want one of attempt 2", got)

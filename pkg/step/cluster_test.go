@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -66,7 +67,7 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 	publishing := make(chan error, 1)
 	go func() { publishing <- publishTasks(h, tasks, &published) }()
 	// The kill lands while tasks are still being published and run.
-	waitFor(t, 120*time.Second, "a sixth of the batch", func() bool { return countEffects(h) >= tasks/3 })
+	testenv.EventuallyWithin(t, 120*time.Second, "a sixth of the batch", func() bool { return countEffects(h) >= tasks/3 })
 	addr := cons.Addr()
 	if addr == "" || addr != h.conn.Addr() {
 		t.Fatalf("workers on %q, publisher on %q: want both on one live node", addr, h.conn.Addr())
@@ -74,7 +75,7 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 	killNode(t, addr)
 	t.Logf("killed the node at %s with %d of %d tasks published and %d of %d effects done",
 		addr, published.Load(), tasks, countEffects(h), 2*tasks)
-	waitFor(t, 60*time.Second, "the workers to fail over to another node", func() bool {
+	testenv.EventuallyWithin(t, 60*time.Second, "the workers to fail over to another node", func() bool {
 		a := cons.Addr()
 		return a != "" && a != addr && cons.Consuming()
 	})
@@ -82,8 +83,8 @@ func TestClusterNodeKilledMidBatchLosesAndDuplicatesNothing(t *testing.T) {
 	if err := <-publishing; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 180*time.Second, "every task to be done", func() bool { return countTasks(h, task.Done) == tasks })
-	waitFor(t, 60*time.Second, "the outbox to be empty", func() bool { return countRows(h, `SELECT count(*) FROM outbox`) == 0 })
+	testenv.EventuallyWithin(t, 180*time.Second, "every task to be done", func() bool { return countTasks(h, task.Done) == tasks })
+	testenv.EventuallyWithin(t, 60*time.Second, "the outbox to be empty", func() bool { return countRows(h, `SELECT count(*) FROM outbox`) == 0 })
 	checkOnceEach(t, h, tasks)
 	checkSucceededEventsOnce(t, h, events, tasks)
 }
@@ -127,7 +128,7 @@ func TestClusterLeaderNodeKilledWithUnackedDeliveriesLosesAndDuplicatesNothing(t
 		t.Fatalf("leader %q of %s is none of %v", leader, wire.QueueExtractAudio, clusterNodes)
 	}
 	cons := dialCluster(t, h, strings.Join(first, ","))
-	waitFor(t, 30*time.Second, "the workers' connection", func() bool { return cons.Addr() != "" })
+	testenv.EventuallyWithin(t, 30*time.Second, "the workers' connection", func() bool { return cons.Addr() != "" })
 	if cons.Addr() != leaderAddr {
 		t.Fatalf("workers on %s, want the leader's node %s", cons.Addr(), leaderAddr)
 	}
@@ -160,9 +161,9 @@ func TestClusterLeaderNodeKilledWithUnackedDeliveriesLosesAndDuplicatesNothing(t
 	var published atomic.Int64
 	publishing := make(chan error, 1)
 	go func() { publishing <- publishTasks(h, tasks, &published) }()
-	waitFor(t, 120*time.Second, "a sixth of the batch", func() bool { return countEffects(h) >= tasks/3 })
+	testenv.EventuallyWithin(t, 120*time.Second, "a sixth of the batch", func() bool { return countEffects(h) >= tasks/3 })
 	hold.Store(true)
-	waitFor(t, 60*time.Second, "extract_audio handlers holding unacked deliveries", func() bool { return held.Load() >= 4 })
+	testenv.EventuallyWithin(t, 60*time.Second, "extract_audio handlers holding unacked deliveries", func() bool { return held.Load() >= 4 })
 	if cons.Addr() != leaderAddr {
 		t.Fatalf("workers moved to %s before the kill, want them on the leader's node %s", cons.Addr(), leaderAddr)
 	}
@@ -171,7 +172,7 @@ func TestClusterLeaderNodeKilledWithUnackedDeliveriesLosesAndDuplicatesNothing(t
 		leader, leaderAddr, held.Load(), published.Load(), tasks, countEffects(h), 2*tasks)
 	hold.Store(false)
 	close(release)
-	waitFor(t, 60*time.Second, "the workers to fail over to another node", func() bool {
+	testenv.EventuallyWithin(t, 60*time.Second, "the workers to fail over to another node", func() bool {
 		a := cons.Addr()
 		return a != "" && a != leaderAddr && cons.Consuming()
 	})
@@ -179,8 +180,8 @@ func TestClusterLeaderNodeKilledWithUnackedDeliveriesLosesAndDuplicatesNothing(t
 	if err := <-publishing; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 180*time.Second, "every task to be done", func() bool { return countTasks(h, task.Done) == tasks })
-	waitFor(t, 60*time.Second, "the outbox to be empty", func() bool { return countRows(h, `SELECT count(*) FROM outbox`) == 0 })
+	testenv.EventuallyWithin(t, 180*time.Second, "every task to be done", func() bool { return countTasks(h, task.Done) == tasks })
+	testenv.EventuallyWithin(t, 60*time.Second, "the outbox to be empty", func() bool { return countRows(h, `SELECT count(*) FROM outbox`) == 0 })
 	checkOnceEach(t, h, tasks)
 	checkSucceededEventsOnce(t, h, events, tasks)
 }
@@ -451,39 +452,38 @@ func checkOnceEach(t *testing.T, h *harness, tasks int) {
 // the same event_id is at-least-once delivery, not a second effect).
 func checkSucceededEventsOnce(t *testing.T, h *harness, queue string, tasks int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	ch := h.channel()
 	defer ch.Close()
 	ids := map[uuid.UUID]map[uuid.UUID]bool{} // task → event ids of its task.succeeded
 	copies := 0
-	for ctx.Err() == nil {
-		d, ok, err := ch.Get(queue, true)
-		if err != nil {
-			t.Fatalf("get %s: %v", queue, err)
-		}
-		if !ok {
-			if len(ids) == tasks {
-				break
+	// take reads what the queue holds now and reports whether every task
+	// has been announced.
+	take := func() bool {
+		for {
+			d, ok, err := ch.Get(queue, true)
+			if err != nil {
+				t.Fatalf("get %s: %v", queue, err)
 			}
-			time.Sleep(20 * time.Millisecond)
-			continue
+			if !ok {
+				return len(ids) == tasks
+			}
+			ev, err := wire.DecodeEvent(d.Body)
+			if err != nil {
+				t.Fatalf("event: %v", err)
+			}
+			if ev.Event != task.EventSucceeded {
+				continue
+			}
+			if ids[ev.TaskID] == nil {
+				ids[ev.TaskID] = map[uuid.UUID]bool{}
+			}
+			if ids[ev.TaskID][ev.EventID] {
+				copies++
+			}
+			ids[ev.TaskID][ev.EventID] = true
 		}
-		ev, err := wire.DecodeEvent(d.Body)
-		if err != nil {
-			t.Fatalf("event: %v", err)
-		}
-		if ev.Event != task.EventSucceeded {
-			continue
-		}
-		if ids[ev.TaskID] == nil {
-			ids[ev.TaskID] = map[uuid.UUID]bool{}
-		}
-		if ids[ev.TaskID][ev.EventID] {
-			copies++
-		}
-		ids[ev.TaskID][ev.EventID] = true
 	}
+	testenv.Poll(time.Now().Add(60*time.Second), take)
 	var twice []string
 	for id, evs := range ids {
 		if len(evs) != 1 {

@@ -37,7 +37,7 @@ func held(t *testing.T, ctx context.Context, db *testenv.Database, c *combiner) 
 	// (The combiner's own counters cannot tell: the goroutine that ended
 	// the previous batch may still hold its place in flight, with nothing
 	// waiting, before the blocker has even arrived.)
-	waitFor(t, func() bool {
+	testenv.EventuallyWithin(t, 30*time.Second, "the blocker to wait for its lock", func() bool {
 		var n int
 		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -55,17 +55,6 @@ func held(t *testing.T, ctx context.Context, db *testenv.Database, c *combiner) 
 				t.Fatal(err)
 			}
 		}
-}
-
-// waitFor polls cond until it holds, for at most 30 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30 s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // TestCombinerMergesRoundTripsEachAllOrNothing: claims and commits that
@@ -96,7 +85,7 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { attempt.QueueClaim(b, k, "w", time.Minute, "", nil, &claims[i]) })
 		})
 	}
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 2*n })
+	testenv.EventuallyWithin(t, 30*time.Second, "every claim to wait", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 2*n })
 	release()
 	wait()
 	wg.Wait()
@@ -133,7 +122,7 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 			})
 		})
 	}
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == n })
+	testenv.EventuallyWithin(t, 30*time.Second, "every commit to wait", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == n })
 	release()
 	wait()
 	wg.Wait()

@@ -81,7 +81,7 @@ func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
 
 	env := asrEnvelope(t)
 	h.publish(env)
-	waitFor(t, 30*time.Second, "the doomed worker to claim the step", func() bool {
+	testenv.EventuallyWithin(t, 30*time.Second, "the doomed worker to claim the step", func() bool {
 		var n int
 		_ = h.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM task_steps
 			WHERE task_id = $1 AND status = 'running' AND worker = 'doomed-worker'`, env.TaskID).Scan(&n)
@@ -96,13 +96,13 @@ func TestKilledWorkerStepIsTakenOverAfterItsLease(t *testing.T) {
 	var calls callLog
 	r, stop := h.start(wire.QueueASR, route(effect(&calls)))
 	defer stop()
-	waitFor(t, 60*time.Second, "another worker to complete the step", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 60*time.Second, "another worker to complete the step", func() bool { return h.effects(env.TaskID) == 1 })
 	if took := time.Since(killedAt); took < lease/2 {
 		t.Errorf("taken over after %s: sooner than the lease allows", took)
 	}
 	// Nothing of the message is left to deliver, and what the runner took
 	// is settled: no later effect can come.
-	waitFor(t, 30*time.Second, "the work queue to be empty", func() bool { return h.ready(wire.QueueASR) == 0 })
+	testenv.EventuallyWithin(t, 30*time.Second, "the work queue to be empty", func() bool { return h.ready(wire.QueueASR) == 0 })
 	stop()
 	if n := h.effects(env.TaskID); n != 1 {
 		t.Fatalf("effects = %d, want exactly 1", n)
@@ -137,11 +137,9 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 		for i, env := range envs {
 			if i == total/3 {
 				// Restart once the runner is busy with the stream.
-				for deadline := time.Now().Add(60 * time.Second); countEffects(h) < total/4; time.Sleep(50 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						published <- fmt.Errorf("a quarter of the stream was not processed within 60s")
-						return
-					}
+				if !testenv.Poll(time.Now().Add(testenv.Within(t, 60*time.Second)), func() bool { return countEffects(h) >= total/4 }) {
+					published <- fmt.Errorf("a quarter of the stream was not processed within %s", testenv.Within(t, 60*time.Second))
+					return
 				}
 				rabbit.Restart()
 			}
@@ -159,11 +157,11 @@ func TestBrokerRestartMidStreamLosesNothing(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 120*time.Second, "every message to be processed", func() bool { return countEffects(h) >= total })
+	testenv.EventuallyWithin(t, 120*time.Second, "every message to be processed", func() bool { return countEffects(h) >= total })
 	// Redeliveries after the restart are in the queue or with the runner:
 	// wait until the queue is empty, then stop the runner, which settles
 	// every delivery it took; no later effect can come.
-	waitFor(t, 60*time.Second, "the work queue to be empty", func() bool { return h.ready(wire.QueueASR) == 0 })
+	testenv.EventuallyWithin(t, 60*time.Second, "the work queue to be empty", func() bool { return h.ready(wire.QueueASR) == 0 })
 	stop()
 	var distinct, all int
 	if err := h.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT task_id), count(*) FROM effects`).Scan(&distinct, &all); err != nil {

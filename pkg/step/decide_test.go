@@ -64,6 +64,7 @@ var errDown = errors.New("connection refused")
 // TestDecide is the decision table: what the runner does with a delivery,
 // one row one decision.
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	transient := errors.New("speech engine: connection reset")
 	for _, tc := range []struct {
 		name string
@@ -203,6 +204,7 @@ func shape(d decision) string {
 // run and commit with every result, and checks that each ends in an ack, a
 // hand-back, a delay or a dead letter within a run and two commits.
 func TestEveryDeliveryEnds(t *testing.T) {
+	t.Parallel()
 	claims := []claimResult{claimFailed, claimClaimed, claimDone, claimFinished, claimWaiting, claimHeld, claimUnknown}
 	results := []facts{
 		{Err: nil}, {Err: errors.New("x")}, {Err: fault.Permanent(errors.New("x"))}, {Err: fault.Park(errors.New("x"))},
@@ -259,6 +261,7 @@ func play(t *testing.T, f facts, res facts, commits []commitResult, pubFails boo
 }
 
 func TestHandBackPause(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int32]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second,
 		6: 30 * time.Second, 7: 30 * time.Second, 1000: 30 * time.Second} {
 		if got := handBackPause(n); got != want {
@@ -270,6 +273,7 @@ func TestHandBackPause(t *testing.T) {
 // TestDecideDoesNoIO: the decisions import nothing that talks to the
 // outside world; the runner carries them out.
 func TestDecideDoesNoIO(t *testing.T) {
+	t.Parallel()
 	f, err := parser.ParseFile(token.NewFileSet(), "decide.go", nil, parser.ImportsOnly)
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +290,7 @@ func TestDecideDoesNoIO(t *testing.T) {
 // TestOutcomesArePkgAttempts: the outcomes decide records are the ones
 // pkg/attempt carries out, with the status each ends the attempt with.
 func TestOutcomesArePkgAttempts(t *testing.T) {
+	t.Parallel()
 	for rec, want := range map[recOutcome]struct {
 		outcome attempt.Outcome
 		status  string

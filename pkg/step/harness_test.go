@@ -260,18 +260,6 @@ func (h *harness) effects(task uuid.UUID) int {
 	return n
 }
 
-// waitFor polls cond until it holds or within passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // effect is a handler that records one effect row in the step's commit.
 func effect(calls *callLog) step.Handler {
 	return step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -122,7 +123,7 @@ func TestEngineErrorWithNULsAndInvalidUTF8EndsTheTask(t *testing.T) {
 	}
 	good := h.translateEnvelope()
 	h.publish(good)
-	waitFor(t, 30*time.Second, "the next task to be served", func() bool { return h.effects(good.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 30*time.Second, "the next task to be served", func() bool { return h.effects(good.TaskID) == 1 })
 }
 
 // TestCommitThatKeepsFailingUsesTheBudget: a step whose outcome cannot be

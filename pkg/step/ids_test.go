@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -14,24 +15,18 @@ import (
 // nextDelivery waits for one message on queue and returns it whole.
 func (h *harness) nextDelivery(queue string, within time.Duration) amqp.Delivery {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
 	ch := h.channel()
 	defer ch.Close()
-	for {
-		d, ok, err := ch.Get(queue, true)
+	var d amqp.Delivery
+	testenv.EventuallyWithin(h.t, within, "a message on "+queue, func() bool {
+		got, ok, err := ch.Get(queue, true)
 		if err != nil {
 			h.t.Fatalf("get %s: %v", queue, err)
 		}
-		if ok {
-			return d
-		}
-		select {
-		case <-ctx.Done():
-			h.t.Fatalf("no message on %s within %s", queue, within)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		d = got
+		return ok
+	})
+	return d
 }
 
 // TestEventsAndTaskMessagesCarryAStableID: an event carries event_id, a task
@@ -70,7 +65,7 @@ func TestEventsAndTaskMessagesCarryAStableID(t *testing.T) {
 	// The event's first publish was lost: its row waits in the outbox
 	// under the event's id.
 	var rowID uuid.UUID
-	waitFor(t, 20*time.Second, "the event in the outbox", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "the event in the outbox", func() bool {
 		return h.db.Pool.QueryRow(ctx, `SELECT message_id FROM outbox WHERE routing_key LIKE 'event.%'`).Scan(&rowID) == nil
 	})
 	fp.broken.Store(false)

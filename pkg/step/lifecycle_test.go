@@ -8,6 +8,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -49,7 +50,7 @@ func TestAStepSuccessStartsItsTaskAndAnnouncesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.publish(env)
-	waitFor(t, 20*time.Second, "the step's effect", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 20*time.Second, "the step's effect", func() bool { return h.effects(env.TaskID) == 1 })
 	if status, _ := h.taskRow(env.TaskID); status != task.Running {
 		t.Fatalf("task after its first step succeeded is %s, want running", status)
 	}
@@ -85,7 +86,7 @@ func TestARefusedTaskTransitionClosesTheAttempt(t *testing.T) {
 	}
 	h.publish(env)
 	var status, reason string
-	waitFor(t, 20*time.Second, "the attempt closed", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "the attempt closed", func() bool {
 		err := h.db.Pool.QueryRow(context.Background(), `SELECT status, error FROM task_steps
 			WHERE task_id = $1 AND attempt = 1`, env.TaskID).Scan(&status, &reason)
 		return err == nil && status != "running"

@@ -28,7 +28,7 @@ func TestAnOutageDoesNotSpendTheRetryBudget(t *testing.T) {
 		return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
 	})))
 	h.publish(env)
-	waitFor(t, 2*time.Minute, "the step to succeed after the outage", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 2*time.Minute, "the step to succeed after the outage", func() bool { return h.effects(env.TaskID) == 1 })
 	var attempts, succeeded int
 	if err := h.db.Pool.QueryRow(context.Background(),
 		`SELECT count(DISTINCT attempt), count(*) FILTER (WHERE status = 'succeeded') FROM task_steps WHERE task_id = $1 AND step = 'asr'`,
@@ -72,7 +72,7 @@ func TestADatabaseOutageInTheHandlerDoesNotSpendTheRetryBudget(t *testing.T) {
 	})))
 	env := asrEnvelope(t)
 	h.publish(env)
-	waitFor(t, 2*time.Minute, "the step to succeed, or a retry", func() bool {
+	testenv.EventuallyWithin(t, 2*time.Minute, "the step to succeed, or a retry", func() bool {
 		return h.effects(env.TaskID) == 1 || attemptsOf(t, h, env) > 1
 	})
 	if n := attemptsOf(t, h, env); n != 1 || h.effects(env.TaskID) != 1 {
@@ -99,7 +99,7 @@ func TestADatabaseOutageAtCommitDoesNotSpendARetry(t *testing.T) {
 		return nil
 	})))
 	h.publish(env)
-	waitFor(t, 2*time.Minute, "the step to succeed", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 2*time.Minute, "the step to succeed", func() bool { return h.effects(env.TaskID) == 1 })
 	if n := attemptsOf(t, h, env); n != 1 {
 		t.Fatalf("%d attempts: want the one attempt to succeed (no retry spent on the outage)", n)
 	}

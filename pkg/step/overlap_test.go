@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -164,7 +165,7 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	waitFor(t, time.Minute, "asr and every batch to succeed, the outbox empty", func() bool {
+	testenv.EventuallyWithin(t, time.Minute, "asr and every batch to succeed, the outbox empty", func() bool {
 		var n int
 		err := h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE status = 'succeeded'
 			AND ((step = 'asr' AND part = 'merge') OR step = 'translate')`).Scan(&n)
@@ -204,7 +205,7 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 	for _, env := range parts {
 		h.publish(env)
 	}
-	waitFor(t, time.Minute, "every tts part to succeed, the outbox empty", func() bool {
+	testenv.EventuallyWithin(t, time.Minute, "every tts part to succeed, the outbox empty", func() bool {
 		var n int
 		err := h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE step = 'tts' AND status = 'succeeded'`).Scan(&n)
 		return err == nil && n == len(parts) && h.outboxRows() == 0
@@ -271,7 +272,7 @@ func TestATTSPartRunsWhileTheLastBatchIsStillTranslated(t *testing.T) {
 	for _, m := range o.msgs {
 		h.publish(m)
 	}
-	waitFor(t, time.Minute, "the tts parts of the batches not held to succeed", func() bool {
+	testenv.EventuallyWithin(t, time.Minute, "the tts parts of the batches not held to succeed", func() bool {
 		var n int
 		err := h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'tts' AND status = 'succeeded'`, o.id).Scan(&n)
 		return err == nil && n == batches-1
@@ -289,7 +290,7 @@ func TestATTSPartRunsWhileTheLastBatchIsStillTranslated(t *testing.T) {
 	if err != nil || env.TaskID != o.id {
 		t.Fatalf("mux_video message %+v, %v", env, err)
 	}
-	waitFor(t, time.Minute, "the outbox to be empty", func() bool { return h.outboxRows() == 0 })
+	testenv.EventuallyWithin(t, time.Minute, "the outbox to be empty", func() bool { return h.outboxRows() == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(ran) != batches || ran[batches-1] != last {

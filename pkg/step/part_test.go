@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 )
@@ -38,7 +39,7 @@ func TestEmitKeepsEachPartsMessage(t *testing.T) {
 
 	ctx := context.Background()
 	var bodies map[string][]byte
-	waitFor(t, time.Minute, "the translate parts", func() bool {
+	testenv.EventuallyWithin(t, time.Minute, "the translate parts", func() bool {
 		rows, err := h.db.Pool.Query(ctx, `SELECT part, message FROM step_parts WHERE task_id = $1 AND step = 'translate'`, env.TaskID)
 		if err != nil {
 			t.Fatal(err)

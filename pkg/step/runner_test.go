@@ -12,6 +12,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +34,7 @@ func TestDuplicateDeliveryIsProcessedOnce(t *testing.T) {
 	h.publish(env)
 	h.publish(env) // the same message again, as a redelivery or a double publish would
 	// Both deliveries settled: one ran, the other was found a duplicate.
-	waitFor(t, 20*time.Second, "one effect and one duplicate", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "one effect and one duplicate", func() bool {
 		return counted(t, reg, wire.StepASR, "succeeded")+counted(t, reg, wire.StepASR, "duplicate") >= 2
 	})
 	stop()
@@ -116,7 +117,7 @@ func TestPanicIsAFailureNotACrash(t *testing.T) {
 		panic("nil map write")
 	})))
 	h.publish(env)
-	waitFor(t, 20*time.Second, "the retry to succeed", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 20*time.Second, "the retry to succeed", func() bool { return h.effects(env.TaskID) == 1 })
 	var errText string
 	if err := h.db.Pool.QueryRow(context.Background(),
 		`SELECT error FROM task_steps WHERE task_id = $1 AND attempt = 1`, env.TaskID).Scan(&errText); err != nil {
@@ -157,7 +158,7 @@ func TestMalformedMessagesAreDeadLetteredAndTheWorkerKeepsServing(t *testing.T) 
 		}
 	}
 	h.publish(good)
-	waitFor(t, 20*time.Second, "the valid message after the bad ones", func() bool { return h.effects(good.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 20*time.Second, "the valid message after the bad ones", func() bool { return h.effects(good.TaskID) == 1 })
 	if calls.len() != 1 {
 		t.Errorf("handler calls = %d, want 1 (bad messages never reach the handler)", calls.len())
 	}
@@ -173,7 +174,7 @@ func TestEarlyMessageWaitsForItsPredecessor(t *testing.T) {
 	env := asrEnvelope(t)
 	h.publish(env)
 	// The runner has seen the message at least once and let it wait.
-	waitFor(t, 20*time.Second, "the message to be told to wait", func() bool { return counted(t, reg, wire.StepASR, "waiting") >= 1 })
+	testenv.EventuallyWithin(t, 20*time.Second, "the message to be told to wait", func() bool { return counted(t, reg, wire.StepASR, "waiting") >= 1 })
 	if n := h.effects(env.TaskID); n != 0 {
 		t.Fatalf("asr ran before extract_audio succeeded (effects %d)", n)
 	}
@@ -181,7 +182,7 @@ func TestEarlyMessageWaitsForItsPredecessor(t *testing.T) {
 		VALUES ($1, 'extract_audio', 1, 'succeeded')`, env.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "asr to run once extract_audio succeeded", func() bool { return h.effects(env.TaskID) == 1 })
+	testenv.EventuallyWithin(t, 30*time.Second, "asr to run once extract_audio succeeded", func() bool { return h.effects(env.TaskID) == 1 })
 }
 
 func TestOutboxSweepPublishesWhatACrashLeftBehind(t *testing.T) {
@@ -207,7 +208,7 @@ func TestOutboxSweepPublishesWhatACrashLeftBehind(t *testing.T) {
 	if err != nil || got.TaskID != env.TaskID || got.Step != wire.StepTranslate {
 		t.Fatalf("swept message = %+v, %v", got, err)
 	}
-	waitFor(t, 10*time.Second, "the outbox to be empty", func() bool {
+	testenv.EventuallyWithin(t, 10*time.Second, "the outbox to be empty", func() bool {
 		var n int
 		_ = h.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n)
 		return n == 0
@@ -243,7 +244,7 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 	defer stop()
 	env := asrEnvelope(t)
 	h.publish(env)
-	waitFor(t, 20*time.Second, "asr to commit", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "asr to commit", func() bool {
 		var n int
 		_ = h.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n)
 		return n == 1
@@ -255,7 +256,7 @@ func TestPublishFailureAfterCommitLosesNothing(t *testing.T) {
 	}
 	// The sweep published the row and deleted it; with the runner stopped
 	// (every delivery settled, the sweep ended) no copy can follow.
-	waitFor(t, 20*time.Second, "the outbox to be empty", func() bool { return h.outboxRows() == 0 })
+	testenv.EventuallyWithin(t, 20*time.Second, "the outbox to be empty", func() bool { return h.outboxRows() == 0 })
 	stop()
 	if n := h.ready(wire.QueueTranslate); n != 0 {
 		t.Errorf("%d extra translate messages", n)
@@ -320,7 +321,7 @@ func TestFanInWithConcurrentFinishersTriggersNextStepOnce(t *testing.T) {
 		t.Fatalf("tts message = %+v, %v", got, err)
 	}
 	var succeeded int
-	waitFor(t, 20*time.Second, "every part to succeed and the outbox to be empty", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "every part to succeed and the outbox to be empty", func() bool {
 		if err := h.db.Pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'translate' AND status = 'succeeded'`, task).Scan(&succeeded); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -111,7 +112,7 @@ func TestSpawnedChildrenAndTheirMessagesAreSentOnce(t *testing.T) {
 	// handler again all the same, the part's success is taken back (as a
 	// restore of an older backup could) and the message replayed.
 	h.publish(env)
-	waitFor(t, 30*time.Second, "the duplicate to be skipped", func() bool { return h.ready(wire.QueueASR) == 0 })
+	testenv.EventuallyWithin(t, 30*time.Second, "the duplicate to be skipped", func() bool { return h.ready(wire.QueueASR) == 0 })
 	if _, err := h.db.Pool.Exec(ctx, `UPDATE task_steps SET status = 'failed' WHERE task_id = $1 AND step = 'asr'`,
 		parent); err != nil {
 		t.Fatal(err)
@@ -123,13 +124,13 @@ func TestSpawnedChildrenAndTheirMessagesAreSentOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the replay's attempt to succeed", func() bool {
+	testenv.EventuallyWithin(t, 30*time.Second, "the replay's attempt to succeed", func() bool {
 		var n int
 		_ = h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'asr' AND attempt = 2
 			AND status = 'succeeded'`, parent).Scan(&n)
 		return n == 1
 	})
-	waitFor(t, 30*time.Second, "the outbox to empty", func() bool { return h.outboxRows() == 0 })
+	testenv.EventuallyWithin(t, 30*time.Second, "the outbox to empty", func() bool { return h.outboxRows() == 0 })
 	if n := calls.len(); n != 2 {
 		t.Errorf("handler ran %d times, want 2 (the first delivery and the replay)", n)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -42,7 +43,7 @@ func TestBadOutboxRowsDoNotBlockTheSweep(t *testing.T) {
 	if err != nil || got.TaskID != env.TaskID {
 		t.Fatalf("swept message = %+v, %v", got, err)
 	}
-	waitFor(t, 20*time.Second, "the bad rows' failures recorded", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "the bad rows' failures recorded", func() bool {
 		var n int
 		_ = h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE failures > 0`).Scan(&n)
 		return n == 2

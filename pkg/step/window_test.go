@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -76,13 +77,13 @@ func TestWindowIsSharedByAProjectAndItsTasksTakeTurns(t *testing.T) {
 	for _, env := range envs {
 		h.publish(env)
 		// One at a time, so that the first task fills the project's window.
-		waitFor(t, time.Minute, "the fan-out", func() bool {
+		testenv.EventuallyWithin(t, time.Minute, "the fan-out", func() bool {
 			var n int
 			err := h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1`, env.TaskID).Scan(&n)
 			return err == nil && n == 4
 		})
 	}
-	waitFor(t, time.Minute, "four parts running", func() bool { return len(g.called()) == 4 })
+	testenv.EventuallyWithin(t, time.Minute, "four parts running", func() bool { return len(g.called()) == 4 })
 	if n := h.held(a) + h.held(b); n != 6 || h.held(c) != 2 {
 		t.Fatalf("held: %d of the project's 8 parts (want 6), %d of the other task's 4 (want 2)", n, h.held(c))
 	}
@@ -98,16 +99,16 @@ func TestWindowIsSharedByAProjectAndItsTasksTakeTurns(t *testing.T) {
 		t.Fatalf("running: %d, %d, %d parts of the three tasks; want 2, 0, 2", count(a), count(b), count(c))
 	}
 	g.gates[a] <- struct{}{}
-	waitFor(t, time.Minute, "the next part", func() bool { return len(g.called()) == 5 })
+	testenv.EventuallyWithin(t, time.Minute, "the next part", func() bool { return len(g.called()) == 5 })
 	if next := g.called()[4]; next != b {
 		t.Errorf("after a part of the first task, a part of %s ran; want the second task's (turns)", next)
 	}
 	for _, id := range []uuid.UUID{a, b, c} {
 		close(g.gates[id])
 	}
-	waitFor(t, 2*time.Minute, "every part", func() bool { return len(g.called()) == 12 })
+	testenv.EventuallyWithin(t, 2*time.Minute, "every part", func() bool { return len(g.called()) == 12 })
 	for _, id := range []uuid.UUID{a, b, c} {
-		waitFor(t, time.Minute, "the step to succeed", func() bool {
+		testenv.EventuallyWithin(t, time.Minute, "the step to succeed", func() bool {
 			var done bool
 			err := h.db.Pool.QueryRow(ctx, `SELECT step_succeeded($1, 'asr')`, id).Scan(&done)
 			return err == nil && done

@@ -9,6 +9,7 @@ import (
 )
 
 func TestMigrateIsIdempotentAndCreatesTables(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	// testenv already migrated once; a second run must change nothing.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 // outage; errors of a statement, of a context and of other services are
 // not.
 func TestUnreachableTellsAnOutageFromAFailedStatement(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -101,20 +103,13 @@ func TestUnreachableTellsAnOutageFromAFailedStatement(t *testing.T) {
 // waitActive waits until a query containing marker runs on the server.
 func waitActive(t *testing.T, pool *pgxpool.Pool, marker string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("a query %q to start", marker), func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE state = 'active' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`, marker).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no query %q started within 30s", marker)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n > 0
+	})
 }

@@ -17,6 +17,7 @@ import (
 // A service started before its database waits for it: OpenWait keeps
 // trying while nothing listens and connects once the server is there.
 func TestOpenWaitWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	u, err := neturl.Parse(db.URL)
 	if err != nil {
@@ -35,11 +36,9 @@ func TestOpenWaitWaitsForTheDatabase(t *testing.T) {
 	ready := make(chan struct{})
 	go func() {
 		// The "database" comes up after the service has retried twice.
-		for deadline := time.Now().Add(time.Minute); tries.Load() < 2; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Errorf("OpenWait retried %d times in a minute, want 2", tries.Load())
-				return
-			}
+		if !testenv.Poll(time.Now().Add(time.Minute), func() bool { return tries.Load() >= 2 }) {
+			t.Errorf("OpenWait retried %d times in a minute, want 2", tries.Load())
+			return
 		}
 		proxy(t, addr, real)
 		close(ready)
@@ -67,6 +66,7 @@ func TestOpenWaitWaitsForTheDatabase(t *testing.T) {
 
 // A configuration error is not waited for.
 func TestOpenWaitFailsAtOnceOnAMissingDatabase(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	url := db.URL[:strings.LastIndex(db.URL, "/")] + "/no_such_database_dubflow?sslmode=disable"
 	var tries atomic.Int32

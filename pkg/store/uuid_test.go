@@ -14,6 +14,7 @@ import (
 // plain pgx connection (its text, driver.Valuer) — as a uuid, as text, in
 // JSON, in an array, through a pointer, and NULL through a nil pointer.
 func TestUUIDArgumentsMeanWhatTheyMeantBefore(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	plain, err := pgx.Connect(ctx, db.URL)

@@ -14,6 +14,7 @@ import (
 // transition moves a watched task's status, long before its interval, and
 // not for another task, nor for a transition that keeps the status.
 func TestListenerWakesOnStatusChanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testenv.Postgres(t)
 	mine, other := seed(t, db.Pool, "queued"), seed(t, db.Pool, "queued")
@@ -60,6 +61,7 @@ func TestListenerWakesOnStatusChanges(t *testing.T) {
 // connection was cut (a Postgres restart, say) waits out its intervals,
 // then connects and listens again.
 func TestListenerListensAgainAfterItsConnectionBroke(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testenv.Postgres(t)
 	id := seed(t, db.Pool, "queued")

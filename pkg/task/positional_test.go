@@ -15,6 +15,7 @@ import (
 // ones alike — and leaves a statement whose names do not match its
 // arguments to pgx, which reports the mismatch.
 func TestPositionalNumbersAsPgxDoes(t *testing.T) {
+	t.Parallel()
 	sql := `SELECT @b::int + @a::int, @b::int, '@a in a literal' -- @c in a comment
 		, $$@a in dollars$$`
 	named := pgx.StrictNamedArgs{"a": 1, "b": 2}

@@ -465,6 +465,7 @@ func TestConcurrentTransitionsApplyOnce(t *testing.T) {
 }
 
 func TestMapErrorLeavesOtherErrorsAlone(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{nil, errors.New("connection reset"), pgx.ErrNoRows} {
 		if got := task.MapError(err); got != err {
 			t.Errorf("MapError(%v) = %v", err, got)

@@ -65,17 +65,49 @@ func testDeadline(tb testing.TB) (time.Time, bool) {
 	return end.Add(-margin), true
 }
 
-// Eventually polls cond every 50 ms until it holds, failing the test when
-// it still does not at WaitDeadline: a condition that holds within seconds
-// on a quiet machine may take minutes under -race on a loaded one.
+// The polling of Poll: the first look again comes after pollFirst, each
+// later one after twice the previous pause, at most pollMax (a condition
+// that holds at once is seen at once, a long wait costs little CPU).
+const (
+	pollFirst = 2 * time.Millisecond
+	pollMax   = 50 * time.Millisecond
+)
+
+// Poll calls cond until it holds or until has passed and reports whether
+// it held. It is the one polling loop of the tests: Eventually and
+// EventuallyWithin fail the test with it; a goroutine, which must not call
+// t.Fatal, calls it directly.
+func Poll(until time.Time, cond func() bool) bool {
+	pause := pollFirst
+	for !cond() {
+		if time.Now().After(until) {
+			return false
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, pollMax)
+	}
+	return true
+}
+
+// Eventually waits until cond holds, failing the test when it still does
+// not at WaitDeadline: a condition that holds within seconds on a quiet
+// machine may take minutes under -race on a loaded one.
 func Eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
 	start := time.Now()
-	deadline := WaitDeadline(tb)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s (%s)", what, time.Since(start).Round(time.Second))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !Poll(WaitDeadline(tb), cond) {
+		tb.Fatalf("timed out waiting for %s (%s)", what, time.Since(start).Round(time.Second))
+	}
+}
+
+// EventuallyWithin waits until cond holds, failing the test when it still
+// does not after Within(tb, d): for a wait that has a bound of its own (a
+// message that is published at once, a service that stops within its
+// grace).
+func EventuallyWithin(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	within := Within(tb, d)
+	if !Poll(time.Now().Add(within), cond) {
+		tb.Fatalf("timed out after %s waiting for %s", within, what)
 	}
 }

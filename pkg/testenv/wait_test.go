@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +57,64 @@ func TestWaitDeadlineFollowsTheTestsDeadline(t *testing.T) {
 	t.Setenv(ScaleEnv, "2")
 	if left := time.Until(WaitDeadline(deadlineTB{TB: t})); left < 179*time.Second || left > 180*time.Second {
 		t.Errorf("WaitDeadline without a deadline, scale 2, is %s away, want 180 s", left)
+	}
+}
+
+func TestPollSeesAConditionAtOnceAndGivesUpAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	start := time.Now()
+	if !Poll(start.Add(time.Minute), func() bool { calls++; return calls == 3 }) {
+		t.Fatal("Poll gave up on a condition that held at the third call")
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("three calls took %s, want the first pauses short (2 ms, 4 ms)", took)
+	}
+	start = time.Now()
+	if Poll(start.Add(200*time.Millisecond), func() bool { return false }) {
+		t.Fatal("Poll reported a condition that never held")
+	}
+	if took := time.Since(start); took < 200*time.Millisecond || took > 2*time.Second {
+		t.Errorf("Poll gave up after %s, want just past 200 ms", took)
+	}
+}
+
+// fatalTB records a Fatalf instead of ending the goroutine.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
+
+func TestEventuallyWithinFailsSayingWhatItWaitedFor(t *testing.T) {
+	t.Setenv(ScaleEnv, "")
+	f := &fatalTB{TB: t}
+	EventuallyWithin(f, 100*time.Millisecond, "the moon", func() bool { return false })
+	if !strings.Contains(f.msg, "waiting for the moon") {
+		t.Errorf("failure = %q, want it to name what was waited for", f.msg)
+	}
+	f.msg = ""
+	EventuallyWithin(f, time.Minute, "the sun", func() bool { return true })
+	if f.msg != "" {
+		t.Errorf("a condition that holds failed the test: %q", f.msg)
+	}
+}
+
+func TestClockMovesOnlyWhenMoved(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+	c := NewClock(start)
+	if got := c.Now(); !got.Equal(start) {
+		t.Fatalf("Now() = %s, want %s", got, start)
+	}
+	if got := c.Advance(90 * time.Second); !got.Equal(start.Add(90*time.Second)) || !c.Now().Equal(got) {
+		t.Fatalf("Advance(90s) = %s, Now() = %s, want %s", got, c.Now(), start.Add(90*time.Second))
+	}
+	c.Set(start)
+	if got := c.Now(); !got.Equal(start) {
+		t.Fatalf("after Set, Now() = %s, want %s", got, start)
 	}
 }

@@ -44,6 +44,7 @@ func insertTask(t *testing.T, ctx context.Context, pool *pgxpool.Pool, status st
 // status by the runtime's rules, its parts with their attempts, the segment
 // counts and the dead letters.
 func TestLoadSumsUpStepsPartsAndAttempts(t *testing.T) {
+	t.Parallel()
 	ctx, pool := setup(t)
 	id := insertTask(t, ctx, pool, "running", time.Now().Add(-time.Minute))
 	exec(t, ctx, pool, `INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at, error) VALUES
@@ -101,6 +102,7 @@ func TestLoadSumsUpStepsPartsAndAttempts(t *testing.T) {
 // A parent lists its children with their results and no output of its own,
 // and only the steps it runs; a child names its parent.
 func TestLoadAParentWithItsChildren(t *testing.T) {
+	t.Parallel()
 	ctx, pool := setup(t)
 	parent := uuid.New()
 	exec(t, ctx, pool, `INSERT INTO tasks (id, status, source_language, target_language, targets, source_video_key,
@@ -153,6 +155,7 @@ func TestLoadAParentWithItsChildren(t *testing.T) {
 // Segments and versions number a line from 1 alike: a re-dub of the third
 // line (pipeline index 4) is the version of segment 3.
 func TestVersionsNumberTheSegmentAsSegmentsDo(t *testing.T) {
+	t.Parallel()
 	ctx, pool := setup(t)
 	id := tasktest.Done(t, ctx, pool, "trace-view")
 	for i, text := range []string{"hola", "buenos días", "adiós"} {
@@ -176,6 +179,7 @@ func TestVersionsNumberTheSegmentAsSegmentsDo(t *testing.T) {
 // List pages newest first with a cursor, filters by status (cancelled
 // among them) and refuses what is no filter.
 func TestListPagesAndFilters(t *testing.T) {
+	t.Parallel()
 	ctx, pool := setup(t)
 	base := time.Now().Add(-time.Hour)
 	var want []uuid.UUID

@@ -14,6 +14,7 @@ import (
 )
 
 func TestRemoveStaleTempTouchesOnlyOldFoldersOfItsPrefix(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
 	old := now.Add(-48 * time.Hour)
@@ -51,6 +52,7 @@ func TestRemoveStaleTempTouchesOnlyOldFoldersOfItsPrefix(t *testing.T) {
 }
 
 func TestStaleAgeExceedsEveryTimeout(t *testing.T) {
+	t.Parallel()
 	if got := staleAge(nil); got != time.Hour {
 		t.Errorf("no routes: %v", got)
 	}
@@ -60,6 +62,7 @@ func TestStaleAgeExceedsEveryTimeout(t *testing.T) {
 }
 
 func TestLimitNamesTheSettingAndIsPermanent(t *testing.T) {
+	t.Parallel()
 	target := errors.New("too large")
 	err := Limit(fmt.Errorf("download x: %w", target), target, "MAX_VIDEO_BYTES", 10)
 	if !fault.IsPermanent(err) || !errors.Is(err, target) || err.Error() != "download x: too large (MAX_VIDEO_BYTES=10)" {

@@ -49,6 +49,7 @@ func asrMessage(t *testing.T) *wire.Envelope {
 // the broker's consumer timeout refuses to start, naming the variables to
 // change — the old default of 1800 s against RabbitMQ's 30 minutes.
 func TestServeRefusesAStepTimeoutAtTheBrokerConsumerTimeout(t *testing.T) {
+	t.Parallel()
 	route := step.Route{Step: wire.StepASR, Timeout: 1800 * time.Second,
 		Handler: step.HandlerFunc(func(context.Context, *step.Message) error { return nil })}
 	s := testenv.NewStack(t, serve(route), nil)
@@ -71,6 +72,7 @@ func TestServeRefusesAStepTimeoutAtTheBrokerConsumerTimeout(t *testing.T) {
 // Two consumers of one process (WORKER_CONCURRENCY=2) run
 // two steps at once, each under a lease owner of its own.
 func TestConsumersOfOneProcessHoldLeasesUnderTheirOwnWorkerIDs(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var started sync.WaitGroup
 	started.Add(2)
@@ -123,6 +125,7 @@ func TestConsumersOfOneProcessHoldLeasesUnderTheirOwnWorkerIDs(t *testing.T) {
 }
 
 func TestWorkerIDsAreDistinct(t *testing.T) {
+	t.Parallel()
 	ids := worker.WorkerIDs("asr", 3)
 	seen := map[string]bool{}
 	for _, id := range worker.WorkerIDs("asr", 3) {
@@ -143,6 +146,7 @@ func TestWorkerIDsAreDistinct(t *testing.T) {
 // a transient failure is retried up to 3 times (1 s, 2 s, 4 s), then sent to
 // the DLQ with retry_count 3 — four runs in all, never a fifth.
 func TestTransientFailureIsRetriedThreeTimesThenDeadLettered(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var attempts []int
 	route := step.Route{Step: wire.StepASR, Timeout: time.Minute,

@@ -68,6 +68,7 @@ func newTask(s *testenv.Stack, wav string) *wire.Envelope {
 // TestASR runs one worker (starting a stack costs seconds) on real speech
 // and on silence.
 func TestASR(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{"TRANSLATE_BATCH_SIZE": "3"})
 	s.Start()
 	t.Run("speech becomes segments, asr.json and translate batches", func(t *testing.T) { speechToSegments(t, s) })

@@ -18,6 +18,7 @@ import (
 // chunks, every chunk succeeds once, the merge runs once, and the segments
 // and translate batches are each staged exactly once.
 func TestASRFansOut(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{
 		"TRANSLATE_BATCH_SIZE": "3", "ASR_CHUNK_SECONDS": "5", "ASR_CONCURRENCY": "2"})
 	s.Start()
@@ -63,19 +64,12 @@ func TestASRFansOut(t *testing.T) {
 // real time when loaded.
 func waitMerged(s *testenv.Stack, id uuid.UUID) {
 	s.T.Helper()
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	testenv.EventuallyWithin(s.T, 10*time.Minute, "the chunks of "+id.String()+" to be merged", func() bool {
 		var n int
 		err := s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM task_steps
 			WHERE task_id = $1 AND step = 'asr' AND part = 'merge' AND status = 'succeeded'`, id).Scan(&n)
-		if err == nil && n == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.T.Fatalf("the chunks of %s were not merged within 10 minutes (%v)", id, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && n == 1
+	})
 }
 
 // checkChunks: several chunks, each part succeeded exactly once and ran

@@ -44,6 +44,7 @@ func newParent(s *testenv.Stack, wav string, withVideo bool) *wire.Envelope {
 // the parent's trace. A parent whose video is gone fails its asr step for
 // good and spawns nothing.
 func TestAParentTranscribesOnceAndSpawnsAChildPerLanguage(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{"TRANSLATE_BATCH_SIZE": "3"})
 	s.Start()
 	ctx := context.Background()
@@ -76,6 +77,7 @@ func TestAParentTranscribesOnceAndSpawnsAChildPerLanguage(t *testing.T) {
 // into chunks sends no translate batch while its chunks are transcribed;
 // the merge spawns the children, each with every segment of every chunk.
 func TestAChunkedParentSpawnsItsChildrenAtTheMerge(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{
 		"TRANSLATE_BATCH_SIZE": "3", "ASR_CHUNK_SECONDS": "5", "ASR_CONCURRENCY": "2"})
 	s.Start()

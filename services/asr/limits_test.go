@@ -17,6 +17,7 @@ import (
 // whose header announces 11 s but which carries 2 MiB more, each fail the
 // task naming the limit; a 3 s clip is still transcribed.
 func TestLimitsAreEnforced(t *testing.T) {
+	t.Parallel()
 	jfk := filepath.Join(fixtures(t), "jfk.wav")
 	data, err := os.ReadFile(jfk)
 	if err != nil {

@@ -148,6 +148,7 @@ func (f *fixture) nothingLeft(t *testing.T) {
 // each answers the status of the refusal's kind and pkg/admit's text, and
 // leaves no task, no object under videos/ and no message behind.
 func TestEveryDoorRefusesTheSameBadInputsWithTheSameText(t *testing.T) {
+	t.Parallel()
 	const maxBytes = 2 << 20
 	f := setup(t, func(c *Config) { c.Limits.MaxVideoBytes = maxBytes; c.Limits.MaxVideoSeconds = 2 })
 	caps := admittest.AnnounceInstalled(t, f.pool)
@@ -212,6 +213,7 @@ func TestEveryDoorRefusesTheSameBadInputsWithTheSameText(t *testing.T) {
 // the URL changes nothing the task reads, and the same upload cannot start
 // a second task.
 func TestPresignedUploadIsSingleUse(t *testing.T) {
+	t.Parallel()
 	f := setup(t, func(c *Config) { c.PresignSeconds = 3600 })
 	ctx := context.Background()
 	video := sampleVideo(t, "1")
@@ -273,6 +275,7 @@ func presignedAgain(t *testing.T, f *fixture, up upload) (int, string) {
 // (the real worker, as a process) ran, in task_glossaries, where translate
 // reads it.
 func TestConsoleGlossaryLandsInTaskGlossaries(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -31,6 +31,7 @@ func (f *fixture) addAttempt(t *testing.T, id uuid.UUID, step, part string, atte
 }
 
 func TestTaskDetailAndRealtimeStatusCountParts(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	t0 := time.Now().Add(-10 * time.Minute)
@@ -71,6 +72,7 @@ func TestTaskDetailAndRealtimeStatusCountParts(t *testing.T) {
 }
 
 func TestDoneTaskLinksDownloadTheOutputs(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	id := f.insertTask(t, "done", time.Now())
@@ -109,6 +111,7 @@ func TestDoneTaskLinksDownloadTheOutputs(t *testing.T) {
 }
 
 func TestDeadLettersListShowAndReplay(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	id := f.insertTask(t, "failed", time.Now())
 	env, _ := wire.New(wire.StepASR, id, "trace", payloadOf("asr", id))
@@ -141,6 +144,7 @@ func TestDeadLettersListShowAndReplay(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestCompensationListAndRequeue(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	id := f.insertTask(t, "compensating", time.Now().Add(-time.Hour))
@@ -172,6 +176,7 @@ func TestCompensationListAndRequeue(t *testing.T) {
 }
 
 func TestReadOnlySessionCannotChangeState(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	resp := f.do(t, "POST", "/api/login", "", "application/json", strings.NewReader(`{"token":"`+readToken+`"}`))
 	var sess sessionView
@@ -201,6 +206,7 @@ func TestReadOnlySessionCannotChangeState(t *testing.T) {
 // The proxy is checked against a stand-in dispatcher: what it forwards and
 // how it answers without one.
 func TestWaitingQueueProxy(t *testing.T) {
+	t.Parallel()
 	var gotPath, gotAuth string
 	disp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotPath, gotAuth = r.URL.Path, r.Header.Get("Authorization")

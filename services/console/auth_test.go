@@ -51,6 +51,7 @@ func (f *fixture) withSession(t *testing.T, method, path string, cookie *http.Co
 // sent again by someone who kept a copy, by this console and by another
 // replica on the same database; another session of the same token lives on.
 func TestLogoutRevokesTheSession(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	cookie, csrf := f.login(t, adminToken)
 	other, _ := f.login(t, adminToken)
@@ -81,6 +82,7 @@ func TestLogoutRevokesTheSession(t *testing.T) {
 // header is case-insensitive (RFC 7235); another scheme or a wrong token
 // is refused.
 func TestAuthorizationSchemeIgnoresCase(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	for header, want := range map[string]int{
 		"Bearer " + readToken:     http.StatusOK,
@@ -108,6 +110,7 @@ func TestAuthorizationSchemeIgnoresCase(t *testing.T) {
 // TestErrorsAreCappedAndInAPITerms: an error repeats no huge value of the
 // request whole, and names the API's parameters, never dubctl's flags.
 func TestErrorsAreCappedAndInAPITerms(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	huge := strings.Repeat("a", 100<<10)
 	for _, c := range []struct {
@@ -151,6 +154,7 @@ func TestErrorsAreCappedAndInAPITerms(t *testing.T) {
 }
 
 func TestCapEchoes(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", 150)
 	for in, want := range map[string]string{
 		`task id "abc": want a UUID`:          `task id "abc": want a UUID`,

@@ -15,6 +15,7 @@ import (
 )
 
 func TestUploadCreatesTheTaskAndPublishesItsFirstMessage(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ct, body := multipartBody(t, sampleVideo(t, "2"), map[string]string{"source": "en", "target": "es", "speaker": "v1"})
 	var c created
@@ -37,6 +38,7 @@ func TestUploadCreatesTheTaskAndPublishesItsFirstMessage(t *testing.T) {
 }
 
 func TestUploadRefusesWhatBreaksTheLimits(t *testing.T) {
+	t.Parallel()
 	f := setup(t, func(c *Config) { c.Limits.MaxVideoBytes = 2000; c.Limits.MaxVideoSeconds = 1 })
 	ct, body := multipartBody(t, sampleVideo(t, "3"), nil)
 	resp := f.do(t, "POST", "/api/tasks", adminToken, ct, body)
@@ -57,6 +59,7 @@ func TestUploadRefusesWhatBreaksTheLimits(t *testing.T) {
 }
 
 func TestPresignedUploadThenCreate(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	var up upload
 	f.doJSON(t, "POST", "/api/uploads", map[string]any{}, http.StatusCreated, &up)
@@ -93,6 +96,7 @@ func (f *fixture) insertTask(t *testing.T, status string, at time.Time) uuid.UUI
 }
 
 func TestTaskListPagesNewestFirst(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	base := time.Now().Add(-time.Hour)
 	var want []uuid.UUID
@@ -142,6 +146,7 @@ func TestTaskListPagesNewestFirst(t *testing.T) {
 }
 
 func TestAuthTokensSessionsAndCSRF(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	decode(t, f.do(t, "GET", "/api/tasks", "", "", nil), http.StatusUnauthorized, nil)
 	decode(t, f.do(t, "GET", "/api/tasks", "wrong-token-0123456789", "", nil), http.StatusUnauthorized, nil)
@@ -197,6 +202,7 @@ func TestAuthTokensSessionsAndCSRF(t *testing.T) {
 }
 
 func TestTaskEventsStreamAChange(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	id := f.insertTask(t, "running", time.Now())
 	req, _ := http.NewRequest("GET", f.http.URL+"/api/tasks/"+id.String()+"/events", nil)
@@ -235,6 +241,7 @@ func TestTaskEventsStreamAChange(t *testing.T) {
 }
 
 func TestCancelAndRetryFromTheFailedStep(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	id := f.insertTask(t, "running", time.Now())
@@ -290,6 +297,7 @@ func payloadOf(step string, id uuid.UUID) any {
 }
 
 func TestHealthReportsQueuesAndWorkers(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	if err := f.ch.Publish("task_exchange", "task.asr", false, false, amqpMsg(`{}`)); err != nil {
 		t.Fatal(err)
@@ -349,6 +357,7 @@ func queueOf(h healthReport, name string) queueState {
 }
 
 func TestOpenAPIDescribesExactlyTheRoutesServed(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
 )
 
 // openStream opens path as an event stream with Last-Event-ID lastID
@@ -44,16 +46,11 @@ func (f *fixture) waitPolled(t *testing.T) {
 	if err := f.pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for f.srv.events.polledAt.Load() <= now.UnixMicro() {
-		if time.Now().After(deadline) {
-			t.Fatal("the events hub did not poll")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.EventuallyWithin(t, 30*time.Second, "the events hub to poll", func() bool { return f.srv.events.polledAt.Load() > now.UnixMicro() })
 }
 
 func TestTaskEventsResumeAfterLastEventID(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	id := f.insertTask(t, "running", time.Now())
 	path := "/api/tasks/" + id.String() + "/events"
@@ -92,6 +89,7 @@ func TestTaskEventsResumeAfterLastEventID(t *testing.T) {
 }
 
 func TestAllEventsResumeOrReset(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	sse, closeStream := f.openStream(t, "/api/events", "")
 	// The stream's id is set at once, before any event.

@@ -179,19 +179,16 @@ func multipartForm(t *testing.T, path string, fields url.Values) (string, *bytes
 // next waits for a message in queue until the deadline.
 func (f *fixture) next(t *testing.T, queue string) amqp.Delivery {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		d, ok, err := f.ch.Get(queue, true)
+	var d amqp.Delivery
+	testenv.EventuallyWithin(t, 15*time.Second, "a message in "+queue, func() bool {
+		got, ok, err := f.ch.Get(queue, true)
 		if err != nil {
 			t.Fatalf("get %s: %v", queue, err)
 		}
-		if ok {
-			return d
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no message in %s", queue)
-	return amqp.Delivery{}
+		d = got
+		return ok
+	})
+	return d
 }
 
 // sseReader reads Server-Sent Events.

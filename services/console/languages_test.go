@@ -64,6 +64,7 @@ func (f *fixture) checkParent(t *testing.T, id uuid.UUID, want []string) {
 }
 
 func TestUploadIntoSeveralLanguagesStoresTheVideoOnce(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	video := sampleVideo(t, "1")
 	// target repeated, one of them a list.
@@ -135,6 +136,7 @@ func (f *fixture) insertFamily(t *testing.T) (parent, es, ca uuid.UUID) {
 }
 
 func TestTaskDetailEmbedsItsLanguagesAndTheListShowsParents(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	single := f.insertTask(t, "done", time.Now().Add(-2*time.Minute))
 	parent, es, ca := f.insertFamily(t)
@@ -204,6 +206,7 @@ func TestTaskDetailEmbedsItsLanguagesAndTheListShowsParents(t *testing.T) {
 // a created task and a child name exactly the fields the API writes, and
 // the several-language parameters are documented.
 func TestOpenAPIDescribesTheLanguagesFields(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Components struct {
 			Schemas map[string]struct {

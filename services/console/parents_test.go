@@ -24,6 +24,7 @@ func (f *fixture) statusOf(t *testing.T, id uuid.UUID) (string, string) {
 // (409 naming each child; nothing changes), a child is; an empty text is a
 // 400. The parent's detail lists no output and no steps past asr.
 func TestParentRedubIsRefusedNamingTheChildren(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	parent, es, ca := f.insertFamily(t)
@@ -67,6 +68,7 @@ func TestParentRedubIsRefusedNamingTheChildren(t *testing.T) {
 // cancels the child still running (the done one stays done); retrying the
 // parent retries that child from its failed step and runs the parent again.
 func TestCancelAndRetryOfAParentApplyToTheChildren(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	parent, es, ca := f.insertFamily(t)

@@ -29,6 +29,7 @@ func publicAlias(t *testing.T, endpoint string) string {
 // (with an Origin, after a CORS preflight) stores the video there and the
 // task starts from it.
 func TestPresignedUploadAtThePublicAddress(t *testing.T) {
+	t.Parallel()
 	var public string
 	f := setup(t, func(c *Config) {
 		public = publicAlias(t, c.S3.Endpoint)
@@ -85,6 +86,7 @@ func TestPresignedUploadAtThePublicAddress(t *testing.T) {
 }
 
 func TestPublicS3URLIsChecked(t *testing.T) {
+	t.Parallel()
 	cfg := Config{APIToken: adminToken, SessionHours: 1, PresignSeconds: 600, LoginPerMinute: 10, LoginBurst: 5}
 	cfg.S3.Endpoint, cfg.S3.Bucket = "localhost:9000", "b"
 	for _, bad := range []string{"localhost:9000", "ftp://x", "http://x/path"} {

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
 )
 
 func TestLoginIsRateLimitedPerClientAddress(t *testing.T) {
+	t.Parallel()
 	f := setup(t, func(c *Config) { c.LoginPerMinute, c.LoginBurst = 1, 2 })
 	login := func(token string) *http.Response {
 		return f.do(t, "POST", "/api/login", "", "application/json", strings.NewReader(`{"token":"`+token+`"}`))
@@ -28,9 +31,10 @@ func TestLoginIsRateLimitedPerClientAddress(t *testing.T) {
 }
 
 func TestLoginLimiterCountsEachAddressAndRefills(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
+	t.Parallel()
+	clock := testenv.NewClock(time.Unix(1_700_000_000, 0))
 	l := newLoginLimiter(6, 1) // one attempt each 10 s
-	l.now = func() time.Time { return now }
+	l.now = clock.Now
 	if ok, _ := l.allow("10.0.0.1"); !ok {
 		t.Fatal("first attempt refused")
 	}
@@ -41,20 +45,20 @@ func TestLoginLimiterCountsEachAddressAndRefills(t *testing.T) {
 	if ok, _ := l.allow("10.0.0.2"); !ok {
 		t.Fatal("another address was refused")
 	}
-	now = now.Add(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	if ok, _ := l.allow("10.0.0.1"); !ok {
 		t.Fatal("attempt after the refill refused")
 	}
 	// A refused attempt does not push the next one further out.
-	now = now.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	if ok, wait := l.allow("10.0.0.1"); ok || wait != 5*time.Second {
 		t.Fatalf("early attempt: allowed %v, wait %v; want refused for 5s", ok, wait)
 	}
-	now = now.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	if ok, _ := l.allow("10.0.0.1"); !ok {
 		t.Fatal("refused attempts delayed the refill")
 	}
-	l.forgetIdle(now.Add(time.Minute))
+	l.forgetIdle(clock.Now().Add(time.Minute))
 	if len(l.clients) != 0 {
 		t.Fatalf("%d idle addresses kept", len(l.clients))
 	}

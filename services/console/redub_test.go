@@ -13,6 +13,7 @@ import (
 )
 
 func TestRedubChangesOneLineOfADoneTask(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	id := tasktest.Done(t, ctx, f.pool, "trace-redub")
@@ -46,6 +47,7 @@ func TestRedubChangesOneLineOfADoneTask(t *testing.T) {
 }
 
 func TestSegmentsListTheLinesRedubTakes(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	id := tasktest.Done(t, ctx, f.pool, "trace-segments")

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
@@ -33,25 +32,14 @@ func startDispatcher(t *testing.T, dbURL, token string) string {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + ops + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return "http://" + api
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dispatcher did not get ready")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitReady(t, "the dispatcher", ops, nil, func() string { return "(its log is on standard error)" })
+	return "http://" + api
 }
 
 // TestWaitingProjectsThroughTheDispatcher: the console lists every
 // project's waiting queue through a real dispatcher's GET /queue/projects.
 func TestWaitingProjectsThroughTheDispatcher(t *testing.T) {
+	t.Parallel()
 	const dispToken = "dispatcher-token-0123456789"
 	f := setup(t)
 	f.srv.cfg.DispatcherURL = startDispatcher(t, f.dbURL, dispToken)

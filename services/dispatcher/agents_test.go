@@ -53,6 +53,7 @@ func (d dispatcher) callWith(t *testing.T, method, path string, headers map[stri
 }
 
 func TestAgentQueueAPI(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	env := testEnv(t, db.URL, testenv.AMQP(t), map[string]string{"QUEUE_MAX_N": "3"})
 	d := startInProcess(t, env)
@@ -172,6 +173,7 @@ func TestAgentQueueAPI(t *testing.T) {
 // many clients calling consume-next through both; every item is handed out
 // once and the queue ends empty.
 func TestAgentQueueConsumedOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	const items = 100
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)

@@ -148,8 +148,7 @@ func startInProcess(t *testing.T, env map[string]string) dispatcher {
 
 func waitReady(t *testing.T, d dispatcher, done chan error, out *bytes.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.EventuallyWithin(t, 60*time.Second, "the dispatcher at "+d.ops+" to be ready", func() bool {
 		select {
 		case err := <-done:
 			done <- err
@@ -161,15 +160,12 @@ func waitReady(t *testing.T, d dispatcher, done chan error, out *bytes.Buffer) {
 		default:
 		}
 		resp, err := http.Get(d.ops + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("dispatcher at %s not ready", d.ops)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // eventCollector consumes event.waiting.* from the test's virtual host.
@@ -208,18 +204,6 @@ func (c *eventCollector) count(event string) (n int, distinct int) {
 		}
 	}
 	return n, len(seen)
-}
-
-// eventually polls cond until it holds or the time runs out.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 type entryJSON struct {
@@ -264,6 +248,7 @@ func aiEvent(project, visitor uuid.UUID, urgency string) map[string]any {
 }
 
 func TestTwoProcessesShareOneQueue(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)
 	events := collectEvents(t, amqpURL)
@@ -321,8 +306,8 @@ func TestTwoProcessesShareOneQueue(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "10 assignments", func() bool { return assigned() == 10 })
-	eventually(t, "10 assigned events", func() bool { n, _ := events.count("waiting.assigned"); return n >= 10 })
+	testenv.EventuallyWithin(t, 20*time.Second, "10 assignments", func() bool { return assigned() == 10 })
+	testenv.EventuallyWithin(t, 20*time.Second, "10 assigned events", func() bool { n, _ := events.count("waiting.assigned"); return n >= 10 })
 	var bad int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM staff s WHERE current_load <> 2
 		OR current_load <> (SELECT count(*) FROM visitor_waiting_queue w WHERE w.assigned_staff_id = s.id)`).Scan(&bad); err != nil {
@@ -422,6 +407,7 @@ func TestTwoProcessesShareOneQueue(t *testing.T) {
 }
 
 func TestAPIRejectsBadInputWith4xx(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), nil))
 	post := func(body string, token string) (int, string) {
@@ -515,6 +501,7 @@ func publish(t *testing.T, amqpURL, step string, taskID uuid.UUID, payload any) 
 }
 
 func TestMessages(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)
 	d := startInProcess(t, testEnv(t, db.URL, amqpURL, nil))
@@ -524,7 +511,7 @@ func TestMessages(t *testing.T) {
 	publish(t, amqpURL, wire.StepWaitingCapacity, uuid.New(), map[string]any{
 		"staff_id": staff, "action": "set", "project_id": project, "availability": "online", "max_concurrent": 1})
 	var st staffJSON
-	eventually(t, "agent online", func() bool { return d.call(t, "GET", "/staff/"+staff.String(), nil, &st) == 200 })
+	testenv.EventuallyWithin(t, 20*time.Second, "agent online", func() bool { return d.call(t, "GET", "/staff/"+staff.String(), nil, &st) == 200 })
 
 	// waiting.enqueue twice with one task id: one entry, assigned at once.
 	first := uuid.New()
@@ -533,7 +520,7 @@ func TestMessages(t *testing.T) {
 			"project_id": project, "visitor_id": uuid.New(), "urgency": "high", "session_id": "web_9@2"})
 	}
 	var e entryJSON
-	eventually(t, "first entry assigned", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "first entry assigned", func() bool {
 		return d.call(t, "GET", "/queue/entries/"+first.String(), nil, &e) == 200 && e.Status == "assigned"
 	})
 	if e.ChannelID != "web_9" || e.ChannelType == nil || *e.ChannelType != 2 || *e.AssignedStaffID != staff {
@@ -545,25 +532,25 @@ func TestMessages(t *testing.T) {
 	second, third := uuid.New(), uuid.New()
 	for _, id := range []uuid.UUID{second, third} {
 		publish(t, amqpURL, wire.StepWaitingEnqueue, id, map[string]any{"project_id": project, "visitor_id": uuid.New()})
-		eventually(t, "entry waiting", func() bool {
+		testenv.EventuallyWithin(t, 20*time.Second, "entry waiting", func() bool {
 			return d.call(t, "GET", "/queue/entries/"+id.String(), nil, &e) == 200 && e.Status == "waiting"
 		})
 	}
 	publish(t, amqpURL, wire.StepWaitingCancel, uuid.New(), map[string]any{"entry_id": second})
-	eventually(t, "second cancelled", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "second cancelled", func() bool {
 		return d.call(t, "GET", "/queue/entries/"+second.String(), nil, &e) == 200 && e.Status == "cancelled"
 	})
 	release := uuid.New()
 	for i := 0; i < 2; i++ {
 		publish(t, amqpURL, wire.StepWaitingCapacity, release, map[string]any{"staff_id": staff, "action": "release"})
 	}
-	eventually(t, "third assigned", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "third assigned", func() bool {
 		return d.call(t, "GET", "/queue/entries/"+third.String(), nil, &e) == 200 && e.Status == "assigned"
 	})
 	// A fourth entry stays waiting: the duplicated release freed one unit only.
 	fourth := uuid.New()
 	publish(t, amqpURL, wire.StepWaitingEnqueue, fourth, map[string]any{"project_id": project, "visitor_id": uuid.New()})
-	eventually(t, "fourth waiting", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "fourth waiting", func() bool {
 		return d.call(t, "GET", "/queue/entries/"+fourth.String(), nil, &e) == 200 && e.Status == "waiting"
 	})
 	var steps int
@@ -578,6 +565,7 @@ func TestMessages(t *testing.T) {
 }
 
 func TestExpiryFollowsConfiguration(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)
 	events := collectEvents(t, amqpURL)
@@ -587,7 +575,7 @@ func TestExpiryFollowsConfiguration(t *testing.T) {
 	if code := d.call(t, "POST", "/internal/ai/events", aiEvent(uuid.New(), uuid.New(), "low"), &e); code != 200 {
 		t.Fatalf("enqueue: %d", code)
 	}
-	eventually(t, "entry expired", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "entry expired", func() bool {
 		return d.call(t, "GET", "/queue/entries/"+e.EntryID.String(), nil, &e) == 200 && e.Status == "expired"
 	})
 	// The trigger on enqueue and two scans, each at least the retry delay
@@ -595,5 +583,5 @@ func TestExpiryFollowsConfiguration(t *testing.T) {
 	if e.RetryCount != 3 {
 		t.Fatalf("expired after %d attempts, want 3", e.RetryCount)
 	}
-	eventually(t, "expired event", func() bool { n, _ := events.count("waiting.expired"); return n == 1 })
+	testenv.EventuallyWithin(t, 20*time.Second, "expired event", func() bool { n, _ := events.count("waiting.expired"); return n == 1 })
 }

@@ -26,6 +26,7 @@ func get(t *testing.T, url string) (int, string) {
 // /healthz and nothing else without the token; /readyz and /metrics are
 // served on OPS_ADDR only.
 func TestOpsEndpointsAreOffThePublicPort(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), nil))
 	if code, body := get(t, d.base+"/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
@@ -48,6 +49,7 @@ func TestOpsEndpointsAreOffThePublicPort(t *testing.T) {
 }
 
 func TestConfigRefusesOpsOnThePublicPort(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"DISPATCHER_API_TOKEN": testToken, "DATABASE_URL": "postgres://x/y",
 		"AMQP_URL": "amqp://x/", "DISPATCHER_HTTP_ADDR": ":8090", "OPS_ADDR": ":8090"}
 	if _, err := loadConfig(env); err == nil || !strings.Contains(err.Error(), "OPS_ADDR") {
@@ -63,6 +65,7 @@ func TestConfigRefusesOpsOnThePublicPort(t *testing.T) {
 // listens on the loopback interface only (as the console does); the
 // deployments set the pod's address themselves (deploy/manifests_test.go).
 func TestDefaultAddressIsLoopback(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"DISPATCHER_API_TOKEN": testToken, "DATABASE_URL": "postgres://x/y", "AMQP_URL": "amqp://x/"}
 	cfg, err := loadConfig(env)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // TestProjectsListIsReadOnlyAndAuthenticated: GET /queue/projects lists the
 // projects with their waiting counts, needs the token, and checks limit.
 func TestProjectsListIsReadOnlyAndAuthenticated(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), nil))
 	p := uuid.New()

@@ -15,6 +15,7 @@ import (
 // commit fails once is run again; the attempt it records commits with the
 // step's success, so it counts once, not once per run.
 func TestAttemptCommitsWithTheStep(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	amqpURL := testenv.AMQP(t)
 	ctx := context.Background()
@@ -41,7 +42,7 @@ func TestAttemptCommitsWithTheStep(t *testing.T) {
 		"QUEUE_PROCESS_ENABLED": "false", "QUEUE_PROCESS_MAX_RETRIES": "10", "STEP_LEASE_SECONDS": "3"}))
 	task := uuid.New()
 	publish(t, amqpURL, wire.StepWaitingProcess, task, map[string]any{"entry_id": e.ID})
-	eventually(t, "the step succeeded after its failed commit", func() bool {
+	testenv.EventuallyWithin(t, 20*time.Second, "the step succeeded after its failed commit", func() bool {
 		var n int
 		var failed int64
 		if err := db.Pool.QueryRow(ctx, `SELECT

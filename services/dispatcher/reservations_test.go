@@ -16,6 +16,7 @@ import (
 // recovery can act) has finished the work before it reports ready, and
 // reports the entry nobody moves on as stuck.
 func TestRecoveryOnStart(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	q := queue.New(db.Pool, queue.Config{MaxRetries: 3, RetryDelay: time.Hour, BatchSize: 50, MaxWorkers: 5,
@@ -86,6 +87,7 @@ func TestRecoveryOnStart(t *testing.T) {
 }
 
 func TestReservationAPI(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), map[string]string{"QUEUE_RESERVATION_TIMEOUT_SECONDS": "3600"}))
 	project, staff := uuid.New(), uuid.New()

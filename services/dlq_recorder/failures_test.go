@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -24,6 +25,7 @@ func amqpJSON(body []byte) amqp.Publishing {
 // task, and that task finishes having synthesized only those two segments
 // again.
 func TestTTSCompensationFlow(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t, nil)
 	failing := []int{1, 3}
 	f.engines.set(func(e *engines) {
@@ -40,14 +42,13 @@ func TestTTSCompensationFlow(t *testing.T) {
 	for _, id := range []uuid.UUID{first, second} {
 		// Both segments recorded against their segment by the recorder.
 		var idx []int32
-		deadline := time.Now().Add(30 * time.Second)
-		for len(idx) < 2 && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
+		testenv.Poll(time.Now().Add(testenv.Within(t, 30*time.Second)), func() bool {
 			if err := f.db.Pool.QueryRow(ctx, `SELECT coalesce(array_agg(segment_idx ORDER BY segment_idx), '{}')
 				FROM tts_compensations WHERE task_id = $1`, id).Scan(&idx); err != nil {
 				t.Fatal(err)
 			}
-		}
+			return len(idx) >= 2
+		})
 		if fmt.Sprint(idx) != "[1 3]" {
 			t.Fatalf("task %s: compensations recorded for segments %v, want [1 3]", id, idx)
 		}
@@ -107,6 +108,7 @@ func TestTTSCompensationFlow(t *testing.T) {
 // and reason and the task fails; after the cause is fixed, dubctl dlq
 // replay finishes the task.
 func TestPermanentFailureInEachStepThenReplay(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t, nil)
 	f.start(append(append([]string{}, workers...), "dlq_recorder")...)
 	ctx := context.Background()
@@ -208,8 +210,8 @@ type dlRow = view.DeadLetter
 // waitDeadLetter waits until dubctl dlq list shows a dead letter of task id.
 func waitDeadLetter(t *testing.T, f *flow, id uuid.UUID) dlRow {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var found dlRow
+	testenv.EventuallyWithin(t, 30*time.Second, "a dead letter recorded for task "+id.String(), func() bool {
 		out, err := f.command("dubctl", "dlq", "list", "--pending", "--json")
 		if err != nil {
 			t.Fatal(err)
@@ -220,12 +222,11 @@ func waitDeadLetter(t *testing.T, f *flow, id uuid.UUID) dlRow {
 		}
 		for _, r := range rows {
 			if r.TaskID != nil && *r.TaskID == id {
-				return r
+				found = r
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no dead letter recorded for task %s", id)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,38 +202,26 @@ func (f *flow) status(id uuid.UUID) (string, string) {
 // waitStatus waits until the task has one of the statuses.
 func (f *flow) waitStatus(id uuid.UUID, within time.Duration, want ...string) string {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		s, e := f.status(id)
-		for _, w := range want {
-			if s == w {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("task %s is %q (%s) after %s, want %v", id, s, e, within, want)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var s, e string
+	if !testenv.Poll(time.Now().Add(testenv.Within(f.t, within)), func() bool {
+		s, e = f.status(id)
+		return slices.Contains(want, s)
+	}) {
+		f.t.Fatalf("task %s is %q (%s) after %s, want %v", id, s, e, testenv.Within(f.t, within), want)
 	}
+	return s
 }
 
 // waitSucceeded waits until a step of the task has succeeded.
 func (f *flow) waitSucceeded(id uuid.UUID, stepName string) {
 	f.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testenv.EventuallyWithin(f.t, 2*time.Minute, fmt.Sprintf("%s of task %s to succeed", stepName, id), func() bool {
 		var ok bool
 		if err := f.db.Pool.QueryRow(context.Background(), `SELECT step_succeeded($1, $2)`, id, stepName).Scan(&ok); err != nil {
 			f.t.Fatal(err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("task %s: %s has not succeeded after 2 minutes", id, stepName)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ok
+	})
 }
 
 // fakeSegment is one segment the fake ASR answers with.

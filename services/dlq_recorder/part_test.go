@@ -12,6 +12,7 @@ import (
 
 // A dead letter of one part of a fanned-out step records which part it was.
 func TestDeadLetterRecordsItsPart(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	taskID := newTask(t, s.db.Pool)
 	env, err := wire.New(wire.StepTranslate, taskID, "trace-rec", wire.Translate{TaskID: taskID,

@@ -179,6 +179,7 @@ func (s *stack) event(t *testing.T) *wire.Event {
 }
 
 func TestServiceDeadLetterIsRecordedOnceAndFailsTheTask(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	taskID := newTask(t, s.db.Pool)
 	env, body := envelope(t, wire.StepMuxVideo, taskID, 4)
@@ -222,6 +223,7 @@ func TestServiceDeadLetterIsRecordedOnceAndFailsTheTask(t *testing.T) {
 }
 
 func TestBrokerDeadLettersAreRecorded(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	poison, rejected, expired := newTask(t, s.db.Pool), newTask(t, s.db.Pool), newTask(t, s.db.Pool)
 
@@ -296,6 +298,7 @@ func get(t *testing.T, ch *amqp.Channel, queue string) amqp.Delivery {
 }
 
 func TestDoneTasksAndStaleDuplicatesStayAsTheyAre(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	done, stale := newTask(t, s.db.Pool), newTask(t, s.db.Pool)
 	ctx := context.Background()
@@ -323,6 +326,7 @@ func TestDoneTasksAndStaleDuplicatesStayAsTheyAre(t *testing.T) {
 }
 
 func TestUnreadableMessagesAreKept(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	s.publish(t, "", wire.QueueDLQ, amqp.Publishing{Body: []byte("\x00not json")})
 	s.publish(t, "", wire.QueueTTSCompensation, amqp.Publishing{MessageId: "bad-comp", Body: []byte(`{"task_id": 1}`)})
@@ -341,6 +345,7 @@ func TestUnreadableMessagesAreKept(t *testing.T) {
 }
 
 func TestCompensationsAreRecordedPerSegment(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	taskID := newTask(t, s.db.Pool)
 	publish := func(id string, idx int, cause string) {
@@ -383,6 +388,7 @@ func TestCompensationsAreRecordedPerSegment(t *testing.T) {
 }
 
 func TestNothingIsAckedBeforeItIsRecorded(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	ctx := context.Background()
 	// Recording fails while the table is away.

@@ -54,6 +54,7 @@ func badBodies(t *testing.T) map[string][]byte {
 // message id, or no id), and the second is recorded as a duplicate, not a
 // new dead letter.
 func TestEveryRejectedDeliveryIsRecordedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t, nil)
 	f.start(append(append([]string{}, workers...), "dlq_recorder")...)
 	bodies := badBodies(t)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -64,10 +65,10 @@ func TestSoak(t *testing.T) {
 	// settle waits until every task has left the given statuses (and all n
 	// rows exist) for a few seconds in a row.
 	settle := func(phase string, busy ...string) {
-		deadline := time.Now().Add(20 * time.Minute)
 		var quiet time.Time
-		for {
-			m := counts()
+		var m map[string]int
+		settled := func() bool {
+			m = counts()
 			total, active := 0, 0
 			for s, c := range m {
 				total += c
@@ -82,15 +83,13 @@ func TestSoak(t *testing.T) {
 				quiet = time.Time{}
 			case quiet.IsZero():
 				quiet = time.Now()
-			case time.Since(quiet) > 5*time.Second:
-				t.Logf("SOAK %s settled after %s: %v", phase, time.Since(start).Round(time.Second), m)
-				return
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("SOAK %s: not settled after 20 minutes: %v", phase, m)
-			}
-			time.Sleep(time.Second)
+			return !quiet.IsZero() && time.Since(quiet) > 5*time.Second
 		}
+		if !testenv.Poll(time.Now().Add(20*time.Minute), settled) {
+			t.Fatalf("SOAK %s: not settled after 20 minutes: %v", phase, m)
+		}
+		t.Logf("SOAK %s settled after %s: %v", phase, time.Since(start).Round(time.Second), m)
 	}
 	settle("pipeline", "queued", "running")
 	compensating := counts()["compensating"]

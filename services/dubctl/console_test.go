@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,20 +42,7 @@ func startConsole(t *testing.T, e *env) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + opsAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("console not ready: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitReady(t, "console", opsAddr, nil, func() string { return "(its log is on standard error)" })
 	return "http://" + httpAddr
 }
 
@@ -128,17 +114,16 @@ func TestDubctlThroughTheConsoleNeedsNoDatabase(t *testing.T) {
 func nextMessage(t *testing.T, e *env, queue string) amqp.Delivery {
 	t.Helper()
 	ch := brokertest.Channel(t, e.amqpURL)
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if d, ok, err := ch.Get(queue, true); err != nil {
+	var d amqp.Delivery
+	testenv.EventuallyWithin(t, 15*time.Second, "a message in "+queue, func() bool {
+		got, ok, err := ch.Get(queue, true)
+		if err != nil {
 			t.Fatal(err)
-		} else if ok {
-			return d
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no message in %s", queue)
-	return amqp.Delivery{}
+		d = got
+		return ok
+	})
+	return d
 }
 
 // TestDubctlWaitThroughTheConsoleShowsProgressAndDownloads: wait in console

@@ -161,6 +161,7 @@ func TestUnreachableServicesNameTheRedactedURL(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"wait", "not-a-uuid"},
 		{"status"},

@@ -18,6 +18,7 @@ import (
 // TestLanguageOutput: the file of each language beside --output (the
 // targets themselves are pkg/admit's, tested there).
 func TestLanguageOutput(t *testing.T) {
+	t.Parallel()
 	id := uuid.MustParse("550e8400-e29b-41d4-a716-446655440000")
 	if got := languageOutput("out/talk.mp4", id, "ca"); got != "out/talk.ca.mp4" {
 		t.Errorf("languageOutput = %s", got)

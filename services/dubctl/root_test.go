@@ -8,6 +8,7 @@ import (
 // Each tree is built afresh: a flag parsed in one run never leaks into the
 // next, and every subcommand is registered.
 func TestNewRootCmdBuildsIndependentTrees(t *testing.T) {
+	t.Parallel()
 	first := newRootCmd()
 	second := newRootCmd()
 	want := []string{"dlq", "list", "sample", "status", "submit", "wait"}
@@ -33,6 +34,7 @@ func TestNewRootCmdBuildsIndependentTrees(t *testing.T) {
 // TestListOptions: both modes' `list` refuse an unknown status and a limit
 // out of the mode's range as usage errors.
 func TestListOptions(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		o  listOptions
 		ok bool

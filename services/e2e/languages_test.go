@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -322,22 +324,15 @@ func (s *stack) redeliverFanIn(t *testing.T, ctx context.Context, parent uuid.UU
 		t.Fatal(err)
 	}
 	// The workers' outbox sweep publishes the replay.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testenv.EventuallyWithin(t, 2*time.Minute, fmt.Sprintf("the replayed fan-in (attempt %d) to succeed", replayed), func() bool {
 		var ok bool
 		if err := s.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM task_steps WHERE task_id = $1 AND step = 'asr'
 			AND part = 'merge' AND attempt = $2 AND status = 'succeeded')
 			AND NOT EXISTS (SELECT 1 FROM outbox)`, parent, replayed).Scan(&ok); err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replayed fan-in (attempt %d) did not succeed within 2 minutes", replayed)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ok
+	})
 	var merges int
 	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'asr' AND part = 'merge'`,
 		parent).Scan(&merges); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
 )
 
@@ -118,19 +119,12 @@ func (s *stack) submit(tb testing.TB, ctx context.Context, video string) uuid.UU
 // transcribed.
 func (s *stack) waitChunksRunning(tb testing.TB, ctx context.Context, id uuid.UUID, timeout time.Duration) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testenv.EventuallyWithin(tb, timeout, "a chunk of "+id.String()+" to be transcribed", func() bool {
 		var n int
 		err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM task_steps
 			WHERE task_id = $1 AND step = 'asr' AND part LIKE 'chunk-%'`, id).Scan(&n)
-		if err == nil && n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("no chunk of %s was transcribed within %s (%v)", id, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && n > 0
+	})
 }
 
 // logLine returns the line of service's log that mentions task id and

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/testenv"
 )
 
 // BenchmarkWorkerMemory dubs a 1-minute and a long (BENCH_MEMORY_MINUTES,
@@ -282,25 +284,21 @@ func TestTreeSamplerCountsChildren(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	self := os.Getpid()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		procs := readProcs([]int{self})
-		sh := cmd.Process.Pid
-		if len(procs.children[sh]) == 1 {
-			sleep := procs.children[sh][0]
-			alone := procs.tree(sleep)
-			if procs.rss[sleep] <= 0 || alone.pss <= 0 {
-				t.Fatalf("sleep %d: rss %d, pss %d", sleep, procs.rss[sleep], alone.pss)
-			}
-			whole, withoutChildren := procs.tree(self), procs.rss[self]
-			if whole.rss < withoutChildren+procs.rss[sh]+procs.rss[sleep] {
-				t.Fatalf("tree rss %d < self %d + sh %d + sleep %d", whole.rss, withoutChildren, procs.rss[sh], procs.rss[sleep])
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sh %d: children %v, want the sleep", sh, procs.children[sh])
-		}
-		time.Sleep(50 * time.Millisecond)
+	var procs procTable
+	sh := cmd.Process.Pid
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 10*time.Second)), func() bool {
+		procs = readProcs([]int{self})
+		return len(procs.children[sh]) == 1
+	}) {
+		t.Fatalf("sh %d: children %v, want the sleep", sh, procs.children[sh])
+	}
+	sleep := procs.children[sh][0]
+	alone := procs.tree(sleep)
+	if procs.rss[sleep] <= 0 || alone.pss <= 0 {
+		t.Fatalf("sleep %d: rss %d, pss %d", sleep, procs.rss[sleep], alone.pss)
+	}
+	whole, withoutChildren := procs.tree(self), procs.rss[self]
+	if whole.rss < withoutChildren+procs.rss[sh]+procs.rss[sleep] {
+		t.Fatalf("tree rss %d < self %d + sh %d + sleep %d", whole.rss, withoutChildren, procs.rss[sh], procs.rss[sleep])
 	}
 }

@@ -230,20 +230,16 @@ func testSeedMessage(t *testing.T, ctx context.Context, s *stack, video string) 
 	publish(t, ctx, s, "task.extract_audio", body)
 
 	// extract_audio creates the row; wait for it, then follow it.
-	for {
+	end, _ := ctx.Deadline()
+	if !testenv.Poll(end, func() bool {
 		var status string
 		err := s.db.Pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, env.TaskID).Scan(&status)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no task row for the seed message %s: %v", env.TaskID, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil
+	}) {
+		t.Fatalf("no task row for the seed message %s: %v", env.TaskID, ctx.Err())
 	}
 	out := filepath.Join(t.TempDir(), "seed.dubbed.mp4")
 	v, code := s.waitTask(t, ctx, env.TaskID, out, 3*time.Minute)

@@ -50,6 +50,7 @@ func seedMessage(t *testing.T, id uuid.UUID) *wire.Envelope {
 // TestExtractAudio runs one worker (starting a stack costs seconds) through
 // every case: the seed's message, the language fallbacks, bad inputs.
 func TestExtractAudio(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{
 		"MAX_VIDEO_SECONDS": "6", "DEFAULT_SOURCE_LANGUAGE": "en", "DEFAULT_TARGET_LANGUAGE": "de",
 	})

@@ -18,6 +18,7 @@ import (
 // and the timing report's start drift says so (within 40 ms of the
 // measured onset).
 func TestMuxVideoStartDrift(t *testing.T) {
+	t.Parallel()
 	c := newMuxCase(t)
 	ctx := context.Background()
 	dir := t.TempDir()

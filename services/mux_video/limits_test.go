@@ -19,6 +19,7 @@ import (
 // and a clip larger than the clip limit, each fail the task with the limit
 // named and store no output; the worker keeps serving.
 func TestLimitsAreEnforced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testenv.NewStack(t, run, map[string]string{"MAX_VIDEO_SECONDS": "6", "MAX_CLIP_BYTES": "1048576"})
 	s.Env["S3_ENDPOINT"] = blobtest.LyingProxy(t, s.Env["S3_ENDPOINT"], blobtest.SmallStat)

@@ -202,6 +202,7 @@ func (c *muxCase) checkSideProducts(t *testing.T) {
 // subtitles are burnt into the picture (so it is re-encoded), the dub
 // track is the voice alone, normalized to -23 LUFS.
 func TestMuxVideoOptions(t *testing.T) {
+	t.Parallel()
 	c := newMuxCase(t)
 	burn, lufs := true, -23.0
 	out := c.mux(t, &wire.MuxOptions{BackgroundMode: media.BackgroundNone, LoudnessLUFS: &lufs, BurnSubtitles: &burn})

@@ -14,6 +14,7 @@ import (
 // re-drives that part (not the whole task); the whole task's part stays a
 // message without segment ids.
 func TestRebuildNamesTheTTSPart(t *testing.T) {
+	t.Parallel()
 	row := taskRow{id: uuid.New(), speaker: "es"}
 	for _, part := range []string{"seg-0,seg-1", ""} {
 		env, err := rebuild(row, wire.StepTTS, part)

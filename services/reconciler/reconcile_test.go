@@ -64,8 +64,7 @@ func at(t *testing.T, f *fixture, rec *reconciler, d time.Duration) {
 	if err := f.pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
-	moved := now.Add(d)
-	rec.now = func() time.Time { return moved }
+	rec.now = testenv.NewClock(now.Add(d)).Now
 }
 
 // passes runs n passes of rec and returns every action.

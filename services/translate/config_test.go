@@ -12,6 +12,7 @@ import (
 // engine (0 = its default, -1 = one apertium process per call) and a value
 // below -1 is refused at start.
 func TestApertiumPipelinesSetting(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		value string
 		want  int

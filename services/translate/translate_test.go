@@ -57,6 +57,7 @@ func newTask(s *testenv.Stack, texts []string, batches [][]int) []*wire.Envelope
 // TestTranslate runs one worker (starting a stack costs seconds) handling
 // three batches at once.
 func TestTranslate(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{"WORKER_CONCURRENCY": "3", "TRANSLATE_BATCH_SIZE": "2"})
 	s.Start()
 	t.Run("fan-in emits exactly one tts", func(t *testing.T) { fanIn(t, s) })

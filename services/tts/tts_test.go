@@ -83,6 +83,7 @@ func publishTTS(s *testenv.Stack, id uuid.UUID, p wire.TTS) {
 // TestTTS runs espeak-ng on one worker, then a worker whose engine always
 // fails, on the same stack (starting one costs seconds).
 func TestTTS(t *testing.T) {
+	t.Parallel()
 	s := testenv.NewStack(t, run, map[string]string{"TTS_BATCH_SIZE": "2", "TTS_MAX_CONCURRENCY": "2"})
 	stop := s.Start()
 	t.Run("synthesizes what is missing and emits mux_video", func(t *testing.T) { synthesizes(t, s) })

@@ -34,6 +34,7 @@ func (s *syncBuffer) String() string {
 // serves /readyz and /metrics on OPS_ADDR like every other one, and stops
 // cleanly on cancel.
 func TestEveryServesOpsEndpointsAndRedrives(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	id := f.task(t, "compensating", time.Hour, 3, []int{1}, true, true)
 	env := map[string]string{"OPS_ADDR": testenv.FreeAddr(t)}
@@ -44,11 +45,8 @@ func TestEveryServesOpsEndpointsAndRedrives(t *testing.T) {
 	stop := testenv.Serve(t, func(ctx context.Context, env map[string]string) error {
 		return run(ctx, []string{"-every", "1h"}, env, &out, io.Discard)
 	}, env)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), id.String()); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first pass did not re-drive %s; output %q", id, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 30*time.Second)), func() bool { return strings.Contains(out.String(), id.String()) }) {
+		t.Fatalf("the first pass did not re-drive %s; output %q", id, out.String())
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run -every after cancel = %v, want nil", err)

@@ -12,6 +12,7 @@ import (
 // tts) is re-driven as the next attempt of that part, not of the first
 // dub's part "" (which succeeded, so the runtime would skip it as done).
 func TestRequeueParkedRedub(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	id := f.task(t, "compensating", time.Second, 3, []int{1}, true, false)

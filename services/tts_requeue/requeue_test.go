@@ -109,6 +109,7 @@ func (f *fixture) status(t *testing.T, id uuid.UUID) string {
 }
 
 func TestRequeueOneMessagePerTaskWithinTheLimit(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	a := f.task(t, "compensating", time.Second, 4, []int{1, 2}, true, true)
 	b := f.task(t, "compensating", time.Second, 3, []int{0}, true, true)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
+	t.Parallel()
 	url := testenv.AMQP(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -25,18 +26,15 @@ func TestRawRelayDoesEveryHopAndKeepsTheMessages(t *testing.T) {
 	// Every hop re-publishes before it acks, so the seeded messages are all
 	// still there once the relay has stopped.
 	ch := testenv.Channel(t, url)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var left int
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 10*time.Second)), func() bool {
 		q, err := ch.QueueDeclarePassive(wire.QueueTTS, true, false, false, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q.Messages >= opts.Seed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages left on %s, want at least the %d seeded", q.Messages, wire.QueueTTS, opts.Seed)
-		}
-		time.Sleep(50 * time.Millisecond)
+		left = q.Messages
+		return left >= opts.Seed
+	}) {
+		t.Fatalf("%d messages left on %s, want at least the %d seeded", left, wire.QueueTTS, opts.Seed)
 	}
 }

@@ -16,6 +16,7 @@ import (
 // at the same moment never both start; the refused one is held until the
 // running attempt ends or its lease runs out.
 func TestOneRunningAttemptPerPart(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	for round := range 40 {
@@ -95,6 +96,7 @@ func TestOneRunningAttemptPerPart(t *testing.T) {
 // is ErrClaimLost, both when extending the lease and when finishing; a row
 // held by another worker is ErrLeaseLost.
 func TestMissingClaimRowIsClaimLost(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	c, err := attempt.Claim(ctx, db.Pool, attempt.Key{TaskID: uuid.New(), Step: "asr", Attempt: 1}, "w", time.Minute, "", nil)

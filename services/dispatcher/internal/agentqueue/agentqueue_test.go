@@ -34,6 +34,7 @@ func checkSizes(t *testing.T, pool *pgxpool.Pool, capacity int) {
 }
 
 func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
+	t.Parallel()
 	const capacity = 3
 	q, pool := setup(t, capacity)
 	ctx := context.Background()
@@ -117,6 +118,7 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 // agent's queue at once; every item is handed out exactly once, oldest
 // first per consumer, and the queue ends empty with queue_size 0.
 func TestConcurrentConsumersGetEachItemOnce(t *testing.T) {
+	t.Parallel()
 	const items, consumers = 300, 32
 	q, pool := setup(t, items)
 	ctx := context.Background()
@@ -182,6 +184,7 @@ func TestConcurrentConsumersGetEachItemOnce(t *testing.T) {
 // orders for one agent at once; exactly capacity succeed. Racing duplicates
 // of one order: exactly one succeeds.
 func TestEnqueueRaceNeverExceedsCapacity(t *testing.T) {
+	t.Parallel()
 	const capacity, racers = 10, 100
 	q, pool := setup(t, capacity)
 	ctx := context.Background()
@@ -240,6 +243,7 @@ func TestEnqueueRaceNeverExceedsCapacity(t *testing.T) {
 // agent's queue at once; queue_size always ends equal to the queued items
 // and never over capacity.
 func TestMixedConcurrencyKeepsQueueSize(t *testing.T) {
+	t.Parallel()
 	const capacity = 5
 	q, pool := setup(t, capacity)
 	ctx := context.Background()

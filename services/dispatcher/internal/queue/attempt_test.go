@@ -13,6 +13,7 @@ import (
 // nothing of the attempt remains: no assignment, no load on the agent, no
 // event, no counted attempt.
 func TestAttemptIsAtomicWithItsClaim(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	project, staff := staffedProject(t, q, 1)

@@ -54,6 +54,7 @@ func explain(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) string 
 // projects, that the scan and the assignment read the service-order index
 // rather than the table.
 func TestScanPlanUsesIndexes(t *testing.T) {
+	t.Parallel()
 	db := testenv.Postgres(t)
 	for i := 0; i < 3; i++ {
 		backlog(t, db.Pool, uuid.New(), 3334)

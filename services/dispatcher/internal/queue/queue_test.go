@@ -67,6 +67,7 @@ func concurrently(n int, f func()) {
 }
 
 func TestDuplicateEnqueueIsRefusedWhileWaiting(t *testing.T) {
+	t.Parallel()
 	q, _ := setup(t, defaultConfig)
 	ctx := context.Background()
 	project, visitor := uuid.New(), uuid.New()
@@ -100,6 +101,7 @@ func TestDuplicateEnqueueIsRefusedWhileWaiting(t *testing.T) {
 }
 
 func TestCancelIsIdempotentAndOnlyWhileWaiting(t *testing.T) {
+	t.Parallel()
 	q, _ := setup(t, defaultConfig)
 	ctx := context.Background()
 	project := uuid.New()
@@ -126,6 +128,7 @@ func TestCancelIsIdempotentAndOnlyWhileWaiting(t *testing.T) {
 }
 
 func TestReleaseAssignsByPriorityThenArrival(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	project := uuid.New()
@@ -171,6 +174,7 @@ func TestReleaseAssignsByPriorityThenArrival(t *testing.T) {
 }
 
 func TestAgentChoiceMostFreeCapacityThenIdleLongest(t *testing.T) {
+	t.Parallel()
 	q, _ := setup(t, defaultConfig)
 	ctx := context.Background()
 	project := uuid.New()
@@ -199,6 +203,7 @@ func TestAgentChoiceMostFreeCapacityThenIdleLongest(t *testing.T) {
 }
 
 func TestConcurrentMatchersNeverOverAssign(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	project := uuid.New()
@@ -229,6 +234,7 @@ func TestConcurrentMatchersNeverOverAssign(t *testing.T) {
 }
 
 func TestRetriesThenExpiry(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	project := uuid.New()
@@ -276,6 +282,7 @@ func TestRetriesThenExpiry(t *testing.T) {
 }
 
 func TestScanIsFairAcrossProjects(t *testing.T) {
+	t.Parallel()
 	cfg := defaultConfig
 	cfg.BatchSize = 10
 	q, pool := setup(t, cfg)

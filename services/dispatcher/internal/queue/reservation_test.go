@@ -61,6 +61,7 @@ func countOutbox(t *testing.T, pool *pgxpool.Pool, key string) int {
 }
 
 func TestUnconfirmedReservationExpiresAndGivesCapacityBack(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
 	project, staff := staffedProject(t, q, 1)
@@ -135,6 +136,7 @@ func TestUnconfirmedReservationExpiresAndGivesCapacityBack(t *testing.T) {
 }
 
 func TestReleaseOfAnAssignmentIsIdempotent(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	project, staff := staffedProject(t, q, 2)
@@ -187,6 +189,7 @@ func TestReleaseOfAnAssignmentIsIdempotent(t *testing.T) {
 // crashed between two commits leaves behind, recovered by four replicas
 // starting at once: every repair happens once.
 func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
 	// 1. A release committed, its matching never ran: a free agent and a
@@ -254,6 +257,7 @@ func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
 }
 
 func TestStuckEntries(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
 	stuck := func() int {
@@ -300,6 +304,7 @@ func TestStuckEntries(t *testing.T) {
 }
 
 func TestScanExpiresOverdueReservations(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, reservingConfig)
 	ctx := context.Background()
 	e := overdueReservation(t, q, pool)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseSessionID(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, channel string
 		typ         int // -1: none

@@ -11,6 +11,7 @@ import (
 // TestStatusCountsWaitsAgentsAndOrder pins every field of a project's
 // status.
 func TestStatusCountsWaitsAgentsAndOrder(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	project := uuid.New()
@@ -48,6 +49,7 @@ func TestStatusCountsWaitsAgentsAndOrder(t *testing.T) {
 }
 
 func TestProjectsListsEveryQueueLongestWaitFirst(t *testing.T) {
+	t.Parallel()
 	q, pool := setup(t, defaultConfig)
 	ctx := context.Background()
 	busy, quiet, staffed := uuid.New(), uuid.New(), uuid.New()

@@ -1,0 +1,131 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// vhostBatch is how many virtual hosts one rabbitmqctl call makes or
+// deletes. Each rabbitmqctl call starts an Erlang VM: ~1.5 CPU-s, 8-16 s of
+// wall time on this 2-core machine under load, the same for one host as
+// for eight. Made one by one (add_vhost, set_permissions, delete_vhost) a
+// host costs three of them.
+const vhostBatch = 8
+
+// vhostStale is the age past which a pooled host left behind by a test
+// binary that ended (its tests' hosts are deleted with the next batch, the
+// last ones are not) is deleted by any other binary's next batch: longer
+// than any `go test -timeout` of this repository.
+const vhostStale = 2 * time.Hour
+
+// vhostPrefix starts the name of every pooled host; the Unix time of its
+// batch follows, then a random part.
+const vhostPrefix = "dubflow-testpool-"
+
+// vhostPool hands out fresh virtual hosts made vhostBatch at a time and
+// deletes those handed back in batches.
+type vhostPool struct {
+	mu   sync.Mutex
+	free map[string][]string // node → hosts made and not handed out
+	done map[string][]string // node → hosts handed back, to delete
+}
+
+var vhosts = vhostPool{free: map[string][]string{}, done: map[string][]string{}}
+
+// FreshVhost returns a virtual host on node ("" the machine's default) that
+// no test has used, on which user has every permission, and the release to
+// call when the test ends. Hosts are made and deleted in batches by one
+// rabbitmqctl each (see vhostBatch).
+func FreshVhost(node, user string) (vhost string, release func(), err error) {
+	vhosts.mu.Lock()
+	defer vhosts.mu.Unlock()
+	if len(vhosts.free[node]) == 0 {
+		if err := vhosts.refill(node, user); err != nil {
+			return "", nil, err
+		}
+	}
+	free := vhosts.free[node]
+	vhost, vhosts.free[node] = free[len(free)-1], free[:len(free)-1]
+	return vhost, func() { vhosts.release(node, vhost) }, nil
+}
+
+// refill makes vhostBatch hosts on node and, in the same call, deletes the
+// hosts handed back and the stale ones.
+func (p *vhostPool) refill(node, user string) error {
+	stamp := strconv.FormatInt(time.Now().Unix(), 10)
+	var names []string
+	for range vhostBatch {
+		names = append(names, vhostPrefix+stamp+"-"+strings.ReplaceAll(uuid.NewString()[:13], "-", ""))
+	}
+	staleBefore := time.Now().Add(-vhostStale).Unix()
+	expr := fmt.Sprintf(`Acting = <<"testenv">>,
+		[rabbit_vhost:delete(V, Acting) || V <- [%s] ++ [V || V <- rabbit_vhost:list_names(), testenv_stale(V)]],
+		[begin rabbit_vhost:add(V, Acting), rabbit_auth_backend_internal:set_permissions(%s, V, <<".*">>, <<".*">>, <<".*">>, Acting) end || V <- [%s]],
+		ok.`, erlBinaries(p.done[node]), erlBinary(user), erlBinaries(names))
+	expr = strings.Replace(expr, "testenv_stale(V)", staleTest(staleBefore), 1)
+	if err := rabbitEval(node, expr); err != nil {
+		return fmt.Errorf("testenv: make %d virtual hosts: %w", vhostBatch, err)
+	}
+	p.done[node] = nil
+	p.free[node] = names
+	return nil
+}
+
+// release queues vhost for deletion with the next batch; past vhostBatch
+// waiting, it deletes them now.
+func (p *vhostPool) release(node, vhost string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done[node] = append(p.done[node], vhost)
+	if len(p.done[node]) < vhostBatch {
+		return
+	}
+	expr := fmt.Sprintf(`[rabbit_vhost:delete(V, <<"testenv">>) || V <- [%s]], ok.`, erlBinaries(p.done[node]))
+	if rabbitEval(node, expr) == nil {
+		p.done[node] = nil
+	}
+}
+
+// staleTest is an Erlang expression true of a pooled host made before the
+// Unix time before.
+func staleTest(before int64) string {
+	return fmt.Sprintf(`case binary:split(V, <<"-">>, [global]) of
+		[<<"dubflow">>, <<"testpool">>, T, _] -> try binary_to_integer(T) < %d catch _:_ -> false end;
+		_ -> false end`, before)
+}
+
+// erlBinary quotes s as an Erlang binary literal.
+func erlBinary(s string) string {
+	return `<<"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `">>`
+}
+
+// erlBinaries is a comma-separated list of Erlang binary literals.
+func erlBinaries(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = erlBinary(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// rabbitEval runs expr on node with `rabbitmqctl eval`.
+func rabbitEval(node, expr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"-q"}
+	if node != "" {
+		args = append(args, "-n", node)
+	}
+	out, err := exec.CommandContext(ctx, "rabbitmqctl", append(args, "eval", expr)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("rabbitmqctl eval: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
