@@ -45,6 +45,11 @@ type Pocketsphinx struct {
 	ExtraArgs []string
 	// MaxSegment bounds a segment's length; DefaultMaxSegment when zero.
 	MaxSegment time.Duration
+	// Decoders bounds the decoders kept loaded in this process (built
+	// with the tag pocketsphinx_lib, Command empty); cores.Usable when
+	// zero. Built without it, or with Command set, every file runs
+	// Command.
+	Decoders int
 }
 
 // NewPocketsphinx returns a Pocketsphinx with the defaults.
@@ -59,12 +64,7 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 	if err := checkASRInput(wavPath); err != nil {
 		return nil, fmt.Errorf("pocketsphinx: %w", err)
 	}
-	cmdName := p.Command
-	if cmdName == "" {
-		cmdName = "pocketsphinx_continuous"
-	}
-	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
-	out, err := run(ctx, nil, cmdName, args...)
+	out, err := p.decode(ctx, wavPath)
 	if err != nil {
 		return nil, fmt.Errorf("pocketsphinx: %w", err)
 	}
@@ -72,7 +72,27 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 	if maxSeg <= 0 {
 		maxSeg = DefaultMaxSegment
 	}
-	return parsePocketsphinx(string(out), int(maxSeg/time.Millisecond)), nil
+	return parsePocketsphinx(out, int(maxSeg/time.Millisecond)), nil
+}
+
+// Resident reports whether Transcribe decodes with decoders kept loaded
+// in this process rather than running a command per file.
+func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "" }
+
+// decode returns what pocketsphinx_continuous -time yes prints for
+// wavPath: from a loaded decoder when Resident, else from the command.
+func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
+	if p.Resident() {
+		args := append(p.searchArgs(), p.ExtraArgs...)
+		return sharedPool(args, p.Decoders).transcribe(ctx, wavPath)
+	}
+	cmdName := p.Command
+	if cmdName == "" {
+		cmdName = "pocketsphinx_continuous"
+	}
+	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
+	out, err := run(ctx, nil, cmdName, args...)
+	return string(out), err
 }
 
 // searchArgs is Search as arguments.
