@@ -16,6 +16,6 @@ type psDecoder struct{}
 
 var errNotLoaded = errors.New("pocketsphinx: built without libpocketsphinx (tag pocketsphinx_lib)")
 
-func newPSDecoder([]string) (*psDecoder, error)   { return nil, errNotLoaded }
+func newPSDecoder([]string) (*psDecoder, error)     { return nil, errNotLoaded }
 func (*psDecoder) decode(io.Reader) (string, error) { return "", errNotLoaded }
 func (*psDecoder) close()                           {}
