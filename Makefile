@@ -6,6 +6,11 @@ MAKEFLAGS += --no-print-directory
 
 GO ?= go
 export GOTOOLCHAIN ?= local
+# The asr worker decodes with pocketsphinx loaded in process (pkg/speech, tag
+# pocketsphinx_lib) where cgo and Debian's libpocketsphinx-dev are there
+# (scripts/stack.sh installs it); without them it runs pocketsphinx_continuous per file.
+PS_TAG := $(shell pkg-config --exists pocketsphinx sphinxbase 2>/dev/null && echo -tags=pocketsphinx_lib)
+export GOFLAGS := $(strip $(GOFLAGS) $(PS_TAG))
 
 # Every folder under services/ whose Go files declare package main.
 ALL_SERVICES := $(sort $(patsubst services/%/,%,$(dir $(shell grep -l '^package main$$' services/*/*.go 2>/dev/null))))

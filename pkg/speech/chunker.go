@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"golang.org/x/sync/errgroup"
 )
@@ -39,7 +40,8 @@ type Chunker struct {
 	Engine Transcriber
 	// ChunkSeconds is the target chunk length; 60 when zero.
 	ChunkSeconds int
-	// Concurrency bounds the chunks transcribed at once; 2 when zero.
+	// Concurrency bounds the chunks transcribed at once; the cores this
+	// process sees (cores.Usable) when zero.
 	Concurrency int
 	// LeadSeconds is the warm-up audio before each cut; 5 when zero, none
 	// when negative.
@@ -194,7 +196,7 @@ func (c *Chunker) seconds() int {
 
 func (c *Chunker) concurrency() int {
 	if c.Concurrency <= 0 {
-		return 2
+		return cores.Usable()
 	}
 	return c.Concurrency
 }

@@ -31,9 +31,14 @@ const DefaultMaxSegment = 9 * time.Second
 // speech (the jfk clip in 5 s chunks: services/asr TestASRFansOut).
 const DefaultPocketsphinxSearch = "-fwdflat no -maxhmmpf 6000"
 
-// Pocketsphinx is the embedded English recogniser: it runs
-// pocketsphinx_continuous (Debian packages pocketsphinx and
-// pocketsphinx-en-us) on a 16 kHz mono 16-bit WAV file.
+// Pocketsphinx is the embedded English recogniser of a 16 kHz mono 16-bit
+// WAV file (Debian packages pocketsphinx and pocketsphinx-en-us). Built
+// with cgo and the tag pocketsphinx_lib (libpocketsphinx-dev; the Makefile
+// sets it when pkg-config finds the library) it decodes in process with
+// decoders kept loaded between files and tasks (Decoders of them at most),
+// each file as pocketsphinx_continuous would; otherwise, or with Command
+// set, it runs pocketsphinx_continuous for every file, loading the model
+// each time (0.9–1.4 CPU-s and ~100 MB).
 type Pocketsphinx struct {
 	// Command is the program to run; "pocketsphinx_continuous" when empty.
 	Command string
@@ -45,6 +50,11 @@ type Pocketsphinx struct {
 	ExtraArgs []string
 	// MaxSegment bounds a segment's length; DefaultMaxSegment when zero.
 	MaxSegment time.Duration
+	// Decoders bounds the decoders kept loaded in this process (built
+	// with the tag pocketsphinx_lib, Command empty); cores.Usable when
+	// zero. Built without it, or with Command set, every file runs
+	// Command.
+	Decoders int
 }
 
 // NewPocketsphinx returns a Pocketsphinx with the defaults.
@@ -59,12 +69,7 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 	if err := checkASRInput(wavPath); err != nil {
 		return nil, fmt.Errorf("pocketsphinx: %w", err)
 	}
-	cmdName := p.Command
-	if cmdName == "" {
-		cmdName = "pocketsphinx_continuous"
-	}
-	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
-	out, err := run(ctx, nil, cmdName, args...)
+	out, err := p.decode(ctx, wavPath)
 	if err != nil {
 		return nil, fmt.Errorf("pocketsphinx: %w", err)
 	}
@@ -72,7 +77,27 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 	if maxSeg <= 0 {
 		maxSeg = DefaultMaxSegment
 	}
-	return parsePocketsphinx(string(out), int(maxSeg/time.Millisecond)), nil
+	return parsePocketsphinx(out, int(maxSeg/time.Millisecond)), nil
+}
+
+// Resident reports whether Transcribe decodes with decoders kept loaded
+// in this process rather than running a command per file.
+func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "" }
+
+// decode returns what pocketsphinx_continuous -time yes prints for
+// wavPath: from a loaded decoder when Resident, else from the command.
+func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
+	if p.Resident() {
+		args := append(p.searchArgs(), p.ExtraArgs...)
+		return sharedPool(args, p.Decoders).transcribe(ctx, wavPath)
+	}
+	cmdName := p.Command
+	if cmdName == "" {
+		cmdName = "pocketsphinx_continuous"
+	}
+	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
+	out, err := run(ctx, nil, cmdName, args...)
+	return string(out), err
 }
 
 // searchArgs is Search as arguments.

@@ -1,0 +1,75 @@
+//go:build cgo && pocketsphinx_lib
+
+package speech_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/speech/speechtest"
+)
+
+// TestResidentMatchesCommand decodes the fixtures, whole and in the chunks
+// the asr step cuts, with pocketsphinx_continuous (a process per file) and
+// with one decoder kept loaded (a pool of one, so every file after the
+// first reuses the model and state left by the one before): the segments
+// must be the same, with word times within 20 ms.
+func TestResidentMatchesCommand(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/pocketsphinx_continuous"); err != nil {
+		t.Fatalf("pocketsphinx_continuous not installed: %v", err)
+	}
+	ctx := context.Background()
+	cli := &speech.Pocketsphinx{Command: "pocketsphinx_continuous"}
+	resident := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 1}
+	if !resident.Resident() || cli.Resident() {
+		t.Fatal("Resident: want the loaded decoder without Command, the command with it")
+	}
+	files := []string{speechtest.Fixture(t, "jfk.wav"), speechtest.Fixture(t, "two_cities.wav")}
+	ch := &speech.Chunker{ChunkSeconds: 10, TempDir: t.TempDir()}
+	if err := ch.Split(ctx, files[1], func(c speech.Chunk) error { files = append(files, c.Path); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, files[0]) // the first file again, after the others
+	words := 0
+	for _, f := range files {
+		want, err := cli.Transcribe(ctx, f, "en")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resident.Transcribe(ctx, f, "en")
+		if err != nil {
+			t.Fatal(err)
+		}
+		words += sameSegments(t, f, got, want)
+	}
+	if words < 100 {
+		t.Fatalf("only %d words compared: the fixtures were not decoded", words)
+	}
+}
+
+// sameSegments fails unless got and want hold the same words with times
+// within 20 ms; it returns how many words it compared.
+func sameSegments(t *testing.T, file string, got, want []speech.Segment) int {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d segments, want %d:\n got %+v\nwant %+v", file, len(got), len(want), got, want)
+	}
+	n := 0
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Text != w.Text || len(g.Words) != len(w.Words) || absMS(g.StartMS-w.StartMS) > 20 || absMS(g.EndMS-w.EndMS) > 20 {
+			t.Fatalf("%s segment %d: %+v, want %+v", file, i, g, w)
+		}
+		for j := range w.Words {
+			if g.Words[j].Text != w.Words[j].Text || absMS(g.Words[j].StartMS-w.Words[j].StartMS) > 20 || absMS(g.Words[j].EndMS-w.Words[j].EndMS) > 20 {
+				t.Fatalf("%s segment %d word %d: %+v, want %+v", file, i, j, g.Words[j], w.Words[j])
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func absMS(v int) int { return max(v, -v) }
