@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -53,10 +54,10 @@ func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Contex
 			werr := p.wait(ctx, cands, units, last, false)
 			if errors.Is(werr, errRace) {
 				// Another call holds the free engine's row right now.
-				werr = fault.Wait(fmt.Errorf("%s pool: every free engine taken", p.Sched.Step), fault.WaitRateLimit, p.Sched.now().Add(25*time.Millisecond))
+				werr = fault.Wait(fmt.Errorf("%s pool: every free engine taken", p.Sched.Step), fault.WaitRateLimit, p.Sched.now().Add(time.Duration(1+rand.IntN(4))*time.Millisecond))
 			}
 			_, until, waiting := fault.WaitOf(werr)
-			d := max(until.Sub(p.Sched.now()), 10*time.Millisecond)
+			d := max(until.Sub(p.Sched.now()), time.Millisecond)
 			if !waiting || d > p.localWait() || waited+d > localBudget {
 				return werr
 			}
