@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Member is one engine of a pool, as configured.
@@ -141,4 +143,19 @@ func (c Config) WindowStart(now time.Time) time.Time {
 		start = start.AddDate(0, 0, -1)
 	}
 	return start
+}
+
+// Open reads step's pool from value (see Parse; lookup resolves
+// api_key_env), writes its members' limits into the shared schedule and
+// returns it, counting its metrics on reg (nil: none).
+func Open(ctx context.Context, db DB, step, value string, lookup func(string) string, reg prometheus.Registerer) (*Pool, error) {
+	cfg, err := Parse(value, Kinds[step], lookup)
+	if err != nil {
+		return nil, fmt.Errorf("%s pool: %w", step, err)
+	}
+	p := &Pool{Sched: &Schedule{DB: db, Step: step, Cfg: cfg}, Metrics: NewMetrics(reg)}
+	if err := p.Sched.Sync(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
