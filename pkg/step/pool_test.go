@@ -11,6 +11,8 @@ import (
 	"github.com/dubflow/dubflow/pkg/pool/pooltest"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -61,6 +63,9 @@ func TestPoolTasksWaitForQuotaAndResume(t *testing.T) {
 	for i := range ids {
 		env := asrEnvelope(t)
 		ids[i] = env.TaskID
+		if _, err := h.db.Pool.Exec(context.Background(), `INSERT INTO tasks (id, status) VALUES ($1, 'queued')`, env.TaskID); err != nil {
+			t.Fatal(err)
+		}
 		h.publish(env)
 	}
 	waitFor(t, 60*time.Second, "the quotas' 12 tasks done and the other 4 waiting for the reset", func() bool {
@@ -69,6 +74,20 @@ func TestPoolTasksWaitForQuotaAndResume(t *testing.T) {
 	})
 	waitFor(t, 30*time.Second, "the waiting tasks re-offered past their retry budget", func() bool {
 		return h.count(`SELECT min(n) FROM (SELECT count(*) AS n FROM task_steps WHERE wait_until IS NOT NULL GROUP BY task_id) w`) > 4
+	})
+	var waiting uuid.UUID
+	if err := h.db.Pool.QueryRow(context.Background(), `SELECT task_id FROM task_steps WHERE wait_reason = 'no_quota' LIMIT 1`).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	// Between two re-offers the read model shows the wait (while an
+	// attempt runs, it shows it running).
+	want := fmt.Sprintf("waiting for quota until %s UTC", reset.Format("15:04"))
+	waitFor(t, 10*time.Second, "the read model to show "+want, func() bool {
+		v, err := view.Load(context.Background(), h.db.Pool, waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Waiting != nil && v.Waiting.Message == want && v.Waiting.Reason == "no_quota"
 	})
 	a.ResetQuota()
 	b.ResetQuota()
@@ -132,4 +151,35 @@ func (h *harness) count(query string, args ...any) int {
 		return 0
 	}
 	return *n
+}
+
+// TestWaitingPartIsNotIdle: the reconciler counts a part whose last
+// attempt waits for an engine as active until its wait ends, not as lost.
+func TestWaitingPartIsNotIdle(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	id := uuid.New()
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO tasks (id, status) VALUES ($1, 'running')`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO task_steps (task_id, step, part, attempt, status, started_at, finished_at, error, wait_reason, wait_until)
+		VALUES ($1, 'asr', '', 1, 'failed', now() - interval '2 hours', now() - interval '2 hours', 'no quota', 'no_quota', now() + interval '1 hour')`, id); err != nil {
+		t.Fatal(err)
+	}
+	th := step.PendingThresholds{Idle: time.Minute, LeaseGrace: time.Minute}
+	idle := func(now *time.Time) int {
+		parts, err := step.IdlePendingParts(ctx, db.Pool, wire.StepASR, th, time.Time{}, 10, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(parts)
+	}
+	if n := idle(nil); n != 0 {
+		t.Errorf("%d idle parts while the part waits for quota, want 0", n)
+	}
+	later := time.Now().Add(2 * time.Hour)
+	if n := idle(&later); n != 1 {
+		t.Errorf("%d idle parts long after its wait ended, want 1 (the reconciler re-drives it)", n)
+	}
 }

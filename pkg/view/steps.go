@@ -18,14 +18,14 @@ type attemptRow struct {
 
 // loadSteps reads the task's attempts and parts and sums them up per step.
 func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Step, error) {
-	rows, err := tx.Query(ctx, `SELECT step, part, attempt, status, worker, started_at, finished_at, error
+	rows, err := tx.Query(ctx, `SELECT step, part, attempt, status, worker, started_at, finished_at, error, wait_reason, wait_until
 		FROM task_steps WHERE task_id = $1 ORDER BY started_at, id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("read steps of %s: %w", id, err)
 	}
 	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (attemptRow, error) {
 		var a attemptRow
-		err := r.Scan(&a.step, &a.part, &a.Attempt.Attempt, &a.Status, &a.Worker, &a.StartedAt, &a.FinishedAt, &a.Error)
+		err := r.Scan(&a.step, &a.part, &a.Attempt.Attempt, &a.Status, &a.Worker, &a.StartedAt, &a.FinishedAt, &a.Error, &a.WaitReason, &a.WaitUntil)
 		if a.FinishedAt != nil {
 			ms := a.FinishedAt.Sub(a.StartedAt).Milliseconds()
 			a.DurationMS = &ms
@@ -97,7 +97,8 @@ func buildStep(name string, succeeded bool, registered []string, attempts []atte
 }
 
 // partStatus is succeeded when an attempt succeeded, else the status of the
-// latest attempt, pending without one.
+// latest attempt (waiting when it ended waiting for an engine), pending
+// without one.
 func partStatus(as []Attempt) string {
 	for _, a := range as {
 		if a.Status == "succeeded" {
@@ -107,11 +108,47 @@ func partStatus(as []Attempt) string {
 	if len(as) == 0 {
 		return "pending"
 	}
+	if last := as[len(as)-1]; last.Status == "failed" && last.WaitUntil != nil {
+		return Waiting
+	}
 	return as[len(as)-1].Status
 }
 
+// Waiting is the status of a part (and step) whose last attempt found no
+// engine of its pool able to serve: it goes on by itself at waitUntil.
+const Waiting = "waiting"
+
+// WaitOf is the wait of a task whose step waits for an engine, nil when
+// none does: the latest wait of a waiting part.
+func WaitOf(steps []Step) *Wait {
+	var w *Wait
+	for _, s := range steps {
+		for _, p := range s.Parts {
+			if p.Status != Waiting {
+				continue
+			}
+			last := p.Attempts[len(p.Attempts)-1]
+			if w == nil || last.WaitUntil.After(w.Until) {
+				w = &Wait{Step: s.Step, Reason: last.WaitReason, Until: *last.WaitUntil}
+			}
+		}
+	}
+	if w != nil {
+		what := waitWhat[w.Reason]
+		if what == "" {
+			what = "an engine"
+		}
+		w.Message = fmt.Sprintf("waiting for %s until %s UTC", what, w.Until.UTC().Format("15:04"))
+	}
+	return w
+}
+
+// waitWhat names what a wait's reason waits for.
+var waitWhat = map[string]string{"no_quota": "quota", "rate_limit": "the rate limit", "no_engine": "an engine"}
+
 // stepStatus sums up a step's parts: succeeded (every part has, by
-// step_succeeded), running, parked, failed, or pending (no attempt yet).
+// step_succeeded), running, waiting (for an engine), parked, failed, or
+// pending (no attempt yet).
 func stepStatus(succeeded bool, parts []Part) string {
 	if succeeded {
 		return "succeeded"
@@ -120,7 +157,7 @@ func stepStatus(succeeded bool, parts []Part) string {
 	for _, p := range parts {
 		seen[p.Status] = true
 	}
-	for _, st := range []string{"running", "parked", "failed"} {
+	for _, st := range []string{"running", Waiting, "parked", "failed"} {
 		if seen[st] {
 			return st
 		}
