@@ -109,3 +109,41 @@ func IsUnavailable(err error) bool {
 	var u *unavailableError
 	return errors.As(err, &u) && !IsPermanent(err)
 }
+
+// Reasons a step waits for an engine (Wait).
+const (
+	WaitNoQuota   = "no_quota"   // every engine of the pool spent its daily quota
+	WaitRateLimit = "rate_limit" // every engine is rate limited or cooling down
+	WaitNoEngine  = "no_engine"  // no engine can serve: breakers open, none configured
+)
+
+// waitError says that no engine can serve the step before a time.
+type waitError struct {
+	err    error
+	reason string
+	until  time.Time
+}
+
+func (e *waitError) Error() string { return e.err.Error() }
+func (e *waitError) Unwrap() error { return e.err }
+
+// Wait marks err as "no engine can serve this step before until" for
+// reason (WaitNoQuota, WaitRateLimit, WaitNoEngine): the runtime records
+// the attempt as waiting with its reason and time and re-offers the step
+// then, without spending one of its retries. Wait(nil, ...) is nil.
+func Wait(err error, reason string, until time.Time) error {
+	if err == nil {
+		return nil
+	}
+	return &waitError{err: err, reason: reason, until: until}
+}
+
+// WaitOf returns the reason and time carried by a Wait error. A Permanent
+// mark wins.
+func WaitOf(err error) (reason string, until time.Time, ok bool) {
+	var w *waitError
+	if !errors.As(err, &w) || IsPermanent(err) {
+		return "", time.Time{}, false
+	}
+	return w.reason, w.until, true
+}

@@ -126,7 +126,8 @@ func (b *Batcher) batch(ctx context.Context, src, dst []string, from, to string,
 // stop reports whether err ends the call instead of a fallback or retry.
 func stop(ctx context.Context, err error) bool {
 	_, limited := fault.RetryAfterHint(err)
-	return limited || ctx.Err() != nil || errors.Is(err, context.Canceled)
+	_, _, waiting := fault.WaitOf(err) // no engine of a pool can serve: splitting the batch does not help
+	return limited || waiting || ctx.Err() != nil || errors.Is(err, context.Canceled)
 }
 
 // splitText cuts s into pieces of at most max characters (runes), at

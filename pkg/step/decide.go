@@ -79,6 +79,10 @@ const (
 	recParked       = "parked"
 	recRetried      = "retried"
 	recDeadLettered = "dead_lettered"
+	// recWaited: no engine could serve the step (fault.Wait); the attempt
+	// ends waiting with its reason and time, and a delay tier re-offers the
+	// step then without spending a retry.
+	recWaited = "waited"
 )
 
 // facts is what the runner knows about a delivery when it asks decide. Each
@@ -154,6 +158,10 @@ type decision struct {
 	// retried outcome; Held (actLater) carries the held-since time.
 	Delay time.Duration
 	Held  bool
+	// WaitReason and WaitUntil (a waited outcome) are why no engine could
+	// serve the step and when it can go on.
+	WaitReason string
+	WaitUntil  time.Time
 	// Release (actHandBack) frees the attempt's lease first, so that the
 	// next delivery need not wait for it to run out.
 	Release bool
@@ -262,6 +270,11 @@ func (p policy) result(f facts, err error) decision {
 	case fault.IsParked(err):
 		return decision{Action: actRecord, Record: recParked, Staged: true, Err: err, Metric: recParked,
 			Why: "step parked for an operator", Level: sevWarn}
+	}
+	if reason, until, ok := fault.WaitOf(err); ok {
+		return decision{Action: actRecord, Record: recWaited, Err: err, Delay: max(until.Sub(f.Now), time.Second),
+			WaitReason: reason, WaitUntil: until, Metric: recWaited,
+			Why: "no engine can serve the step; waiting without spending a retry"}
 	}
 	class := ErrorClass(err)
 	used := f.Attempt - max(f.BaseAttempt, 1) + 1

@@ -143,6 +143,12 @@ func TestDecide(t *testing.T) {
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: 4 * time.Second, Metric: recRetried}, "reset"},
 		{"RetryAfter past the budget is dead-lettered", ran(4, fault.RetryAfter(transient, time.Second)),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: recDeadLettered}, "(retried 3 times)"},
+		{"no engine free waits until the pool can serve, past the budget too", ran(9, fault.Wait(transient, fault.WaitNoQuota, now.Add(3*time.Hour))),
+			decision{Action: actRecord, Record: recWaited, Delay: 3 * time.Hour, Metric: recWaited}, "reset"},
+		{"a wait already due is re-offered after a second", ran(1, fault.Wait(transient, fault.WaitRateLimit, now.Add(-time.Minute))),
+			decision{Action: actRecord, Record: recWaited, Delay: time.Second, Metric: recWaited}, "reset"},
+		{"a permanent mark wins over a wait", ran(1, fault.Permanent(fault.Wait(transient, fault.WaitNoEngine, now))),
+			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "reset"},
 		{"a timeout retries", ran(1, fmt.Errorf("step asr timed out after 10m0s: %w", context.DeadlineExceeded)),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTimeout, Delay: time.Second, Metric: recRetried}, "timed out"},
 		{"a panic retries", ran(1, panicError("index out of range")),
@@ -207,7 +213,7 @@ func TestEveryDeliveryEnds(t *testing.T) {
 	t.Parallel()
 	claims := []claimResult{claimFailed, claimClaimed, claimDone, claimFinished, claimWaiting, claimHeld, claimUnknown}
 	results := []facts{
-		{Err: nil}, {Err: errors.New("x")}, {Err: fault.Permanent(errors.New("x"))}, {Err: fault.Park(errors.New("x"))},
+		{Err: nil}, {Err: errors.New("x")}, {Err: fault.Permanent(errors.New("x"))}, {Err: fault.Park(errors.New("x"))}, {Err: fault.Wait(errors.New("x"), fault.WaitNoQuota, time.Time{})},
 		{Err: context.Canceled, Lost: leaseLost}, {Err: context.Canceled, Lost: claimLost}, {Err: context.Canceled, Interrupted: true},
 	}
 	commits := []commitResult{committed, commitSettled, commitClaimLost, commitFailed}
@@ -299,6 +305,7 @@ func TestOutcomesArePkgAttempts(t *testing.T) {
 		recParked:       {attempt.Parked, attempt.StatusParked},
 		recRetried:      {attempt.Retried, attempt.StatusFailed},
 		recDeadLettered: {attempt.DeadLettered, attempt.StatusFailed},
+		recWaited:       {attempt.Waited, attempt.StatusFailed},
 	} {
 		if got := attempt.Outcome(rec); got != want.outcome || got.Status() != want.status {
 			t.Errorf("outcome %q ends with status %q, want attempt's %q ending %q", rec, got.Status(), want.outcome, want.status)

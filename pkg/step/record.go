@@ -85,13 +85,9 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 	case recParked:
 		return append([]stmt{finish}, dl.msg.stmts...)
 	case recRetried:
-		exchange, _ := r.cfg.Delay(dec.Delay)
-		retry := env.Retry()
-		body, err := json.Marshal(retry)
-		if err != nil {
-			dl.log.Error().Err(err).Msg("encode retry")
-		}
-		return []stmt{finish, insert(outbox.New(exchange, wire.RoutingKey(env.Step), body))}
+		return []stmt{finish, r.retry(dl, dec)}
+	case recWaited:
+		return []stmt{finish, statement(attempt.Wait(dl.stepID, dec.WaitReason, dec.WaitUntil)), r.retry(dl, dec)}
 	default: // recDeadLettered
 		original, _ := json.Marshal(env)
 		fail := task.Fail(task.RefOf(env), dl.msg.Part, env.Step+": "+dec.Reason)
@@ -99,6 +95,17 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 			{sql: fail.SQL, args: fail.Args, transition: &fail},
 			insert(r.deadLetter(uuid.New(), original, env, dec.Class, dec.Reason, dec.Retries))}
 	}
+}
+
+// retry is the outbox row that carries the next attempt of the delivery
+// through the delay tier for dec.Delay.
+func (r *Runner) retry(dl *delivery, dec decision) stmt {
+	exchange, _ := r.cfg.Delay(dec.Delay)
+	body, err := json.Marshal(dl.env.Retry())
+	if err != nil {
+		dl.log.Error().Err(err).Msg("encode retry")
+	}
+	return insert(outbox.New(exchange, wire.RoutingKey(dl.env.Step), body))
 }
 
 // deadLetter builds the dead-letter envelope (wire.DeadLetter) for the DLQ, published

@@ -183,6 +183,9 @@ func (r *Runner) note(dl *delivery, dec decision) {
 	case dec.Record == recRetried:
 		_, actual := r.cfg.Delay(dec.Delay)
 		ev = ev.Dur("retry_in", actual)
+	case dec.Record == recWaited:
+		_, actual := r.cfg.Delay(dec.Delay)
+		ev = ev.Str("wait_reason", dec.WaitReason).Time("wait_until", dec.WaitUntil).Dur("offer_in", actual)
 	case dec.Action == actRecord && dl.facts.Commits > 0:
 		ev = ev.Str("outcome", string(dl.facts.Recorded))
 	}

@@ -60,7 +60,7 @@ func StepSucceeded(ctx context.Context, db Querier, id uuid.UUID, step string) (
 // once it ended.
 func attemptOf(r attempt.Row) Attempt {
 	a := Attempt{Attempt: r.Attempt, Status: r.Status, Worker: r.Worker, StartedAt: r.StartedAt,
-		FinishedAt: r.FinishedAt, Error: r.Error}
+		FinishedAt: r.FinishedAt, Error: r.Error, WaitReason: r.WaitReason, WaitUntil: r.WaitUntil}
 	if a.FinishedAt != nil {
 		ms := a.FinishedAt.Sub(a.StartedAt).Milliseconds()
 		a.DurationMS = &ms
@@ -107,7 +107,8 @@ func buildStep(name string, succeeded bool, registered []string, attempts []atte
 }
 
 // partStatus is succeeded when an attempt succeeded, else the status of the
-// latest attempt, pending without one.
+// latest attempt (waiting when it ended waiting for an engine), pending
+// without one.
 func partStatus(as []Attempt) string {
 	for _, a := range as {
 		if a.Status == "succeeded" {
@@ -117,11 +118,47 @@ func partStatus(as []Attempt) string {
 	if len(as) == 0 {
 		return "pending"
 	}
+	if last := as[len(as)-1]; last.Status == "failed" && last.WaitUntil != nil {
+		return Waiting
+	}
 	return as[len(as)-1].Status
 }
 
+// Waiting is the status of a part (and step) whose last attempt found no
+// engine of its pool able to serve: it goes on by itself at waitUntil.
+const Waiting = "waiting"
+
+// WaitOf is the wait of a task whose step waits for an engine, nil when
+// none does: the latest wait of a waiting part.
+func WaitOf(steps []Step) *Wait {
+	var w *Wait
+	for _, s := range steps {
+		for _, p := range s.Parts {
+			if p.Status != Waiting {
+				continue
+			}
+			last := p.Attempts[len(p.Attempts)-1]
+			if w == nil || last.WaitUntil.After(w.Until) {
+				w = &Wait{Step: s.Step, Reason: last.WaitReason, Until: *last.WaitUntil}
+			}
+		}
+	}
+	if w != nil {
+		what := waitWhat[w.Reason]
+		if what == "" {
+			what = "an engine"
+		}
+		w.Message = fmt.Sprintf("waiting for %s until %s UTC", what, w.Until.UTC().Format("15:04"))
+	}
+	return w
+}
+
+// waitWhat names what a wait's reason waits for.
+var waitWhat = map[string]string{"no_quota": "quota", "rate_limit": "the rate limit", "no_engine": "an engine"}
+
 // stepStatus sums up a step's parts: succeeded (every part has, by
-// step_succeeded), running, parked, failed, or pending (no attempt yet).
+// step_succeeded), running, waiting (for an engine), parked, failed, or
+// pending (no attempt yet).
 func stepStatus(succeeded bool, parts []Part) string {
 	if succeeded {
 		return "succeeded"
@@ -130,7 +167,7 @@ func stepStatus(succeeded bool, parts []Part) string {
 	for _, p := range parts {
 		seen[p.Status] = true
 	}
-	for _, st := range []string{"running", "parked", "failed"} {
+	for _, st := range []string{"running", Waiting, "parked", "failed"} {
 		if seen[st] {
 			return st
 		}

@@ -77,6 +77,9 @@ type Task struct {
 	// Languages is a parent's languages and children or a child's parent;
 	// null for a task of one language.
 	Languages *Languages `json:"languages"`
+	// Waiting is set while a step waits for an engine of its pool (quota,
+	// rate limit, no engine up): "waiting for quota until 14:00".
+	Waiting *Wait `json:"waiting"`
 }
 
 // Step is one pipeline step over its parts.
@@ -110,6 +113,21 @@ type Attempt struct {
 	FinishedAt *time.Time `json:"finishedAt"`
 	DurationMS *int64     `json:"durationMs"`
 	Error      string     `json:"error"`
+	// WaitReason and WaitUntil are set on an attempt that found no engine
+	// of its pool able to serve (no_quota, rate_limit, no_engine): the
+	// step goes on by itself at WaitUntil, without spending a retry.
+	WaitReason string     `json:"waitReason"`
+	WaitUntil  *time.Time `json:"waitUntil"`
+}
+
+// Wait is why a task's step waits for an engine and until when.
+type Wait struct {
+	Step   string    `json:"step"`
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until"`
+	// Message is the line the console and dubctl show, e.g. "waiting for
+	// quota until 14:00 UTC".
+	Message string `json:"message"`
 }
 
 // SegmentCounts counts a task's segments by progress.
@@ -260,6 +278,7 @@ func Load(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*Task, error) 
 			if t.Steps, err = loadSteps(ctx, tx, id, t.IsParent()); err != nil {
 				return err
 			}
+			t.Waiting = WaitOf(t.Steps)
 			if err := tx.QueryRow(ctx, `SELECT count(*), count(mt_text), count(tts_audio_key),
 				count(*) FILTER (WHERE tts_audio_key IS NULL AND tts_failures > 0)
 				FROM segments WHERE task_id = $1`, id).Scan(&t.Segments.Total, &t.Segments.Translated,

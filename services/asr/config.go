@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -23,6 +24,9 @@ type Config struct {
 	// Engine (see pkg/speech): pocketsphinx (embedded) or openai (an
 	// OpenAI-compatible /v1/audio/transcriptions server).
 	Engine config.Engine `env:"ASR_ENGINE" envDefault:"pocketsphinx" envPrefix:"ASR_"`
+	// Pool, when set, replaces Engine with a pool of engines (pkg/pool):
+	// a JSON document or the path of a file holding one.
+	Pool string `env:"ASR_POOL"`
 	// ChunkSeconds is the length of the chunks long audio is cut into at
 	// silences, each its own asr message; ChunkConcurrency is how many
 	// chunks of one task (or project) are in the queue at once, its window:
@@ -64,6 +68,15 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	engine, err := speech.NewTranscriber(c.Speech())
 	if err != nil {
 		return nil, err
+	}
+	if c.Pool != "" {
+		p, err := d.EnginePool(wire.StepASR, c.Pool)
+		if err != nil {
+			return nil, err
+		}
+		if engine.Engine, err = pool.NewTranscriber(p, c.Speech()); err != nil {
+			return nil, err
+		}
 	}
 	d.Announce(wire.StepASR, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("chunk_seconds", c.ChunkSeconds).Int("chunk_concurrency", c.ChunkConcurrency).

@@ -70,6 +70,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/tasks/{id}/timeline", reader, s.taskTimeline},
 		{"GET", "/api/events", reader, s.allEvents},
 		{"GET", "/api/system/health", reader, s.health},
+		{"GET", "/api/engines", reader, s.listEngines},
 		{"GET", "/api/dead-letters", reader, s.listDeadLetters},
 		{"GET", "/api/dead-letters/{id}", reader, s.getDeadLetter},
 		{"POST", "/api/dead-letters/{id}/replay", admin, s.audited("replay", s.replayDeadLetter)},

@@ -46,6 +46,9 @@ func printStatus(w io.Writer, t *view.Task) error {
 	if t.Error != "" {
 		fmt.Fprintf(w, "error     %s\n", t.Error)
 	}
+	if t.Waiting != nil {
+		fmt.Fprintf(w, "waiting   %s: %s\n", t.Waiting.Step, t.Waiting.Message)
+	}
 	if t.NoSpeech() {
 		fmt.Fprintln(w, "result    no speech found in the video")
 	}

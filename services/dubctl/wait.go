@@ -330,6 +330,9 @@ func progressOf(t *view.Task) (desc string, done, total int) {
 		desc += fmt.Sprintf(", segments %d/%d translated, %d/%d synthesized", t.Segments.Translated,
 			t.Segments.Total, t.Segments.Synthesized, t.Segments.Total)
 	}
+	if t.Waiting != nil {
+		desc += ", " + t.Waiting.Message
+	}
 	return desc, done, total
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -22,6 +23,9 @@ type Config struct {
 	// Engine (see pkg/speech): apertium (embedded), openai (chat
 	// completions, e.g. Zhipu GLM) or apy (Apertium APy).
 	Engine config.Engine `env:"TRANSLATE_ENGINE" envDefault:"apertium" envPrefix:"TRANSLATE_"`
+	// Pool, when set, replaces Engine with a pool of engines (pkg/pool):
+	// a JSON document or the path of a file holding one.
+	Pool string `env:"TRANSLATE_POOL"`
 
 	// TranslateBatch is the number of texts per engine call (a message's
 	// batch_size overrides it).
@@ -75,11 +79,36 @@ func (c *Config) translator() (*speech.Batcher, error) {
 	return batcher, nil
 }
 
+// pooled puts the configured pool's engines, if any, in the batcher.
+func (c *Config) pooled(d *worker.Deps, batcher *speech.Batcher) error {
+	if c.Pool == "" {
+		return nil
+	}
+	p, err := d.EnginePool(wire.StepTranslate, c.Pool)
+	if err != nil {
+		return err
+	}
+	tr, err := pool.NewTranslator(p, c.Speech())
+	if err != nil {
+		return err
+	}
+	for _, e := range tr.Engines {
+		if a, ok := e.(*speech.Apertium); ok {
+			a.Pipelines = c.ApertiumPipelines
+		}
+	}
+	batcher.Engine = tr
+	return nil
+}
+
 // run serves the translate step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
 	batcher, err := c.translator()
 	if err != nil {
+		return nil, err
+	}
+	if err := c.pooled(d, batcher); err != nil {
 		return nil, err
 	}
 	d.Announce(wire.StepTranslate, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, batcher) })

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -23,6 +24,9 @@ type Config struct {
 	// Engine (see pkg/speech): espeak (embedded), tts_service (a speech
 	// service answering POST /synthesize) or openai (/v1/audio/speech).
 	Engine config.Engine `env:"TTS_ENGINE" envDefault:"espeak" envPrefix:"TTS_"`
+	// Pool, when set, replaces Engine with a pool of engines (pkg/pool):
+	// a JSON document or the path of a file holding one.
+	Pool string `env:"TTS_POOL"`
 	// Voice is used when the task names no speaker.
 	Voice string `env:"TTS_VOICE"`
 
@@ -93,6 +97,15 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	engine, err := speech.NewSynthesizer(c.Speech())
 	if err != nil {
 		return nil, err
+	}
+	if c.Pool != "" {
+		p, err := d.EnginePool(wire.StepTTS, c.Pool)
+		if err != nil {
+			return nil, err
+		}
+		if engine, err = pool.NewSynthesizer(p, c.Speech()); err != nil {
+			return nil, err
+		}
 	}
 	d.Announce(wire.StepTTS, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.BatchSize).Int("max_concurrency", c.MaxConcurrency).

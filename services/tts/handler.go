@@ -300,7 +300,9 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		if _, _, waiting := fault.WaitOf(err); waiting || ctx.Err() != nil {
+			// No engine of the pool can serve now: the step waits and is
+			// re-offered; the segments done so far are kept.
 			return nil, fmt.Errorf("synthesize segment %d: %w", s.idx, err)
 		}
 		if try > set.maxRetries || fault.IsPermanent(err) {

@@ -44,6 +44,11 @@ const (
 	// Refused: the task's status refused the step's outcome (it was
 	// cancelled or failed while the step ran).
 	Refused Outcome = "refused"
+	// Waited: no engine could serve the step (its pool was spent, rate
+	// limited or down); the attempt ends failed with the wait's reason and
+	// time (Wait), a delay tier re-offers the step then, and the next
+	// attempt's retry budget does not count it (claim_step).
+	Waited Outcome = "waited"
 )
 
 // Status is the status an attempt ending with o is recorded with.

@@ -23,7 +23,9 @@ import (
 // attempt was parked or dead-lettered and nothing re-drove it since.
 //
 // pendingPartsSQL lists them with the time of their last activity: the
-// emission, the last attempt's start, end or lease, the last replay.
+// emission, the last attempt's start, end or lease, the time a waiting
+// attempt can go on (wait_until, in the future while it waits: a part
+// waiting for an engine is active, not lost), the last replay.
 // Arguments: $1 the steps to look at (text[]); @now stands for the clock
 // (pendingSQL numbers it).
 const pendingPartsSQL = `WITH live AS (
@@ -45,9 +47,9 @@ const pendingPartsSQL = `WITH live AS (
            coalesce(last.id, 0) AS attempt_id, coalesce(last.attempt, 0) AS attempt,
            coalesce(last.status, '') AS status,
            coalesce(last.message, parts.message) AS message,
-           greatest(parts.queued_at, last.started_at, last.finished_at, last.lease_until, r.created_at) AS last_activity
+           greatest(parts.queued_at, last.started_at, last.finished_at, last.lease_until, last.wait_until, r.created_at) AS last_activity
       FROM parts
-      LEFT JOIN LATERAL (SELECT s.id, s.attempt, s.status, s.started_at, s.finished_at, s.lease_until, s.message
+      LEFT JOIN LATERAL (SELECT s.id, s.attempt, s.status, s.started_at, s.finished_at, s.lease_until, s.wait_until, s.message
                            FROM task_steps s
                           WHERE s.task_id = parts.task_id AND s.step = parts.step AND s.part = parts.part
                           ORDER BY s.attempt DESC LIMIT 1) last ON true

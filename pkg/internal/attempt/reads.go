@@ -61,6 +61,10 @@ type Row struct {
 	StartedAt  time.Time
 	FinishedAt *time.Time
 	Error      string
+	// WaitReason and WaitUntil are set on an attempt that found no engine
+	// free (no_quota, rate_limit, no_engine): the step goes on at WaitUntil.
+	WaitReason string
+	WaitUntil  *time.Time
 }
 
 // Rows reads the attempts of the tasks that started or finished after
@@ -68,7 +72,7 @@ type Row struct {
 // in the order they started.
 func Rows(ctx context.Context, q Reader, tasks []uuid.UUID, since time.Time, running bool) ([]Row, error) {
 	rows, err := q.Query(ctx, `SELECT id, task_id, step, part, attempt, status, worker, started_at,
-		finished_at, error FROM task_steps WHERE task_id = ANY($1)
+		finished_at, error, wait_reason, wait_until FROM task_steps WHERE task_id = ANY($1)
 		AND (($3::boolean AND status = 'running') OR started_at > $2 OR finished_at > $2)
 		ORDER BY started_at, id`, tasks, since, running)
 	if err != nil {
@@ -77,7 +81,7 @@ func Rows(ctx context.Context, q Reader, tasks []uuid.UUID, since time.Time, run
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var a Row
 		return a, r.Scan(&a.ID, &a.TaskID, &a.Step, &a.Part, &a.Attempt, &a.Status, &a.Worker, &a.StartedAt,
-			&a.FinishedAt, &a.Error)
+			&a.FinishedAt, &a.Error, &a.WaitReason, &a.WaitUntil)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read step attempts: %w", err)

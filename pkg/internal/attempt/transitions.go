@@ -134,6 +134,15 @@ func DeadLetter(stepID int64, worker, reason string) Statement {
 	return Finish(stepID, worker, DeadLettered, reason)
 }
 
+// Wait records on the attempt stepID, which Finish with Waited ended in
+// the same transaction, why it waits (waitReason: no_quota, rate_limit,
+// no_engine) and until when; claim_step leaves such attempts out of the
+// retry budget, the reconciler counts the part as waiting until then.
+func Wait(stepID int64, waitReason string, until time.Time) Statement {
+	return Statement{Name: "record the wait", SQL: `UPDATE task_steps SET wait_reason = $2, wait_until = $3 WHERE id = $1`,
+		Args: []any{stepID, waitReason, until}}
+}
+
 // Refuse is Finish with Refused.
 func Refuse(stepID int64, worker, reason string) Statement {
 	return Finish(stepID, worker, Refused, reason)

@@ -1,0 +1,18 @@
+// Package pool runs a step's remote engines as a pool (issue 30): several
+// engines (keys, providers, the embedded engine as a fallback), each with a
+// weight, a rate (requests per minute), a bound on concurrent calls and a
+// daily quota in the step's unit (asr: audio seconds; translate and tts:
+// characters) that resets at a configured hour.
+//
+// Every replica of every worker shares one schedule in Postgres
+// (engine_schedule, one row per engine; engine_reservations, the calls in
+// flight, which expire when their worker dies). A call reserves an engine
+// in one statement (FOR UPDATE SKIP LOCKED): the engine with quota left and
+// the earliest availability, the least used for its weight first. A 429
+// cools the engine down for its Retry-After and the call moves to the next
+// engine; server errors and timeouts count towards a circuit breaker. When
+// no engine can serve, the call returns fault.Wait with the reason
+// (no_quota, rate_limit, no_engine) and the time it can go on: the step
+// runtime records the attempt as waiting and re-offers the step then,
+// without spending its retry budget.
+package pool

@@ -1,0 +1,113 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is one engine's row of the schedule, as the console shows it.
+type Status struct {
+	Step        string    `json:"step"`
+	Name        string    `json:"name"`
+	Kind        string    `json:"kind"`
+	Weight      int       `json:"weight"`
+	RPM         int       `json:"rpm"`
+	Concurrency int       `json:"concurrency"`
+	DailyQuota  int64     `json:"daily_quota"`
+	Fallback    bool      `json:"fallback"`
+	WindowStart time.Time `json:"-"`
+	Used        int64     `json:"quota_used"`
+	// Left is the quota left in the window (-1: no quota).
+	Left        int64      `json:"quota_left"`
+	InFlight    int        `json:"in_flight"`
+	NextAt      time.Time  `json:"next_available_at"`
+	CooledUntil time.Time  `json:"-"`
+	BreakerTill time.Time  `json:"-"`
+	Failures    int        `json:"failures"`
+	Errors      int64      `json:"errors"`
+	Calls       int64      `json:"calls"`
+	LastError   string     `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+	// Breaker is closed, open or half_open (open time passed, failures
+	// not yet cleared by a success).
+	Breaker string `json:"breaker"`
+}
+
+// Read returns the schedule's rows (of step; every step when ""), as seen
+// at now with the quota window starting at windowStart (nil: each row's own
+// window, as the console sees it).
+func Read(ctx context.Context, q store.Querier, step string, now time.Time, windowStart func(time.Time) time.Time) ([]Status, error) {
+	rows, err := q.Query(ctx, `SELECT step, name, kind, weight, rpm, concurrency, daily_quota, fallback, window_start, used,
+		in_flight, next_available_at, cooled_until, breaker_until, failures, errors, calls, last_error, last_error_at
+		FROM engine_schedule WHERE $1 = '' OR step = $1 ORDER BY step, fallback, name`, step)
+	if err != nil {
+		return nil, fmt.Errorf("read engine schedule: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Status, error) {
+		var s Status
+		err := row.Scan(&s.Step, &s.Name, &s.Kind, &s.Weight, &s.RPM, &s.Concurrency, &s.DailyQuota, &s.Fallback,
+			&s.WindowStart, &s.Used, &s.InFlight, &s.NextAt, &s.CooledUntil, &s.BreakerTill, &s.Failures, &s.Errors,
+			&s.Calls, &s.LastError, &s.LastErrorAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read engine schedule: %w", err)
+	}
+	for i := range out {
+		out[i].settle(now, windowStart)
+	}
+	return out, nil
+}
+
+// settle derives the fields that depend on the clock.
+func (s *Status) settle(now time.Time, windowStart func(time.Time) time.Time) {
+	if windowStart != nil && s.WindowStart.Before(windowStart(now)) {
+		s.Used = 0
+	}
+	s.Left = -1
+	if s.DailyQuota > 0 {
+		s.Left = max(s.DailyQuota-s.Used, 0)
+	}
+	s.NextAt = latest(s.NextAt, s.CooledUntil, s.BreakerTill, now)
+	switch {
+	case s.BreakerTill.After(now):
+		s.Breaker = "open"
+	case s.Failures >= BreakerFailures:
+		s.Breaker = "half_open"
+	default:
+		s.Breaker = "closed"
+	}
+}
+
+// latest is the latest of times.
+func latest(times ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range times {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
+}
+
+// blocked says why and until when the engine cannot take a call of units
+// at now ("" when it can), given the window's next reset.
+func (s Status) blocked(now, nextReset time.Time, units int64) (string, time.Time) {
+	switch {
+	case s.DailyQuota > 0 && s.Used+units > s.DailyQuota:
+		return "no_quota", nextReset
+	case !s.CooledUntil.Before(nextReset):
+		return "no_quota", s.CooledUntil // the engine said its quota is spent
+	case s.BreakerTill.After(now):
+		return "no_engine", s.BreakerTill
+	case s.NextAt.After(now):
+		return "rate_limit", s.NextAt
+	case s.Concurrency > 0 && s.InFlight >= s.Concurrency:
+		return "rate_limit", now.Add(time.Second)
+	}
+	return "", time.Time{}
+}

@@ -1,0 +1,20 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/pool"
+)
+
+// EnginePool opens stepName's pool of engines configured in value (the
+// step's ASR_POOL, TRANSLATE_POOL or TTS_POOL; see pkg/pool.Parse): its
+// members' limits go into the shared schedule, its metrics on the
+// process's registry. api_key_env names are read from the process's
+// environment.
+func (d *Deps) EnginePool(stepName, value string) (*pool.Pool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return pool.Open(ctx, d.Pool, stepName, value, os.Getenv, d.Registry)
+}
