@@ -29,18 +29,10 @@ func AMQP(t testing.TB) string {
 		t.Fatalf("testenv: parse AMQP_URL: %v", err)
 	}
 	node := os.Getenv("RABBITMQ_NODENAME")
-	vhost := "dubflow-test-" + strings.ReplaceAll(uuid.NewString()[:18], "-", "")
-	if err := rabbitctl(node, "add_vhost", vhost); err != nil {
+	vhost, err := freshVhost(t, node, uri.Username)
+	if err != nil {
 		t.Fatalf("testenv: create virtual host on the broker of %s (is the local stack up? run `scripts/stack.sh up --infra-only`; "+
 			"for a node other than the machine's default, set RABBITMQ_NODENAME): %v", redactURL(uri), err)
-	}
-	t.Cleanup(func() {
-		if err := rabbitctl(node, "delete_vhost", vhost); err != nil {
-			t.Logf("testenv: delete virtual host %s: %v", vhost, err)
-		}
-	})
-	if err := rabbitctl(node, "set_permissions", "-p", vhost, uri.Username, ".*", ".*", ".*"); err != nil {
-		t.Fatalf("testenv: grant %s on virtual host %s: %v", uri.Username, vhost, err)
 	}
 	uri.Vhost = vhost
 	url := uri.String()
@@ -51,6 +43,34 @@ func AMQP(t testing.TB) string {
 	}
 	_ = conn.Close()
 	return url
+}
+
+// freshVhost makes a virtual host for one test, with user granted every
+// permission on it, deleted when the test ends: from the batches of
+// FreshVhost on a node of this machine, one by one in the container.
+func freshVhost(t testing.TB, node, user string) (string, error) {
+	if node == "" && containersUp != nil {
+		vhost := "dubflow-test-" + strings.ReplaceAll(uuid.NewString()[:18], "-", "")
+		if err := rabbitctl(node, "add_vhost", vhost); err != nil {
+			return "", err
+		}
+		t.Cleanup(func() {
+			if err := rabbitctl(node, "delete_vhost", vhost); err != nil {
+				t.Logf("testenv: delete virtual host %s: %v", vhost, err)
+			}
+		})
+		return vhost, rabbitctl(node, "set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+	}
+	vhost, release, err := FreshVhost(node, user)
+	if err != nil {
+		return "", err
+	}
+	t.Cleanup(func() {
+		if err := release(); err != nil {
+			t.Logf("%v", err)
+		}
+	})
+	return vhost, nil
 }
 
 // Rabbit is a private RabbitMQ node (localstack.Rabbit) for tests that

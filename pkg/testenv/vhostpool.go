@@ -29,21 +29,35 @@ const vhostStale = 2 * time.Hour
 // batch follows, then a random part.
 const vhostPrefix = "dubflow-testpool-"
 
+// vhostGather is how long a deletion waits for the hosts of other tests
+// ending at about the same time, to delete them all with one rabbitmqctl.
+const vhostGather = 250 * time.Millisecond
+
 // vhostPool hands out fresh virtual hosts made vhostBatch at a time and
 // deletes those handed back in batches.
 type vhostPool struct {
 	mu   sync.Mutex
-	free map[string][]string // node → hosts made and not handed out
-	done map[string][]string // node → hosts handed back, to delete
+	free map[string][]string  // node → hosts made and not handed out
+	gone map[string]*deletion // node → the deletion now gathering hosts
 }
 
-var vhosts = vhostPool{free: map[string][]string{}, done: map[string][]string{}}
+// deletion is one rabbitmqctl call deleting the hosts handed back while it
+// gathered; done closes when it ran.
+type deletion struct {
+	hosts []string
+	done  chan struct{}
+	err   error
+}
+
+var vhosts = vhostPool{free: map[string][]string{}, gone: map[string]*deletion{}}
 
 // FreshVhost returns a virtual host on node ("" the machine's default) that
 // no test has used, on which user has every permission, and the release to
-// call when the test ends. Hosts are made and deleted in batches by one
-// rabbitmqctl each (see vhostBatch).
-func FreshVhost(node, user string) (vhost string, release func(), err error) {
+// call when the test ends: it returns once the host, with every queue a test
+// declared in it, is deleted. Hosts are made vhostBatch at a time, and the
+// hosts of tests ending together are deleted together, by one rabbitmqctl
+// each.
+func FreshVhost(node, user string) (vhost string, release func() error, err error) {
 	vhosts.mu.Lock()
 	defer vhosts.mu.Unlock()
 	if len(vhosts.free[node]) == 0 {
@@ -53,11 +67,11 @@ func FreshVhost(node, user string) (vhost string, release func(), err error) {
 	}
 	free := vhosts.free[node]
 	vhost, vhosts.free[node] = free[len(free)-1], free[:len(free)-1]
-	return vhost, func() { vhosts.release(node, vhost) }, nil
+	return vhost, func() error { return vhosts.release(node, vhost) }, nil
 }
 
 // refill makes vhostBatch hosts on node and, in the same call, deletes the
-// hosts handed back and the stale ones.
+// stale ones (made by a test binary that ended before handing them out).
 func (p *vhostPool) refill(node, user string) error {
 	stamp := strconv.FormatInt(time.Now().Unix(), 10)
 	var names []string
@@ -66,31 +80,45 @@ func (p *vhostPool) refill(node, user string) error {
 	}
 	staleBefore := time.Now().Add(-vhostStale).Unix()
 	expr := fmt.Sprintf(`Acting = <<"testenv">>,
-		[rabbit_vhost:delete(V, Acting) || V <- [%s] ++ [V || V <- rabbit_vhost:list_names(), testenv_stale(V)]],
+		[rabbit_vhost:delete(V, Acting) || V <- rabbit_vhost:list_names(), testenv_stale(V)],
 		[begin rabbit_vhost:add(V, Acting), rabbit_auth_backend_internal:set_permissions(%s, V, <<".*">>, <<".*">>, <<".*">>, Acting) end || V <- [%s]],
-		ok.`, erlBinaries(p.done[node]), erlBinary(user), erlBinaries(names))
+		ok.`, erlBinary(user), erlBinaries(names))
 	expr = strings.Replace(expr, "testenv_stale(V)", staleTest(staleBefore), 1)
 	if err := rabbitEval(node, expr); err != nil {
 		return fmt.Errorf("testenv: make %d virtual hosts: %w", vhostBatch, err)
 	}
-	p.done[node] = nil
 	p.free[node] = names
 	return nil
 }
 
-// release queues vhost for deletion with the next batch; past vhostBatch
-// waiting, it deletes them now.
-func (p *vhostPool) release(node, vhost string) {
+// release deletes vhost together with the hosts other tests hand back
+// within vhostGather, and returns when they are deleted.
+func (p *vhostPool) release(node, vhost string) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done[node] = append(p.done[node], vhost)
-	if len(p.done[node]) < vhostBatch {
-		return
+	d := p.gone[node]
+	if d == nil {
+		d = &deletion{done: make(chan struct{})}
+		p.gone[node] = d
+		go p.delete(node, d)
 	}
-	expr := fmt.Sprintf(`[rabbit_vhost:delete(V, <<"testenv">>) || V <- [%s]], ok.`, erlBinaries(p.done[node]))
-	if rabbitEval(node, expr) == nil {
-		p.done[node] = nil
+	d.hosts = append(d.hosts, vhost)
+	p.mu.Unlock()
+	<-d.done
+	return d.err
+}
+
+// delete runs deletion d once it has gathered.
+func (p *vhostPool) delete(node string, d *deletion) {
+	time.Sleep(vhostGather)
+	p.mu.Lock()
+	delete(p.gone, node)
+	hosts := d.hosts
+	p.mu.Unlock()
+	expr := fmt.Sprintf(`[rabbit_vhost:delete(V, <<"testenv">>) || V <- [%s]], ok.`, erlBinaries(hosts))
+	if err := rabbitEval(node, expr); err != nil {
+		d.err = fmt.Errorf("testenv: delete virtual hosts %v: %w", hosts, err)
 	}
+	close(d.done)
 }
 
 // staleTest is an Erlang expression true of a pooled host made before the
