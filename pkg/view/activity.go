@@ -84,3 +84,9 @@ type StepLoadStats = attempt.Load
 func StepLoad(ctx context.Context, db Querier, steps []string, window time.Duration) (StepLoadStats, error) {
 	return attempt.ReadLoad(ctx, db, steps, window)
 }
+
+// ActivitySQL is the query of the attempts of the steps (an SQL text[]) at
+// the instant at (an SQL timestamptz) that the console's metric history
+// samples: rows (series, key, value) of step_attempts, error_rate,
+// step_duration_p50 and step_duration_p95 per step (attempt.ActivitySQL).
+func ActivitySQL(at, steps string) string { return attempt.ActivitySQL(at, steps) }

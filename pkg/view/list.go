@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -102,12 +103,11 @@ func List(ctx context.Context, q interface {
 
 // searchSQL is the search part of List's condition ($6..$10: searchArgs).
 // A search by Q also finds child tasks.
-const searchSQL = `
+var searchSQL = `
 		  AND ($6 = '' OR id::text LIKE $6 || '%' OR source_video_key ILIKE '%' || $11 || '%')
 		  AND ($7 = '' OR source_language = $7 OR target_language = $7 OR $7 = ANY (targets))
 		  AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9)
-		  AND ($10 = '' OR error ILIKE '%' || $10 || '%' OR EXISTS (SELECT 1 FROM task_steps s
-		       WHERE s.task_id = tasks.id AND s.error ILIKE '%' || $10 || '%'))`
+		  AND ($10 = '' OR error ILIKE '%' || $10 || '%' OR ` + attempt.ErrorLikeSQL("tasks.id", `'%' || $10 || '%'`) + `)`
 
 func (f Filter) searchArgs() []any {
 	return []any{likeEscape(strings.ToLower(f.Q)), f.Language, f.Since, f.Until, likeEscape(f.Error), likeEscape(f.Q)}

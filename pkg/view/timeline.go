@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -46,14 +47,12 @@ type Event struct {
 }
 
 // timelineSQL derives the timeline from the durable records: the task row,
-// every attempt in task_steps, step_replays, dead letters (and purged ones
+// every attempt of the task, step_replays, dead letters (and purged ones
 // in the archive), TTS compensations, output versions and the console's
 // audit log. The rank orders events of the same instant.
-const timelineSQL = `
+var timelineSQL = `
 WITH a AS (
-  SELECT s.*, lead(s.started_at) OVER w AS next_start, lead(s.attempt) OVER w AS next_attempt
-    FROM task_steps s WHERE s.task_id = $1
-  WINDOW w AS (PARTITION BY s.step, s.part ORDER BY s.attempt)
+  ` + attempt.SequenceSQL("$1") + `
 ), d AS (
   SELECT id, step, part, attempt, error_class, failure_reason, failed_at, replayed_at, NULL::timestamptz AS purged_at, '' AS purged_by
     FROM dead_letters WHERE task_id = $1

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 )
@@ -36,21 +37,9 @@ var historySeries = []struct{ name, unit string }{
 }
 
 // stepSeriesSQL computes every series but queue_depth at $1 and inserts it.
-const stepSeriesSQL = `INSERT INTO metric_samples (series, key, at, value)
+var stepSeriesSQL = `INSERT INTO metric_samples (series, key, at, value)
 SELECT series, key, $1, value FROM (
-  SELECT 'step_attempts' AS series, p.step AS key, count(s.id)::float8 AS value
-    FROM unnest($2::text[]) p(step)
-    LEFT JOIN task_steps s ON s.step = p.step AND s.started_at > $1::timestamptz - interval '1 minute' AND s.started_at <= $1
-   GROUP BY p.step
-  UNION ALL
-  SELECT x.series, f.step, x.value FROM (
-    SELECT step, count(*) FILTER (WHERE status = 'failed')::float8 / count(*) AS rate,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) AS p50,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) AS p95
-      FROM task_steps WHERE step = ANY($2) AND started_at > $1::timestamptz - interval '1 hour'
-       AND finished_at > $1::timestamptz - interval '5 minutes' AND finished_at <= $1
-     GROUP BY step) f,
-    LATERAL (VALUES ('error_rate', f.rate), ('step_duration_p50', f.p50), ('step_duration_p95', f.p95)) x(series, value)
+  ` + view.ActivitySQL("$1::timestamptz", "$2::text[]") + `
   UNION ALL
   SELECT 'tasks_' || st, '', (SELECT count(*) FROM tasks WHERE status = st
           AND updated_at > $1::timestamptz - interval '1 minute' AND updated_at <= $1)::float8

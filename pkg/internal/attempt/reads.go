@@ -14,7 +14,8 @@ import (
 // runtime's doors (pkg/step) and the packages that judge a step by its
 // attempts (pkg/task, pkg/compensation): no other package names the
 // attempts' tables. A condition another statement embeds is built by a
-// function of this file (SucceededSQL, HeldSQL), so that the tables stay
+// function of this file (SucceededSQL, HeldSQL, ErrorLikeSQL, SequenceSQL,
+// ActivitySQL), so that the tables stay
 // spelled here.
 
 // Reader reads rows: a pool, a connection or a transaction.
@@ -47,6 +48,43 @@ func InFlightSQL(step, tasks string) string {
 	       AND NOT EXISTS (SELECT 1 FROM held_parts h WHERE h.task_id = p.task_id AND h.step = p.step AND h.part = p.part)
 	       AND NOT ` + SucceededSQL("p.task_id", "p.step", "p.part") + `
 	     GROUP BY p.task_id`
+}
+
+// ErrorLikeSQL is the SQL condition "an attempt of the task failed with an
+// error matching the LIKE pattern"; task and pattern are SQL expressions.
+func ErrorLikeSQL(task, pattern string) string {
+	return `EXISTS (SELECT 1 FROM task_steps sa WHERE sa.task_id = ` + task + ` AND sa.error ILIKE ` + pattern + `)`
+}
+
+// SequenceSQL is the query of the task's attempts (every column) with, for
+// each, the start and number of the next attempt of its part (next_start,
+// next_attempt; NULL for the last). task is an SQL expression.
+func SequenceSQL(task string) string {
+	return `SELECT s.*, lead(s.started_at) OVER w AS next_start, lead(s.attempt) OVER w AS next_attempt
+    FROM task_steps s WHERE s.task_id = ` + task + `
+  WINDOW w AS (PARTITION BY s.step, s.part ORDER BY s.attempt)`
+}
+
+// ActivitySQL is the query of the attempts of the steps (an SQL text[]) at
+// the instant at (an SQL timestamptz): rows (series, step, value) of
+// step_attempts (started in the minute before at), error_rate (failed of
+// those finished in the 5 minutes before at), step_duration_p50 and
+// step_duration_p95 (seconds, of those). Only attempts started in the hour
+// before at are read, so that the index on started_at serves it.
+func ActivitySQL(at, steps string) string {
+	return `SELECT 'step_attempts' AS series, p.step AS key, count(s.id)::float8 AS value
+    FROM unnest(` + steps + `) p(step)
+    LEFT JOIN task_steps s ON s.step = p.step AND s.started_at > ` + at + ` - interval '1 minute' AND s.started_at <= ` + at + `
+   GROUP BY p.step
+  UNION ALL
+  SELECT x.series, f.step, x.value FROM (
+    SELECT step, count(*) FILTER (WHERE status = 'failed')::float8 / count(*) AS rate,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) AS p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) AS p95
+      FROM task_steps WHERE step = ANY(` + steps + `) AND started_at > ` + at + ` - interval '1 hour'
+       AND finished_at > ` + at + ` - interval '5 minutes' AND finished_at <= ` + at + `
+     GROUP BY step) f,
+    LATERAL (VALUES ('error_rate', f.rate), ('step_duration_p50', f.p50), ('step_duration_p95', f.p95)) x(series, value)`
 }
 
 // Row is one attempt as the read model shows it.
