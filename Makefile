@@ -6,10 +6,10 @@ MAKEFLAGS += --no-print-directory
 
 GO ?= go
 export GOTOOLCHAIN ?= local
-# The asr worker decodes with pocketsphinx loaded in process (pkg/speech, tag
-# pocketsphinx_lib) where cgo and Debian's libpocketsphinx-dev are there
-# (scripts/stack.sh installs it); without them it runs pocketsphinx_continuous per file.
-PS_TAG := $(shell pkg-config --exists pocketsphinx sphinxbase 2>/dev/null && echo -tags=pocketsphinx_lib)
+# PS_LIB=1 builds the asr worker with pocketsphinx loaded in process (pkg/speech,
+# tag pocketsphinx_lib; needs cgo and Debian's libpocketsphinx-dev,
+# libsphinxbase-dev and pkg-config). Off by default: not yet measured to save CPU.
+PS_TAG := $(if $(filter 1,$(PS_LIB)),$(shell pkg-config --exists pocketsphinx sphinxbase 2>/dev/null && echo -tags=pocketsphinx_lib))
 export GOFLAGS := $(strip $(GOFLAGS) $(PS_TAG))
 
 # Every folder under services/ whose Go files declare package main.

@@ -35,8 +35,7 @@ DEV=$ROOT/.devstack
 # Which addresses the caller gave (as opposed to the defaults below).
 S3_ENDPOINT_GIVEN=${S3_ENDPOINT:+1}
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
-# libpocketsphinx-dev and pkg-config: the asr worker is built with the decoder in process (Makefile PS_TAG).
-MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us libpocketsphinx-dev libsphinxbase-dev pkg-config gcc apertium apertium-eng-spa apertium-eng-cat espeak-ng flite sox)
+MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat espeak-ng flite sox)
 # TEST_PACKAGES: what only the tests need (the console's browser tests drive
 # Debian's chromium); installed by `with-infra`, the way `make test` runs.
 TEST_PACKAGES=(chromium)
@@ -583,7 +582,7 @@ workers_up() {
 			if [[ -z ${WORKER_CONCURRENCY:-} ]]; then
 				case $name in
 				asr) export WORKER_CONCURRENCY=$(($(nproc) + 1)) ;;
-				extract_audio | translate | tts | mux_video) WORKER_CONCURRENCY=$(nproc) && export WORKER_CONCURRENCY ;;
+				extract_audio | translate | tts | mux_video) export WORKER_CONCURRENCY=$(nproc) ;;
 				esac
 			fi
 			cd "$ROOT"
