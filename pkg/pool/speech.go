@@ -130,48 +130,54 @@ func union[E any](ctx context.Context, engines map[string]E) ([]string, error) {
 	return out, nil
 }
 
+// engines builds an engine of each member of the pool with build.
+func engines[E any](p *Pool, step string, build func(m Member) (E, error)) (map[string]E, error) {
+	out := map[string]E{}
+	for _, m := range p.Sched.Cfg.Engines {
+		e, err := build(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s pool engine %s: %w", step, m.Name, err)
+		}
+		out[m.Name] = e
+	}
+	return out, nil
+}
+
 // NewTranscriber builds the pool's recognisers from the step's shared
 // settings base (the member's kind, URL, key and model replace base's).
 func NewTranscriber(p *Pool, base speech.Config) (*Transcriber, error) {
-	t := &Transcriber{Pool: p, Engines: map[string]speech.Transcriber{}}
-	for _, m := range p.Sched.Cfg.Engines {
+	e, err := engines(p, "asr", func(m Member) (speech.Transcriber, error) {
 		c := base
 		c.ASREngine, c.ASRBaseURL, c.ASRAPIKey, c.ASRModel = m.Kind, m.BaseURL, m.APIKey, m.Model
 		ch, err := speech.NewTranscriber(c)
 		if err != nil {
-			return nil, fmt.Errorf("asr pool engine %s: %w", m.Name, err)
+			return nil, err
 		}
-		t.Engines[m.Name] = ch.Engine
-	}
-	return t, nil
+		return ch.Engine, nil
+	})
+	return &Transcriber{Pool: p, Engines: e}, err
 }
 
 // NewTranslator builds the pool's translators from base.
 func NewTranslator(p *Pool, base speech.Config) (*Translator, error) {
-	t := &Translator{Pool: p, Engines: map[string]speech.Translator{}}
-	for _, m := range p.Sched.Cfg.Engines {
+	e, err := engines(p, "translate", func(m Member) (speech.Translator, error) {
 		c := base
 		c.TranslateEngine, c.TranslateBaseURL, c.TranslateAPIKey, c.TranslateModel = m.Kind, m.BaseURL, m.APIKey, m.Model
 		b, err := speech.NewTranslator(c)
 		if err != nil {
-			return nil, fmt.Errorf("translate pool engine %s: %w", m.Name, err)
+			return nil, err
 		}
-		t.Engines[m.Name] = b.Engine
-	}
-	return t, nil
+		return b.Engine, nil
+	})
+	return &Translator{Pool: p, Engines: e}, err
 }
 
 // NewSynthesizer builds the pool's synthesizers from base.
 func NewSynthesizer(p *Pool, base speech.Config) (*Synthesizer, error) {
-	s := &Synthesizer{Pool: p, Engines: map[string]speech.Synthesizer{}}
-	for _, m := range p.Sched.Cfg.Engines {
+	e, err := engines(p, "tts", func(m Member) (speech.Synthesizer, error) {
 		c := base
 		c.TTSEngine, c.TTSBaseURL, c.TTSAPIKey, c.TTSModel = m.Kind, m.BaseURL, m.APIKey, m.Model
-		e, err := speech.NewSynthesizer(c)
-		if err != nil {
-			return nil, fmt.Errorf("tts pool engine %s: %w", m.Name, err)
-		}
-		s.Engines[m.Name] = e
-	}
-	return s, nil
+		return speech.NewSynthesizer(c)
+	})
+	return &Synthesizer{Pool: p, Engines: e}, err
 }
