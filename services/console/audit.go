@@ -80,7 +80,8 @@ func noteAudit(r *http.Request, key string, v any) {
 }
 
 // audited records every call of h as action in console_audit, with the
-// caller's token name, the route's {id} or {step} as target, the time the
+// caller's token name, the route's {id} or {step} as target (else the
+// taskId answered: a task submitted), the time the
 // request came and the answer's outcome.
 func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -91,12 +92,16 @@ func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		}
 		rec, at := &statusRecorder{ResponseWriter: w}, time.Now()
 		h(rec, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, n)))
+		if n.target == "" {
+			n.target = rec.taskID()
+		}
 		s.recordAudit(context.WithoutCancel(r.Context()), auditEntry{At: at, Actor: n.actor, Role: n.role, Action: action,
 			Target: n.target, Outcome: rec.outcome(), Status: rec.status, Detail: n.detail})
 	}
 }
 
-// statusRecorder keeps the status and, of an error, the start of the body.
+// statusRecorder keeps the status and the start of the body (the routes
+// audited answer small JSON documents).
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
@@ -114,10 +119,21 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	if r.status >= 400 && r.body.Len() < 4096 {
+	if r.body.Len() < 4096 {
 		r.body.Write(b)
 	}
 	return r.ResponseWriter.Write(b)
+}
+
+// taskID is the taskId of a successful answer (a task submitted), or "".
+func (r *statusRecorder) taskID() string {
+	var v struct {
+		TaskID string `json:"taskId"`
+	}
+	if r.status >= 400 || json.Unmarshal(r.body.Bytes(), &v) != nil {
+		return ""
+	}
+	return v.TaskID
 }
 
 // outcome is "ok", or "code: message" of the error answered.

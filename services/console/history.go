@@ -234,7 +234,8 @@ func seriesNames() string {
 	return strings.Join(names, ", ")
 }
 
-// keepStep keeps the lines of one step (for queue_depth: its work queue).
+// keepStep keeps the lines of one step (for queue_depth: its work queue);
+// the lines of no step (tasks_done, tasks_failed) are kept whole.
 func keepStep(lines []historyLine, step, series string) []historyLine {
 	if step == "" {
 		return lines
@@ -245,7 +246,7 @@ func keepStep(lines []historyLine, step, series string) []historyLine {
 		if series == "queue_depth" {
 			key = wire.StepOfQueue(l.Key)
 		}
-		if key == step {
+		if key == step || l.Key == "" {
 			out = append(out, l)
 		}
 	}

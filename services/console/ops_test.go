@@ -471,3 +471,22 @@ func TestHistoryFromPrometheus(t *testing.T) {
 	prom.Close()
 	f.doJSON(t, "GET", "/api/metrics/history?series=queue_depth", nil, http.StatusServiceUnavailable, nil)
 }
+
+func TestAuditNamesTheTaskSubmittedAndTheTimelineShowsIt(t *testing.T) {
+	f := setup(t, withNamedTokens)
+	ct, body := multipartBody(t, sampleVideo(t, "1"), map[string]string{"source": "en", "target": "es"})
+	var c created
+	decode(t, f.do(t, "POST", "/api/tasks", aliceToken, ct, body), http.StatusCreated, &c)
+	var page auditPage
+	f.doJSON(t, "GET", "/api/audit?action=submit", nil, http.StatusOK, &page)
+	if len(page.Entries) != 1 || page.Entries[0].Target != c.TaskID.String() || page.Entries[0].Actor != "alice" {
+		t.Fatalf("submit entries %+v, want alice's on %s", page.Entries, c.TaskID)
+	}
+	var tl timeline
+	f.doJSON(t, "GET", "/api/tasks/"+c.TaskID.String()+"/timeline", nil, http.StatusOK, &tl)
+	// The request came (the audit's time) before the task's row was written.
+	if len(tl.Events) != 2 || tl.Events[1].Kind != view.EventCreated || tl.Events[0].Actor != "alice" ||
+		tl.Events[0].Status != "submit" {
+		t.Fatalf("timeline %+v, want alice's submit then created", tl.Events)
+	}
+}
