@@ -9,20 +9,21 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/speech/speechtest"
+	"golang.org/x/sync/errgroup"
 )
 
 // TestResidentMatchesCommand decodes the fixtures, whole and in the chunks
 // the asr step cuts, with pocketsphinx_continuous (a process per file) and
-// with one decoder kept loaded (a pool of one, so every file after the
-// first reuses the model and state left by the one before): the segments
-// must be the same, with word times within 20 ms.
+// with decoders kept loaded (a pool of two decoding two files at once, so
+// each decoder decodes several files after each other and two decode side
+// by side): the segments must be the same, with word times within 20 ms.
 func TestResidentMatchesCommand(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/pocketsphinx_continuous"); err != nil {
 		t.Fatalf("pocketsphinx_continuous not installed: %v", err)
 	}
 	ctx := context.Background()
 	cli := &speech.Pocketsphinx{Command: "pocketsphinx_continuous"}
-	resident := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 1}
+	resident := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 2}
 	if !resident.Resident() || cli.Resident() {
 		t.Fatal("Resident: want the loaded decoder without Command, the command with it")
 	}
@@ -32,17 +33,25 @@ func TestResidentMatchesCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append(files, files[0]) // the first file again, after the others
+	got := make([][]speech.Segment, len(files))
+	var g errgroup.Group
+	g.SetLimit(2)
+	for i, f := range files {
+		g.Go(func() (err error) {
+			got[i], err = resident.Transcribe(ctx, f, "en")
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
 	words := 0
-	for _, f := range files {
+	for i, f := range files {
 		want, err := cli.Transcribe(ctx, f, "en")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := resident.Transcribe(ctx, f, "en")
-		if err != nil {
-			t.Fatal(err)
-		}
-		words += sameSegments(t, f, got, want)
+		words += sameSegments(t, f, got[i], want)
 	}
 	if words < 100 {
 		t.Fatalf("only %d words compared: the fixtures were not decoded", words)
