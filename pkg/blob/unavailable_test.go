@@ -30,7 +30,9 @@ func TestUnreachableStoreIsUnavailableAMissingObjectIsNot(t *testing.T) {
 		t.Errorf("download from a store that is down: %v, want it marked unavailable", err)
 	}
 
-	up := newStore(t)
+	up := newStore(t) // may start a container: its own timeout starts after
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	_, err = up.Stat(ctx, "videos/no/such.mp4")
 	if !errors.Is(err, blob.ErrNotFound) || fault.IsUnavailable(err) {
 		t.Errorf("missing object: %v, want ErrNotFound and not unavailable", err)
