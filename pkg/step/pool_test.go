@@ -68,11 +68,11 @@ func TestPoolTasksWaitForQuotaAndResume(t *testing.T) {
 		}
 		h.publish(env)
 	}
-	waitFor(t, 60*time.Second, "the quotas' 12 tasks done and the other 4 waiting for the reset", func() bool {
+	testenv.EventuallyWithin(t, 60*time.Second, "the quotas' 12 tasks done and the other 4 waiting for the reset", func() bool {
 		return h.count(`SELECT count(*) FROM effects`) == 12 &&
 			h.count(`SELECT count(DISTINCT task_id) FROM task_steps WHERE wait_reason = 'no_quota' AND wait_until = $1`, reset) == 4
 	})
-	waitFor(t, 30*time.Second, "the waiting tasks re-offered past their retry budget", func() bool {
+	testenv.EventuallyWithin(t, 30*time.Second, "the waiting tasks re-offered past their retry budget", func() bool {
 		return h.count(`SELECT min(n) FROM (SELECT count(*) AS n FROM task_steps WHERE wait_until IS NOT NULL GROUP BY task_id) w`) > 4
 	})
 	var waiting uuid.UUID
@@ -82,7 +82,7 @@ func TestPoolTasksWaitForQuotaAndResume(t *testing.T) {
 	// Between two re-offers the read model shows the wait (while an
 	// attempt runs, it shows it running).
 	want := fmt.Sprintf("waiting for quota until %s UTC", reset.Format("15:04"))
-	waitFor(t, 10*time.Second, "the read model to show "+want, func() bool {
+	testenv.EventuallyWithin(t, 10*time.Second, "the read model to show "+want, func() bool {
 		v, err := view.Load(context.Background(), h.db.Pool, waiting)
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestPoolTasksWaitForQuotaAndResume(t *testing.T) {
 	a.ResetQuota()
 	b.ResetQuota()
 	clk.Set(reset.Add(time.Second))
-	waitFor(t, 60*time.Second, "every task done after the reset", func() bool { return h.count(`SELECT count(*) FROM effects`) == tasks })
+	testenv.EventuallyWithin(t, 60*time.Second, "every task done after the reset", func() bool { return h.count(`SELECT count(*) FROM effects`) == tasks })
 	for _, id := range ids {
 		if n := h.effects(id); n != 1 {
 			t.Errorf("task %s: %d effects, want 1", id, n)
