@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -90,6 +92,9 @@ type stepService struct {
 	Consumers int    `json:"consumers"`
 	Busy      int    `json:"busy"`
 	Ready     int    `json:"ready"`
+	// Paused: an operator paused the step (POST /api/queues/{step}/pause),
+	// so no consumer is what it should have.
+	Paused bool `json:"paused"`
 }
 
 // services sums up the workers of the pipeline.
@@ -165,6 +170,13 @@ func (s *server) checkHealth(ctx context.Context) healthReport {
 	h.Performance = perf
 	deriveUnacknowledged(h.Queues, busy)
 	h.Services = servicesOf(h.Queues, busy)
+	if paused, err := worker.PausedSteps(ctx, s.pool); err == nil {
+		for i, st := range h.Services.Steps {
+			h.Services.Steps[i].Paused = slices.Contains(paused, st.Step)
+		}
+	} else if h.Dependencies["postgres"] == "ok" {
+		h.Dependencies["postgres"] = err.Error()
+	}
 	h.judge()
 	return h
 }
@@ -219,7 +231,7 @@ func (h *healthReport) judge() {
 		}
 	}
 	for _, st := range h.Services.Steps {
-		if st.Consumers == 0 {
+		if st.Consumers == 0 && !st.Paused {
 			h.Reasons = append(h.Reasons, fmt.Sprintf("no workers consume %s (%d messages waiting)", st.Queue, st.Ready))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -289,5 +290,22 @@ func TestPauseNeedsAdminAndNamesAStep(t *testing.T) {
 	}
 	if q := f.queue(t, wire.StepASR); !q.Paused || q.ChangedBy != "admin" || q.ChangedAt == nil {
 		t.Fatalf("GET /api/queues: %+v", q)
+	}
+	// The health page shows the paused step as paused, not as a step no
+	// worker consumes (no worker runs in this test: the others are).
+	var h healthReport
+	f.doJSON(t, "GET", "/api/system/health", nil, http.StatusOK, &h)
+	for _, st := range h.Services.Steps {
+		if st.Paused != (st.Step == wire.StepASR) {
+			t.Errorf("health: step %s paused=%v", st.Step, st.Paused)
+		}
+	}
+	if !slices.Contains(h.Reasons, "no workers consume task.translate (0 messages waiting)") {
+		t.Errorf("health reasons %q: want translate's missing workers", h.Reasons)
+	}
+	for _, r := range h.Reasons {
+		if strings.Contains(r, "task.asr") {
+			t.Errorf("health reason %q for the paused step", r)
+		}
 	}
 }
