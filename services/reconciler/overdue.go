@@ -30,59 +30,15 @@ import (
 func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 	var acts []Action
 	var outbox []int64
-	now := r.at()
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		running, err := step.LeaseHolders(ctx, tx, now)
+		tasks, err := r.findOverdue(ctx, tx)
 		if err != nil {
 			return err
-		}
-		// A task waiting for a paused step waits: it is not overdue.
-		paused, err := worker.PausedSteps(ctx, tx)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
-			SELECT t.id, t.status, t.trace_id, t.error, clock.now - t.updated_at
-			  FROM tasks t, clock
-			 WHERE (t.status IN ('queued', 'running') AND t.updated_at < clock.now - $1::interval
-			        AND t.id <> ALL(coalesce($5::uuid[], '{}'))
-			        AND NOT (cardinality($7::text[]) > 0 AND EXISTS (
-			          SELECT 1 FROM (SELECT s FROM unnest($6::text[]) WITH ORDINALITY AS p(s, i)
-			                          WHERE NOT step_succeeded(t.id, s) ORDER BY i LIMIT 1) f
-			           WHERE f.s = ANY($7::text[]))))
-			    OR (t.status = 'compensating' AND t.updated_at < clock.now - $2::interval)
-			 ORDER BY t.updated_at LIMIT $3
-			 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running,
-			wire.Pipeline, paused)
-		if err != nil {
-			return fmt.Errorf("find overdue tasks: %w", err)
-		}
-		type overdue struct {
-			id                   uuid.UUID
-			status, trace, cause string
-			idle                 time.Duration
-		}
-		tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (overdue, error) {
-			var o overdue
-			return o, row.Scan(&o.id, &o.status, &o.trace, &o.cause, &o.idle)
-		})
-		if err != nil {
-			return fmt.Errorf("find overdue tasks: %w", err)
 		}
 		for _, o := range tasks {
-			stalled, err := firstUnfinished(ctx, tx, o.id)
+			stalled, reason, err := o.reason(ctx, tx)
 			if err != nil {
 				return err
-			}
-			reason := fmt.Sprintf("reconciler: no progress for %s (RECONCILE_TASK_MAX_IDLE_SECONDS) while %s, waiting for %s",
-				o.idle.Round(time.Second), o.status, or(stalled, "nothing"))
-			if o.status == "compensating" {
-				stalled = wire.StepTTS
-				reason = fmt.Sprintf("reconciler: compensating for %s (RECONCILE_COMPENSATING_MAX_SECONDS) and nobody re-drove the speech synthesis (tts_requeue)",
-					o.idle.Round(time.Second))
-			}
-			if o.cause != "" {
-				reason += "; last error: " + cut(o.cause, 2000)
 			}
 			id, err := failTask(ctx, tx, o.id, o.trace, stalled, reason)
 			if err != nil {
@@ -99,6 +55,71 @@ func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 		return nil, err
 	}
 	return acts, flush(ctx, r.pool, r.pub, outbox)
+}
+
+// overdue is a task overdueTasks fails, locked in its transaction.
+type overdue struct {
+	id                   uuid.UUID
+	status, trace, cause string
+	idle                 time.Duration
+}
+
+// findOverdue locks the overdue tasks (a batch of them): not those with an
+// attempt holding a live lease, nor those waiting for a paused step.
+func (r *reconciler) findOverdue(ctx context.Context, tx pgx.Tx) ([]overdue, error) {
+	now := r.at()
+	running, err := step.LeaseHolders(ctx, tx, now)
+	if err != nil {
+		return nil, err
+	}
+	// A task waiting for a paused step waits: it is not overdue.
+	paused, err := worker.PausedSteps(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
+		SELECT t.id, t.status, t.trace_id, t.error, clock.now - t.updated_at
+		  FROM tasks t, clock
+		 WHERE (t.status IN ('queued', 'running') AND t.updated_at < clock.now - $1::interval
+		        AND t.id <> ALL(coalesce($5::uuid[], '{}'))
+		        AND NOT (cardinality($7::text[]) > 0 AND EXISTS (
+		          SELECT 1 FROM (SELECT s FROM unnest($6::text[]) WITH ORDINALITY AS p(s, i)
+		                          WHERE NOT step_succeeded(t.id, s) ORDER BY i LIMIT 1) f
+		           WHERE f.s = ANY($7::text[]))))
+		    OR (t.status = 'compensating' AND t.updated_at < clock.now - $2::interval)
+		 ORDER BY t.updated_at LIMIT $3
+		 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running,
+		wire.Pipeline, paused)
+	if err != nil {
+		return nil, fmt.Errorf("find overdue tasks: %w", err)
+	}
+	tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (overdue, error) {
+		var o overdue
+		return o, row.Scan(&o.id, &o.status, &o.trace, &o.cause, &o.idle)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find overdue tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// reason returns the step the task stalled at and why it fails.
+func (o overdue) reason(ctx context.Context, tx pgx.Tx) (stalled, reason string, err error) {
+	stalled, err = firstUnfinished(ctx, tx, o.id)
+	if err != nil {
+		return "", "", err
+	}
+	reason = fmt.Sprintf("reconciler: no progress for %s (RECONCILE_TASK_MAX_IDLE_SECONDS) while %s, waiting for %s",
+		o.idle.Round(time.Second), o.status, or(stalled, "nothing"))
+	if o.status == "compensating" {
+		stalled = wire.StepTTS
+		reason = fmt.Sprintf("reconciler: compensating for %s (RECONCILE_COMPENSATING_MAX_SECONDS) and nobody re-drove the speech synthesis (tts_requeue)",
+			o.idle.Round(time.Second))
+	}
+	if o.cause != "" {
+		reason += "; last error: " + cut(o.cause, 2000)
+	}
+	return stalled, reason, nil
 }
 
 // firstUnfinished returns the first pipeline step of task id that has not
