@@ -67,6 +67,11 @@ func printStatus(w io.Writer, t *view.Task) error {
 	if t.IsParent() {
 		fmt.Fprintln(w, "  (translate, tts and mux_video run in each child)")
 	}
+	return printAttempts(w, t)
+}
+
+// printAttempts writes every attempt of the task, if it has any.
+func printAttempts(w io.Writer, t *view.Task) error {
 	attempts := newTable(w, "  STEP", "PART", "ATTEMPT", "STATUS", "WORKER", "STARTED", "FINISHED", "ERROR")
 	n := 0
 	for _, s := range t.Steps {
