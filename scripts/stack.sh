@@ -582,7 +582,7 @@ workers_up() {
 			if [[ -z ${WORKER_CONCURRENCY:-} ]]; then
 				case $name in
 				asr) export WORKER_CONCURRENCY=$(($(nproc) + 1)) ;;
-				extract_audio | translate | tts | mux_video) export WORKER_CONCURRENCY=$(nproc) ;;
+				extract_audio | translate | tts | mux_video) WORKER_CONCURRENCY=$(nproc) && export WORKER_CONCURRENCY ;;
 				esac
 			fi
 			cd "$ROOT"

@@ -18,4 +18,3 @@ var errNotLoaded = errors.New("pocketsphinx: built without libpocketsphinx (tag 
 
 func newPSDecoder([]string) (*psDecoder, error)     { return nil, errNotLoaded }
 func (*psDecoder) decode(io.Reader) (string, error) { return "", errNotLoaded }
-func (*psDecoder) close()                           {}

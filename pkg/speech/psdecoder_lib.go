@@ -174,6 +174,3 @@ func (p *psDecoder) printUtterance() {
 			float64(C.float(sf)/frate), float64(C.float(ef)/frate), float64(C.psd_conf(p.d, it)))
 	}
 }
-
-// close frees the decoder.
-func (p *psDecoder) close() { C.psd_free(p.d) }
