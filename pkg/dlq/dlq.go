@@ -237,16 +237,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 // others are marked replayed with it. Dead letters that cannot be replayed
 // are reported in the joined error and left as they are.
 func ReplayAll(ctx context.Context, pool *pgxpool.Pool, pub Publisher, stepName string) ([]Replayed, error) {
-	rows, err := pool.Query(ctx, `SELECT id FROM dead_letters
-		WHERE replayed_at IS NULL AND task_id IS NOT NULL AND ($1 = '' OR step = $1) ORDER BY id`, stepName)
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters to replay: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters to replay: %w", err)
-	}
-	return replayIDs(ctx, pool, pub, ids)
+	return ReplayMatching(ctx, pool, pub, Match{Step: stepName})
 }
 
 // replayIDs replays the dead letters ids in order, each part once (see
