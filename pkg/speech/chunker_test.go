@@ -170,7 +170,7 @@ func TestChunkerRejectsStereo(t *testing.T) {
 
 func TestChunkerStreams(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes a 10-minute WAV")
+		t.Skip("writes a 10-minute WAV; skipped with -short (make test runs it)")
 	}
 	// 10 minutes is 19.2 MB of samples; 30 s chunks need about 1.2 MB.
 	p := writeToneWAV(t, 10*time.Minute)
@@ -200,7 +200,7 @@ func TestChunkerStreams(t *testing.T) {
 // up to 70 s (one alone on a core while the other idles) instead of 10.
 func TestChunkerCutsDoNotDrift(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes a 10-minute WAV")
+		t.Skip("writes a 10-minute WAV; skipped with -short (make test runs it)")
 	}
 	var pauses [][2]time.Duration
 	for at := 70 * time.Second; at < 10*time.Minute; at += 70 * time.Second {

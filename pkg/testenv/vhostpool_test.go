@@ -29,7 +29,7 @@ func listVhosts(t *testing.T, node string) string {
 // time, before its release returns.
 func TestFreshVhostsAreMadeAndDeletedInBatches(t *testing.T) {
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil || containersUp != nil {
-		t.Skip("needs the local broker's rabbitmqctl")
+		t.Skip("needs the local broker's rabbitmqctl (on containers, AMQP makes hosts one by one)")
 	}
 	uri, err := amqp.ParseURI(Env("AMQP_URL", DefaultAMQPURL))
 	if err != nil {
