@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/dub"
@@ -48,6 +49,9 @@ type Request struct {
 	// Glossary is a glossary as CSV text, "source,target" a line (the
 	// format of dubctl's --glossary file); "" for none.
 	Glossary string
+	// FileName is the name of the uploaded file as the client gave it
+	// (a path is cut to its last element); "" when unknown.
+	FileName string
 }
 
 // Rules are what a request is judged by besides its own values.
@@ -68,6 +72,8 @@ type Task struct {
 	Speaker string
 	// Glossary is nil when the request has none.
 	Glossary []wire.Term
+	// FileName is the request's file name, cleaned (CleanFileName).
+	FileName string
 }
 
 // Check admits req or returns the first refusal as an *Error, checking in
@@ -76,7 +82,8 @@ type Task struct {
 // (Rules.Capabilities), the speaker, the glossary. It is pure: the media
 // are checked by Media, the capabilities loaded by LoadCapabilities.
 func Check(req Request, rules Rules) (Task, error) {
-	t := Task{Source: strings.TrimSpace(req.Source), Speaker: strings.TrimSpace(req.Speaker)}
+	t := Task{Source: strings.TrimSpace(req.Source), Speaker: strings.TrimSpace(req.Speaker),
+		FileName: CleanFileName(req.FileName)}
 	if t.Source == "" {
 		t.Source = rules.DefaultSource
 	}
@@ -205,4 +212,28 @@ func parseGlossary(text string) ([]wire.Term, error) {
 		return nil, nil
 	}
 	return terms, nil
+}
+
+// MaxFileNameBytes bounds a kept file name.
+const MaxFileNameBytes = 255
+
+// CleanFileName is the file name a task keeps of name: its last path
+// element (either slash), without control characters, trimmed, at most
+// MaxFileNameBytes bytes of valid UTF-8. A name is shown and searched,
+// never used as a path, so nothing else is refused.
+func CleanFileName(name string) string {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(name, ""))
+	name = strings.TrimSpace(name)
+	if len(name) > MaxFileNameBytes {
+		name = strings.ToValidUTF8(name[:MaxFileNameBytes], "")
+	}
+	return name
 }

@@ -165,12 +165,29 @@ type decision struct {
 	// Release (actHandBack) frees the attempt's lease first, so that the
 	// next delivery need not wait for it to run out.
 	Release bool
+	// Back (actHandBack, actLater) is why the message goes back without
+	// an outcome: the reason its hand-back is recorded with (attempt.HandBack).
+	Back string
 	// Metric is counted in dubflow_step_messages_total ("" for none); Why
 	// is the log message ("" for none), logged at Level.
 	Metric string
 	Why    string
 	Level  severity
 }
+
+// Reasons a message goes back without an outcome (decision.Back), as
+// its hand-back is recorded and the task's timeline shows it.
+const (
+	backShutdown     = "shutdown"              // shutdown cut the step short
+	backUnavailable  = "unavailable"           // a service the step needs was down
+	backHeld         = "lease_held"            // another worker holds the part's lease
+	backPredecessor  = "waits_for_predecessor" // the previous step has not succeeded yet
+	backClaimError   = "claim_error"           // the claim statement failed
+	backClaimLost    = "claim_lost"            // the claim row is gone (a database crash)
+	backCommit       = "commit_failed"         // the outcome could not be committed
+	backPublish      = "publish_failed"        // the messages after the commit could not be published
+	backUnknownClaim = "unknown_claim"         // a claim outcome this runtime does not know
+)
 
 // policy is the configuration decisions depend on.
 type policy struct {
@@ -201,7 +218,7 @@ func (p policy) decide(f facts) decision {
 func (p policy) afterClaim(f facts) decision {
 	switch f.Claim {
 	case claimFailed:
-		return decision{Action: actHandBack, Err: f.ClaimErr, Metric: "claim_error",
+		return decision{Action: actHandBack, Back: backClaimError, Err: f.ClaimErr, Metric: "claim_error",
 			Why: "claim failed; message handed back", Level: sevError}
 	case claimDone, claimFinished:
 		return decision{Action: actAck, Metric: "duplicate", Why: "duplicate message skipped"}
@@ -210,7 +227,7 @@ func (p policy) afterClaim(f facts) decision {
 		if age > p.dependencyWait {
 			return reject(wire.ClassPermanent, fmt.Errorf("step %s still waits for %s after %s", f.Step, f.After, age.Round(time.Second)))
 		}
-		return decision{Action: actLater, Delay: waitDelay(age), Metric: "waiting", Why: "predecessor not done; message waits"}
+		return decision{Action: actLater, Back: backPredecessor, Delay: waitDelay(age), Metric: "waiting", Why: "predecessor not done; message waits"}
 	case claimHeld:
 		if !f.HeldSince.IsZero() {
 			if held, bound := f.Now.Sub(f.HeldSince), f.Timeout+3*p.lease; held > bound {
@@ -218,7 +235,7 @@ func (p policy) afterClaim(f facts) decision {
 					f.Step, held.Round(time.Second), bound))
 			}
 		}
-		return decision{Action: actLater, Delay: min(max(f.HeldUntil.Sub(f.Now), time.Second), p.lease), Held: true,
+		return decision{Action: actLater, Back: backHeld, Delay: min(max(f.HeldUntil.Sub(f.Now), time.Second), p.lease), Held: true,
 			Metric: "held", Why: "another worker holds the step; checking again later"}
 	case claimClaimed:
 		if f.HandBacks >= p.deliveryLimit {
@@ -230,7 +247,7 @@ func (p policy) afterClaim(f facts) decision {
 		}
 		return decision{Action: actRun, Why: "step started"}
 	default:
-		return decision{Action: actHandBack, Why: "unknown claim outcome; message handed back", Level: sevError}
+		return decision{Action: actHandBack, Back: backUnknownClaim, Why: "unknown claim outcome; message handed back", Level: sevError}
 	}
 }
 
@@ -241,11 +258,11 @@ func (p policy) afterRun(f facts) decision {
 		return decision{Action: actAck, Metric: "lease_lost", Why: "lease lost during the step; another worker owns it now", Level: sevWarn}
 	case f.Lost == claimLost:
 		// Nobody else holds the attempt: its row is gone. Retry, never ack.
-		return decision{Action: actHandBack, Metric: "claim_lost",
+		return decision{Action: actHandBack, Back: backClaimLost, Metric: "claim_lost",
 			Why: "claim lost during the step (a database crash?); message handed back", Level: sevWarn}
 	case f.Interrupted:
 		// Shutdown cut the step short: hand it back for another worker.
-		return decision{Action: actHandBack, Release: true, Err: f.Err, Metric: "handed_back",
+		return decision{Action: actHandBack, Back: backShutdown, Release: true, Err: f.Err, Metric: "handed_back",
 			Why: "step interrupted by shutdown; handed back", Level: sevWarn}
 	case fault.IsUnavailable(f.Err) && f.HandBacks+1 < p.deliveryLimit:
 		// A service the step needs is down (the object store restarting):
@@ -253,7 +270,7 @@ func (p policy) afterRun(f facts) decision {
 		// pause longer and longer, instead of spending the step's retries
 		// in seconds; the last delivery the limit allows runs the normal
 		// retries.
-		return decision{Action: actHandBack, Release: true, Err: f.Err, Metric: "unavailable",
+		return decision{Action: actHandBack, Back: backUnavailable, Release: true, Err: f.Err, Metric: "unavailable",
 			Why: "a service the step needs is unavailable; handed back without spending a retry", Level: sevWarn}
 	default:
 		return p.result(f, f.Err)
@@ -298,7 +315,7 @@ func (p policy) result(f facts, err error) decision {
 func (p policy) afterCommit(f facts) decision {
 	switch {
 	case f.Commit == committed && f.PublishErr != nil:
-		return decision{Action: actHandBack, Err: f.PublishErr, Level: sevWarn,
+		return decision{Action: actHandBack, Back: backPublish, Err: f.PublishErr, Level: sevWarn,
 			Why: "publish after commit failed; the outbox sweep will publish; message handed back"}
 	case f.Commit == committed:
 		return decision{Action: actAck}
@@ -306,7 +323,7 @@ func (p policy) afterCommit(f facts) decision {
 		// The database went away under the commit: not the step's
 		// failure. Free the attempt and hand the message back, as for an
 		// outage under the handler; the delivery limit bounds the wait.
-		return decision{Action: actHandBack, Release: true, Err: f.CommitErr, Metric: "unavailable",
+		return decision{Action: actHandBack, Back: backUnavailable, Release: true, Err: f.CommitErr, Metric: "unavailable",
 			Why: "database unavailable at commit; handed back without spending a retry", Level: sevWarn}
 	case f.Commits == 1 && (f.Commit == commitFailed || f.Commit == commitClaimLost):
 		// The outcome cannot be committed (a statement the handler staged
@@ -318,14 +335,14 @@ func (p policy) afterCommit(f facts) decision {
 		d.Why = "commit failed; recording the attempt as failed"
 		return d
 	case f.Commit == commitClaimLost:
-		return decision{Action: actHandBack, Err: f.CommitErr, Metric: "claim_lost",
+		return decision{Action: actHandBack, Back: backClaimLost, Err: f.CommitErr, Metric: "claim_lost",
 			Why: "claim lost (a database crash?); message handed back", Level: sevWarn}
 	case f.Commit == commitSettled:
 		return decision{Action: actAck, Err: f.CommitErr, Metric: "lease_lost", Why: "step outcome discarded", Level: sevWarn}
 	default:
 		// The database is unreachable: free the attempt for the next
 		// delivery and hand the message back.
-		return decision{Action: actHandBack, Release: true, Err: f.CommitErr,
+		return decision{Action: actHandBack, Back: backCommit, Release: true, Err: f.CommitErr,
 			Why: "commit failed; message handed back", Level: sevError}
 	}
 }

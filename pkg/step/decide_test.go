@@ -77,37 +77,37 @@ func TestDecide(t *testing.T) {
 		{"an invalid message is dead-lettered", facts{Now: now, Invalid: errors.New("invalid message: no task_id")},
 			decision{Action: actReject, Class: wire.ClassInvalid, Metric: "rejected"}, "no task_id"},
 		{"a failed claim hands back", with(claimed(1), func(f *facts) { f.Claim, f.ClaimErr = claimFailed, errDown }),
-			decision{Action: actHandBack, Metric: "claim_error"}, "refused"},
+			decision{Action: actHandBack, Back: backClaimError, Metric: "claim_error"}, "refused"},
 		{"a part that succeeded before is skipped", with(claimed(1), func(f *facts) { f.Claim = claimDone }),
 			decision{Action: actAck, Metric: "duplicate"}, ""},
 		{"an attempt that ended before is skipped", with(claimed(2), func(f *facts) { f.Claim = claimFinished }),
 			decision{Action: actAck, Metric: "duplicate"}, ""},
 		{"a fresh message waits for its predecessor 1s", with(claimed(1), func(f *facts) { f.Claim, f.CreatedAt = claimWaiting, now.Add(-2*time.Second) }),
-			decision{Action: actLater, Delay: time.Second, Metric: "waiting"}, ""},
+			decision{Action: actLater, Back: backPredecessor, Delay: time.Second, Metric: "waiting"}, ""},
 		{"a message waiting 2m is checked a quarter of its age (30s) later", with(claimed(1), func(f *facts) { f.Claim, f.CreatedAt = claimWaiting, now.Add(-2*time.Minute) }),
-			decision{Action: actLater, Delay: 30 * time.Second, Metric: "waiting"}, ""},
+			decision{Action: actLater, Back: backPredecessor, Delay: 30 * time.Second, Metric: "waiting"}, ""},
 		{"an old waiting message is checked once a minute", with(claimed(1), func(f *facts) { f.Claim, f.CreatedAt = claimWaiting, now.Add(-59*time.Minute) }),
-			decision{Action: actLater, Delay: time.Minute, Metric: "waiting"}, ""},
+			decision{Action: actLater, Back: backPredecessor, Delay: time.Minute, Metric: "waiting"}, ""},
 		{"waiting past the dependency wait is dead-lettered", with(claimed(1), func(f *facts) {
 			f.Claim, f.After, f.CreatedAt = claimWaiting, "extract_audio", now.Add(-61*time.Minute)
 		}),
 			decision{Action: actReject, Class: wire.ClassPermanent, Metric: "rejected"}, "still waits for extract_audio after 1h1m0s"},
 		{"a part held by another attempt is checked when its lease ends", with(claimed(2), func(f *facts) { f.Claim, f.HeldUntil = claimHeld, now.Add(12*time.Second) }),
-			decision{Action: actLater, Delay: 12 * time.Second, Held: true, Metric: "held"}, ""},
+			decision{Action: actLater, Back: backHeld, Delay: 12 * time.Second, Held: true, Metric: "held"}, ""},
 		{"a lease ending now is checked 1s later", with(claimed(2), func(f *facts) { f.Claim, f.HeldUntil = claimHeld, now.Add(-time.Second) }),
-			decision{Action: actLater, Delay: time.Second, Held: true, Metric: "held"}, ""},
+			decision{Action: actLater, Back: backHeld, Delay: time.Second, Held: true, Metric: "held"}, ""},
 		{"a held part is checked at least once a lease", with(claimed(2), func(f *facts) { f.Claim, f.HeldUntil = claimHeld, now.Add(5*time.Minute) }),
-			decision{Action: actLater, Delay: 30 * time.Second, Held: true, Metric: "held"}, ""},
+			decision{Action: actLater, Back: backHeld, Delay: 30 * time.Second, Held: true, Metric: "held"}, ""},
 		{"a part held as long as a step may run is checked again", with(claimed(2), func(f *facts) {
 			f.Claim, f.HeldUntil, f.HeldSince = claimHeld, now.Add(10*time.Second), now.Add(-11*time.Minute-30*time.Second)
-		}), decision{Action: actLater, Delay: 10 * time.Second, Held: true, Metric: "held"}, ""},
+		}), decision{Action: actLater, Back: backHeld, Delay: 10 * time.Second, Held: true, Metric: "held"}, ""},
 		{"a part held longer than a step may run is dead-lettered", with(claimed(2), func(f *facts) {
 			f.Claim, f.HeldUntil, f.HeldSince = claimHeld, now.Add(10*time.Second), now.Add(-11*time.Minute-31*time.Second)
 		}), decision{Action: actReject, Class: wire.ClassTransient, Metric: "rejected"}, "longer than a step may run (11m30s)"},
 		{"a claimed step runs", claimed(1), decision{Action: actRun}, ""},
 		// An outage of a service the step needs spends no retry.
 		{"an unavailable store hands back without spending a retry", ran(4, fault.Unavailable(errDown)),
-			decision{Action: actHandBack, Release: true, Metric: "unavailable"}, "connection refused"},
+			decision{Action: actHandBack, Back: backUnavailable, Release: true, Metric: "unavailable"}, "connection refused"},
 		{"an unavailable store at the last delivery the limit allows uses the retries", with(ran(1, fault.Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: recRetried}, "connection refused"},
 		{"an unavailable store with the budget spent at the limit is dead-lettered", with(ran(4, fault.Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
@@ -118,7 +118,7 @@ func TestDecide(t *testing.T) {
 		{"a step handed back up to the limit is dead-lettered", with(claimed(1), func(f *facts) { f.HandBacks = 20 }),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "handed back 20 times"},
 		{"an unknown claim outcome hands back", with(claimed(1), func(f *facts) { f.Claim = claimUnknown }),
-			decision{Action: actHandBack}, ""},
+			decision{Action: actHandBack, Back: backUnknownClaim}, ""},
 
 		// Ran.
 		{"success is recorded with what the handler staged", ran(1, nil),
@@ -156,28 +156,28 @@ func TestDecide(t *testing.T) {
 		{"a lease lost during the step acks: another worker owns the attempt", with(ran(1, context.Canceled), func(f *facts) { f.Lost = leaseLost }),
 			decision{Action: actAck, Metric: "lease_lost"}, ""},
 		{"a claim lost during the step hands back, never acks", with(ran(1, context.Canceled), func(f *facts) { f.Lost = claimLost }),
-			decision{Action: actHandBack, Metric: "claim_lost"}, ""},
+			decision{Action: actHandBack, Back: backClaimLost, Metric: "claim_lost"}, ""},
 		{"a step cut short by shutdown hands back and frees its lease", with(ran(1, context.Canceled), func(f *facts) { f.Interrupted = true }),
-			decision{Action: actHandBack, Release: true, Metric: "handed_back"}, "canceled"},
+			decision{Action: actHandBack, Back: backShutdown, Release: true, Metric: "handed_back"}, "canceled"},
 
 		// Committed.
 		{"committed and published acks", recorded(1, recSucceeded, committed, nil), decision{Action: actAck}, ""},
 		{"committed but not published hands back (the sweep publishes)", with(recorded(1, recSucceeded, committed, nil), func(f *facts) { f.PublishErr = errDown }),
-			decision{Action: actHandBack}, "refused"},
+			decision{Action: actHandBack, Back: backPublish}, "refused"},
 		{"a failing commit is recorded as a failed try", recorded(1, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit succeeded outcome: staged statement"},
 		{"a commit that keeps failing ends in the DLQ", recorded(4, recSucceeded, commitFailed, errors.New("staged statement: syntax error")),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 3, Metric: "commit_error"}, "(retried 3 times)"},
 		{"a commit the database went away under hands back without spending a retry", recorded(1, recSucceeded, commitFailed, fault.Unavailable(errDown)),
-			decision{Action: actHandBack, Release: true, Metric: "unavailable"}, "refused"},
+			decision{Action: actHandBack, Back: backUnavailable, Release: true, Metric: "unavailable"}, "refused"},
 		{"a commit outage at the last delivery the limit allows is recorded as a failed try", with(recorded(1, recSucceeded, commitFailed, fault.Unavailable(errDown)), func(f *facts) { f.HandBacks = 19 }),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "refused"},
 		{"a claim lost at the commit is recorded as a failed try first", recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")),
 			decision{Action: actRecord, Record: recRetried, Class: wire.ClassTransient, Delay: time.Second, Metric: "commit_error"}, "commit retried outcome"},
 		{"a claim lost at the second commit hands back, never acks", with(recorded(1, recRetried, commitClaimLost, errors.New("step claim lost")), func(f *facts) { f.Commits = 2 }),
-			decision{Action: actHandBack, Metric: "claim_lost"}, "claim lost"},
+			decision{Action: actHandBack, Back: backClaimLost, Metric: "claim_lost"}, "claim lost"},
 		{"a second commit failing (the database is down) hands back and frees the lease", with(recorded(1, recRetried, commitFailed, errDown), func(f *facts) { f.Commits = 2 }),
-			decision{Action: actHandBack, Release: true}, "refused"},
+			decision{Action: actHandBack, Back: backCommit, Release: true}, "refused"},
 		{"an outcome settled elsewhere acks", recorded(1, recSucceeded, commitSettled, errors.New("step lease lost")),
 			decision{Action: actAck, Metric: "lease_lost"}, "lease lost"},
 	} {
@@ -202,8 +202,8 @@ func TestDecide(t *testing.T) {
 
 // shape prints what a decision does, leaving out its texts.
 func shape(d decision) string {
-	return fmt.Sprintf("{action %d record %q staged %v class %q retries %d delay %s held %v release %v metric %q}",
-		d.Action, d.Record, d.Staged, d.Class, d.Retries, d.Delay, d.Held, d.Release, d.Metric)
+	return fmt.Sprintf("{action %d record %q staged %v class %q retries %d delay %s held %v release %v back %q metric %q}",
+		d.Action, d.Record, d.Staged, d.Class, d.Retries, d.Delay, d.Held, d.Release, d.Back, d.Metric)
 }
 
 // TestEveryDeliveryEnds plays every path through decide, answering each

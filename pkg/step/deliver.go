@@ -213,6 +213,30 @@ func (r *Runner) release(ctx context.Context, dl *delivery) {
 	}
 }
 
+// handBackRecordTimeout bounds the recording of a hand-back: the database
+// may be the reason of the hand-back, which must not wait for it.
+const handBackRecordTimeout = 2 * time.Second
+
+// recordHandBack records durably (attempt.HandBack) that the delivery's
+// message goes back without an outcome, and why (dec.Back), for the task's
+// timeline. A message nothing could be read of is not recorded; a failure
+// to record is logged and changes nothing else.
+func (r *Runner) recordHandBack(ctx context.Context, dl *delivery, dec decision) {
+	if dl.msg == nil || dec.Back == "" {
+		return
+	}
+	var detail string
+	if dec.Err != nil {
+		detail = dec.Err.Error()
+	}
+	k := attempt.Key{TaskID: dl.env.TaskID, Step: dl.env.Step, Part: dl.msg.Part, Attempt: dl.env.Attempt}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackRecordTimeout)
+	defer cancel()
+	if err := attempt.HandBack(k, r.cfg.Worker, dec.Back, detail).Exec(rctx, r.cfg.Pool); err != nil {
+		dl.log.Warn().Err(err).Str("reason", dec.Back).Msg("record hand-back")
+	}
+}
+
 // peek reads the envelope fields of a message that failed validation, for
 // the dead letter and to fail its task; nil when not even the task id is a
 // UUID.

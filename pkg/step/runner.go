@@ -141,6 +141,7 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 			r.settle.Ack(d, dl.log)
 			return
 		case actLater:
+			r.recordHandBack(ctx, dl, dec)
 			r.later(ctx, d, dl.env, dec.Delay, dec.Held, dl.log)
 			return
 		case actReject:
@@ -150,6 +151,7 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 			if dec.Release {
 				r.release(ctx, dl)
 			}
+			r.recordHandBack(ctx, dl, dec)
 			r.settle.HandBack(ctx, d, dl.log)
 			return
 		}

@@ -26,8 +26,9 @@ var ErrExists = errors.New("task exists already")
 // parent's key; the asr worker copies it to each child's key where the
 // parent's asr completes (services/asr, spawnChildren). It returns the outbox rows to publish after
 // the commit (outbox.Flush; a sweep publishes them otherwise). A task that
-// exists already is refused.
-func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio) ([]int64, error) {
+// exists already is refused. fileName is the name the video was uploaded
+// as (admit.Task.FileName; "" when unknown).
+func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio, fileName string) ([]int64, error) {
 	body, err := json.Marshal(env)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s message: %w", env.Step, err)
@@ -36,7 +37,7 @@ func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.Extract
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		res, err := Apply(ctx, tx, Create(Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
 			TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
-			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets()}))
+			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets(), FileName: fileName}))
 		if err != nil {
 			return err
 		}

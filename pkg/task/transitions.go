@@ -62,12 +62,16 @@ type Details struct {
 	// step completes, it spawns one child task per language (Spawn). Settle
 	// keeps what is recorded when it has none.
 	Targets []string
+	// FileName is the name the video was uploaded as (admit.Task's); only
+	// Create records it, and a child task inherits its parent's (Spawn).
+	FileName string
 }
 
 // Create makes the task's row, queued, and announces task.queued. A task
 // that exists already is kept as it is (Result.Changed is false).
 func Create(d Details) Transition {
 	args := detailArgs(d)
+	args["source_file_name"] = d.FileName
 	ref := Ref{ID: d.ID, Trace: d.TraceID}
 	ev := newEvent(ref, EventQueued, Queued, nil)
 	t := Transition{Name: "create", TaskID: d.ID, Event: ev}
@@ -296,9 +300,9 @@ func detailArgs(d Details) map[string]any {
 // row as it was before the statement: NULL when the insert made it.
 var createSQL = `WITH created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, targets)
+	                   output_video_key, trace_id, targets, source_file_name)
 	VALUES (@id, 'queued', @source_language, @target_language, @speaker_id, @source_video_key,
-	        @output_video_key, @trace_id, @targets::text[])
+	        @output_video_key, @trace_id, @targets::text[], @source_file_name)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING status, trace_id
 )` + createdEventTail
@@ -394,12 +398,12 @@ func Spawn(parent Ref, language string) Transition {
 // reads the child's row as it was before the statement (NULL when made
 // now); the parent missing makes nothing and reads NULL twice (ErrNotFound).
 var spawnSQL = `WITH parent AS (
-	SELECT id, source_language, speaker_id, trace_id, project FROM tasks WHERE id = @parent
+	SELECT id, source_language, speaker_id, trace_id, project, source_file_name FROM tasks WHERE id = @parent
 ), created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, project, parent_task_id)
+	                   output_video_key, trace_id, project, parent_task_id, source_file_name)
 	SELECT @id, 'queued', p.source_language, @target_language, p.speaker_id, @source_video_key,
-	       @output_video_key, p.trace_id, p.project, p.id
+	       @output_video_key, p.trace_id, p.project, p.id, p.source_file_name
 	  FROM parent p
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, trace_id

@@ -32,8 +32,8 @@ type Filter struct {
 	Cursor string
 	// Limit is the page size, 1..MaxPage.
 	Limit int
-	// Q keeps tasks whose id starts with it or whose source file's name
-	// (its object key) contains it, without regard to case.
+	// Q keeps tasks whose id starts with it or whose uploaded file's name
+	// (FileName) or source object key contains it, without regard to case.
 	Q string
 	// Language keeps tasks from or to this language (a parent's targets
 	// included).
@@ -104,7 +104,8 @@ func List(ctx context.Context, q interface {
 // searchSQL is the search part of List's condition ($6..$10: searchArgs).
 // A search by Q also finds child tasks.
 var searchSQL = `
-		  AND ($6 = '' OR id::text LIKE $6 || '%' OR source_video_key ILIKE '%' || $11 || '%')
+		  AND ($6 = '' OR id::text LIKE $6 || '%' OR source_video_key ILIKE '%' || $11 || '%'
+		       OR source_file_name ILIKE '%' || $11 || '%')
 		  AND ($7 = '' OR source_language = $7 OR target_language = $7 OR $7 = ANY (targets))
 		  AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9)
 		  AND ($10 = '' OR error ILIKE '%' || $10 || '%' OR ` + attempt.ErrorLikeSQL("tasks.id", `'%' || $10 || '%'`) + `)`

@@ -50,6 +50,9 @@ type Summary struct {
 	ParentTaskID *uuid.UUID `json:"parentTaskId"`
 	// TargetLanguages are a parent's languages, [] for any other task.
 	TargetLanguages []string `json:"targetLanguages"`
+	// FileName is the name the video was uploaded as ("" when unknown:
+	// a task submitted before names were kept, or from a bare object key).
+	FileName string `json:"fileName"`
 }
 
 // IsParent reports whether the task dubs into several languages through
@@ -233,12 +236,12 @@ func (t *Task) CurrentStep() string {
 
 // summaryColumns are the tasks columns scanSummary reads.
 const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
-	parent_task_id, targets`
+	parent_task_id, targets, source_file_name`
 
 func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 	var t Summary
 	err := row.Scan(append([]any{&t.TaskID, &t.Status, &t.SourceLanguage, &t.TargetLanguage, &t.SpeakerID, &t.Error,
-		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages}, extra...)...)
+		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages, &t.FileName}, extra...)...)
 	if t.TargetLanguages == nil {
 		t.TargetLanguages = []string{}
 	}

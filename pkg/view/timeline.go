@@ -25,6 +25,13 @@ const (
 	EventVersion            = "version"  // an output version was started (Ref: its number; Detail: the new line)
 	EventOperator           = "operator" // an operator's action through the console (Status: cancel, retry, redub…)
 	EventEnded              = "ended"    // the task ended (Status: done, failed, cancelled; Detail: its error)
+	// EventHandBack: a worker gave the message back without an outcome
+	// and without spending a retry (Status: why — shutdown, unavailable,
+	// lease_held, waits_for_predecessor, claim_error, claim_lost,
+	// commit_failed, publish_failed, or wait_no_quota, wait_rate_limit,
+	// wait_no_engine for the engines' pool; Count: how many times, the
+	// last at Until; Detail: the last error).
+	EventHandBack = "hand_back"
 )
 
 // Event is one entry of a task's timeline.
@@ -44,23 +51,30 @@ type Event struct {
 	Actor string `json:"actor,omitempty"`
 	// Ref is what the event names: a dead letter id, a segment, a version.
 	Ref string `json:"ref,omitempty"`
+	// Count and Until (hand_back) are how many hand-backs of the attempt
+	// for the reason one event stands for, and the time of the last.
+	Count *int       `json:"count,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // timelineSQL derives the timeline from the durable records: the task row,
-// every attempt of the task, step_replays, dead letters (and purged ones
-// in the archive), TTS compensations, output versions and the console's
-// audit log. The rank orders events of the same instant.
+// every attempt of the task and its hand-backs, step_replays, dead letters
+// (and purged ones in the archive), TTS compensations, output versions and
+// the console's audit log. The rank orders events of the same instant.
 var timelineSQL = `
 WITH a AS (
   ` + attempt.SequenceSQL("$1") + `
+), hb AS (
+  ` + attempt.HandBacksSQL("$1") + `
 ), d AS (
   SELECT id, step, part, attempt, error_class, failure_reason, failed_at, replayed_at, NULL::timestamptz AS purged_at, '' AS purged_by
     FROM dead_letters WHERE task_id = $1
   UNION ALL
   SELECT id, step, part, attempt, error_class, failure_reason, failed_at, replayed_at, purged_at, purged_by
     FROM dead_letters_archive WHERE task_id = $1
-)
-SELECT created_at, 0, 'created', '', '', NULL::int, '', '', source_video_key, NULL::bigint, '', '' FROM tasks WHERE id = $1
+), ev AS (
+SELECT created_at AS at, 0 AS rank, 'created' AS kind, '' AS step, '' AS part, NULL::int AS attempt, '' AS worker,
+       '' AS status, source_video_key AS detail, NULL::bigint AS delay_ms, '' AS actor, '' AS ref FROM tasks WHERE id = $1
 UNION ALL
 SELECT started_at, 1, 'attempt_started', step, part, attempt, worker, '', '', NULL, '', '' FROM a
 UNION ALL
@@ -69,6 +83,7 @@ UNION ALL
 SELECT finished_at, 3, 'retry', step, part, next_attempt, worker, '', error,
        (extract(epoch FROM next_start - finished_at) * 1000)::bigint, '', '' FROM a
  WHERE status = 'failed' AND next_attempt IS NOT NULL AND finished_at IS NOT NULL
+   AND wait_until IS NULL -- a wait is a hand-back (hb), not a retry
    AND NOT EXISTS (SELECT 1 FROM step_replays r WHERE r.task_id = $1 AND r.step = a.step AND r.part = a.part
                    AND r.base_attempt = a.next_attempt)
 UNION ALL
@@ -92,11 +107,15 @@ SELECT at, 4, 'operator', '', '', NULL, '', action, outcome, NULL, actor, '' FRO
 UNION ALL
 SELECT updated_at, 5, 'ended', '', '', NULL, '', status, error, NULL, '', '' FROM tasks
  WHERE id = $1 AND status IN ('done', 'failed', 'cancelled')
+)
+SELECT ev.*, NULL::int AS count, NULL::timestamptz AS until FROM ev
+UNION ALL
+SELECT first_at, 3, 'hand_back', step, part, attempt, worker, reason, detail, NULL, '', '', count, last_at FROM hb
 ORDER BY 1, 2, 6 NULLS FIRST`
 
 // Timeline returns every event of the task in the order it happened,
 // derived from durable records (the outbox's events are deleted once
-// sent). Hand-backs are not recorded durably and are not listed.
+// sent), hand-backs included.
 func Timeline(ctx context.Context, db Querier, taskID uuid.UUID) ([]Event, error) {
 	if err := exists(ctx, db, taskID); err != nil {
 		return nil, err
@@ -109,7 +128,7 @@ func Timeline(ctx context.Context, db Querier, taskID uuid.UUID) ([]Event, error
 		var e Event
 		var rank int
 		err := r.Scan(&e.At, &rank, &e.Kind, &e.Step, &e.Part, &e.Attempt, &e.Worker, &e.Status, &e.Detail,
-			&e.DelayMS, &e.Actor, &e.Ref)
+			&e.DelayMS, &e.Actor, &e.Ref, &e.Count, &e.Until)
 		return e, err
 	})
 	if err != nil {

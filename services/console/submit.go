@@ -135,7 +135,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 		return sub, badRequest("multipart form: the file field video is required")
 	}
 	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
-		Glossary: fields["glossary"]}
+		Glossary: fields["glossary"], FileName: fields[videoFileName]}
 	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
@@ -149,8 +149,12 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	return sub, s.submit(r.Context(), sub)
 }
 
-// readForm reads the form's parts: the video into path, the other fields
-// into the map.
+// videoFileName keys, in readForm's fields, the file name of the video
+// part (no form field has this name).
+const videoFileName = "video/filename"
+
+// readForm reads the form's parts: the video into path (its file name
+// under videoFileName), the other fields into the map.
 func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string, bool, error) {
 	fields := map[string]string{}
 	gotVideo := false
@@ -168,7 +172,7 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 			if err := s.saveVideo(part, path); err != nil {
 				return nil, false, err
 			}
-			gotVideo = true
+			gotVideo, fields[videoFileName] = true, part.FileName()
 		case name == "source" || name == "target" || name == "speaker" || name == "glossary":
 			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
 			if err != nil {
@@ -233,6 +237,8 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 		TargetLanguages []string `json:"targetLanguages"`
 		Speaker         string   `json:"speaker"`
 		Glossary        string   `json:"glossary"`
+		// FileName is the name of the file the browser or client uploaded.
+		FileName string `json:"fileName"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
 		return submission{}, err
@@ -244,7 +250,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	}
 	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
-		Speaker: body.Speaker, Glossary: body.Glossary}
+		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName}
 	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}
@@ -367,7 +373,7 @@ func (s *server) submit(ctx context.Context, sub submission) error {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	ids, err := task.Submit(ctx, s.pool, env, payload)
+	ids, err := task.Submit(ctx, s.pool, env, payload, sub.task.FileName)
 	if errors.Is(err, task.ErrExists) {
 		return conflict(fmt.Sprintf("task %s exists already", sub.id))
 	}

@@ -102,7 +102,7 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 	if err != nil {
 		return s, err
 	}
-	s.req = admit.Request{Source: o.source, Speaker: o.speaker}
+	s.req = admit.Request{Source: o.source, Speaker: o.speaker, FileName: o.input}
 	if o.target != "" {
 		s.req.Targets = []string{o.target}
 	}

@@ -1,6 +1,6 @@
-// Package attempt owns the step attempts: every write of a task_steps or
-// step_parts row is one of its named transitions, and no other package
-// writes those tables (pkg/task's Spawn, which copies a parent's history
+// Package attempt owns the step attempts: every write of a task_steps,
+// step_parts or step_handbacks row is one of its named transitions, and no
+// other package writes those tables (pkg/task's Spawn, which copies a parent's history
 // into a child task in one statement, writes it through InheritCTE).
 //
 //	transition    moves                                 who
@@ -8,6 +8,8 @@
 //	              running, held by the worker
 //	Extend        running → running, lease pushed       the runtime's heartbeat
 //	Release       running → running, lease ended now    the runtime, handing a message back
+//	HandBack      a hand-back of an attempt's message   the runtime, handing a message back
+//	              counted in step_handbacks             or checking it again later
 //	Succeed       running → succeeded                   the runtime (Finish of Succeeded)
 //	Park          running → parked                      the runtime (Finish of Parked)
 //	Retry         running → failed; a delay tier        the runtime (Finish of Retried)

@@ -65,6 +65,22 @@ func SequenceSQL(task string) string {
   WINDOW w AS (PARTITION BY s.step, s.part ORDER BY s.attempt)`
 }
 
+// HandBacksSQL is the query of the task's hand-backs: the ones the
+// runtime recorded (step_handbacks: a message handed back or checked again
+// later without an outcome) and the attempts that ended waiting for an
+// engine (wait_reason: the pool's wait, which spends no retry either).
+// Columns: first_at, last_at, step, part, attempt, worker, reason, detail,
+// count. task is an SQL expression.
+func HandBacksSQL(task string) string {
+	return `SELECT h.first_at, h.last_at, h.step, h.part, h.attempt, h.worker, h.reason, h.detail, h.count
+    FROM step_handbacks h WHERE h.task_id = ` + task + `
+  UNION ALL
+  SELECT s.finished_at, s.finished_at, s.step, s.part, s.attempt, s.worker, 'wait_' || s.wait_reason,
+         'until ' || to_char(s.wait_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+         CASE WHEN s.error <> '' THEN ': ' || s.error ELSE '' END, 1
+    FROM task_steps s WHERE s.task_id = ` + task + ` AND s.wait_until IS NOT NULL AND s.finished_at IS NOT NULL`
+}
+
 // ActivitySQL is the query of the attempts of the steps (an SQL text[]) at
 // the instant at (an SQL timestamptz): rows (series, step, value) of
 // step_attempts (started in the minute before at), error_rate (failed of

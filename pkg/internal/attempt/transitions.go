@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/store"
@@ -258,3 +259,24 @@ const InheritCTE = `steps AS (
 	       (SELECT step, min(started_at) AS started_at, max(finished_at) AS finished_at FROM task_steps
 	         WHERE task_id = @parent AND step = ANY(@inherited_steps::text[]) AND status = 'succeeded'
 	         GROUP BY step) s`
+
+// MaxHandBackDetail bounds the error kept with a hand-back, in bytes.
+const MaxHandBackDetail = 500
+
+// HandBack records that worker handed the message of attempt k back
+// without an outcome, for reason (the step runtime's: shutdown,
+// unavailable, lease_held, ...), with detail (the error, cut to
+// MaxHandBackDetail bytes). Hand-backs of one attempt for one reason
+// share a row that counts them (step_handbacks), so that a message handed
+// back a thousand times is one row; the row keeps the first and the last
+// time and the last worker and detail.
+func HandBack(k Key, worker, reason, detail string) Statement {
+	if len(detail) > MaxHandBackDetail {
+		detail = strings.ToValidUTF8(detail[:MaxHandBackDetail], "")
+	}
+	return Statement{Name: "record hand-back", SQL: `INSERT INTO step_handbacks AS h (task_id, step, part, attempt, reason, worker, detail)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)
+	ON CONFLICT (task_id, step, part, attempt, reason) DO UPDATE
+	   SET count = least(h.count, 2147483646) + 1, last_at = now(), worker = EXCLUDED.worker, detail = EXCLUDED.detail`,
+		Args: []any{k.TaskID, k.Step, k.Part, k.Attempt, reason, worker, detail}}
+}

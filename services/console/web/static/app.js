@@ -389,7 +389,7 @@
         onclick: () => go(tasksURL(q, {status: s, cursor: ''}))}, s || 'all')));
     const tbody = h('tbody', {id: 'tasks-body'});
     const table = h('table', {id: 'tasks'},
-      h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:120px'}),
+      h('colgroup', {}, h('col', {style: 'width:180px'}), h('col', {style: 'width:130px'}), h('col', {style: 'width:120px'}),
         h('col', {style: 'width:120px'}), h('col', {style: 'width:110px'}), h('col', {style: 'width:110px'}), h('col', {})),
       h('thead', {}, h('tr', {}, ['Task', 'Status', 'Languages', 'Speaker', 'Created', 'Updated', 'Error'].map((c) => h('th', {}, c)))),
       tbody);
@@ -436,7 +436,8 @@
     const err = pick(t, 'error') || '';
     const cell = (v) => h('td', {'data-time': v || ''}, timeCell(v));
     return h('tr', {'data-id': id, 'data-status': pick(t, 'status')},
-      h('td', {class: 'mono'}, h('a', {href: '/tasks/' + enc(id), title: id}, shortId(id))),
+      h('td', {}, h('a', {href: '/tasks/' + enc(id), title: id, class: 'mono'}, shortId(id)),
+        fileName(t) ? h('div', {class: 'muted small clamp file-name', title: fileName(t)}, fileName(t)) : null),
       h('td', {}, badge(pick(t, 'status'))),
       h('td', {}, `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`),
       h('td', {}, pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'),
@@ -444,6 +445,8 @@
       cell(pick(t, 'updatedAt', 'updated_at')),
       h('td', {title: err, class: 'muted wrap'}, h('div', {class: 'clamp'}, err)));
   }
+  // fileName is the name the task's video was uploaded as ('' unknown).
+  function fileName(t) { return pick(t, 'fileName', 'file_name') || ''; }
   // targetsOf is a task's target language, or a parent's languages.
   function targetsOf(t) {
     const several = pick(t, 'targetLanguages');
@@ -636,6 +639,7 @@
   function showInfo(dl, t) {
     const rows = [
       ['Task ID', copyable(pick(t, 'id', 'taskId', 'task_id'), 'mono')],
+      ['File', fileName(t) ? h('span', {class: 'wrap', id: 'task-file-name'}, fileName(t)) : '—'],
       ['Languages', `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`],
       ['Speaker', pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'],
       ['Trace ID', copyable(pick(t, 'traceId', 'trace_id'), 'mono')],
@@ -919,7 +923,7 @@
       xhr.onload = () => (xhr.status >= 200 && xhr.status < 300 ? resolve() : reject(new Error(`object store: HTTP ${xhr.status}`)));
       xhr.send(video);
     });
-    const out = await api(API.tasks, {method: 'POST', body: Object.assign({sourceVideoKey: pick(up, 'sourceVideoKey')}, fields)});
+    const out = await api(API.tasks, {method: 'POST', body: Object.assign({sourceVideoKey: pick(up, 'sourceVideoKey'), fileName: video.name}, fields)});
     return pick(out, 'taskId');
   }
   function sendUpload(fd, bar, status) {
