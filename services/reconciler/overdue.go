@@ -65,31 +65,29 @@ type overdue struct {
 }
 
 // findOverdue locks the overdue tasks (a batch of them): not those with an
-// attempt holding a live lease, nor those waiting for a paused step.
+// attempt holding a live lease, nor those waiting for a paused step. A task
+// waiting for a step that was paused and resumed is idle since the resume
+// at the earliest: the pause kept it waiting, so its clock starts again.
 func (r *reconciler) findOverdue(ctx context.Context, tx pgx.Tx) ([]overdue, error) {
 	now := r.at()
 	running, err := step.LeaseHolders(ctx, tx, now)
 	if err != nil {
 		return nil, err
 	}
-	// A task waiting for a paused step waits: it is not overdue.
-	paused, err := worker.PausedSteps(ctx, tx)
+	pauses, err := worker.Pauses(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
-		SELECT t.id, t.status, t.trace_id, t.error, clock.now - t.updated_at
-		  FROM tasks t, clock
-		 WHERE (t.status IN ('queued', 'running') AND t.updated_at < clock.now - $1::interval
-		        AND t.id <> ALL(coalesce($5::uuid[], '{}'))
-		        AND NOT (cardinality($7::text[]) > 0 AND EXISTS (
-		          SELECT 1 FROM (SELECT s FROM unnest($6::text[]) WITH ORDINALITY AS p(s, i)
-		                          WHERE NOT step_succeeded(t.id, s) ORDER BY i LIMIT 1) f
-		           WHERE f.s = ANY($7::text[]))))
-		    OR (t.status = 'compensating' AND t.updated_at < clock.now - $2::interval)
-		 ORDER BY t.updated_at LIMIT $3
-		 FOR UPDATE OF t SKIP LOCKED`, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running,
-		wire.Pipeline, paused)
+	paused, resumed, resumedAt := []string{}, []string{}, []time.Time{}
+	for _, p := range pauses {
+		if p.Paused {
+			paused = append(paused, p.Step)
+		} else {
+			resumed, resumedAt = append(resumed, p.Step), append(resumedAt, p.ChangedAt)
+		}
+	}
+	rows, err := tx.Query(ctx, overdueSQL, r.set.TaskMaxIdle, r.set.CompensatingMax, r.set.Batch, now, running,
+		wire.Pipeline, paused, resumed, resumedAt)
 	if err != nil {
 		return nil, fmt.Errorf("find overdue tasks: %w", err)
 	}
@@ -102,6 +100,28 @@ func (r *reconciler) findOverdue(ctx context.Context, tx pgx.Tx) ([]overdue, err
 	}
 	return tasks, nil
 }
+
+// overdueSQL finds the overdue tasks ($1 the idle bound, $2 the
+// compensating bound, $3 the batch, $4 the clock, $5 the tasks holding a
+// lease, $6 the pipeline, $7 the paused steps, $8 and $9 the resumed steps
+// and when they resumed). waits is the step a queued or running task
+// idle for $1 waits for, only read when a pause or a resume may matter.
+const overdueSQL = `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
+	SELECT t.id, t.status, t.trace_id, t.error, clock.now - greatest(t.updated_at, w.resumed_at)
+	  FROM tasks t CROSS JOIN clock
+	  LEFT JOIN LATERAL (
+	       SELECT f.s = ANY($7::text[]) AS paused,
+	              (SELECT r.at FROM unnest($8::text[], $9::timestamptz[]) AS r(s, at) WHERE r.s = f.s) AS resumed_at
+	         FROM (SELECT s FROM unnest($6::text[]) WITH ORDINALITY AS p(s, i)
+	                WHERE NOT step_succeeded(t.id, s) ORDER BY i LIMIT 1) f
+	        WHERE t.status IN ('queued', 'running') AND t.updated_at < clock.now - $1::interval
+	          AND cardinality($7::text[]) + cardinality($8::text[]) > 0) w ON true
+	 WHERE (t.status IN ('queued', 'running') AND greatest(t.updated_at, w.resumed_at) < clock.now - $1::interval
+	        AND t.id <> ALL(coalesce($5::uuid[], '{}'))
+	        AND NOT coalesce(w.paused, false))
+	    OR (t.status = 'compensating' AND t.updated_at < clock.now - $2::interval)
+	 ORDER BY t.updated_at LIMIT $3
+	 FOR UPDATE OF t SKIP LOCKED`
 
 // reason returns the step the task stalled at and why it fails.
 func (o overdue) reason(ctx context.Context, tx pgx.Tx) (stalled, reason string, err error) {

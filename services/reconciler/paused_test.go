@@ -41,11 +41,21 @@ func TestPausedStepIsWaitingNotLost(t *testing.T) {
 	if _, err := worker.SetPaused(ctx, f.pool, wire.StepASR, false, "test"); err != nil {
 		t.Fatal(err)
 	}
+	// The pause kept the task waiting: its idle clock starts again at the
+	// resume, so it is not overdue right after it...
 	acts, err := rec.overdueTasks(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := count(acts, actionFailed); n != 0 {
+		t.Fatalf("failed as overdue right after the resume (the pause counted as idle): %+v", acts)
+	}
+	// ...but it is once RECONCILE_TASK_MAX_IDLE_SECONDS passed since the resume.
+	at(t, f, rec, rec.set.TaskMaxIdle+time.Minute)
+	if acts, err = rec.overdueTasks(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if count(acts, actionFailed) != 1 {
-		t.Fatalf("resumed and idle for 2 days: %+v, want the task failed as overdue", acts)
+		t.Fatalf("idle for longer than the bound since the resume: %+v, want the task failed as overdue", acts)
 	}
 }
