@@ -54,6 +54,8 @@ func (s *server) recordAudit(ctx context.Context, e auditEntry) {
 type auditNote struct {
 	actor, role, target string
 	detail              map[string]any
+	// skip: the call is audited otherwise (a refusal, counted).
+	skip bool
 }
 
 type auditNoteKey struct{}
@@ -92,6 +94,9 @@ func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		}
 		rec, at := &statusRecorder{ResponseWriter: w}, time.Now()
 		h(rec, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, n)))
+		if n.skip {
+			return
+		}
 		if n.target == "" {
 			n.target = rec.taskID()
 		}

@@ -107,7 +107,8 @@ type principal struct {
 // without regard to case ("bearer", "BEARER": RFC 7235). A request with the
 // cookie that changes state must carry the session's CSRF token in the
 // X-CSRF-Token header. Whether the session was logged out is not checked
-// here (server.revoked).
+// here (server.revoked). With an error, the principal is empty, or the
+// session's when only the CSRF token is wrong.
 func (a *auth) authenticate(r *http.Request) (principal, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
@@ -128,7 +129,9 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 	if !safeMethod(r.Method) {
 		got := r.Header.Get(csrfHeader)
 		if got == "" || !hmac.Equal([]byte(got), []byte(a.csrfToken(c.Value))) {
-			return principal{}, forbidden("csrf", "missing or wrong "+csrfHeader+" header")
+			// The principal names who was refused (the audit); the
+			// request is not served.
+			return p, forbidden("csrf", "missing or wrong "+csrfHeader+" header")
 		}
 	}
 	return p, nil
@@ -152,6 +155,10 @@ type sessionView struct {
 // CONSOLE_LOGIN_BURST): 429 with Retry-After past the limit.
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := s.logins.allow(clientAddr(r)); !ok {
+		// Counted with the refused requests, not one audit row each.
+		noteOf(r).skip = true
+		s.refused.note(refusalKey{target: r.Method + " " + r.URL.Path, outcome: "rate_limited: too many login attempts",
+			status: http.StatusTooManyRequests}, time.Now(), r.URL.Path)
 		tooManyLogins(w, wait)
 		return
 	}

@@ -152,9 +152,15 @@ func multipartBody(t *testing.T, path string, fields map[string]string) (string,
 	return multipartForm(t, path, values)
 }
 
-// multipartForm builds a form with the file at path as video and each value
-// of fields in order.
+// multipartForm builds a form with the file at path as video (named
+// in.mp4) and each value of fields in order.
 func multipartForm(t *testing.T, path string, fields url.Values) (string, *bytes.Buffer) {
+	t.Helper()
+	return multipartNamed(t, path, "in.mp4", fields)
+}
+
+// multipartNamed is multipartForm with the video's file name.
+func multipartNamed(t *testing.T, path, name string, fields url.Values) (string, *bytes.Buffer) {
 	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
@@ -163,7 +169,7 @@ func multipartForm(t *testing.T, path string, fields url.Values) (string, *bytes
 			_ = mw.WriteField(k, v)
 		}
 	}
-	fw, err := mw.CreateFormFile("video", "in.mp4")
+	fw, err := mw.CreateFormFile("video", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,12 +270,14 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 	decode(t, f.do(t, "POST", "/api/tasks/"+id.String()+"/cancel", aliceToken, "application/json", nil), http.StatusConflict, nil)
 
 	var page auditPage
+	f.srv.flushRefusals(context.Background()) // bob's refusals, counted
 	decode(t, f.do(t, "GET", "/api/audit", bobToken, "", nil), http.StatusOK, &page)
 	var got []string
 	for _, e := range page.Entries {
 		got = append(got, e.Action+"/"+e.Actor+"/"+e.Target+"/"+strings.SplitN(e.Outcome, ":", 2)[0])
 	}
 	want := []string{"cancel/alice/" + id.String() + "/conflict", "cancel/alice/" + id.String() + "/ok",
+		"refused/bob/POST /api/dead-letters/purge/forbidden", "refused/bob/POST /api/tasks/{id}/cancel/forbidden",
 		"login///unauthorized", "login/alice//ok"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("audit\n got %v\nwant %v", got, want)
@@ -290,8 +292,8 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 		t.Fatalf("second login page %+v", page)
 	}
 	decode(t, f.do(t, "GET", "/api/audit?actor=bob", adminToken, "", nil), http.StatusOK, &page)
-	if len(page.Entries) != 0 {
-		t.Fatalf("bob did nothing, audit says %+v", page.Entries)
+	if len(page.Entries) != 2 || page.Entries[0].Action != actionRefused || page.Entries[1].Action != actionRefused {
+		t.Fatalf("bob did nothing but was refused twice, audit says %+v", page.Entries)
 	}
 	// The single tokens still work, named admin and read.
 	decode(t, f.do(t, "POST", "/api/tasks/"+uuid.NewString()+"/cancel", adminToken, "application/json", nil), http.StatusNotFound, nil)

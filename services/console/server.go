@@ -47,6 +47,8 @@ type server struct {
 	page http.Handler
 	// extra are routes added by other features.
 	extra []route
+	// refused counts the refused requests for the audit (refusals.go).
+	refused refusals
 }
 
 // routes lists every API route.
@@ -55,7 +57,7 @@ func (s *server) routes() []route {
 		{"POST", "/api/login", public, s.audited("login", s.login)},
 		{"GET", "/api/openapi.json", public, s.openapi},
 		{"GET", "/api/session", reader, s.session},
-		{"POST", "/api/logout", reader, s.logout},
+		{"POST", "/api/logout", reader, s.audited("logout", s.logout)},
 		{"POST", "/api/uploads", admin, s.createUpload},
 		{"POST", "/api/tasks", admin, s.audited("submit", s.createTask)},
 		{"GET", "/api/tasks", reader, s.listTasks},
@@ -120,7 +122,7 @@ func (s *server) guard(rt route) http.Handler {
 		}
 		p, err := s.auth.authenticate(r)
 		if err != nil {
-			s.fail(w, r, err)
+			s.refuse(w, r, rt, p, err)
 			return
 		}
 		if p.session != "" {
@@ -131,12 +133,12 @@ func (s *server) guard(rt route) http.Handler {
 				return
 			}
 			if revoked {
-				s.fail(w, r, unauthorized("session ended (logged out); log in again"))
+				s.refuse(w, r, rt, p, unauthorized("session ended (logged out); log in again"))
 				return
 			}
 		}
 		if rt.access == admin && p.role != roleAdmin {
-			s.fail(w, r, forbidden("forbidden", "this token is read-only"))
+			s.refuse(w, r, rt, p, forbidden("forbidden", "this token is read-only"))
 			return
 		}
 		rt.handle(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
