@@ -185,15 +185,13 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 
 func readAuditFilter(r *http.Request) (auditFilter, error) {
 	q := r.URL.Query()
-	f := auditFilter{action: q.Get("action"), actor: q.Get("actor"), target: q.Get("target"), limit: defaultPage}
+	f := auditFilter{action: q.Get("action"), actor: q.Get("actor"), target: q.Get("target")}
 	var err error
 	if f.since, f.until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
 		return f, err
 	}
-	if v := q.Get("limit"); v != "" {
-		if f.limit, err = strconv.Atoi(v); err != nil || f.limit < 1 || f.limit > maxPage {
-			return f, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), maxPage))
-		}
+	if f.limit, err = queryLimit(r, defaultPage, maxPage); err != nil {
+		return f, err
 	}
 	if c := q.Get("cursor"); c != "" {
 		raw, _ := base64.RawURLEncoding.DecodeString(c)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/view"
@@ -16,14 +15,10 @@ type compensationView = view.Compensation
 // listCompensations answers the compensating tasks, oldest first, with the
 // segments that still lack audio and the last synthesis error.
 func (s *server) listCompensations(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.fail(w, r, badRequest(fmt.Sprintf("limit %q: want 1..1000", v)))
-			return
-		}
-		limit = n
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	out, err := view.Compensations(r.Context(), s.pool, limit)
 	if err != nil {

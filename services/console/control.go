@@ -19,30 +19,39 @@ import (
 // cancelled with "cancelled: <reason>"; its workers' next commit is refused.
 // A parent's cancel cancels its children that have not ended (in the same
 // statement: pkg/task's cascade).
-func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	id, err := taskIDAndBody(r, &body)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+func (s *server) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) (any, error) {
 	if body.Reason == "" {
 		body.Reason = "by an operator in the console"
 	}
-	res, err := task.Apply(r.Context(), s.pool, task.Cancel(task.Ref{ID: id}, body.Reason))
+	res, err := task.Apply(ctx, s.pool, task.Cancel(task.Ref{ID: id}, body.Reason))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return nil, err
 	}
-	s.flush(r.Context(), id, []int64{res.EventID})
-	t, err := s.loadSummary(r.Context(), s.pool, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	s.flush(ctx, id, []int64{res.EventID})
+	return s.loadSummary(ctx, s.pool, id)
+}
+
+// cancelBody is what POST /api/tasks/{id}/cancel reads.
+type cancelBody struct {
+	Reason string `json:"reason"`
+}
+
+// taskCommand is the handler of a command on the task {id} that reads a
+// JSON body B: do's answer is written with status, its error answered.
+func taskCommand[B any](s *server, status int, do func(ctx context.Context, id uuid.UUID, body B) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body B
+		id, err := taskIDAndBody(r, &body)
+		var out any
+		if err == nil {
+			out, err = do(r.Context(), id, body)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, status, out)
 	}
-	writeJSON(w, http.StatusOK, t)
 }
 
 // flush publishes outbox rows after their commit; what fails waits for the

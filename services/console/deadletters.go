@@ -18,7 +18,7 @@ type deadLetterView = view.DeadLetter
 // listDeadLetters answers dlq.List: ?step=&pending=true&since=2h&limit=100.
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := dlq.Filter{Step: q.Get("step"), Pending: q.Get("pending") == "true", Limit: 100}
+	f := dlq.Filter{Step: q.Get("step"), Pending: q.Get("pending") == "true"}
 	if f.Step != "" && wire.RoutingKey(f.Step) == "" {
 		s.fail(w, r, badRequest(fmt.Sprintf("step %q: want one of %v", f.Step, wire.Pipeline)))
 		return
@@ -29,11 +29,9 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Since = since
-	if v := q.Get("limit"); v != "" {
-		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > 1000 {
-			s.fail(w, r, badRequest(fmt.Sprintf("limit %q: want 1..1000", v)))
-			return
-		}
+	if f.Limit, err = queryLimit(r, 100, 1000); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	out, err := view.DeadLetters(r.Context(), s.pool, f)
 	if err != nil {

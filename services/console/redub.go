@@ -1,10 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"net/http"
 
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/google/uuid"
 )
 
 // redubTask changes the translation of one segment (numbered from 1) of a
@@ -12,17 +13,8 @@ import (
 // that segment is synthesized again and the video assembled again; the
 // earlier version stays. A parent task is refused (409) with the names of
 // its children, an empty text with 400.
-func (s *server) redubTask(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Segment int    `json:"segment"`
-		Text    string `json:"text"`
-	}
-	id, err := taskIDAndBody(r, &body)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := dub.Redub(r.Context(), s.pool, id, body.Segment, body.Text)
+func (s *server) redubTask(ctx context.Context, id uuid.UUID, body redubBody) (any, error) {
+	res, err := dub.Redub(ctx, s.pool, id, body.Segment, body.Text)
 	switch {
 	case errors.Is(err, dub.ErrNotFound):
 		err = notFound(err.Error())
@@ -32,9 +24,14 @@ func (s *server) redubTask(w http.ResponseWriter, r *http.Request) {
 		err = conflict(err.Error())
 	}
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return nil, err
 	}
-	s.flush(r.Context(), id, res.Outbox)
-	writeJSON(w, http.StatusAccepted, res)
+	s.flush(ctx, id, res.Outbox)
+	return res, nil
+}
+
+// redubBody is what POST /api/tasks/{id}/redub reads.
+type redubBody struct {
+	Segment int    `json:"segment"`
+	Text    string `json:"text"`
 }

@@ -46,16 +46,12 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 // taskFilter reads the list's query parameters.
 func taskFilter(r *http.Request) (view.Filter, error) {
 	q := r.URL.Query()
-	f := view.Filter{Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: defaultPage}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPage {
-			return f, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), maxPage))
-		}
-		f.Limit = n
+	f := view.Filter{Status: q.Get("status"), Cursor: q.Get("cursor")}
+	var err error
+	if f.Limit, err = queryLimit(r, defaultPage, maxPage); err != nil {
+		return f, err
 	}
 	f.Q, f.Language, f.Error = strings.TrimSpace(q.Get("q")), q.Get("language"), q.Get("error")
-	var err error
 	if f.Since, f.Until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
 		return f, err
 	}
@@ -75,6 +71,19 @@ func shortValue(v string) string {
 		return string(r[:40]) + "…"
 	}
 	return v
+}
+
+// queryLimit reads the ?limit= parameter: def when absent, else 1..most.
+func queryLimit(r *http.Request, def, most int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), most))
+	}
+	return n, nil
 }
 
 // taskID reads the {id} path value.

@@ -33,7 +33,7 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	video := sampleVideo(t)
 	b := newBrowserSized(t, s.console, 1280, 900)
 	b.login(s.token)
-	first, second := s.submit(t, video), s.submit(t, video)
+	first, second := s.submit(t, video, "operator-first.mp4"), s.submit(t, video, "Board Meeting (draft).mp4")
 
 	// Search: an id prefix finds one task of the two.
 	b.visit("/tasks", "#tasks tr[data-id]")
@@ -41,12 +41,17 @@ func TestOperatorPagesInBrowser(t *testing.T) {
 	b.run(10*time.Second, "search", chromedp.SetValue(chromedp.CSS("#search-q"), first[:8]), chromedp.Click(chromedp.CSS("#search-go")))
 	b.waitFor(fmt.Sprintf(`location.search.includes('q=%s') && document.querySelectorAll('#tasks tr[data-id]').length === 1 &&
 		!!document.querySelector('#tasks tr[data-id=%q]')`, first[:8], first), 30*time.Second)
+	// The uploaded file's name: shown in the list, found in any case.
+	b.run(10*time.Second, "search by file name", chromedp.SetValue(chromedp.CSS("#search-q"), "board MEETING"), chromedp.Click(chromedp.CSS("#search-go")))
+	b.waitFor(fmt.Sprintf(`document.querySelectorAll('#tasks tr[data-id]').length === 1 &&
+		document.querySelector('#tasks tr[data-id=%q] .file-name')?.textContent === 'Board Meeting (draft).mp4'`, second), 30*time.Second)
 	b.shot("tasks-search")
 
 	// Timeline: extract_audio's attempt, started and ended, with its worker.
 	b.visit("/tasks/"+second+"#timeline", "#tabbtn-timeline.on")
 	b.waitFor(`[...document.querySelectorAll('#timeline-table tr[data-kind]')].map(r => r.dataset.kind).join() .includes('created,attempt_started,attempt_ended')`, 2*time.Minute)
 	b.waitFor(`[...document.querySelectorAll('#timeline-table tr[data-kind=attempt_started] td')].some(td => td.textContent.includes('extract_audio-'))`, 10*time.Second)
+	b.waitFor(`document.querySelector('#task-file-name')?.textContent === 'Board Meeting (draft).mp4'`, 10*time.Second)
 	b.shot("task-timeline")
 	b.click("#tabbtn-versions")
 	b.waitFor(`!document.querySelector('#tab-versions').hidden && /No output yet|v1/.test(document.querySelector('#versions').textContent)`, 30*time.Second)
@@ -138,15 +143,15 @@ func (b *browser) readOnly(task string) {
 	b.shot("read-only-audit")
 }
 
-// submit creates a task through the API with the admin token and returns
-// its id.
-func (s *stack) submit(t *testing.T, video string) string {
+// submit creates a task through the API with the admin token, the video
+// uploaded as name, and returns its id.
+func (s *stack) submit(t *testing.T, video, name string) string {
 	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	_ = mw.WriteField("source", "en")
 	_ = mw.WriteField("target", "es")
-	fw, err := mw.CreateFormFile("video", "operator-"+fmt.Sprint(time.Now().UnixNano())+".mp4")
+	fw, err := mw.CreateFormFile("video", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -784,7 +784,7 @@
   // what it says.
   const EVENT_STATUS = {created: 'queued', attempt_started: 'running', retry: 'retrying', replay: 'retrying', dead_letter: 'dead_lettered',
     dead_letter_replayed: 'retrying', dead_letter_purged: 'cancelled', compensation: 'compensating', compensation_requeued: 'retrying',
-    version: 'redubbing', operator: 'assigned'};
+    version: 'redubbing', operator: 'assigned', hand_back: 'waiting'};
   function showEvents(box, data) {
     const events = listOf(data, 'events');
     if (!events.length) { fill(box, h('p', {class: 'muted'}, 'No events.')); return; }
@@ -797,12 +797,14 @@
         const kind = e.kind || '?';
         const st = kind === 'attempt_ended' || kind === 'ended' ? e.status : EVENT_STATUS[kind];
         const where = [e.step, e.part ? 'part ' + e.part : null, e.attempt ? '#' + e.attempt : null].filter(Boolean).join(' · ');
-        const detail = [e.detail, e.delayMs !== undefined && e.delayMs !== null ? `after ${dur(e.delayMs)}` : null,
-          e.ref !== undefined && e.ref !== null ? 'ref ' + e.ref : null, kind === 'attempt_ended' || kind === 'ended' ? null : e.status].filter(Boolean).join(' · ');
+        const times = kind === 'hand_back' && e.count > 1 ? `${e.count} times, the last at ${new Date(e.until).toLocaleTimeString()}` : null;
+        const detail = [times, e.detail, e.delayMs !== undefined && e.delayMs !== null ? `after ${dur(e.delayMs)}` : null,
+          e.ref !== undefined && e.ref !== null ? 'ref ' + e.ref : null, kind === 'attempt_ended' || kind === 'ended' || kind === 'hand_back' ? null : e.status].filter(Boolean).join(' · ');
         return h('tr', {'data-kind': kind},
           h('td', {class: 'num', title: new Date(e.at).toLocaleString()}, new Date(e.at).toLocaleTimeString()),
           h('td', {class: 'num muted'}, dur(new Date(e.at).getTime() - t0)),
-          h('td', {}, h('span', {class: 'badge s-' + (st || 'unknown'), title: kind}, kind.replace(/_/g, ' '))),
+          h('td', {}, h('span', {class: 'badge s-' + (st || 'unknown'), title: kind}, kind.replace(/_/g, ' ')),
+            kind === 'hand_back' && e.status ? h('div', {class: 'small muted hand-back-reason'}, e.status.replace(/_/g, ' ')) : null),
           h('td', {class: 'wrap'}, where || '—'),
           h('td', {class: 'wrap mono small'}, e.worker || e.actor || '—'),
           h('td', {class: 'wrap'}, detail ? copyable(detail) : '—'));
@@ -1359,7 +1361,7 @@
   // ---- audit ----
   // Who did what (GET /api/audit), newest first, filtered by action and
   // actor, paged by cursor; the filters live in the URL.
-  const AUDIT_ACTIONS = ['login', 'submit', 'cancel', 'retry', 'redub', 'replay', 'purge', 'requeue', 'pause', 'resume'];
+  const AUDIT_ACTIONS = ['login', 'logout', 'refused', 'submit', 'cancel', 'retry', 'redub', 'replay', 'purge', 'requeue', 'pause', 'resume'];
   async function pageAudit(main, ctx) {
     const q = new URLSearchParams(location.search);
     const act = h('select', {id: 'audit-action', name: 'action', 'aria-label': 'action'},
@@ -1401,7 +1403,7 @@
     return h('tr', {'data-action': e.action},
       h('td', {}, timeCell(e.at)),
       h('td', {class: 'wrap'}, e.actor || h('span', {class: 'muted'}, '(unknown token)'), ' ', h('span', {class: 'muted small'}, e.role || '')),
-      h('td', {}, e.action),
+      h('td', {}, e.action === 'refused' && e.detail && e.detail.count ? `refused ×${e.detail.count}` : e.action),
       h('td', {class: 'wrap mono small'}, UUID_RE.test(t) ? h('a', {href: '/tasks/' + enc(t), title: t}, t) : t || '—'),
       h('td', {class: 'wrap'}, ok ? badge('succeeded') : h('span', {class: 'bad'}, `${e.status} · ${e.outcome}`)),
       h('td', {class: 'wrap mono small'}, detail ? copyable(detail) : '—'));
