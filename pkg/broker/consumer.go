@@ -28,6 +28,10 @@ type ConsumeOptions struct {
 	// their context; after that it is cancelled too. Zero means never: a
 	// handler's context is only cancelled when it returns.
 	Grace time.Duration
+	// Unstarted, when set, is told of each delivery handed back unstarted
+	// because the consumer stopped (its context ended: a shutdown, a
+	// pause), just before it is requeued; it must not settle it.
+	Unstarted func(d amqp.Delivery)
 }
 
 // Delivery is one message received by Consume. Settle it exactly once with
@@ -236,7 +240,7 @@ func (cs *consumer) run(ctx context.Context) (subscribed bool, err error) {
 				return true, fmt.Errorf("deliveries of %s ended: %w", opts.Queue, amqp.ErrClosed)
 			}
 			if !cs.acquire(ctx) {
-				_ = d.Nack(false, true)
+				cs.unstarted(d)
 				unsubscribe()
 				cs.shutdown(s.ch, s.deliveries, &s.inflight)
 				return true, ctx.Err()
@@ -321,6 +325,15 @@ func (cs *consumer) dispatch(d *Delivery, inflight *sync.WaitGroup) {
 	cs.handle(cs.hctx, d)
 }
 
+// unstarted hands back a delivery the consumer will not start, telling
+// opts.Unstarted first.
+func (cs *consumer) unstarted(d amqp.Delivery) {
+	if cs.opts.Unstarted != nil {
+		cs.opts.Unstarted(d)
+	}
+	_ = d.Nack(false, true)
+}
+
 // shutdown is the graceful end of a subscription: cancel the consumer so
 // no new deliveries come, hand back the ones already received but not
 // started, wait for running handlers to settle theirs, close the channel.
@@ -331,7 +344,7 @@ func (cs *consumer) shutdown(ch *amqp.Channel, deliveries <-chan amqp.Delivery, 
 	// Cancel closes deliveries after the ones already buffered; a dead
 	// channel closes them at once.
 	for d := range deliveries {
-		_ = d.Nack(false, true)
+		cs.unstarted(d)
 	}
 	inflight.Wait()
 	if err := ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {

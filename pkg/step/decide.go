@@ -187,6 +187,7 @@ const (
 	backCommit       = "commit_failed"         // the outcome could not be committed
 	backPublish      = "publish_failed"        // the messages after the commit could not be published
 	backUnknownClaim = "unknown_claim"         // a claim outcome this runtime does not know
+	backStopped      = "consumer_stopped"      // the consumer stopped (shutdown, pause) before the delivery started
 )
 
 // policy is the configuration decisions depend on.

@@ -3,6 +3,7 @@ package step
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -235,6 +236,22 @@ func (r *Runner) recordHandBack(ctx context.Context, dl *delivery, dec decision)
 	if err := attempt.HandBack(k, r.cfg.Worker, dec.Back, detail).Exec(rctx, r.cfg.Pool); err != nil {
 		dl.log.Warn().Err(err).Str("reason", dec.Back).Msg("record hand-back")
 	}
+}
+
+// recordUnstarted records the hand-back of a delivery its source hands
+// back unstarted (backStopped), when its envelope names a part.
+func (r *Runner) recordUnstarted(ctx context.Context, d Delivery) {
+	env, err := wire.Decode(d.Body)
+	if err != nil {
+		return
+	}
+	part, err := PartOf(env)
+	if err != nil {
+		return
+	}
+	dl := &delivery{env: env, msg: &Message{Envelope: env, Part: part}, log: r.logger(d, env)}
+	r.recordHandBack(ctx, dl, decision{Back: backStopped,
+		Err: errors.New("the consumer stopped (a shutdown, or the step paused) before the delivery started")})
 }
 
 // peek reads the envelope fields of a message that failed validation, for

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/view"
@@ -87,5 +88,58 @@ func TestHandBacksAreInTheTimeline(t *testing.T) {
 	}
 	if shutdown == nil || shutdown.Worker != "test-worker-1" || shutdown.Detail == "" || *shutdown.Count != 1 {
 		t.Fatalf("hand-backs %+v, want one for the shutdown by test-worker-1 with its error", evs)
+	}
+}
+
+// TestUnstartedDeliveriesAreRecordedAsHandedBack: deliveries the consumer
+// received but never started when it stops (a shutdown here; a pause
+// cancels the consumer the same way) are handed back and recorded, each
+// with its attempt, as consumer_stopped.
+func TestUnstartedDeliveriesAreRecordedAsHandedBack(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := broker.Dial(ctx, h.url, "test-unstarted", h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	started := make(chan struct{}, 8)
+	blocking := step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	envs := make([]*wire.Envelope, 4)
+	for i := range envs {
+		envs[i] = asrEnvelope(t)
+		newTask(t, h, envs[i])
+	}
+	_, stop := h.start(wire.QueueASR, route(blocking), func(c *step.Config) {
+		c.Source = step.RunnerSource(conn, broker.ConsumeOptions{Queue: wire.QueueASR, Prefetch: 4, Concurrency: 1})
+		c.ShutdownGrace, c.Worker = 200*time.Millisecond, "test-worker-2"
+	})
+	for _, env := range envs {
+		h.publish(env)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery started")
+	}
+	testenv.EventuallyWithin(t, 20*time.Second, "the other deliveries to be prefetched", func() bool { return h.ready(wire.QueueASR) == 0 })
+	stop()
+	reasons := map[string]int{}
+	for _, env := range envs {
+		for _, e := range handBacks(t, h, env.TaskID) {
+			if e.Worker != "test-worker-2" || *e.Attempt != 1 {
+				t.Errorf("hand-back %+v, want test-worker-2's of attempt 1", e)
+			}
+			reasons[e.Status]++
+		}
+	}
+	if reasons["shutdown"] != 1 || reasons["consumer_stopped"] != 3 {
+		t.Fatalf("hand-backs by reason %v, want the running step's shutdown and 3 consumer_stopped", reasons)
 	}
 }

@@ -23,6 +23,10 @@ type Delivery struct {
 	// x-delivery-count, and what the runtime carries across the delay
 	// tiers (see later).
 	Headers amqp.Table
+	// Unstarted says the source hands the delivery back itself, unstarted,
+	// because its consumer stopped (a shutdown, a pause): the runner only
+	// records the hand-back, and settles nothing.
+	Unstarted bool
 	// Ack acknowledges the message; Nack hands it back (requeue) or
 	// dead-letters it (no requeue).
 	Ack  func() error
@@ -127,6 +131,10 @@ func (r *Runner) Run(ctx context.Context) error {
 // claims the message, then asks the policy what to do (decide.go), does it
 // and asks again with what it found, until a decision settles the delivery.
 func (r *Runner) handle(ctx context.Context, d Delivery) {
+	if d.Unstarted {
+		r.recordUnstarted(ctx, d)
+		return
+	}
 	dl := r.read(ctx, d)
 	for {
 		dl.facts.Now = r.now()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
 
@@ -50,13 +51,29 @@ func BrokerSource(conn *broker.Conn, opts broker.ConsumeOptions) Source {
 	return brokerSource{conn: conn, opts: opts}
 }
 
+// RunnerSource is BrokerSource for a step Runner: it also hands the
+// runner, marked Unstarted, each delivery the consumer hands back
+// unstarted when it stops (a shutdown, a pause), so that the runner
+// records the hand-back. Only a Runner's handle knows such deliveries.
+func RunnerSource(conn *broker.Conn, opts broker.ConsumeOptions) Source {
+	return brokerSource{conn: conn, opts: opts, unstarted: true}
+}
+
 type brokerSource struct {
-	conn *broker.Conn
-	opts broker.ConsumeOptions
+	conn      *broker.Conn
+	opts      broker.ConsumeOptions
+	unstarted bool
 }
 
 func (s brokerSource) Consume(ctx context.Context, handle func(context.Context, Delivery)) error {
-	return s.conn.Consume(ctx, s.opts, func(ctx context.Context, d *broker.Delivery) {
+	opts := s.opts
+	if s.unstarted {
+		opts.Unstarted = func(d amqp.Delivery) {
+			handle(ctx, Delivery{Body: d.Body, RoutingKey: d.RoutingKey, MessageID: d.MessageId, Headers: d.Headers, Unstarted: true,
+				Ack: func() error { return nil }, Nack: func(bool) error { return nil }})
+		}
+	}
+	return s.conn.Consume(ctx, opts, func(ctx context.Context, d *broker.Delivery) {
 		handle(ctx, Delivery{
 			Body:       d.Body,
 			RoutingKey: d.RoutingKey,

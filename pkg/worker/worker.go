@@ -142,7 +142,7 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 			Queue:  queue,
 			Routes: routes,
 			Pool:   p.Pool,
-			Source: step.BrokerSource(conn, broker.ConsumeOptions{
+			Source: step.RunnerSource(conn, broker.ConsumeOptions{
 				Queue: queue, Prefetch: 1, Concurrency: 1, Tag: fmt.Sprintf("%s-%d", p.Name, i+1),
 			}),
 			Worker:        id,
