@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"net/http"
 	"net/url"
 	"testing"
@@ -22,18 +21,7 @@ func TestUploadedFileNameIsKeptAndSearched(t *testing.T) {
 	var first created
 	decode(t, f.do(t, "POST", "/api/tasks", adminToken, ct, body), http.StatusCreated, &first)
 
-	var up upload
-	f.doJSON(t, "POST", "/api/uploads", map[string]any{"contentType": "video/mp4"}, http.StatusCreated, &up)
-	b, err := readFile(video)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(b))
-	resp, err := http.DefaultClient.Do(put)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT to the presigned URL: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	up := f.presignedUpload(t, video)
 	var second created
 	f.doJSON(t, "POST", "/api/tasks", map[string]any{"sourceVideoKey": up.SourceVideoKey, "fileName": `C:\videos\Quarterly Talk.mp4`},
 		http.StatusCreated, &second)

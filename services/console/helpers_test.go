@@ -231,3 +231,22 @@ func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
 func amqpMsg(body string) amqp.Publishing {
 	return amqp.Publishing{ContentType: "application/json", Body: []byte(body)}
 }
+
+// presignedUpload reserves an upload (POST /api/uploads) and PUTs the
+// video at path to its presigned URL.
+func (f *fixture) presignedUpload(t *testing.T, path string) upload {
+	t.Helper()
+	var up upload
+	f.doJSON(t, "POST", "/api/uploads", map[string]any{"contentType": "video/mp4"}, http.StatusCreated, &up)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(b))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT to the presigned URL: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	return up
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -82,18 +81,7 @@ func TestUploadIntoSeveralLanguagesStoresTheVideoOnce(t *testing.T) {
 	}
 
 	// The presigned flow: the uploaded object is the parent's video.
-	var up upload
-	f.doJSON(t, "POST", "/api/uploads", map[string]any{}, http.StatusCreated, &up)
-	b, err := os.ReadFile(video)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(b))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT to the presigned URL: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	up := f.presignedUpload(t, video)
 	f.doJSON(t, "POST", "/api/tasks", map[string]any{"sourceVideoKey": up.SourceVideoKey, "targetLanguages": []string{"de", "it"}},
 		http.StatusCreated, &c)
 	f.checkParent(t, c.TaskID, []string{"de", "it"})
