@@ -33,9 +33,9 @@ func benchConsole(b *testing.B) (*server, uuid.UUID) {
 	db := testenv.Postgres(b)
 	ctx := context.Background()
 	seed := []string{
-		`INSERT INTO tasks (id, status, source_language, target_language, source_video_key, error, created_at, updated_at)
+		`INSERT INTO tasks (id, status, source_language, target_language, source_video_key, source_file_name, error, created_at, updated_at)
 		 SELECT gen_random_uuid(), CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'done' END, 'en', CASE WHEN i % 3 = 0 THEN 'de' ELSE 'es' END,
-		        'uploads/' || i || '/clip-' || i || '.mp4', CASE WHEN i % 10 = 0 THEN 'asr: engine down ' || i ELSE '' END,
+		        'uploads/' || i || '/clip-' || i || '.mp4', 'Talk ' || i || ' (final).mp4', CASE WHEN i % 10 = 0 THEN 'asr: engine down ' || i ELSE '' END,
 		        now() - i * interval '1 minute', now() - i * interval '1 minute'
 		   FROM generate_series(1, 10000) i`,
 		`INSERT INTO task_steps (task_id, step, attempt, status, worker, started_at, finished_at, error)
@@ -69,6 +69,13 @@ func benchConsole(b *testing.B) (*server, uuid.UUID) {
 		  FROM generate_series(1, 40) p, generate_series(1, 5) a`, long); err != nil {
 		b.Fatal(err)
 	}
+	// Its hand-backs: two reasons for each attempt of each part.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO step_handbacks (task_id, step, part, attempt, reason, worker, count, first_at, last_at)
+		SELECT $1, 'tts', 'seg' || p, a, r, 'w' || a, 3, now() - interval '1 hour' + (p * 10 + a) * interval '1 second',
+		       now() - interval '1 hour' + (p * 10 + a) * interval '1 second' + interval '200 ms'
+		  FROM generate_series(1, 40) p, generate_series(1, 5) a, unnest(ARRAY['lease_held', 'unavailable']) r`, long); err != nil {
+		b.Fatal(err)
+	}
 	if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
@@ -97,6 +104,7 @@ func BenchmarkOpsRoutes(b *testing.B) {
 		{"TaskList10k/firstPage", "GET", "/api/tasks?limit=50", ""},
 		{"TaskList10k/page200", "GET", "/api/tasks?limit=200", ""},
 		{"TaskList10k/searchFileName", "GET", "/api/tasks?q=clip-9999", ""},
+		{"TaskList10k/searchUploadedName", "GET", "/api/tasks?q=talk+9999+(final)", ""},
 		{"TaskList10k/searchIDPrefix", "GET", "/api/tasks?q=" + long.String()[:6], ""},
 		{"TaskList10k/searchError", "GET", "/api/tasks?error=engine+down+99", ""},
 		{"TaskList10k/searchNoHit", "GET", "/api/tasks?error=nothing-matches&language=de&since=7d", ""},
