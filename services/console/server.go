@@ -61,15 +61,6 @@ func (s *server) routes() []route {
 		{"POST", "/api/uploads", admin, s.createUpload},
 		{"POST", "/api/tasks", admin, s.audited("submit", s.createTask)},
 		{"GET", "/api/tasks", reader, s.listTasks},
-		{"GET", "/api/tasks/{id}", reader, s.getTask},
-		{"GET", "/api/tasks/{id}/realtime-status", reader, s.realtimeStatus},
-		{"GET", "/api/tasks/{id}/events", reader, s.taskEvents},
-		{"POST", "/api/tasks/{id}/cancel", admin, s.audited("cancel", taskCommand(s, http.StatusOK, s.cancelTask))},
-		{"POST", "/api/tasks/{id}/retry", admin, s.audited("retry", s.retryTask)},
-		{"GET", "/api/tasks/{id}/segments", reader, s.taskSegments},
-		{"POST", "/api/tasks/{id}/redub", admin, s.audited("redub", taskCommand(s, http.StatusAccepted, s.redubTask))},
-		{"GET", "/api/tasks/{id}/versions", reader, s.taskVersions},
-		{"GET", "/api/tasks/{id}/timeline", reader, s.taskTimeline},
 		{"GET", "/api/events", reader, s.allEvents},
 		{"GET", "/api/system/health", reader, s.health},
 		{"GET", "/api/engines", reader, s.listEngines},
@@ -91,7 +82,27 @@ func (s *server) routes() []route {
 		{"GET", "/api/waiting/agents/{agentId}/status", reader, s.waitingProxy("/queue/agents/{agentId}/status")},
 		{"GET", "/api/waiting/entries/{id}", reader, s.waitingProxy("/queue/entries/{id}")},
 	}
-	return append(rs, s.extra...)
+	return append(append(rs, s.taskRoutes()...), s.extra...)
+}
+
+// taskRoutes are the routes of one task, /api/tasks/{id}...: reads, and
+// the operators' commands (audited).
+func (s *server) taskRoutes() []route {
+	read := func(sub string, h http.HandlerFunc) route { return route{"GET", "/api/tasks/{id}" + sub, reader, h} }
+	command := func(action string, h http.HandlerFunc) route {
+		return route{"POST", "/api/tasks/{id}/" + action, admin, s.audited(action, h)}
+	}
+	return []route{
+		read("", s.getTask),
+		read("/realtime-status", s.realtimeStatus),
+		read("/events", s.taskEvents),
+		read("/segments", s.taskSegments),
+		read("/versions", s.taskVersions),
+		read("/timeline", s.taskTimeline),
+		command("cancel", taskCommand(s, http.StatusOK, s.cancelTask)),
+		command("retry", s.retryTask),
+		command("redub", taskCommand(s, http.StatusAccepted, s.redubTask)),
+	}
 }
 
 // Handler serves the API under /api/ and the page everywhere else.
