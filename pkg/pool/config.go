@@ -36,6 +36,10 @@ type Member struct {
 	DailyQuota  int64 `json:"daily_quota"`
 	// Fallback engines serve only when no other engine can.
 	Fallback bool `json:"fallback"`
+	// TimeoutSeconds bounds one request to the engine (0: the step's
+	// default, speech.DefaultHTTPTimeout): a hanging engine holds a call no
+	// longer, then counts towards its breaker and the call moves on.
+	TimeoutSeconds int `json:"timeout_seconds"`
 }
 
 // Config is a step's pool.
@@ -124,8 +128,8 @@ func (m *Member) validate(kinds []string, seen map[string]bool) error {
 	if m.Weight == 0 {
 		m.Weight = 1
 	}
-	if m.Weight < 0 || m.RPM < 0 || m.Concurrency < 0 || m.DailyQuota < 0 {
-		errs = append(errs, fmt.Errorf("engine %q: weight, rpm, concurrency and daily_quota must not be negative", m.Name))
+	if m.Weight < 0 || m.RPM < 0 || m.Concurrency < 0 || m.DailyQuota < 0 || m.TimeoutSeconds < 0 {
+		errs = append(errs, fmt.Errorf("engine %q: weight, rpm, concurrency, daily_quota and timeout_seconds must not be negative", m.Name))
 	}
 	return errors.Join(errs...)
 }

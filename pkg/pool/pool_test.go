@@ -32,14 +32,7 @@ func member(name string, f *pooltest.Fake) pool.Member {
 // translators on the shared database.
 func replica(t testing.TB, db pool.DB, clk *clock, members ...pool.Member) (*pool.Pool, *pool.Translator) {
 	t.Helper()
-	cfg := pool.Config{Engines: members}
-	if err := cfg.Validate(pool.Kinds["translate"]); err != nil {
-		t.Fatal(err)
-	}
-	p := &pool.Pool{Sched: &pool.Schedule{DB: db, Step: "translate", Cfg: cfg, Now: clk.Now, Lease: 10 * time.Second}}
-	if err := p.Sched.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p := stepPool(t, db, clk, "translate", members...)
 	tr, err := pool.NewTranslator(p, speech.Config{HTTPTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -47,9 +40,23 @@ func replica(t testing.TB, db pool.DB, clk *clock, members ...pool.Member) (*poo
 	return p, tr
 }
 
+// stepPool is one replica's pool of step on the shared database.
+func stepPool(t testing.TB, db pool.DB, clk *clock, step string, members ...pool.Member) *pool.Pool {
+	t.Helper()
+	cfg := pool.Config{Engines: members}
+	if err := cfg.Validate(pool.Kinds[step]); err != nil {
+		t.Fatal(err)
+	}
+	p := &pool.Pool{Sched: &pool.Schedule{DB: db, Step: step, Cfg: cfg, Now: clk.Now, Lease: 10 * time.Second}}
+	if err := p.Sched.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func status(t testing.TB, p *pool.Pool, name string) pool.Status {
 	t.Helper()
-	rows, err := pool.Read(context.Background(), p.Sched.DB, "translate", p.Sched.Now(), p.Sched.Cfg.WindowStart)
+	rows, err := pool.Read(context.Background(), p.Sched.DB, p.Sched.Step, p.Sched.Now(), p.Sched.Cfg.WindowStart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +114,7 @@ func TestPoolKeepsEachEnginesLimits(t *testing.T) {
 	for i, f := range fakes {
 		c := f.Counters()
 		served += c.Served
-		if c.OverQuota != 0 || c.OverParallel != 0 || c.MaxInFlight > f.Concurrency || c.Chars > f.Quota {
+		if c.OverQuota != 0 || c.OverParallel != 0 || c.MaxInFlight > f.Concurrency || c.Units > f.Quota {
 			t.Errorf("fake-%d saw %+v: over its quota %d or concurrency %d", i, c, f.Quota, f.Concurrency)
 		}
 	}
