@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DB is what the schedule needs of Postgres (a *pgxpool.Pool).
@@ -79,8 +80,14 @@ const reapSQL = `WITH gone AS (DELETE FROM engine_reservations WHERE step = $1 A
 const usedSQL = `(CASE WHEN e.window_start < $5 THEN 0 ELSE e.used END)`
 
 // reserveSQL reserves the best engine ($1 step, $2 candidates, $3 now, $4
-// the latest acceptable slot, $5 the window start, $6 units, $7 expiry).
-const reserveSQL = `WITH c AS (
+// the latest acceptable slot, $5 the window start, $6 units, $7 expiry),
+// skipping the rows other calls hold; reserveWaitSQL waits for them.
+const (
+	reserveSQL     = reserveSelect + ` SKIP LOCKED)` + reserveRest
+	reserveWaitSQL = reserveSelect + `)` + reserveRest
+)
+
+const reserveSelect = `WITH c AS (
     SELECT e.step, e.name, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3) AS at
       FROM engine_schedule e
      WHERE e.step = $1 AND e.name = ANY($2::text[])
@@ -89,8 +96,9 @@ const reserveSQL = `WITH c AS (
        AND (e.concurrency = 0 OR e.in_flight < e.concurrency)
      ORDER BY e.fallback, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3),
               ` + usedSQL + `::float8 / e.weight, e.name
-     LIMIT 1 FOR UPDATE SKIP LOCKED
-), u AS (
+     LIMIT 1 FOR UPDATE`
+
+const reserveRest = `, u AS (
     UPDATE engine_schedule e SET used = ` + usedSQL + ` + $6, window_start = greatest(e.window_start, $5),
            in_flight = e.in_flight + 1, calls = e.calls + 1, updated_at = $3,
            next_available_at = CASE WHEN e.rpm > 0 THEN c.at + (60000.0 / e.rpm) * interval '1 millisecond'
@@ -103,8 +111,10 @@ const reserveSQL = `WITH c AS (
 SELECT r.id, r.name, c.at FROM r JOIN c ON c.name = r.name`
 
 // reserve holds one of candidates for a call of units, whose slot is no
-// later than horizon; ok is false when none can serve now.
-func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64, horizon time.Duration) (Reservation, bool, error) {
+// later than horizon; ok is false when none can serve now. It skips the
+// engines other calls hold right now, unless wait: then it waits for them
+// (briefly: lockWait), to be used when skipping found none.
+func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64, horizon time.Duration, wait bool) (Reservation, bool, error) {
 	now := s.now()
 	lease := s.Lease
 	if lease <= 0 {
@@ -116,20 +126,31 @@ func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64
 	// loses one call's count, not a step's outcome; not waiting for the
 	// WAL flush keeps the rows locked for less time.
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
+	query := reserveSQL
+	if wait {
+		// Only the one row is locked in this transaction, and not for long.
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", lockWait.Milliseconds()))
+		query = reserveWaitSQL
+	} else if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
 		b.Queue(reapSQL, s.Step, now)
 	}
-	b.Queue(reserveSQL, s.Step, candidates, now, now.Add(horizon), s.Cfg.WindowStart(now), units, now.Add(lease)).
+	b.Queue(query, s.Step, candidates, now, now.Add(horizon), s.Cfg.WindowStart(now), units, now.Add(lease)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&res.ID, &res.Engine, &res.At) })
 	err := s.DB.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return res, false, nil
+	case wait && errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01"):
+		return res, false, nil // the lock was not free in time (or a deadlock): as if taken
 	case err != nil:
 		return res, false, fmt.Errorf("reserve a %s engine: %w", s.Step, err)
 	}
 	return res, true, nil
 }
+
+// lockWait bounds how long a reservation waits for an engine's row.
+const lockWait = 250 * time.Millisecond
 
 // result is how a call on a reserved engine ended, for the schedule.
 type result struct {
