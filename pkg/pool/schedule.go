@@ -82,6 +82,11 @@ const usedSQL = `(CASE WHEN e.window_start < $5 THEN 0 ELSE e.used END)`
 // reserveSQL reserves the best engine ($1 step, $2 candidates, $3 now, $4
 // the latest acceptable slot, $5 the window start, $6 units, $7 expiry),
 // skipping the rows other calls hold; reserveWaitSQL waits for them.
+// The schedule is advisory bookkeeping: a commit lost in a crash loses one
+// call's count, not a step's outcome, so its transactions commit without
+// waiting for the WAL flush (synchronous_commit off, set by the statement
+// itself: no round trip of its own), which keeps the rows locked for less
+// time.
 const (
 	reserveSQL     = reserveSelect + ` SKIP LOCKED)` + reserveRest
 	reserveWaitSQL = reserveSelect + `)` + reserveRest
@@ -89,14 +94,14 @@ const (
 
 const reserveSelect = `WITH c AS (
     SELECT e.step, e.name, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3) AS at
-      FROM engine_schedule e
+      FROM engine_schedule e, (SELECT set_config('synchronous_commit', 'off', true)) sc
      WHERE e.step = $1 AND e.name = ANY($2::text[])
        AND greatest(e.next_available_at, e.cooled_until, e.breaker_until) <= $4
        AND (e.daily_quota = 0 OR ` + usedSQL + ` + $6 <= e.daily_quota)
        AND (e.concurrency = 0 OR e.in_flight < e.concurrency)
      ORDER BY e.fallback, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3),
               ` + usedSQL + `::float8 / e.weight, e.name
-     LIMIT 1 FOR UPDATE`
+     LIMIT 1 FOR UPDATE OF e`
 
 const reserveRest = `, u AS (
     UPDATE engine_schedule e SET used = ` + usedSQL + ` + $6, window_start = greatest(e.window_start, $5),
@@ -122,10 +127,6 @@ func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64
 	}
 	res := Reservation{Units: units}
 	b := &pgx.Batch{}
-	// The schedule is advisory bookkeeping: a commit lost in a crash
-	// loses one call's count, not a step's outcome; not waiting for the
-	// WAL flush keeps the rows locked for less time.
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	query := reserveSQL
 	if wait {
 		// Only the one row is locked in this transaction, and not for long.
@@ -187,9 +188,7 @@ func (s *Schedule) release(ctx context.Context, res Reservation, r result) error
 	if r.refund {
 		refund = res.Units
 	}
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(`WITH d AS (DELETE FROM engine_reservations WHERE id = $3 RETURNING 1)
+	_, err := s.DB.Exec(ctx, `WITH d AS (DELETE FROM engine_reservations WHERE id = $3 RETURNING 1)
 		UPDATE engine_schedule e SET in_flight = greatest(e.in_flight - (SELECT count(*) FROM d), 0),
 		       used = greatest(e.used - $4, 0), updated_at = $5,
 		       cooled_until = greatest(e.cooled_until, coalesce($6::timestamptz, 'epoch')),
@@ -199,9 +198,10 @@ func (s *Schedule) release(ctx context.Context, res Reservation, r result) error
 		                            WHEN $8 AND e.failures + 1 >= $10 THEN $9::timestamptz ELSE e.breaker_until END,
 		       last_error = CASE WHEN $7 OR $12 THEN e.last_error ELSE $11 END,
 		       last_error_at = CASE WHEN $7 OR $12 THEN e.last_error_at ELSE $5 END
+		  FROM (SELECT set_config('synchronous_commit', 'off', true)) sc
 		 WHERE e.step = $1 AND e.name = $2`,
 		s.Step, res.Engine, res.ID, refund, now, cool, r.ok, r.failure, breaker, BreakerFailures, r.errText, r.neutral)
-	if err := s.DB.SendBatch(ctx, b).Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("release %s engine %s: %w", s.Step, res.Engine, err)
 	}
 	return nil
