@@ -28,7 +28,7 @@ func BenchmarkSelection(b *testing.B) {
 	db := testenv.Postgres(b)
 	var members []pool.Member
 	for _, name := range []string{"a", "b", "c"} {
-		members = append(members, pool.Member{Name: name, Kind: "apy", BaseURL: "http://unused", DailyQuota: 1 << 40, Concurrency: 64})
+		members = append(members, pool.Member{Name: name, Kind: "apy", BaseURL: "http://unused", Limits: pool.Limits{DailyQuota: 1 << 40, Concurrency: 64}})
 	}
 	var replicas []*pool.Pool
 	for range 2 {

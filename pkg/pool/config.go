@@ -27,6 +27,16 @@ type Member struct {
 	// pool file need not hold secrets (resolved by Parse's lookup).
 	APIKeyEnv string `json:"api_key_env"`
 	Model     string `json:"model"`
+	Limits
+	// TimeoutSeconds bounds one request to the engine (0: the step's
+	// default, speech.DefaultHTTPTimeout): a hanging engine holds a call no
+	// longer, then counts towards its breaker and the call moves on.
+	TimeoutSeconds int `json:"timeout_seconds"`
+}
+
+// Limits are an engine's weight and limits, as configured and as the
+// schedule holds them.
+type Limits struct {
 	// Weight shares the load: of two free engines the one least used for
 	// its weight goes first (default 1).
 	Weight int `json:"weight"`
@@ -36,10 +46,6 @@ type Member struct {
 	DailyQuota  int64 `json:"daily_quota"`
 	// Fallback engines serve only when no other engine can.
 	Fallback bool `json:"fallback"`
-	// TimeoutSeconds bounds one request to the engine (0: the step's
-	// default, speech.DefaultHTTPTimeout): a hanging engine holds a call no
-	// longer, then counts towards its breaker and the call moves on.
-	TimeoutSeconds int `json:"timeout_seconds"`
 }
 
 // Config is a step's pool.

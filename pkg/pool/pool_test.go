@@ -25,7 +25,7 @@ func (c *clock) Move(d time.Duration) { c.off.Add(int64(d)) }
 func (c *clock) Set(at time.Time)     { c.off.Store(int64(time.Until(at))) }
 func member(name string, f *pooltest.Fake) pool.Member {
 	return pool.Member{Name: name, Kind: speech.EngineOpenAI, BaseURL: f.URL(), APIKey: pooltest.Key, Model: "glm-4-flash",
-		Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}
+		Limits: pool.Limits{Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}}
 }
 
 // replica is one worker's view of the pool: its own Schedule and
@@ -52,6 +52,23 @@ func stepPool(t testing.TB, db pool.DB, clk *clock, step string, members ...pool
 		t.Fatal(err)
 	}
 	return p
+}
+
+// concurrently runs call(0) … call(n-1) at once; each error fails the test.
+func concurrently(t *testing.T, n int, call func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() { errs <- call(i) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func status(t testing.TB, p *pool.Pool, name string) pool.Status {
@@ -86,30 +103,14 @@ func TestPoolKeepsEachEnginesLimits(t *testing.T) {
 	_, a := replica(t, db.Pool, clk, members...)
 	_, b := replica(t, db.Pool, clk, members...)
 	const calls, text = 128, "ten chars." // 1280 characters of 1400
-	var wg sync.WaitGroup
-	errs := make(chan error, calls)
-	for i := range calls {
-		tr := a
-		if i%2 == 1 {
-			tr = b
+	trs := []*pool.Translator{a, b}
+	concurrently(t, calls, func(i int) error {
+		out, err := trs[i%2].Translate(context.Background(), []string{text}, "en", "es")
+		if err == nil && (len(out) != 1 || out[0] != "ES: "+text) {
+			err = fmt.Errorf("translation %q", out)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := tr.Translate(context.Background(), []string{text}, "en", "es")
-			if err == nil && (len(out) != 1 || out[0] != "ES: "+text) {
-				err = fmt.Errorf("translation %q", out)
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+		return err
+	})
 	served := 0
 	for i, f := range fakes {
 		c := f.Counters()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 // speech, tts_service).
 func rootMember(name, kind string, f *pooltest.Fake) pool.Member {
 	return pool.Member{Name: name, Kind: kind, BaseURL: f.Root(), APIKey: pooltest.Key,
-		Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}
+		Limits: pool.Limits{Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}}
 }
 
 // TestTranscriberPool: the asr pool over the OpenAI-compatible
@@ -91,26 +90,15 @@ func TestSynthesizerPool(t *testing.T) {
 		synths = append(synths, s)
 	}
 	const lines, text = 16, "hola mundo" // 10 characters, 600 ms of the fake's speech
-	var wg sync.WaitGroup
-	errs := make(chan error, lines)
-	for i := range lines {
-		wg.Go(func() {
-			a, err := synths[i%2].Synthesize(context.Background(), speech.SynthesisRequest{Text: text, Language: "es"})
-			if err == nil {
-				if d, derr := speech.WAVDuration(a.WAV); derr != nil || d != 600*time.Millisecond {
-					err = fmt.Errorf("audio of %s (%v), want 600ms", d, derr)
-				}
+	concurrently(t, lines, func(i int) error {
+		a, err := synths[i%2].Synthesize(context.Background(), speech.SynthesisRequest{Text: text, Language: "es"})
+		if err == nil {
+			if d, derr := speech.WAVDuration(a.WAV); derr != nil || d != 600*time.Millisecond {
+				err = fmt.Errorf("audio of %s (%v), want 600ms", d, derr)
 			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
 		}
-	}
+		return err
+	})
 	if c := bad.Counters(); c.Calls != pool.BreakerFailures {
 		t.Errorf("failing engine called %d times, want %d (then its breaker is open)", c.Calls, pool.BreakerFailures)
 	}

@@ -37,13 +37,10 @@ type poolFakes struct {
 func newPoolFakes(t *testing.T, quotaTasks int) *poolFakes {
 	f := &poolFakes{fakes: map[string][]*pooltest.Fake{}, pools: map[string]pool.Config{}}
 	perTask := len(pooltest.Transcript) // one line per task
-	add := func(step, name, kind string, fake *pooltest.Fake, root bool, m pool.Member) {
-		m.Name, m.Kind, m.APIKey, m.BaseURL = name, kind, pooltest.Key, fake.Root()
+	add := func(step, name, kind string, fake *pooltest.Fake, root bool, lim pool.Limits) {
+		m := pool.Member{Name: name, Kind: kind, APIKey: pooltest.Key, BaseURL: fake.Root(), Limits: lim, TimeoutSeconds: 3}
 		if !root {
 			m.BaseURL = fake.URL()
-		}
-		if m.TimeoutSeconds == 0 {
-			m.TimeoutSeconds = 5
 		}
 		f.fakes[step] = append(f.fakes[step], fake)
 		c := f.pools[step]
@@ -56,16 +53,16 @@ func newPoolFakes(t *testing.T, quotaTasks int) *poolFakes {
 		fk.Delay = 50 * time.Millisecond
 		return fk
 	}
-	add("asr", "asr-a", speech.EngineOpenAI, flaky(pooltest.RateLimited, 5, 2, 0), true, pool.Member{Concurrency: 2, Weight: 2})
-	add("asr", "asr-b", speech.EngineOpenAI, flaky(pooltest.ServerError, 4, 2, 0), true, pool.Member{Concurrency: 2})
-	add("asr", "asr-hang", speech.EngineOpenAI, pooltest.New(t, pooltest.Hang), true, pool.Member{Weight: 3, TimeoutSeconds: 2})
+	add("asr", "asr-a", speech.EngineOpenAI, flaky(pooltest.RateLimited, 5, 2, 0), true, pool.Limits{Concurrency: 2, Weight: 2})
+	add("asr", "asr-b", speech.EngineOpenAI, flaky(pooltest.ServerError, 4, 2, 0), true, pool.Limits{Concurrency: 2})
+	add("asr", "asr-hang", speech.EngineOpenAI, pooltest.New(t, pooltest.Hang), true, pool.Limits{Weight: 3})
 	q := quotaTasks / 2 * perTask
-	add("translate", "tr-a", speech.EngineOpenAI, flaky(pooltest.RateLimited, 4, 1, q), false, pool.Member{Concurrency: 1, DailyQuota: int64(q)})
-	add("translate", "tr-b", speech.EngineOpenAI, flaky(pooltest.ServerError, 3, 1, q), false, pool.Member{Concurrency: 1, DailyQuota: int64(q)})
-	add("translate", "tr-spent", speech.EngineOpenAI, flaky(pooltest.Serve, 0, 0, 1), false, pool.Member{Weight: 5})
-	add("tts", "tts-a", speech.EngineOpenAI, flaky(pooltest.RateLimited, 3, 2, 0), true, pool.Member{Concurrency: 2})
-	add("tts", "tts-svc", speech.EngineTTSService, flaky(pooltest.ServerError, 5, 2, 0), true, pool.Member{Concurrency: 2})
-	add("tts", "tts-down", speech.EngineOpenAI, pooltest.New(t, pooltest.ServerError), true, pool.Member{Weight: 3})
+	add("translate", "tr-a", speech.EngineOpenAI, flaky(pooltest.RateLimited, 4, 1, q), false, pool.Limits{Concurrency: 1, DailyQuota: int64(q)})
+	add("translate", "tr-b", speech.EngineOpenAI, flaky(pooltest.ServerError, 3, 1, q), false, pool.Limits{Concurrency: 1, DailyQuota: int64(q)})
+	add("translate", "tr-spent", speech.EngineOpenAI, flaky(pooltest.Serve, 0, 0, 1), false, pool.Limits{Weight: 5})
+	add("tts", "tts-a", speech.EngineOpenAI, flaky(pooltest.RateLimited, 3, 2, 0), true, pool.Limits{Concurrency: 2})
+	add("tts", "tts-svc", speech.EngineTTSService, flaky(pooltest.ServerError, 5, 2, 0), true, pool.Limits{Concurrency: 2})
+	add("tts", "tts-down", speech.EngineOpenAI, pooltest.New(t, pooltest.ServerError), true, pool.Limits{Weight: 3})
 	return f
 }
 
