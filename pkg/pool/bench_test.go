@@ -2,12 +2,14 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -22,26 +24,34 @@ import (
 //
 // noop calls do nothing, so the 16 consumers saturate the database (on a
 // small machine ms/call is then mostly queueing behind each other);
-// engine-20ms calls take 20 ms, as a (fast) remote engine would, and
-// ms/call is what the selection adds to them.
+// engine-20ms and engine-200ms calls take that long, as a (fast) remote
+// engine would, and ms/call is what the selection adds to them.
 func BenchmarkSelection(b *testing.B) {
 	db := testenv.Postgres(b)
 	var members []pool.Member
 	for _, name := range []string{"a", "b", "c"} {
 		members = append(members, pool.Member{Name: name, Kind: "apy", BaseURL: "http://unused", Limits: pool.Limits{DailyQuota: 1 << 40, Concurrency: 64}})
 	}
+	// Each replica has its own connections, as two processes would.
 	var replicas []*pool.Pool
+	var conns []*pgxpool.Pool
 	for range 2 {
-		replicas = append(replicas, stepPool(b, db.Pool, &clock{}, "translate", members...))
+		c, err := store.Open(context.Background(), db.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		conns = append(conns, c)
+		replicas = append(replicas, stepPool(b, c, &clock{}, "translate", members...))
 	}
-	for _, call := range []time.Duration{0, 20 * time.Millisecond} {
+	for _, call := range []time.Duration{0, 20 * time.Millisecond, 200 * time.Millisecond} {
 		name := "noop"
 		if call > 0 {
-			name = "engine-20ms"
+			name = fmt.Sprintf("engine-%s", call)
 		}
 		b.Run(name+"/baseline", func(b *testing.B) {
-			consumers(b, call, func(int) error {
-				if err := roundTrips(db.Pool); err != nil {
+			consumers(b, call, func(i int) error {
+				if err := roundTrips(conns[i%2]); err != nil {
 					return err
 				}
 				return engineCall(call)

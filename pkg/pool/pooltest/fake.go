@@ -7,6 +7,7 @@ package pooltest
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -52,13 +53,18 @@ type Fake struct {
 	units, unitsServed      int
 	overQuota, overParallel int
 	status                  map[int]int
+	// quit ends the calls that hang when the test ends.
+	quit chan struct{}
 }
 
 // New starts a fake engine in mode; it stops when the test ends.
 func New(t testing.TB, mode Mode) *Fake {
-	f := &Fake{mode: mode, RetryAfter: 60, status: map[int]int{}}
+	f := &Fake{mode: mode, RetryAfter: 60, status: map[int]int{}, quit: make(chan struct{})}
 	f.Srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Srv.Close)
+	t.Cleanup(func() {
+		close(f.quit)
+		f.Srv.Close()
+	})
 	return f
 }
 
@@ -119,7 +125,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	case http.StatusOK:
 		wait(r, f.Delay)
 	case 0:
-		<-r.Context().Done() // hang until the client gives up
+		f.hang(r)
 	}
 	// Counted out before the answer is written: the client may start its
 	// next call as soon as it has read the answer.
@@ -135,6 +141,17 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	case 0:
 	default:
 		http.Error(w, "upstream overloaded", status)
+	}
+}
+
+// hang answers nothing until the client gives up (or the test ends). The
+// body is read to its end first: only then does the server watch the
+// connection and end the request's context when the client closes it.
+func (f *Fake) hang(r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	select {
+	case <-r.Context().Done():
+	case <-f.quit:
 	}
 }
 
