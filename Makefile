@@ -104,6 +104,16 @@ bench: ## Run the Go benchmarks (BENCH_PKGS, BENCHTIME, BENCH_COUNT)
 	scripts/stack.sh up --infra-only
 	$(WITH_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout $(BENCH_TIMEOUT) -benchtime $(BENCHTIME) -count $(BENCH_COUNT) $(BENCH_PKGS)
 
+# POOLS_TASKS: how many tasks `make pools-proof` dubs (50); POOLS_TIMEOUT bounds it.
+POOLS_TASKS ?= 50
+POOLS_TIMEOUT ?= 45m
+
+.PHONY: pools-proof
+pools-proof: ## Engine pools at the issue's scale: POOLS_TASKS tasks, two replicas of each worker, three fake engines per pool (make test runs 6)
+	@$(MIGRATE)
+	cd services/e2e && ../../scripts/stack.sh with-infra env DUBFLOW_POOLS_TASKS=$(POOLS_TASKS) \
+		$(GO) test -count=1 -v -timeout $(POOLS_TIMEOUT) -run '^TestEnginePools$$' .
+
 # CLUSTER_TEST_TIMEOUT bounds the cluster test; scripts/cluster.sh reads CLUSTER_DIR,
 # CLUSTER_BASE_PORT and CLUSTER_DIST_BASE_PORT.
 CLUSTER_TEST_TIMEOUT ?= 15m

@@ -2,41 +2,81 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // BenchmarkSelection measures what the pool adds to a call: reserving an
-// engine and releasing it (two round trips to Postgres), with 2 replicas
-// × 8 consumers calling at once on one pool of three engines with quotas
-// and concurrency limits that never bind. ns/op is per call.
+// engine and releasing it, with 2 replicas × 8 consumers calling at once
+// on one pool of three engines whose quotas and concurrency never bind.
+// Beside it, in the same run, the baseline: the same consumers making two
+// bare round trips to Postgres per call (SELECT 1 twice, the least a
+// reservation and its release can cost). ms/call is the time a call spends
+// in it (waiting for the database included), ns/op the throughput.
+//
+// noop calls do nothing, so the 16 consumers saturate the database (on a
+// small machine ms/call is then mostly queueing behind each other);
+// engine-20ms and engine-200ms calls take that long, as a (fast) remote
+// engine would, and ms/call is what the selection adds to them.
 func BenchmarkSelection(b *testing.B) {
 	db := testenv.Postgres(b)
-	clk := &clock{}
 	var members []pool.Member
 	for _, name := range []string{"a", "b", "c"} {
-		members = append(members, pool.Member{Name: name, Kind: "apy", BaseURL: "http://unused", DailyQuota: 1 << 40, Concurrency: 64})
+		members = append(members, pool.Member{Name: name, Kind: "apy", BaseURL: "http://unused", Limits: pool.Limits{DailyQuota: 1 << 40, Concurrency: 64}})
 	}
-	replicas := []*pool.Pool{}
+	// Each replica has its own connections, as two processes would.
+	var replicas []*pool.Pool
+	var conns []*pgxpool.Pool
 	for range 2 {
-		p, _ := replica(b, db.Pool, clk, members...)
-		replicas = append(replicas, p)
+		c, err := store.Open(context.Background(), db.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		conns = append(conns, c)
+		replicas = append(replicas, stepPool(b, c, &clock{}, "translate", members...))
 	}
+	for _, call := range []time.Duration{0, 20 * time.Millisecond, 200 * time.Millisecond} {
+		name := "noop"
+		if call > 0 {
+			name = fmt.Sprintf("engine-%s", call)
+		}
+		b.Run(name+"/baseline", func(b *testing.B) {
+			consumers(b, call, func(i int) error {
+				if err := roundTrips(conns[i%2]); err != nil {
+					return err
+				}
+				return engineCall(call)
+			})
+		})
+		b.Run(name+"/selection", func(b *testing.B) {
+			consumers(b, call, func(i int) error {
+				return replicas[i%2].Do(context.Background(), 1, func(context.Context, string) error { return engineCall(call) })
+			})
+		})
+	}
+}
+
+// consumers runs do on 16 goroutines (consumer i on replica i%2) and
+// reports the time per call beyond the engine's own call time.
+func consumers(b *testing.B, call time.Duration, do func(consumer int) error) {
 	var n, spent, calls atomic.Int64
-	noop := func(context.Context, string) error { return nil }
-	b.SetParallelism(max(16/testingProcs(), 1)) // 16 consumers: 2 replicas × 8
+	b.SetParallelism(max(16/runtime.GOMAXPROCS(0), 1))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		p := replicas[n.Add(1)%2]
+		i := int(n.Add(1))
 		for pb.Next() {
 			start := time.Now()
-			err := p.Do(context.Background(), 1, noop)
-			spent.Add(int64(time.Since(start)))
+			err := do(i)
+			spent.Add(int64(time.Since(start) - call))
 			calls.Add(1)
 			if err != nil {
 				b.Error(err)
@@ -47,4 +87,21 @@ func BenchmarkSelection(b *testing.B) {
 	b.ReportMetric(float64(spent.Load())/float64(max(calls.Load(), 1))/1e6, "ms/call")
 }
 
-func testingProcs() int { return runtime.GOMAXPROCS(0) }
+// roundTrips is the baseline's call: two round trips, then the engine.
+func roundTrips(db *pgxpool.Pool) error {
+	var one int
+	for range 2 {
+		if err := db.QueryRow(context.Background(), `SELECT 1`).Scan(&one); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// engineCall stands for the engine's own work.
+func engineCall(d time.Duration) error {
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return nil
+}

@@ -27,6 +27,16 @@ type Member struct {
 	// pool file need not hold secrets (resolved by Parse's lookup).
 	APIKeyEnv string `json:"api_key_env"`
 	Model     string `json:"model"`
+	Limits
+	// TimeoutSeconds bounds one request to the engine (0: the step's
+	// default, speech.DefaultHTTPTimeout): a hanging engine holds a call no
+	// longer, then counts towards its breaker and the call moves on.
+	TimeoutSeconds int `json:"timeout_seconds"`
+}
+
+// Limits are an engine's weight and limits, as configured and as the
+// schedule holds them.
+type Limits struct {
 	// Weight shares the load: of two free engines the one least used for
 	// its weight goes first (default 1).
 	Weight int `json:"weight"`
@@ -124,8 +134,8 @@ func (m *Member) validate(kinds []string, seen map[string]bool) error {
 	if m.Weight == 0 {
 		m.Weight = 1
 	}
-	if m.Weight < 0 || m.RPM < 0 || m.Concurrency < 0 || m.DailyQuota < 0 {
-		errs = append(errs, fmt.Errorf("engine %q: weight, rpm, concurrency and daily_quota must not be negative", m.Name))
+	if m.Weight < 0 || m.RPM < 0 || m.Concurrency < 0 || m.DailyQuota < 0 || m.TimeoutSeconds < 0 {
+		errs = append(errs, fmt.Errorf("engine %q: weight, rpm, concurrency, daily_quota and timeout_seconds must not be negative", m.Name))
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,9 @@
 package pool
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the pools' Prometheus metrics, per engine. The schedule's
 // own state (quota used and left, in flight, breaker) is exported by
@@ -10,23 +13,20 @@ type Metrics struct {
 	waits *prometheus.CounterVec
 }
 
-// NewMetrics creates the metrics and registers them on reg (nil: not
-// registered).
+// NewMetrics creates the metrics and registers them on reg (nil: on a
+// registry of their own, which nothing scrapes).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_engine_calls_total",
-			Help: "Calls of a pool's engine, by step, engine and result (ok, rate_limited, quota, server_error, rejected, cut).",
-		}, []string{"step", "engine", "result"}),
-		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_engine_pool_waits_total",
-			Help: "Steps that found no engine of their pool able to serve, by step and reason (no_quota, rate_limit, no_engine).",
-		}, []string{"step", "reason"}),
+	if reg == nil {
+		reg = prometheus.NewRegistry()
 	}
-	if reg != nil {
-		reg.MustRegister(m.calls, m.waits)
+	return &Metrics{
+		calls: ops.Counters(reg, "dubflow_engine_calls_total",
+			"Calls of a pool's engine, by step, engine and result (ok, rate_limited, quota, server_error, rejected, cut).",
+			"step", "engine", "result"),
+		waits: ops.Counters(reg, "dubflow_engine_pool_waits_total",
+			"Steps that found no engine of their pool able to serve, by step and reason (no_quota, rate_limit, no_engine).",
+			"step", "reason"),
 	}
-	return m
 }
 
 func (m *Metrics) call(step, engine string, r result) {

@@ -46,7 +46,7 @@ func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Contex
 		if len(cands) == 0 {
 			return p.wait(ctx, p.names(), units, last, true)
 		}
-		res, ok, err := p.Sched.reserve(ctx, cands, units, p.localWait())
+		res, ok, err := p.take(ctx, cands, units)
 		if err != nil {
 			return fault.Unavailable(err)
 		}
@@ -73,6 +73,19 @@ func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Contex
 		}
 		tried[res.Engine], last = true, err
 	}
+}
+
+// take reserves the best of cands for a call of units: first skipping
+// the engines other calls are reserving this instant, and when that finds
+// none, once more waiting for their rows (a reservation holds a row for
+// well under a millisecond: cheaper than reading the schedule and trying
+// again later).
+func (p *Pool) take(ctx context.Context, cands []string, units int64) (Reservation, bool, error) {
+	res, ok, err := p.Sched.reserve(ctx, cands, units, p.localWait(), false)
+	if err != nil || ok {
+		return res, ok, err
+	}
+	return p.Sched.reserve(ctx, cands, units, p.localWait(), true)
 }
 
 // run makes the call on the reserved engine and reports it to the
@@ -193,12 +206,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	wait, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	<-wait.Done()
+	return ctx.Err()
 }

@@ -25,21 +25,14 @@ func (c *clock) Move(d time.Duration) { c.off.Add(int64(d)) }
 func (c *clock) Set(at time.Time)     { c.off.Store(int64(time.Until(at))) }
 func member(name string, f *pooltest.Fake) pool.Member {
 	return pool.Member{Name: name, Kind: speech.EngineOpenAI, BaseURL: f.URL(), APIKey: pooltest.Key, Model: "glm-4-flash",
-		Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}
+		Limits: pool.Limits{Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}}
 }
 
 // replica is one worker's view of the pool: its own Schedule and
 // translators on the shared database.
 func replica(t testing.TB, db pool.DB, clk *clock, members ...pool.Member) (*pool.Pool, *pool.Translator) {
 	t.Helper()
-	cfg := pool.Config{Engines: members}
-	if err := cfg.Validate(pool.Kinds["translate"]); err != nil {
-		t.Fatal(err)
-	}
-	p := &pool.Pool{Sched: &pool.Schedule{DB: db, Step: "translate", Cfg: cfg, Now: clk.Now, Lease: 10 * time.Second}}
-	if err := p.Sched.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p := stepPool(t, db, clk, "translate", members...)
 	tr, err := pool.NewTranslator(p, speech.Config{HTTPTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -47,9 +40,40 @@ func replica(t testing.TB, db pool.DB, clk *clock, members ...pool.Member) (*poo
 	return p, tr
 }
 
+// stepPool is one replica's pool of step on the shared database.
+func stepPool(t testing.TB, db pool.DB, clk *clock, step string, members ...pool.Member) *pool.Pool {
+	t.Helper()
+	cfg := pool.Config{Engines: members}
+	if err := cfg.Validate(pool.Kinds[step]); err != nil {
+		t.Fatal(err)
+	}
+	p := &pool.Pool{Sched: &pool.Schedule{DB: db, Step: step, Cfg: cfg, Now: clk.Now, Lease: 10 * time.Second}}
+	if err := p.Sched.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// concurrently runs call(0) … call(n-1) at once; each error fails the test.
+func concurrently(t *testing.T, n int, call func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() { errs <- call(i) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 func status(t testing.TB, p *pool.Pool, name string) pool.Status {
 	t.Helper()
-	rows, err := pool.Read(context.Background(), p.Sched.DB, "translate", p.Sched.Now(), p.Sched.Cfg.WindowStart)
+	rows, err := pool.Read(context.Background(), p.Sched.DB, p.Sched.Step, p.Sched.Now(), p.Sched.Cfg.WindowStart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,35 +103,19 @@ func TestPoolKeepsEachEnginesLimits(t *testing.T) {
 	_, a := replica(t, db.Pool, clk, members...)
 	_, b := replica(t, db.Pool, clk, members...)
 	const calls, text = 128, "ten chars." // 1280 characters of 1400
-	var wg sync.WaitGroup
-	errs := make(chan error, calls)
-	for i := range calls {
-		tr := a
-		if i%2 == 1 {
-			tr = b
+	trs := []*pool.Translator{a, b}
+	concurrently(t, calls, func(i int) error {
+		out, err := trs[i%2].Translate(context.Background(), []string{text}, "en", "es")
+		if err == nil && (len(out) != 1 || out[0] != "ES: "+text) {
+			err = fmt.Errorf("translation %q", out)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := tr.Translate(context.Background(), []string{text}, "en", "es")
-			if err == nil && (len(out) != 1 || out[0] != "ES: "+text) {
-				err = fmt.Errorf("translation %q", out)
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+		return err
+	})
 	served := 0
 	for i, f := range fakes {
 		c := f.Counters()
 		served += c.Served
-		if c.OverQuota != 0 || c.OverParallel != 0 || c.MaxInFlight > f.Concurrency || c.Chars > f.Quota {
+		if c.OverQuota != 0 || c.OverParallel != 0 || c.MaxInFlight > f.Concurrency || c.Units > f.Quota {
 			t.Errorf("fake-%d saw %+v: over its quota %d or concurrency %d", i, c, f.Quota, f.Concurrency)
 		}
 	}

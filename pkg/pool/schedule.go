@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DB is what the schedule needs of Postgres (a *pgxpool.Pool).
@@ -79,18 +80,30 @@ const reapSQL = `WITH gone AS (DELETE FROM engine_reservations WHERE step = $1 A
 const usedSQL = `(CASE WHEN e.window_start < $5 THEN 0 ELSE e.used END)`
 
 // reserveSQL reserves the best engine ($1 step, $2 candidates, $3 now, $4
-// the latest acceptable slot, $5 the window start, $6 units, $7 expiry).
-const reserveSQL = `WITH c AS (
+// the latest acceptable slot, $5 the window start, $6 units, $7 expiry),
+// skipping the rows other calls hold; reserveWaitSQL waits for them.
+// The schedule is advisory bookkeeping: a commit lost in a crash loses one
+// call's count, not a step's outcome, so its transactions commit without
+// waiting for the WAL flush (synchronous_commit off, set by the statement
+// itself: no round trip of its own), which keeps the rows locked for less
+// time.
+const (
+	reserveSQL     = reserveSelect + ` SKIP LOCKED)` + reserveRest
+	reserveWaitSQL = reserveSelect + `)` + reserveRest
+)
+
+const reserveSelect = `WITH c AS (
     SELECT e.step, e.name, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3) AS at
-      FROM engine_schedule e
+      FROM engine_schedule e, (SELECT set_config('synchronous_commit', 'off', true)) sc
      WHERE e.step = $1 AND e.name = ANY($2::text[])
        AND greatest(e.next_available_at, e.cooled_until, e.breaker_until) <= $4
        AND (e.daily_quota = 0 OR ` + usedSQL + ` + $6 <= e.daily_quota)
        AND (e.concurrency = 0 OR e.in_flight < e.concurrency)
      ORDER BY e.fallback, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3),
               ` + usedSQL + `::float8 / e.weight, e.name
-     LIMIT 1 FOR UPDATE SKIP LOCKED
-), u AS (
+     LIMIT 1 FOR UPDATE OF e`
+
+const reserveRest = `, u AS (
     UPDATE engine_schedule e SET used = ` + usedSQL + ` + $6, window_start = greatest(e.window_start, $5),
            in_flight = e.in_flight + 1, calls = e.calls + 1, updated_at = $3,
            next_available_at = CASE WHEN e.rpm > 0 THEN c.at + (60000.0 / e.rpm) * interval '1 millisecond'
@@ -103,8 +116,10 @@ const reserveSQL = `WITH c AS (
 SELECT r.id, r.name, c.at FROM r JOIN c ON c.name = r.name`
 
 // reserve holds one of candidates for a call of units, whose slot is no
-// later than horizon; ok is false when none can serve now.
-func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64, horizon time.Duration) (Reservation, bool, error) {
+// later than horizon; ok is false when none can serve now. It skips the
+// engines other calls hold right now, unless wait: then it waits for them
+// (briefly: lockWait), to be used when skipping found none.
+func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64, horizon time.Duration, wait bool) (Reservation, bool, error) {
 	now := s.now()
 	lease := s.Lease
 	if lease <= 0 {
@@ -112,24 +127,31 @@ func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64
 	}
 	res := Reservation{Units: units}
 	b := &pgx.Batch{}
-	// The schedule is advisory bookkeeping: a commit lost in a crash
-	// loses one call's count, not a step's outcome; not waiting for the
-	// WAL flush keeps the rows locked for less time.
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
+	query := reserveSQL
+	if wait {
+		// Only the one row is locked in this transaction, and not for long.
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", lockWait.Milliseconds()))
+		query = reserveWaitSQL
+	} else if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
 		b.Queue(reapSQL, s.Step, now)
 	}
-	b.Queue(reserveSQL, s.Step, candidates, now, now.Add(horizon), s.Cfg.WindowStart(now), units, now.Add(lease)).
+	b.Queue(query, s.Step, candidates, now, now.Add(horizon), s.Cfg.WindowStart(now), units, now.Add(lease)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&res.ID, &res.Engine, &res.At) })
 	err := s.DB.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return res, false, nil
+	case wait && errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01"):
+		return res, false, nil // the lock was not free in time (or a deadlock): as if taken
 	case err != nil:
 		return res, false, fmt.Errorf("reserve a %s engine: %w", s.Step, err)
 	}
 	return res, true, nil
 }
+
+// lockWait bounds how long a reservation waits for an engine's row.
+const lockWait = 250 * time.Millisecond
 
 // result is how a call on a reserved engine ended, for the schedule.
 type result struct {
@@ -166,9 +188,7 @@ func (s *Schedule) release(ctx context.Context, res Reservation, r result) error
 	if r.refund {
 		refund = res.Units
 	}
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(`WITH d AS (DELETE FROM engine_reservations WHERE id = $3 RETURNING 1)
+	_, err := s.DB.Exec(ctx, `WITH d AS (DELETE FROM engine_reservations WHERE id = $3 RETURNING 1)
 		UPDATE engine_schedule e SET in_flight = greatest(e.in_flight - (SELECT count(*) FROM d), 0),
 		       used = greatest(e.used - $4, 0), updated_at = $5,
 		       cooled_until = greatest(e.cooled_until, coalesce($6::timestamptz, 'epoch')),
@@ -178,9 +198,10 @@ func (s *Schedule) release(ctx context.Context, res Reservation, r result) error
 		                            WHEN $8 AND e.failures + 1 >= $10 THEN $9::timestamptz ELSE e.breaker_until END,
 		       last_error = CASE WHEN $7 OR $12 THEN e.last_error ELSE $11 END,
 		       last_error_at = CASE WHEN $7 OR $12 THEN e.last_error_at ELSE $5 END
+		  FROM (SELECT set_config('synchronous_commit', 'off', true)) sc
 		 WHERE e.step = $1 AND e.name = $2`,
 		s.Step, res.Engine, res.ID, refund, now, cool, r.ok, r.failure, breaker, BreakerFailures, r.errText, r.neutral)
-	if err := s.DB.SendBatch(ctx, b).Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("release %s engine %s: %w", s.Step, res.Engine, err)
 	}
 	return nil

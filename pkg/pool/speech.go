@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/speech"
@@ -130,11 +131,16 @@ func union[E any](ctx context.Context, engines map[string]E) ([]string, error) {
 	return out, nil
 }
 
-// engines builds an engine of each member of the pool with build.
-func engines[E any](p *Pool, step string, build func(m Member) (E, error)) (map[string]E, error) {
+// engines builds an engine of each member of the pool with build, from
+// base with the member's request timeout.
+func engines[E any](p *Pool, step string, base speech.Config, build func(c speech.Config, m Member) (E, error)) (map[string]E, error) {
 	out := map[string]E{}
 	for _, m := range p.Sched.Cfg.Engines {
-		e, err := build(m)
+		c := base
+		if m.TimeoutSeconds > 0 {
+			c.HTTPTimeout = time.Duration(m.TimeoutSeconds) * time.Second
+		}
+		e, err := build(c, m)
 		if err != nil {
 			return nil, fmt.Errorf("%s pool engine %s: %w", step, m.Name, err)
 		}
@@ -146,8 +152,7 @@ func engines[E any](p *Pool, step string, build func(m Member) (E, error)) (map[
 // NewTranscriber builds the pool's recognisers from the step's shared
 // settings base (the member's kind, URL, key and model replace base's).
 func NewTranscriber(p *Pool, base speech.Config) (*Transcriber, error) {
-	e, err := engines(p, "asr", func(m Member) (speech.Transcriber, error) {
-		c := base
+	e, err := engines(p, "asr", base, func(c speech.Config, m Member) (speech.Transcriber, error) {
 		c.ASREngine, c.ASRBaseURL, c.ASRAPIKey, c.ASRModel = m.Kind, m.BaseURL, m.APIKey, m.Model
 		ch, err := speech.NewTranscriber(c)
 		if err != nil {
@@ -160,8 +165,7 @@ func NewTranscriber(p *Pool, base speech.Config) (*Transcriber, error) {
 
 // NewTranslator builds the pool's translators from base.
 func NewTranslator(p *Pool, base speech.Config) (*Translator, error) {
-	e, err := engines(p, "translate", func(m Member) (speech.Translator, error) {
-		c := base
+	e, err := engines(p, "translate", base, func(c speech.Config, m Member) (speech.Translator, error) {
 		c.TranslateEngine, c.TranslateBaseURL, c.TranslateAPIKey, c.TranslateModel = m.Kind, m.BaseURL, m.APIKey, m.Model
 		b, err := speech.NewTranslator(c)
 		if err != nil {
@@ -174,8 +178,7 @@ func NewTranslator(p *Pool, base speech.Config) (*Translator, error) {
 
 // NewSynthesizer builds the pool's synthesizers from base.
 func NewSynthesizer(p *Pool, base speech.Config) (*Synthesizer, error) {
-	e, err := engines(p, "tts", func(m Member) (speech.Synthesizer, error) {
-		c := base
+	e, err := engines(p, "tts", base, func(c speech.Config, m Member) (speech.Synthesizer, error) {
 		c.TTSEngine, c.TTSBaseURL, c.TTSAPIKey, c.TTSModel = m.Kind, m.BaseURL, m.APIKey, m.Model
 		return speech.NewSynthesizer(c)
 	})

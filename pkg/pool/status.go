@@ -11,30 +11,37 @@ import (
 
 // Status is one engine's row of the schedule, as the console shows it.
 type Status struct {
-	Step        string    `json:"step"`
-	Name        string    `json:"name"`
-	Kind        string    `json:"kind"`
-	Weight      int       `json:"weight"`
-	RPM         int       `json:"rpm"`
-	Concurrency int       `json:"concurrency"`
-	DailyQuota  int64     `json:"daily_quota"`
-	Fallback    bool      `json:"fallback"`
-	WindowStart time.Time `json:"-"`
-	Used        int64     `json:"quota_used"`
-	// Left is the quota left in the window (-1: no quota).
-	Left        int64      `json:"quota_left"`
-	InFlight    int        `json:"in_flight"`
-	NextAt      time.Time  `json:"next_available_at"`
-	CooledUntil time.Time  `json:"-"`
-	BreakerTill time.Time  `json:"-"`
+	Step string `json:"step"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	Limits
+	Load
+	Health
+	// The schedule's own times, which settle and blocked read: the quota
+	// window's start, the cool-down's and the breaker's ends.
+	windowStart, cooledUntil, breakerUntil time.Time
+}
+
+// Load is what an engine serves: its quota used in the current window and
+// left (-1: no quota), the calls in flight, and when it can take the next
+// (the latest of the rate's slot, a cool-down and the breaker).
+type Load struct {
+	Used     int64     `json:"quota_used"`
+	Left     int64     `json:"quota_left"`
+	InFlight int       `json:"in_flight"`
+	NextAt   time.Time `json:"next_available_at"`
+}
+
+// Health is how an engine answers: its calls, its server errors in a row
+// (Failures) and in all, the last error, and its breaker: closed, open or
+// half_open (open time passed, failures not yet cleared by a success).
+type Health struct {
+	Calls       int64      `json:"calls"`
 	Failures    int        `json:"failures"`
 	Errors      int64      `json:"errors"`
-	Calls       int64      `json:"calls"`
 	LastError   string     `json:"last_error"`
 	LastErrorAt *time.Time `json:"last_error_at"`
-	// Breaker is closed, open or half_open (open time passed, failures
-	// not yet cleared by a success).
-	Breaker string `json:"breaker"`
+	Breaker     string     `json:"breaker"`
 }
 
 // Read returns the schedule's rows (of step; every step when ""), as seen
@@ -50,7 +57,7 @@ func Read(ctx context.Context, q store.Querier, step string, now time.Time, wind
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Status, error) {
 		var s Status
 		err := row.Scan(&s.Step, &s.Name, &s.Kind, &s.Weight, &s.RPM, &s.Concurrency, &s.DailyQuota, &s.Fallback,
-			&s.WindowStart, &s.Used, &s.InFlight, &s.NextAt, &s.CooledUntil, &s.BreakerTill, &s.Failures, &s.Errors,
+			&s.windowStart, &s.Used, &s.InFlight, &s.NextAt, &s.cooledUntil, &s.breakerUntil, &s.Failures, &s.Errors,
 			&s.Calls, &s.LastError, &s.LastErrorAt)
 		return s, err
 	})
@@ -65,16 +72,16 @@ func Read(ctx context.Context, q store.Querier, step string, now time.Time, wind
 
 // settle derives the fields that depend on the clock.
 func (s *Status) settle(now time.Time, windowStart func(time.Time) time.Time) {
-	if windowStart != nil && s.WindowStart.Before(windowStart(now)) {
+	if windowStart != nil && s.windowStart.Before(windowStart(now)) {
 		s.Used = 0
 	}
 	s.Left = -1
 	if s.DailyQuota > 0 {
 		s.Left = max(s.DailyQuota-s.Used, 0)
 	}
-	s.NextAt = latest(s.NextAt, s.CooledUntil, s.BreakerTill, now)
+	s.NextAt = latest(s.NextAt, s.cooledUntil, s.breakerUntil, now)
 	switch {
-	case s.BreakerTill.After(now):
+	case s.breakerUntil.After(now):
 		s.Breaker = "open"
 	case s.Failures >= BreakerFailures:
 		s.Breaker = "half_open"
@@ -100,10 +107,10 @@ func (s Status) blocked(now, nextReset time.Time, units int64) (string, time.Tim
 	switch {
 	case s.DailyQuota > 0 && s.Used+units > s.DailyQuota:
 		return "no_quota", nextReset
-	case !s.CooledUntil.Before(nextReset):
-		return "no_quota", s.CooledUntil // the engine said its quota is spent
-	case s.BreakerTill.After(now):
-		return "no_engine", s.BreakerTill
+	case !s.cooledUntil.Before(nextReset):
+		return "no_quota", s.cooledUntil // the engine said its quota is spent
+	case s.breakerUntil.After(now):
+		return "no_engine", s.breakerUntil
 	case s.NextAt.After(now):
 		return "rate_limit", s.NextAt
 	case s.Concurrency > 0 && s.InFlight >= s.Concurrency:

@@ -118,7 +118,7 @@ func TestPoolTasksWaitForQuotaAndResume(t *testing.T) {
 // fakeMember is a pool member for a fake engine with its limits.
 func fakeMember(name string, f *pooltest.Fake) pool.Member {
 	return pool.Member{Name: name, Kind: speech.EngineOpenAI, BaseURL: f.URL(), APIKey: pooltest.Key, Model: "glm-4-flash",
-		Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}
+		Limits: pool.Limits{Concurrency: f.Concurrency, DailyQuota: int64(f.Quota)}}
 }
 
 // poolTranslator is one replica's pool of translators on the harness's

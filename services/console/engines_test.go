@@ -15,8 +15,8 @@ import (
 func TestEnginesListsTheSchedule(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	cfg := pool.Config{Engines: []pool.Member{{Name: "glm-a", Kind: "openai", BaseURL: "http://a", DailyQuota: 1000, Concurrency: 2},
-		{Name: "apertium", Kind: "apertium", Fallback: true}}}
+	cfg := pool.Config{Engines: []pool.Member{{Name: "glm-a", Kind: "openai", BaseURL: "http://a", Limits: pool.Limits{DailyQuota: 1000, Concurrency: 2}},
+		{Name: "apertium", Kind: "apertium", Limits: pool.Limits{Fallback: true}}}}
 	if err := cfg.Validate(pool.Kinds["translate"]); err != nil {
 		t.Fatal(err)
 	}
