@@ -26,6 +26,9 @@ import (
 type poolFakes struct {
 	fakes map[string][]*pooltest.Fake
 	pools map[string]pool.Config
+	// resetHour is the pools' reset hour (UTC), twelve hours away from the
+	// test's start so that no run meets a real reset.
+	resetHour int
 }
 
 // newPoolFakes builds three fake engines per step, with small limits and
@@ -35,7 +38,7 @@ type poolFakes struct {
 // quotaTasks tasks a day, and its third engine's key is out (it answers a
 // 429 naming its quota, which the pool does not know beforehand).
 func newPoolFakes(t *testing.T, quotaTasks int) *poolFakes {
-	f := &poolFakes{fakes: map[string][]*pooltest.Fake{}, pools: map[string]pool.Config{}}
+	f := &poolFakes{fakes: map[string][]*pooltest.Fake{}, pools: map[string]pool.Config{}, resetHour: (time.Now().UTC().Hour() + 12) % 24}
 	perTask := len(pooltest.Transcript) // one line per task
 	add := func(step, name, kind string, fake *pooltest.Fake, root bool, lim pool.Limits) {
 		m := pool.Member{Name: name, Kind: kind, APIKey: pooltest.Key, BaseURL: fake.Root(), Limits: lim, TimeoutSeconds: 3}
@@ -44,6 +47,7 @@ func newPoolFakes(t *testing.T, quotaTasks int) *poolFakes {
 		}
 		f.fakes[step] = append(f.fakes[step], fake)
 		c := f.pools[step]
+		c.ResetHour = f.resetHour
 		c.Engines = append(c.Engines, m)
 		f.pools[step] = c
 	}
@@ -153,7 +157,7 @@ func TestEnginePools(t *testing.T) {
 		tasks = s.loadTasks(t, ctx, ids)
 		return count(tasks, "done", "") > 0 && count(tasks, "done", "")+count(tasks, "", "no_quota") == n
 	})
-	parked := s.checkParked(t, ctx, tasks)
+	parked := s.checkParked(t, ctx, tasks, fk.resetHour)
 	t.Logf("day one: %d tasks done, %d waiting for quota", n-len(parked), len(parked))
 	tr := fk.fakes["translate"]
 	fk.checkLimits(t, "day one", map[*pooltest.Fake]bool{tr[2]: true})
@@ -229,14 +233,19 @@ func count(tasks map[uuid.UUID]*view.Task, status, reason string) int {
 }
 
 // checkParked: the waiting tasks wait in translate for quota until the
-// next reset (midnight UTC), and dubctl says so. It returns them.
-func (s *stack) checkParked(t *testing.T, ctx context.Context, tasks map[uuid.UUID]*view.Task) []uuid.UUID {
+// next reset (resetHour:00 UTC), and dubctl says so. It returns them.
+func (s *stack) checkParked(t *testing.T, ctx context.Context, tasks map[uuid.UUID]*view.Task, resetHour int) []uuid.UUID {
 	var parked []uuid.UUID
-	reset := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	now := time.Now().UTC()
+	reset := time.Date(now.Year(), now.Month(), now.Day(), resetHour, 0, 0, 0, time.UTC)
+	if !reset.After(now) {
+		reset = reset.Add(24 * time.Hour)
+	}
+	want := fmt.Sprintf("waiting for quota until %02d:00 UTC", resetHour)
 	for id, v := range tasks {
 		if w := v.Waiting; w != nil {
 			parked = append(parked, id)
-			if w.Step != "translate" || !w.Until.Equal(reset) || w.Message != "waiting for quota until 00:00 UTC" {
+			if w.Step != "translate" || !w.Until.Equal(reset) || w.Message != want {
 				t.Errorf("task %s waits %+v; want translate waiting for quota until %s", id, w, reset)
 			}
 		}
@@ -245,7 +254,7 @@ func (s *stack) checkParked(t *testing.T, ctx context.Context, tasks map[uuid.UU
 		t.Fatal("no task waits for quota: the quotas did not bind")
 	}
 	stdout, stderr, code := s.dubctl(t, ctx, "status", parked[0].String())
-	if code != 0 || !strings.Contains(stdout, "waiting for quota until 00:00 UTC") {
+	if code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("dubctl status of a parked task: exit %d, %s%s; want it waiting for quota", code, stdout, stderr)
 	}
 	return parked
