@@ -48,12 +48,7 @@ var (
 func binaries(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "dubflow-failures-bin-*"); buildErr != nil {
-			return
-		}
-		if err := testenv.BuildServices(binDir, append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...); err != nil {
-			buildErr = err
-		}
+		binDir, buildErr = testenv.SharedBinaries(append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...)
 	})
 	if buildErr != nil {
 		tb.Fatalf("build the services: %v", buildErr)
@@ -141,13 +136,11 @@ func sampleVideo(tb testing.TB) string {
 	return filepath.Join(videoDir, "sample.mp4")
 }
 
-// TestMain removes the binaries and the sample video the tests made.
+// TestMain removes the sample video the tests made.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, dir := range []string{binDir, videoDir} {
-		if dir != "" {
-			_ = os.RemoveAll(dir)
-		}
+	if videoDir != "" {
+		_ = os.RemoveAll(videoDir)
 	}
 	os.Exit(code)
 }

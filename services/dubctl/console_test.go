@@ -25,7 +25,7 @@ import (
 const consoleToken = "console-test-token-0123456789"
 
 // The console binary, built once per test binary (by the first test that
-// needs it) into a folder TestMain removes.
+// needs it) into the folder the test packages share.
 var (
 	consoleOnce sync.Once
 	consoleDir  string
@@ -36,23 +36,11 @@ var (
 // first time.
 func consoleBinary(t *testing.T) string {
 	t.Helper()
-	consoleOnce.Do(func() {
-		if consoleDir, consoleErr = os.MkdirTemp("", "dubctl-console-bin-*"); consoleErr == nil {
-			consoleErr = testenv.BuildServices(consoleDir, "console")
-		}
-	})
+	consoleOnce.Do(func() { consoleDir, consoleErr = testenv.SharedBinaries("console") })
 	if consoleErr != nil {
 		t.Fatalf("build console: %v", consoleErr)
 	}
 	return filepath.Join(consoleDir, "console")
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if consoleDir != "" {
-		_ = os.RemoveAll(consoleDir)
-	}
-	os.Exit(code)
 }
 
 // startConsole runs the real console binary on e's database, virtual host
