@@ -48,12 +48,7 @@ var (
 func binaries(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "dubflow-failures-bin-*"); buildErr != nil {
-			return
-		}
-		if err := testenv.BuildServices(binDir, append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...); err != nil {
-			buildErr = err
-		}
+		binDir, buildErr = testenv.SharedBinaries(append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...)
 	})
 	if buildErr != nil {
 		tb.Fatalf("build the services: %v", buildErr)
@@ -115,11 +110,39 @@ func newFlow(t testing.TB, extra map[string]string) *flow {
 	conn, pub := brokertest.Dial(t, b.AMQPURL, "failures-test")
 	f := &flow{t: t, bin: bin, env: env, db: b.DB, blob: b.Bucket.Store(t), pub: pub, conn: conn,
 		engines: e, procs: map[string]*testenv.Proc{}}
-	f.video = filepath.Join(t.TempDir(), "sample.mp4")
-	if err := media.MakeSampleVideo(context.Background(), sampleText, f.video, media.SampleOptions{}); err != nil {
-		t.Fatalf("make sample video: %v", err)
-	}
+	f.video = sampleVideo(t)
 	return f
+}
+
+// The sample video, made once per test binary into a folder TestMain
+// removes, and only read by the tests.
+var (
+	videoOnce sync.Once
+	videoDir  string
+	videoErr  error
+)
+
+// sampleVideo returns the path of the shared sample video.
+func sampleVideo(tb testing.TB) string {
+	tb.Helper()
+	videoOnce.Do(func() {
+		if videoDir, videoErr = os.MkdirTemp("", "dubflow-failures-video-*"); videoErr == nil {
+			videoErr = media.MakeSampleVideo(context.Background(), sampleText, filepath.Join(videoDir, "sample.mp4"), media.SampleOptions{})
+		}
+	})
+	if videoErr != nil {
+		tb.Fatalf("make sample video: %v", videoErr)
+	}
+	return filepath.Join(videoDir, "sample.mp4")
+}
+
+// TestMain removes the sample video the tests made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if videoDir != "" {
+		_ = os.RemoveAll(videoDir)
+	}
+	os.Exit(code)
 }
 
 // start runs the named services and waits until each is ready.

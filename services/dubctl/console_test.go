@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,16 +24,32 @@ import (
 
 const consoleToken = "console-test-token-0123456789"
 
+// The console binary, built once per test binary (by the first test that
+// needs it) into the folder the test packages share.
+var (
+	consoleOnce sync.Once
+	consoleDir  string
+	consoleErr  error
+)
+
+// consoleBinary returns the path of the console binary, building it the
+// first time.
+func consoleBinary(t *testing.T) string {
+	t.Helper()
+	consoleOnce.Do(func() { consoleDir, consoleErr = testenv.SharedBinaries("console") })
+	if consoleErr != nil {
+		t.Fatalf("build console: %v", consoleErr)
+	}
+	return filepath.Join(consoleDir, "console")
+}
+
 // startConsole runs the real console binary on e's database, virtual host
 // and bucket and returns its URL once it is ready.
 func startConsole(t *testing.T, e *env) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := testenv.BuildServices(dir, "console"); err != nil {
-		t.Fatalf("build console: %v", err)
-	}
+	bin := consoleBinary(t)
 	httpAddr, opsAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	cmd := exec.Command(dir + "/console")
+	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.db.URL, "AMQP_URL="+e.amqpURL,
 		"S3_ENDPOINT="+e.bucket.Endpoint, "S3_ACCESS_KEY="+e.bucket.AccessKey, "S3_SECRET_KEY="+e.bucket.SecretKey,
 		"S3_BUCKET="+e.bucket.Name, "CONSOLE_HTTP_ADDR="+httpAddr, "OPS_ADDR="+opsAddr,

@@ -34,21 +34,15 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "dubflow-e2e-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	buildErr = build(dir)
+	binDir, buildErr = build()
 	return m.Run()
 }
 
-// build compiles every service the tests run into dir.
-func build(dir string) error {
+// build compiles every service the tests run into the binaries folder the
+// test packages share (testenv.SharedBinaries).
+func build() (string, error) {
 	names := append(append(append([]string{}, workers...), helpers...), "dubctl")
-	return testenv.BuildServices(dir, names...)
+	return testenv.SharedBinaries(names...)
 }
 
 // needBinaries fails the test when the build in TestMain failed.

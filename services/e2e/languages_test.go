@@ -41,6 +41,7 @@ type languagesJSON struct {
 // the fan-in message is delivered again and replayed: no child is spawned
 // twice and nothing runs again.
 func TestSeveralLanguages(t *testing.T) {
+	t.Parallel() // each test runs its own stack (database, virtual host, bucket, processes)
 	s := newStack(t, map[string]string{"ASR_CHUNK_SECONDS": "5"})
 	s.start(t, append(append([]string{}, workers...), helpers...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

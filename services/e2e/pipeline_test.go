@@ -31,6 +31,7 @@ const sampleLead = 500 * time.Millisecond
 // video through dubctl, then the seed's own extract_audio example published
 // straight to task_exchange.
 func TestPipeline(t *testing.T) {
+	t.Parallel() // each test runs its own stack (database, virtual host, bucket, processes)
 	s := newStack(t, nil)
 	s.start(t, append(append([]string{}, workers...), helpers...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

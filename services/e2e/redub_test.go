@@ -20,6 +20,7 @@ import (
 // segment changes, task_steps gains exactly one tts attempt and one
 // mux_video attempt (part v2), and the first version's objects stay.
 func TestRedub(t *testing.T) {
+	t.Parallel() // each test runs its own stack (database, virtual host, bucket, processes)
 	s := newStack(t, nil)
 	s.start(t, append(append([]string{}, workers...), helpers...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -17,6 +17,7 @@ import (
 // order, and the tts part of the chunk done second finds the second voice
 // beside the first one's speaker (speaker.Extend).
 func TestTwoSpeakers(t *testing.T) {
+	t.Parallel() // each test runs its own stack (database, virtual host, bucket, processes)
 	for _, c := range []struct {
 		name string
 		env  map[string]string
@@ -24,7 +25,10 @@ func TestTwoSpeakers(t *testing.T) {
 		{"whole", nil},
 		{"chunks", map[string]string{"ASR_CHUNK_SECONDS": "12"}},
 	} {
-		t.Run(c.name, func(t *testing.T) { twoSpeakers(t, c.env) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			twoSpeakers(t, c.env)
+		})
 	}
 }
 

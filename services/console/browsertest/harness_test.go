@@ -3,7 +3,6 @@ package browsertest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"os"
 	"testing"
@@ -32,14 +31,7 @@ func runMain(m *testing.M) int {
 	if _, err := os.Stat(chromium); err != nil {
 		return m.Run() // every test skips with the reason
 	}
-	dir, err := os.MkdirTemp("", "dubflow-browsertest-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "browsertest:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	buildErr = testenv.BuildServices(dir, services...)
+	binDir, buildErr = testenv.SharedBinaries(services...)
 	return m.Run()
 }
 
