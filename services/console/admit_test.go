@@ -278,8 +278,8 @@ func TestConsoleGlossaryLandsInTaskGlossaries(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	if err := testenv.BuildServices(dir, "extract_audio"); err != nil {
+	dir, err := testenv.SharedBinaries("extract_audio")
+	if err != nil {
 		t.Fatal(err)
 	}
 	s3 := f.srv.cfg.S3

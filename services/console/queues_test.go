@@ -22,8 +22,8 @@ import (
 // virtual host and bucket, and waits until it is ready.
 func startWorker(t *testing.T, f *fixture) *testenv.Proc {
 	t.Helper()
-	dir := t.TempDir()
-	if err := testenv.BuildServices(dir, wire.StepExtractAudio); err != nil {
+	dir, err := testenv.SharedBinaries(wire.StepExtractAudio)
+	if err != nil {
 		t.Fatal(err)
 	}
 	s3 := f.srv.cfg.S3

@@ -16,8 +16,8 @@ import (
 // the test ends and returns its API's URL.
 func startDispatcher(t *testing.T, dbURL, token string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := testenv.BuildServices(dir, "dispatcher"); err != nil {
+	dir, err := testenv.SharedBinaries("dispatcher")
+	if err != nil {
 		t.Fatal(err)
 	}
 	api, ops := testenv.FreeAddr(t), testenv.FreeAddr(t)
