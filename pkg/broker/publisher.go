@@ -243,10 +243,23 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 		}
 		return pc.lost(err)
 	}
+	if err := p.awaitConfirm(ctx, pc, dc); err != nil {
+		return err
+	}
+	if !dc.Acked() {
+		return p.nacked(pc)
+	}
+	pc.nacks.Store(0)
+	return p.checkReturned(pc, id)
+}
+
+// awaitConfirm waits for the broker's confirm of dc, at most p.confirm.
+func (p *Publisher) awaitConfirm(ctx context.Context, pc *pubChannel, dc *amqp.DeferredConfirmation) error {
 	timeout := time.NewTimer(p.confirm)
 	defer timeout.Stop()
 	select {
 	case <-dc.Done():
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for confirm: %w", ctx.Err())
 	case <-timeout.C:
@@ -258,24 +271,31 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 		p.conn.opts.metrics.published(p.conn.name, "unconfirmed")
 		return ErrUnconfirmed
 	}
-	if !dc.Acked() {
-		if pc.ch.IsClosed() {
-			// Closing a channel nacks every outstanding confirm.
-			return pc.lost(amqp.ErrClosed)
-		}
-		p.conn.opts.metrics.published(p.conn.name, "nack")
-		if pc.nacks.Add(1) >= nacksBeforeNewChannel {
-			// A channel keeps its own view of each quorum queue (which
-			// member leads it, whether it takes publishes); after a leader
-			// change that view can go on refusing while a new channel's
-			// would not. Publishes in flight on it see a lost channel and
-			// are published again.
-			p.conn.log.Info().Int("nacks", int(pc.nacks.Load())).Msg("publisher channel keeps nacking; opening a new one")
-			_ = pc.ch.Close()
-		}
-		return ErrNacked
+}
+
+// nacked is the error of a publish the broker nacked on pc; after
+// nacksBeforeNewChannel nacks in a row pc is closed for a new one.
+func (p *Publisher) nacked(pc *pubChannel) error {
+	if pc.ch.IsClosed() {
+		// Closing a channel nacks every outstanding confirm.
+		return pc.lost(amqp.ErrClosed)
 	}
-	pc.nacks.Store(0)
+	p.conn.opts.metrics.published(p.conn.name, "nack")
+	if pc.nacks.Add(1) >= nacksBeforeNewChannel {
+		// A channel keeps its own view of each quorum queue (which
+		// member leads it, whether it takes publishes); after a leader
+		// change that view can go on refusing while a new channel's
+		// would not. Publishes in flight on it see a lost channel and
+		// are published again.
+		p.conn.log.Info().Int("nacks", int(pc.nacks.Load())).Msg("publisher channel keeps nacking; opening a new one")
+		_ = pc.ch.Close()
+	}
+	return ErrNacked
+}
+
+// checkReturned reports ErrUnroutable when the broker returned the acked
+// message id (no queue was bound to its key).
+func (p *Publisher) checkReturned(pc *pubChannel, id string) error {
 	// A basic.return precedes the basic.ack of the same message, and the
 	// library hands it to pc's drainer before it processes the ack; once the
 	// drainer has answered a sync request it has recorded that return.

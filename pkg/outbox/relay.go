@@ -24,24 +24,15 @@ type Metrics struct {
 // NewMetrics creates the outbox metrics and registers them on reg (nil: not
 // registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_outbox_published_total",
-			Help: "Outbox messages published right after their commit, by routing key.",
-		}, []string{"routing_key"}),
-		swept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dubflow_outbox_swept_total",
-			Help: "Outbox messages published by the sweep (left behind by a crash or a broker outage).",
-		}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_outbox_dead_lettered_total",
-			Help: "Outbox messages the broker refused MaxFailures times, moved to dead_letters (source outbox), by routing key.",
-		}, []string{"routing_key"}),
+	return &Metrics{
+		published: ops.Counters(reg, "dubflow_outbox_published_total",
+			"Outbox messages published right after their commit, by routing key.", "routing_key"),
+		swept: ops.Counter(reg, "dubflow_outbox_swept_total",
+			"Outbox messages published by the sweep (left behind by a crash or a broker outage)."),
+		deadLettered: ops.Counters(reg, "dubflow_outbox_dead_lettered_total",
+			"Outbox messages the broker refused MaxFailures times, moved to dead_letters (source outbox), by routing key.",
+			"routing_key"),
 	}
-	if reg != nil {
-		reg.MustRegister(m.published, m.swept, m.deadLettered)
-	}
-	return m
 }
 
 // Relay moves committed outbox messages to the broker: right after their

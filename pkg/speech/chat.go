@@ -29,14 +29,11 @@ import (
 // model's answer varies between calls, and Batcher falls back to single
 // items on it.
 type ChatTranslator struct {
-	// BaseURL is the API root that /chat/completions is appended to.
-	BaseURL string
-	// APIKey is sent as a bearer token when not empty.
-	APIKey string
+	// Remote is the API root that /chat/completions is appended to, the
+	// key and the client.
+	Remote
 	// Model is the model field, e.g. "glm-4-flash".
 	Model string
-	// Client sends the requests; one with DefaultHTTPTimeout when nil.
-	Client *http.Client
 
 	// glossary is added to the prompt (WithGlossary).
 	glossary []Term
@@ -51,7 +48,7 @@ func (c *ChatTranslator) withGlossary(terms []Term) Translator {
 
 // NewChatTranslator returns a translator for the API at baseURL.
 func NewChatTranslator(baseURL, apiKey, model string) *ChatTranslator {
-	return &ChatTranslator{BaseURL: baseURL, APIKey: apiKey, Model: model}
+	return &ChatTranslator{Remote: Remote{BaseURL: baseURL, APIKey: apiKey}, Model: model}
 }
 
 type chatMessage struct {
@@ -97,13 +94,8 @@ func (c *ChatTranslator) Translate(ctx context.Context, texts []string, from, to
 	if err != nil {
 		return nil, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 	}
-	req, err := http.NewRequest(http.MethodPost, joinURL(c.BaseURL, "/chat/completions"), bytes.NewReader(reqBody))
-	if err != nil {
-		return nil, fault.Permanent(fmt.Errorf("%s: %w (check TRANSLATE_BASE_URL)", op, err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	bearer(req, c.APIKey)
-	body, _, err := do(ctx, c.Client, req, op)
+	body, _, err := c.send(ctx, http.MethodPost, "/chat/completions", bytes.NewReader(reqBody),
+		http.Header{"Content-Type": {"application/json"}}, op, "TRANSLATE_BASE_URL")
 	if err != nil {
 		return nil, err
 	}

@@ -98,6 +98,11 @@ func (c Config) client() *http.Client {
 	return &http.Client{Timeout: d}
 }
 
+// remote is the server at base with key, reached through c's client.
+func (c Config) remote(base, key string) Remote {
+	return Remote{BaseURL: base, APIKey: key, Client: c.client()}
+}
+
 // NewTranscriber returns the configured recogniser inside a Chunker.
 func NewTranscriber(c Config) (*Chunker, error) {
 	if err := c.Validate(); err != nil {
@@ -106,7 +111,7 @@ func NewTranscriber(c Config) (*Chunker, error) {
 	var engine Transcriber
 	switch c.ASREngine {
 	case EngineOpenAI:
-		engine = &OpenAITranscriber{BaseURL: c.ASRBaseURL, APIKey: c.ASRAPIKey, Model: firstNonEmpty(c.ASRModel, "whisper-1"), Client: c.client()}
+		engine = &OpenAITranscriber{Remote: c.remote(c.ASRBaseURL, c.ASRAPIKey), Model: firstNonEmpty(c.ASRModel, "whisper-1")}
 	default:
 		engine = &Pocketsphinx{Search: c.PocketsphinxSearch}
 	}
@@ -121,7 +126,7 @@ func NewTranslator(c Config) (*Batcher, error) {
 	var engine Translator
 	switch c.TranslateEngine {
 	case EngineOpenAI:
-		engine = &ChatTranslator{BaseURL: c.TranslateBaseURL, APIKey: c.TranslateAPIKey, Model: firstNonEmpty(c.TranslateModel, "glm-4-flash"), Client: c.client()}
+		engine = &ChatTranslator{Remote: c.remote(c.TranslateBaseURL, c.TranslateAPIKey), Model: firstNonEmpty(c.TranslateModel, "glm-4-flash")}
 	case EngineAPy:
 		engine = &APy{BaseURL: c.TranslateBaseURL, Client: c.client()}
 	default:
@@ -138,9 +143,9 @@ func NewSynthesizer(c Config) (Synthesizer, error) {
 	}
 	switch c.TTSEngine {
 	case EngineTTSService:
-		return &TTSService{BaseURL: c.TTSBaseURL, APIKey: c.TTSAPIKey, Speaker: c.TTSVoice, Client: c.client()}, nil
+		return &TTSService{Remote: c.remote(c.TTSBaseURL, c.TTSAPIKey), Speaker: c.TTSVoice}, nil
 	case EngineOpenAI:
-		return &OpenAISynthesizer{BaseURL: c.TTSBaseURL, APIKey: c.TTSAPIKey, Model: firstNonEmpty(c.TTSModel, "tts-1"), Voice: c.TTSVoice, Client: c.client()}, nil
+		return &OpenAISynthesizer{Remote: c.remote(c.TTSBaseURL, c.TTSAPIKey), Model: firstNonEmpty(c.TTSModel, "tts-1"), Voice: c.TTSVoice}, nil
 	default:
 		return &Espeak{Voice: c.TTSVoice}, nil
 	}

@@ -125,6 +125,33 @@ func malformed(op string, err error) error {
 	return fault.Permanent(fmt.Errorf("%s: malformed response: %w", op, err))
 }
 
+// Remote is where an engine behind HTTP is reached: the base URL its paths
+// are appended to, the bearer key and the client. The engines that speak an
+// API with a key embed it.
+type Remote struct {
+	// BaseURL is the server root the engine's paths are appended to.
+	BaseURL string
+	// APIKey is sent as a bearer token when not empty.
+	APIKey string
+	// Client sends the requests; one with DefaultHTTPTimeout when nil.
+	Client *http.Client
+}
+
+// send makes a request of path on the server with the bearer key and
+// returns the body of a 2xx answer (see do). A URL that cannot be built is
+// permanent: setting names the configuration to check.
+func (r *Remote) send(ctx context.Context, method, path string, body io.Reader, header http.Header, op, setting string) ([]byte, http.Header, error) {
+	req, err := http.NewRequest(method, joinURL(r.BaseURL, path), body)
+	if err != nil {
+		return nil, nil, fault.Permanent(fmt.Errorf("%s: %w (check %s)", op, err, setting))
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	bearer(req, r.APIKey)
+	return do(ctx, r.Client, req, op)
+}
+
 // bearer sets the Authorization header when key is not empty.
 func bearer(req *http.Request, key string) {
 	if key != "" {

@@ -12,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/dubflow/dubflow/pkg/fault"
 )
 
 // OpenAITranscriber speaks the OpenAI-compatible transcription API:
@@ -23,19 +21,16 @@ import (
 // --inference-path /v1/audio/transcriptions), speaches/faster-whisper and
 // OpenAI answer it with segments timed in seconds.
 type OpenAITranscriber struct {
-	// BaseURL is the server without the /v1 path, e.g. http://whisper:8080.
-	BaseURL string
-	// APIKey is sent as a bearer token when not empty.
-	APIKey string
+	// Remote is the server (its BaseURL without the /v1 path, e.g.
+	// http://whisper:8080), key and client.
+	Remote
 	// Model is the model field, e.g. "whisper-1" or "Systran/faster-whisper-small".
 	Model string
-	// Client sends the requests; one with DefaultHTTPTimeout when nil.
-	Client *http.Client
 }
 
 // NewOpenAITranscriber returns a transcriber for the server at baseURL.
 func NewOpenAITranscriber(baseURL, apiKey, model string) *OpenAITranscriber {
-	return &OpenAITranscriber{BaseURL: baseURL, APIKey: apiKey, Model: model}
+	return &OpenAITranscriber{Remote: Remote{BaseURL: baseURL, APIKey: apiKey}, Model: model}
 }
 
 // verboseJSON is the verbose_json transcription response.
@@ -69,14 +64,8 @@ func (o *OpenAITranscriber) Transcribe(ctx context.Context, wavPath, language st
 	go func() {
 		pw.CloseWithError(writeTranscriptionForm(mw, f, filepath.Base(wavPath), o.Model, baseLanguage(language)))
 	}()
-	req, err := http.NewRequest(http.MethodPost, joinURL(o.BaseURL, "/v1/audio/transcriptions"), pr)
-	if err != nil {
-		pr.Close()
-		return nil, fault.Permanent(fmt.Errorf("%s: %w (check ASR_BASE_URL)", op, err))
-	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	bearer(req, o.APIKey)
-	body, _, err := do(ctx, o.Client, req, op)
+	body, _, err := o.send(ctx, http.MethodPost, "/v1/audio/transcriptions", pr,
+		http.Header{"Content-Type": {mw.FormDataContentType()}}, op, "ASR_BASE_URL")
 	pr.Close()
 	if err != nil {
 		return nil, err

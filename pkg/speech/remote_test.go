@@ -303,11 +303,11 @@ func TestOpenAISynthesizerFitsTarget(t *testing.T) {
 // remoteCalls runs one request of each remote engine against base.
 var remoteCalls = map[string]func(ctx context.Context, base string, c *http.Client, wav string) error{
 	"openai transcription": func(ctx context.Context, base string, c *http.Client, wav string) error {
-		_, err := (&speech.OpenAITranscriber{BaseURL: base, Model: "m", Client: c}).Transcribe(ctx, wav, "en")
+		_, err := (&speech.OpenAITranscriber{Remote: speech.Remote{BaseURL: base, Client: c}, Model: "m"}).Transcribe(ctx, wav, "en")
 		return err
 	},
 	"chat translation": func(ctx context.Context, base string, c *http.Client, _ string) error {
-		_, err := (&speech.ChatTranslator{BaseURL: base, Model: "m", Client: c}).Translate(ctx, []string{"hi"}, "en", "es")
+		_, err := (&speech.ChatTranslator{Remote: speech.Remote{BaseURL: base, Client: c}, Model: "m"}).Translate(ctx, []string{"hi"}, "en", "es")
 		return err
 	},
 	"apy": func(ctx context.Context, base string, c *http.Client, _ string) error {
@@ -315,11 +315,11 @@ var remoteCalls = map[string]func(ctx context.Context, base string, c *http.Clie
 		return err
 	},
 	"tts_service": func(ctx context.Context, base string, c *http.Client, _ string) error {
-		_, err := (&speech.TTSService{BaseURL: base, Client: c}).Synthesize(ctx, speech.SynthesisRequest{Text: "hola", Language: "es"})
+		_, err := (&speech.TTSService{Remote: speech.Remote{BaseURL: base, Client: c}}).Synthesize(ctx, speech.SynthesisRequest{Text: "hola", Language: "es"})
 		return err
 	},
 	"openai speech": func(ctx context.Context, base string, c *http.Client, _ string) error {
-		_, err := (&speech.OpenAISynthesizer{BaseURL: base, Model: "m", Client: c}).Synthesize(ctx, speech.SynthesisRequest{Text: "hola", Language: "es"})
+		_, err := (&speech.OpenAISynthesizer{Remote: speech.Remote{BaseURL: base, Client: c}, Model: "m"}).Synthesize(ctx, speech.SynthesisRequest{Text: "hola", Language: "es"})
 		return err
 	},
 }

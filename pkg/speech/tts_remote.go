@@ -20,19 +20,15 @@ import (
 // speaker_id is the request's Voice, else Speaker, else "default". A 2xx
 // body that is not a WAV file is permanent.
 type TTSService struct {
-	// BaseURL is the service root, e.g. http://tts:8000.
-	BaseURL string
-	// APIKey is sent as a bearer token when not empty.
-	APIKey string
+	// Remote is the service root (e.g. http://tts:8000), key and client.
+	Remote
 	// Speaker is the speaker_id used when a request names no voice.
 	Speaker string
-	// Client sends the requests; one with DefaultHTTPTimeout when nil.
-	Client *http.Client
 }
 
 // NewTTSService returns a synthesizer for the tts_service at baseURL.
 func NewTTSService(baseURL, apiKey, speaker string) *TTSService {
-	return &TTSService{BaseURL: baseURL, APIKey: apiKey, Speaker: speaker}
+	return &TTSService{Remote: Remote{BaseURL: baseURL, APIKey: apiKey}, Speaker: speaker}
 }
 
 type ttsServiceRequest struct {
@@ -52,7 +48,7 @@ func (t *TTSService) Synthesize(ctx context.Context, req SynthesisRequest) (*Aud
 	if err != nil {
 		return nil, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 	}
-	wav, err := postForWAV(ctx, t.Client, joinURL(t.BaseURL, "/synthesize"), t.APIKey, body, op, "TTS_BASE_URL")
+	wav, err := t.postForWAV(ctx, "/synthesize", body, op)
 	if err != nil {
 		return nil, err
 	}
@@ -69,23 +65,20 @@ func (t *TTSService) Synthesize(ctx context.Context, req SynthesisRequest) (*Aud
 // TargetDuration it asks once more, faster (speed = ratio, at most
 // MaxSpeed).
 type OpenAISynthesizer struct {
-	// BaseURL is the server without the /v1 path.
-	BaseURL string
-	// APIKey is sent as a bearer token when not empty.
-	APIKey string
+	// Remote is the server (its BaseURL without the /v1 path), key and
+	// client.
+	Remote
 	// Model is the model field, e.g. "tts-1" or "kokoro".
 	Model string
 	// Voice is used when a request names none ("default" counts as none).
 	Voice string
 	// MaxSpeed bounds the speed of the second take; 1.5 when zero.
 	MaxSpeed float64
-	// Client sends the requests; one with DefaultHTTPTimeout when nil.
-	Client *http.Client
 }
 
 // NewOpenAISynthesizer returns a synthesizer for the server at baseURL.
 func NewOpenAISynthesizer(baseURL, apiKey, model, voice string) *OpenAISynthesizer {
-	return &OpenAISynthesizer{BaseURL: baseURL, APIKey: apiKey, Model: model, Voice: voice}
+	return &OpenAISynthesizer{Remote: Remote{BaseURL: baseURL, APIKey: apiKey}, Model: model, Voice: voice}
 }
 
 type speechRequest struct {
@@ -118,7 +111,7 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 		if err != nil {
 			return nil, 0, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
 		}
-		wav, err := postForWAV(ctx, o.Client, joinURL(o.BaseURL, "/v1/audio/speech"), o.APIKey, body, op, "TTS_BASE_URL")
+		wav, err := o.postForWAV(ctx, "/v1/audio/speech", body, op)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -144,16 +137,11 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 	}}, nil
 }
 
-// postForWAV posts a JSON body and returns the WAV answer.
-func postForWAV(ctx context.Context, client *http.Client, url, key string, body []byte, op, setting string) ([]byte, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fault.Permanent(fmt.Errorf("%s: %w (check %s)", op, err, setting))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "audio/wav")
-	bearer(req, key)
-	wav, _, err := do(ctx, client, req, op)
+// postForWAV posts a JSON body to path of a speech server (TTS_BASE_URL)
+// and returns the WAV answer.
+func (r *Remote) postForWAV(ctx context.Context, path string, body []byte, op string) ([]byte, error) {
+	wav, _, err := r.send(ctx, http.MethodPost, path, bytes.NewReader(body),
+		http.Header{"Content-Type": {"application/json"}, "Accept": {"audio/wav"}}, op, "TTS_BASE_URL")
 	if err != nil {
 		return nil, err
 	}

@@ -471,7 +471,7 @@ func checkSucceededEventsOnce(t *testing.T, h *harness, queue string, tasks int)
 			if err != nil {
 				t.Fatalf("event: %v", err)
 			}
-			if ev.Event != task.EventSucceeded {
+			if ev.Event != wire.EventTaskSucceeded {
 				continue
 			}
 			if ids[ev.TaskID] == nil {

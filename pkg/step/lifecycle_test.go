@@ -58,7 +58,7 @@ func TestAStepSuccessStartsItsTaskAndAnnouncesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Event != task.EventStarted || ev.TaskID != env.TaskID || ev.Step != wire.StepASR || ev.TraceID != env.TraceID {
+	if ev.Event != wire.EventTaskStarted || ev.TaskID != env.TaskID || ev.Step != wire.StepASR || ev.TraceID != env.TraceID {
 		t.Fatalf("event = %+v, want task.started of the task by asr", ev)
 	}
 }

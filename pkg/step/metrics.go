@@ -3,6 +3,7 @@ package step
 import (
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,22 +18,14 @@ type Metrics struct {
 // NewMetrics creates the runtime's metrics, its outbox's among them, and
 // registers them on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dubflow_step_messages_total",
-			Help: "Messages handled by the step runtime, by step and outcome (succeeded, retried, dead_lettered, parked, duplicate, waiting, held, rejected, handed_back, lease_lost, refused, claim_lost, claim_error, commit_error, unavailable: a service the step needs — the object store, the database — was down and the message was handed back without spending a retry).",
-		}, []string{"step", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "dubflow_step_duration_seconds",
-			Help:    "Time a step's handler ran, by step and outcome.",
-			Buckets: []float64{.01, .05, .1, .5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800},
-		}, []string{"step", "outcome"}),
+	return &Metrics{
+		messages: ops.Counters(reg, "dubflow_step_messages_total",
+			"Messages handled by the step runtime, by step and outcome (succeeded, retried, dead_lettered, parked, duplicate, waiting, held, rejected, handed_back, lease_lost, refused, claim_lost, claim_error, commit_error, unavailable: a service the step needs — the object store, the database — was down and the message was handed back without spending a retry).",
+			"step", "outcome"),
+		duration: ops.Histograms(reg, "dubflow_step_duration_seconds", "Time a step's handler ran, by step and outcome.",
+			[]float64{.01, .05, .1, .5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}, "step", "outcome"),
 		outbox: outbox.NewMetrics(reg),
 	}
-	if reg != nil {
-		reg.MustRegister(m.messages, m.duration)
-	}
-	return m
 }
 
 func (m *Metrics) outcome(step, outcome string) {

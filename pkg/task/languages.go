@@ -32,32 +32,33 @@ type RowQuerier interface {
 }
 
 // Child is one child task of a parent: the language it dubs into and how
-// far it got.
+// far it got. It has no JSON of its own: the read model (pkg/view's Child)
+// is what the console and dubctl show.
 type Child struct {
-	ID             uuid.UUID `json:"task_id"`
-	TargetLanguage string    `json:"target_language"`
-	Status         string    `json:"status"`
-	Error          string    `json:"error,omitempty"`
-	OutputVideoKey string    `json:"output_video_key"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             uuid.UUID
+	TargetLanguage string
+	Status         string
+	Error          string
+	OutputVideoKey string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Family is what a task's row says about its place among the tasks of one
 // submission.
 type Family struct {
 	// ParentID is the parent of a child task (uuid.Nil for any other).
-	ParentID uuid.UUID `json:"parent_task_id,omitzero"`
+	ParentID uuid.UUID
 	// Targets are a parent's languages (none for any other task).
-	Targets []string `json:"target_languages,omitempty"`
+	Targets []string
 	// Children are a parent's child tasks, by language order of Targets;
 	// a parent whose asr has not completed has none yet.
-	Children []Child `json:"children,omitempty"`
+	Children []Child
 }
 
-// FamilyOf reads task id's parent, languages and children, for dubctl and
-// the console (GET /api/tasks/{id} may embed it as "languages"). A task
-// that does not exist returns ErrNotFound.
+// FamilyOf reads task id's parent, languages and children, for the read
+// model (pkg/view shows it as a task's "languages") and the transitions
+// that treat a parent apart. A task that does not exist returns ErrNotFound.
 func FamilyOf(ctx context.Context, q RowQuerier, id uuid.UUID) (Family, error) {
 	var f Family
 	var parent *uuid.UUID

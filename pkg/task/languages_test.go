@@ -169,7 +169,7 @@ func TestSpawnMakesEachChildOnceWithWhatItStartsFrom(t *testing.T) {
 			t.Fatalf("child %s: asr succeeded = %v (%v)", l, succeeded, err)
 		}
 		evs := events(t, db.Pool, id)
-		if len(evs) != 1 || evs[0].Event != task.EventQueued || !strings.Contains(string(evs[0].Data), parent.String()) {
+		if len(evs) != 1 || evs[0].Event != wire.EventTaskQueued || !strings.Contains(string(evs[0].Data), parent.String()) {
 			t.Fatalf("child %s events %+v, want one task.queued naming the parent", l, evs)
 		}
 	}
@@ -212,8 +212,8 @@ func TestTheLastChildToEndConcludesTheParent(t *testing.T) {
 		event     string
 		errorPart string
 	}{
-		{"all done", []bool{true, true}, task.Done, task.EventSucceeded, ""},
-		{"one failed", []bool{true, false}, task.Failed, task.EventFailed, "languages: ca: tts: engine gone"},
+		{"all done", []bool{true, true}, task.Done, wire.EventTaskSucceeded, ""},
+		{"one failed", []bool{true, false}, task.Failed, wire.EventTaskFailed, "languages: ca: tts: engine gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parent, children := family(t, db.Pool, "es", "ca")
@@ -289,7 +289,7 @@ func TestCancellingAParentCancelsItsChildren(t *testing.T) {
 		}
 		n := 0
 		for _, e := range events(t, db.Pool, children[i]) {
-			if e.Event == task.EventCancelled {
+			if e.Event == wire.EventTaskCancelled {
 				n++
 				if e.Status != task.Cancelled || e.Error != "cancelled: operator" || e.TraceID != "trace-parent" {
 					t.Errorf("child %d: %+v", i, e)
@@ -328,15 +328,15 @@ func TestCancelledChildrenConcludeTheParent(t *testing.T) {
 	}{
 		{"all cancelled", func(c []uuid.UUID) {
 			apply(t, ctx, db.Pool, cancel(c[0]), cancel(c[1]))
-		}, task.Cancelled, task.EventCancelled, "languages: ca: cancelled: not wanted; es: cancelled: not wanted"},
+		}, task.Cancelled, wire.EventTaskCancelled, "languages: ca: cancelled: not wanted; es: cancelled: not wanted"},
 		{"one done, one cancelled", func(c []uuid.UUID) {
 			end(t, db.Pool, c[0], true)
 			apply(t, ctx, db.Pool, cancel(c[1]))
-		}, task.Cancelled, task.EventCancelled, "languages: ca: cancelled: not wanted"},
+		}, task.Cancelled, wire.EventTaskCancelled, "languages: ca: cancelled: not wanted"},
 		{"one failed, one cancelled", func(c []uuid.UUID) {
 			apply(t, ctx, db.Pool, cancel(c[0]))
 			end(t, db.Pool, c[1], false)
-		}, task.Failed, task.EventFailed, "languages: ca: tts: engine gone; es: cancelled: not wanted"},
+		}, task.Failed, wire.EventTaskFailed, "languages: ca: tts: engine gone; es: cancelled: not wanted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parent, children := family(t, db.Pool, "es", "ca")
@@ -391,9 +391,9 @@ func TestChildrenEndingAtOnceConcludeTheParentOnce(t *testing.T) {
 			ends = append(ends, tr)
 		}
 		applyAtOnce(t, ctx, db.Pool, false, ends...)
-		want, event := task.Done, task.EventSucceeded
+		want, event := task.Done, wire.EventTaskSucceeded
 		if round%2 == 1 {
-			want, event = task.Failed, task.EventFailed
+			want, event = task.Failed, wire.EventTaskFailed
 		}
 		if r := read(t, db.Pool, parent); r.status != want {
 			t.Fatalf("round %d: parent %s, want %s", round, r.status, want)

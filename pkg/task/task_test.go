@@ -124,7 +124,7 @@ func TestEveryTransitionFromEveryStatus(t *testing.T) {
 		from  map[string]want
 	}{
 		{"start", func(id uuid.UUID) task.Transition { return task.Start(task.Ref{ID: id, Step: "extract_audio"}) },
-			map[string]want{task.Queued: moved(task.Running, task.EventStarted), task.Running: refreshed(task.Running),
+			map[string]want{task.Queued: moved(task.Running, wire.EventTaskStarted), task.Running: refreshed(task.Running),
 				task.Compensating: kept(task.Compensating), task.Done: kept(task.Done), task.Failed: kept(task.Failed),
 				task.Cancelled: kept(task.Cancelled)}},
 		{"touch", func(id uuid.UUID) task.Transition { return task.Touch(id) },
@@ -133,33 +133,33 @@ func TestEveryTransitionFromEveryStatus(t *testing.T) {
 				task.Cancelled: refused}},
 		{"compensate", func(id uuid.UUID) task.Transition {
 			return task.Compensate(task.Ref{ID: id, Step: "tts"}, "tts: 2 segments failed")
-		}, map[string]want{task.Queued: refused, task.Running: moved(task.Compensating, task.EventCompensating),
+		}, map[string]want{task.Queued: refused, task.Running: moved(task.Compensating, wire.EventTaskCompensating),
 			task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused,
 			task.Cancelled: refused}},
 		{"resume", func(id uuid.UUID) task.Transition { return task.Resume(task.Ref{ID: id, Step: "tts"}) },
 			map[string]want{task.Queued: refused, task.Running: refreshed(task.Running),
-				task.Compensating: moved(task.Running, task.EventResumed), task.Done: refused, task.Failed: refused,
+				task.Compensating: moved(task.Running, wire.EventTaskResumed), task.Done: refused, task.Failed: refused,
 				task.Cancelled: refused}},
 		{"succeed", func(id uuid.UUID) task.Transition {
 			return task.Succeed(task.Ref{ID: id, Step: "mux_video"}, json.RawMessage(`{"segments":3}`), "")
-		}, map[string]want{task.Queued: refused, task.Running: moved(task.Done, task.EventSucceeded),
+		}, map[string]want{task.Queued: refused, task.Running: moved(task.Done, wire.EventTaskSucceeded),
 			task.Compensating: refused, task.Done: refused, task.Failed: refused, task.Cancelled: refused}},
 		{"fail", func(id uuid.UUID) task.Transition {
 			return task.Fail(task.Ref{ID: id, Step: "asr"}, "", "engine unreachable")
-		}, map[string]want{task.Queued: moved(task.Failed, task.EventFailed), task.Running: moved(task.Failed, task.EventFailed),
-			task.Compensating: moved(task.Failed, task.EventFailed), task.Done: kept(task.Done), task.Failed: refreshed(task.Failed),
+		}, map[string]want{task.Queued: moved(task.Failed, wire.EventTaskFailed), task.Running: moved(task.Failed, wire.EventTaskFailed),
+			task.Compensating: moved(task.Failed, wire.EventTaskFailed), task.Done: kept(task.Done), task.Failed: refreshed(task.Failed),
 			task.Cancelled: kept(task.Cancelled)}},
 		{"cancel", func(id uuid.UUID) task.Transition { return task.Cancel(task.Ref{ID: id}, "operator") },
-			map[string]want{task.Queued: moved(task.Cancelled, task.EventCancelled), task.Running: moved(task.Cancelled, task.EventCancelled),
-				task.Compensating: moved(task.Cancelled, task.EventCancelled), task.Done: refused, task.Failed: refused,
+			map[string]want{task.Queued: moved(task.Cancelled, wire.EventTaskCancelled), task.Running: moved(task.Cancelled, wire.EventTaskCancelled),
+				task.Compensating: moved(task.Cancelled, wire.EventTaskCancelled), task.Done: refused, task.Failed: refused,
 				task.Cancelled: refused}},
 		{"retry", func(id uuid.UUID) task.Transition { return task.Retry(task.Ref{ID: id, Step: "asr"}) },
-			map[string]want{task.Queued: moved(task.Running, task.EventRetried), task.Running: kept(task.Running),
-				task.Compensating: kept(task.Compensating), task.Done: refused, task.Failed: moved(task.Running, task.EventRetried),
-				task.Cancelled: moved(task.Running, task.EventRetried)}},
+			map[string]want{task.Queued: moved(task.Running, wire.EventTaskRetried), task.Running: kept(task.Running),
+				task.Compensating: kept(task.Compensating), task.Done: refused, task.Failed: moved(task.Running, wire.EventTaskRetried),
+				task.Cancelled: moved(task.Running, wire.EventTaskRetried)}},
 		{"redub", func(id uuid.UUID) task.Transition { return task.Redub(task.Ref{ID: id}) },
 			map[string]want{task.Queued: refused, task.Running: refused, task.Compensating: refused,
-				task.Done: moved(task.Running, task.EventRedubbing), task.Failed: refused, task.Cancelled: refused}},
+				task.Done: moved(task.Running, wire.EventTaskRedubbing), task.Failed: refused, task.Cancelled: refused}},
 	}
 	statuses := append(append([]string{}, task.Statuses...), missing)
 	for _, tr := range transitions {
@@ -322,7 +322,7 @@ func TestTransitionsWriteWhatTheyAnnounce(t *testing.T) {
 		r := read(t, db.Pool, id)
 		evs := events(t, db.Pool, id)
 		if r.status != task.Cancelled || r.err != "cancelled: operator asked" || len(evs) != 2 || evs[1].Error != r.err ||
-			evs[1].Event != task.EventCancelled || evs[1].Status != task.Cancelled {
+			evs[1].Event != wire.EventTaskCancelled || evs[1].Status != task.Cancelled {
 			t.Fatalf("after cancel: row %+v, events %+v", r, evs)
 		}
 	})
@@ -355,7 +355,7 @@ func TestCreateAndSettle(t *testing.T) {
 		t.Fatalf("create: %+v, %v", res, err)
 	}
 	evs := events(t, db.Pool, id)
-	if len(evs) != 1 || evs[0].Event != task.EventQueued || evs[0].TraceID != "trace-1" {
+	if len(evs) != 1 || evs[0].Event != wire.EventTaskQueued || evs[0].TraceID != "trace-1" {
 		t.Fatalf("events after create: %+v", evs)
 	}
 	// Creating it again (a redelivered first message) keeps the row.

@@ -11,19 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Event names of the task lifecycle, published under "event.<name>".
-const (
-	EventQueued       = wire.EventTaskQueued
-	EventStarted      = wire.EventTaskStarted
-	EventCompensating = wire.EventTaskCompensating
-	EventResumed      = wire.EventTaskResumed
-	EventSucceeded    = wire.EventTaskSucceeded
-	EventFailed       = wire.EventTaskFailed
-	EventCancelled    = wire.EventTaskCancelled
-	EventRetried      = wire.EventTaskRetried
-	EventRedubbing    = wire.EventTaskRedubbing
-)
-
 // StatusChannel is the Postgres notification channel on which every change
 // of a task's status is announced, the task's id as payload, when the
 // transaction that made it commits (a trigger on tasks): a client waiting
@@ -73,7 +60,7 @@ func Create(d Details) Transition {
 	args := detailArgs(d)
 	args["source_file_name"] = d.FileName
 	ref := Ref{ID: d.ID, Trace: d.TraceID}
-	ev := newEvent(ref, EventQueued, Queued, nil)
+	ev := newEvent(ref, wire.EventTaskQueued, Queued, nil)
 	t := Transition{Name: "create", TaskID: d.ID, Event: ev}
 	t.SQL, t.Args = positional(createSQL, withEvent(args, ref, ev))
 	return t
@@ -194,26 +181,26 @@ type rule struct {
 
 var (
 	start = newRule(rule{name: "start", from: []string{Queued, Running}, to: Running,
-		keep: []string{Compensating, Done, Failed, Cancelled}, event: EventStarted})
+		keep: []string{Compensating, Done, Failed, Cancelled}, event: wire.EventTaskStarted})
 	touch      = newRule(rule{name: "touch", from: []string{Queued, Running, Compensating}})
 	compensate = newRule(rule{name: "compensate", from: []string{Running, Compensating}, to: Compensating,
-		set: "error = @error", event: EventCompensating})
+		set: "error = @error", event: wire.EventTaskCompensating})
 	resume = newRule(rule{name: "resume", from: []string{Compensating, Running}, to: Running,
-		set: "error = ''", event: EventResumed})
+		set: "error = ''", event: wire.EventTaskResumed})
 	succeed = newRule(rule{name: "succeed", from: []string{Running}, to: Done,
 		set: "error = '', result = @result::jsonb, " +
 			"output_video_key = CASE WHEN @output_video_key = '' THEN t.output_video_key ELSE @output_video_key END",
-		event: EventSucceeded, concludes: true})
+		event: wire.EventTaskSucceeded, concludes: true})
 	fail = newRule(rule{name: "fail", from: []string{Queued, Running, Compensating, Failed}, to: Failed,
 		keep:  []string{Done, Cancelled},
 		set:   "error = CASE WHEN old.status = 'failed' AND t.error <> '' THEN t.error ELSE @error END",
 		guard: `(@step = '' OR NOT ` + attempt.SucceededSQL("old.id", "@step", "@part") + `)`,
-		event: EventFailed, concludes: true})
+		event: wire.EventTaskFailed, concludes: true})
 	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating}, to: Cancelled,
-		set: "error = @error", event: EventCancelled, concludes: true, cascade: cancelChildrenSQL})
+		set: "error = @error", event: wire.EventTaskCancelled, concludes: true, cascade: cancelChildrenSQL})
 	retry = newRule(rule{name: "retry", from: []string{Failed, Cancelled, Queued}, to: Running,
-		keep: []string{Running, Compensating}, set: "error = ''", event: EventRetried})
-	redub = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: EventRedubbing})
+		keep: []string{Running, Compensating}, set: "error = ''", event: wire.EventTaskRetried})
+	redub = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: wire.EventTaskRedubbing})
 )
 
 func newRule(r rule) *rule {
@@ -359,7 +346,7 @@ const cancelChildrenSQL = `, children AS (
 ), children_events AS (
 	INSERT INTO outbox (message_id, exchange, routing_key, body)
 	SELECT e.event_id, @exchange, @routing_key, convert_to(jsonb_strip_nulls(jsonb_build_object(
-	           'event_id', e.event_id, 'event', '` + EventCancelled + `', 'task_id', e.id, 'status', 'cancelled',
+	           'event_id', e.event_id, 'event', '` + wire.EventTaskCancelled + `', 'task_id', e.id, 'status', 'cancelled',
 	           'error', @error::text, 'occurred_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 	           'trace_id', nullif(e.trace_id, '')))::text, 'UTF8')
 	  FROM (SELECT gen_random_uuid() AS event_id, children.id, children.trace_id FROM children) e
@@ -385,7 +372,7 @@ func Spawn(parent Ref, language string) Transition {
 	keys := wire.DefaultKeys(id)
 	ref := Ref{ID: id, Step: parent.Step, Trace: parent.Trace}
 	data, _ := json.Marshal(map[string]string{"parent_task_id": parent.ID.String(), "target_language": language})
-	ev := newEvent(ref, EventQueued, Queued, func(e *wire.Event) { e.Data = data })
+	ev := newEvent(ref, wire.EventTaskQueued, Queued, func(e *wire.Event) { e.Data = data })
 	args := map[string]any{"id": id, "parent": parent.ID, "target_language": language,
 		"source_video_key": keys.SourceVideo, "output_video_key": keys.OutputVideo,
 		"inherited_steps": []string{wire.StepExtractAudio, wire.StepASR}, "worker": InheritedWorker(parent.ID)}
