@@ -20,3 +20,14 @@ func (e *Engine) UnmarshalText(b []byte) error {
 	e.Name = string(b)
 	return nil
 }
+
+// EnginePool names the pool of engines (pkg/pool) that, when set, replaces
+// a speech worker's Engine: a JSON document or the path of a file holding
+// one. A service embeds it under its own prefix:
+//
+//	config.EnginePool `envPrefix:"ASR_"`
+//
+// reads Pool from ASR_POOL.
+type EnginePool struct {
+	Pool string `env:"POOL"`
+}

@@ -34,3 +34,18 @@ func TestEngineIsReadUnderItsPrefixWithItsDefault(t *testing.T) {
 		})
 	}
 }
+
+// An embedded EnginePool reads POOL under the service's prefix only, as
+// asr, translate and tts read ASR_POOL, TRANSLATE_POOL and TTS_POOL.
+func TestEnginePoolIsReadUnderItsPrefix(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		EnginePool `envPrefix:"ASR_"`
+	}
+	if err := Load(map[string]string{"ASR_POOL": "/etc/asr-pool.json", "POOL": "unprefixed", "TTS_POOL": "other"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Pool != "/etc/asr-pool.json" {
+		t.Errorf("Pool = %q, want ASR_POOL's /etc/asr-pool.json", got.Pool)
+	}
+}

@@ -24,9 +24,8 @@ type Config struct {
 	// Engine (see pkg/speech): pocketsphinx (embedded) or openai (an
 	// OpenAI-compatible /v1/audio/transcriptions server).
 	Engine config.Engine `env:"ASR_ENGINE" envDefault:"pocketsphinx" envPrefix:"ASR_"`
-	// Pool, when set, replaces Engine with a pool of engines (pkg/pool):
-	// a JSON document or the path of a file holding one.
-	Pool string `env:"ASR_POOL"`
+	// EnginePool, read from ASR_POOL, replaces Engine when set.
+	config.EnginePool `envPrefix:"ASR_"`
 	// ChunkSeconds is the length of the chunks long audio is cut into at
 	// silences, each its own asr message; ChunkConcurrency is how many
 	// chunks of one task (or project) are in the queue at once, its window:

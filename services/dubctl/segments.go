@@ -81,29 +81,20 @@ A task that is not done is refused, and so is a parent task of several
 languages: re-dub the line in the child of its language. With --wait it
 follows the task like "dubctl wait" and downloads the new version.`,
 		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
+		RunE: taskRun(o.check, func(ctx context.Context, cmd *cobra.Command, b backend, id uuid.UUID) error {
+			r, err := b.Redub(ctx, id, o.segment, o.text)
 			if err != nil {
 				return err
 			}
-			if err := o.check(); err != nil {
-				return err
+			switch {
+			case o.wait:
+				return follow(cmd, b, id, o.waitOpts)
+			case o.waitOpts.json:
+				return writeJSON(cmd.OutOrStdout(), r)
 			}
-			return withBackend(cmd, func(ctx context.Context, b backend) error {
-				r, err := b.Redub(ctx, id, o.segment, o.text)
-				if err != nil {
-					return err
-				}
-				switch {
-				case o.wait:
-					return follow(cmd, b, id, o.waitOpts)
-				case o.waitOpts.json:
-					return writeJSON(cmd.OutOrStdout(), r)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "task %s: segment %d re-dubbing as version %d → %s\n", id, r.N, r.Version, r.OutputVideoKey)
-				return nil
-			})
-		},
+			fmt.Fprintf(cmd.OutOrStdout(), "task %s: segment %d re-dubbing as version %d → %s\n", id, r.N, r.Version, r.OutputVideoKey)
+			return nil
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.segment, "segment", 0, "the segment to change, numbered from 1 (required)")

@@ -192,3 +192,19 @@ func parseTaskID(s string) (uuid.UUID, error) {
 	}
 	return id, nil
 }
+
+// taskRun is the RunE of a command that takes a task id and options that
+// check themselves: it parses the id, checks the options, then runs fn with
+// the backend.
+func taskRun(check func() error, fn func(ctx context.Context, cmd *cobra.Command, b backend, id uuid.UUID) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := parseTaskID(args[0])
+		if err != nil {
+			return err
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		return withBackend(cmd, func(ctx context.Context, b backend) error { return fn(ctx, cmd, b, id) })
+	}
+}

@@ -62,16 +62,9 @@ task prints its error and exits 1; a compensating task (speech synthesis of
 some segments still fails) says how to re-drive it and exits 4; a timeout
 exits 3.`,
 		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			if err := o.check(); err != nil {
-				return err
-			}
-			return withBackend(cmd, func(_ context.Context, b backend) error { return follow(cmd, b, id, o) })
-		},
+		RunE: taskRun(o.check, func(_ context.Context, cmd *cobra.Command, b backend, id uuid.UUID) error {
+			return follow(cmd, b, id, o)
+		}),
 	}
 	o.register(cmd)
 	return cmd

@@ -23,9 +23,8 @@ type Config struct {
 	// Engine (see pkg/speech): apertium (embedded), openai (chat
 	// completions, e.g. Zhipu GLM) or apy (Apertium APy).
 	Engine config.Engine `env:"TRANSLATE_ENGINE" envDefault:"apertium" envPrefix:"TRANSLATE_"`
-	// Pool, when set, replaces Engine with a pool of engines (pkg/pool):
-	// a JSON document or the path of a file holding one.
-	Pool string `env:"TRANSLATE_POOL"`
+	// EnginePool, read from TRANSLATE_POOL, replaces Engine when set.
+	config.EnginePool `envPrefix:"TRANSLATE_"`
 
 	// TranslateBatch is the number of texts per engine call (a message's
 	// batch_size overrides it).

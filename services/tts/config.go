@@ -24,9 +24,8 @@ type Config struct {
 	// Engine (see pkg/speech): espeak (embedded), tts_service (a speech
 	// service answering POST /synthesize) or openai (/v1/audio/speech).
 	Engine config.Engine `env:"TTS_ENGINE" envDefault:"espeak" envPrefix:"TTS_"`
-	// Pool, when set, replaces Engine with a pool of engines (pkg/pool):
-	// a JSON document or the path of a file holding one.
-	Pool string `env:"TTS_POOL"`
+	// EnginePool, read from TTS_POOL, replaces Engine when set.
+	config.EnginePool `envPrefix:"TTS_"`
 	// Voice is used when the task names no speaker.
 	Voice string `env:"TTS_VOICE"`
 

@@ -294,20 +294,30 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 	// mux_video then stretches, then borrows the silence after the line.
 	req := speech.SynthesisRequest{Text: *s.text, Language: t.language, Voice: firstNonEmpty(s.voice, t.speaker),
 		TargetDuration: time.Duration(s.endMS-s.startMS) * time.Millisecond, MaxRate: set.maxRate}
-	var audio *speech.Audio
+	audio, ferr, err := h.synthesize(ctx, req, s.idx, set, msg)
+	if ferr != nil || err != nil {
+		return ferr, err
+	}
+	return nil, h.store(ctx, t, s, req, audio)
+}
+
+// synthesize speaks one segment, trying again up to set.maxRetries times:
+// ferr is the segment's own failure (the step goes on without it), err
+// one that stops the step.
+func (h *handler) synthesize(ctx context.Context, req speech.SynthesisRequest, idx int, set settings, msg *step.Message) (audio *speech.Audio, ferr, err error) {
 	for try := 1; ; try++ {
 		audio, err = h.tts.Synthesize(ctx, req)
 		if err == nil {
-			break
+			return audio, nil, nil
 		}
 		if _, _, waiting := fault.WaitOf(err); waiting || ctx.Err() != nil {
 			// No engine of the pool can serve now: the step waits and is
 			// re-offered; the segments done so far are kept.
-			return nil, fmt.Errorf("synthesize segment %d: %w", s.idx, err)
+			return nil, nil, fmt.Errorf("synthesize segment %d: %w", idx, err)
 		}
 		if try > set.maxRetries || fault.IsPermanent(err) {
-			msg.Log.Warn().Err(err).Int("segment", s.idx).Int("tries", try).Msg("segment synthesis failed")
-			return fmt.Errorf("synthesize segment %d (%d tries): %w", s.idx, try, err), nil
+			msg.Log.Warn().Err(err).Int("segment", idx).Int("tries", try).Msg("segment synthesis failed")
+			return nil, fmt.Errorf("synthesize segment %d (%d tries): %w", idx, try, err), nil
 		}
 		delay := set.retryDelay
 		if hint, ok := fault.RetryAfterHint(err); ok && hint > delay {
@@ -316,9 +326,13 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return nil, fmt.Errorf("synthesize segment %d: %w", s.idx, ctx.Err())
+			return nil, nil, fmt.Errorf("synthesize segment %d: %w", idx, ctx.Err())
 		}
 	}
+}
+
+// store keeps a segment's audio and records it with its parameters.
+func (h *handler) store(ctx context.Context, t task, s segment, req speech.SynthesisRequest, audio *speech.Audio) error {
 	params := map[string]any{}
 	for k, v := range audio.Params {
 		params[k] = v
@@ -326,17 +340,17 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 	params["slot_ms"] = s.slotMS
 	pj, err := json.Marshal(params)
 	if err != nil {
-		return nil, fmt.Errorf("encode params of segment %d: %w", s.idx, err)
+		return fmt.Errorf("encode params of segment %d: %w", s.idx, err)
 	}
 	key := wire.SegmentVersionKey(t.id, s.idx, t.version)
 	if err := h.objects.Put(ctx, key, bytes.NewReader(audio.WAV), int64(len(audio.WAV)), "audio/wav"); err != nil {
-		return nil, fmt.Errorf("store %s: %w", key, err)
+		return fmt.Errorf("store %s: %w", key, err)
 	}
 	if _, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = $3, tts_params_json = $4, tts_error = '',
 		voice = $5 WHERE task_id = $1 AND idx = $2`, t.id, s.idx, key, pj, usedVoice(req, audio)); err != nil {
-		return nil, fmt.Errorf("record segment %d: %w", s.idx, err)
+		return fmt.Errorf("record segment %d: %w", s.idx, err)
 	}
-	return nil, nil
+	return nil
 }
 
 // compensate stages, for each failed segment, its failure record and its

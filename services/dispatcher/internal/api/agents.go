@@ -32,11 +32,7 @@ func (s *Server) agentEnqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	it, err := s.aq.Enqueue(r.Context(), agent, req.OrderID, req.TaskID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, it)
+	s.reply(w, r, http.StatusCreated, it, err)
 }
 
 // agentConsumeNext hands out the agent's oldest queued item (200), or 204
@@ -70,11 +66,7 @@ func (s *Server) orderPosition(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pos, err := s.aq.Position(r.Context(), agent, order)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"position": pos})
+	s.reply(w, r, http.StatusOK, map[string]int{"position": pos}, err)
 }
 
 // agentCancel cancels a queued order; the x-user-id header names who did.
@@ -95,9 +87,5 @@ func (s *Server) agentCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done, err := s.aq.Cancel(r.Context(), agent, order, user)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": done})
+	s.reply(w, r, http.StatusOK, map[string]bool{"cancelled": done}, err)
 }

@@ -252,11 +252,7 @@ func (s *Server) projectStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := s.q.Status(r.Context(), id, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+	s.reply(w, r, http.StatusOK, st, err)
 }
 
 // staffRequest is the body of PUT /staff/{id}.
@@ -315,6 +311,15 @@ func (s *Server) assigned(n int) {
 	if n > 0 && s.Assigned != nil {
 		s.Assigned(n)
 	}
+}
+
+// reply answers v with code, or the error's answer when err is not nil.
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, code int, v any, err error) {
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, code, v)
 }
 
 // fail maps domain errors to 4xx and anything else to a logged 500.
