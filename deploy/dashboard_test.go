@@ -217,12 +217,12 @@ var (
 	goField     = regexp.MustCompile(`\b(Namespace|Subsystem|Name):\s*"([a-zA-Z0-9_:]*)"`)
 	goNameConst = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([a-z][a-z0-9_:]*)"`)
 	goNewDesc   = regexp.MustCompile(`prometheus\.NewDesc\(\s*("([a-z0-9_:]+)"|[A-Za-z_][A-Za-z0-9_.]*)`)
-	goOpsNew    = regexp.MustCompile(`\bops\.Counters?\(\s*[A-Za-z_][A-Za-z0-9_.]*\s*,\s*"([a-z][a-z0-9_:]*)"`)
+	goOpsNew    = regexp.MustCompile(`\bops\.(?:Counters?|Histograms)\(\s*[A-Za-z_][A-Za-z0-9_.]*\s*,\s*"([a-z][a-z0-9_:]*)"`)
 )
 
 // exportedMetricNames scans the Go sources under pkg/ and services/
 // (tests excluded) for the metrics they declare: *Opts literals with
-// Namespace, Subsystem and Name, pkg/ops's Counter/Counters with a literal
+// Namespace, Subsystem and Name, pkg/ops's Counter/Counters/Histograms with a literal
 // name, and prometheus.NewDesc with a literal or a constant name.
 func exportedMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
