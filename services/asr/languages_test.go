@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -133,22 +134,24 @@ func checkChildren(t *testing.T, s *testenv.Stack, env *wire.Envelope) {
 		}
 		batches[child] = nil
 	}
-	for n := s.Depth("task.translate"); n > 0; n-- {
-		var p wire.Translate
-		m := s.NextMessage(t, "task.translate", &p)
-		if m.TaskID == parent {
-			t.Errorf("a translate batch of the parent itself: %+v", p)
-			continue
+	// The batches are published by the outbox after the merge commits, so
+	// they may still be on their way: take them as they arrive until every
+	// child's cover its segments (or the wait runs out and the check below
+	// says what is missing).
+	complete := func() bool {
+		for _, ids := range batches {
+			if len(ids) < len(want) {
+				return false
+			}
 		}
-		if _, ok := batches[m.TaskID]; !ok {
-			continue // another test's
-		}
-		if m.TraceID != env.TraceID || p.TaskID != m.TaskID || m.TaskID != wire.ChildTaskID(parent, p.TargetLanguage) ||
-			len(p.SegmentIDs) > 3 || p.SourceLanguage != "en" {
-			t.Errorf("translate message %+v payload %+v", m, p)
-		}
-		batches[m.TaskID] = append(batches[m.TaskID], p.SegmentIDs...)
+		return true
 	}
+	testenv.Poll(time.Now().Add(testenv.Within(t, 30*time.Second)), func() bool {
+		for n := s.Depth("task.translate"); n > 0; n-- {
+			takeBatch(t, s, parent, env, batches)
+		}
+		return complete()
+	})
 	for child, ids := range batches {
 		if !slices.Equal(ids, want) {
 			t.Errorf("child %s: translate batches cover %v, want %v", child, ids, want)
@@ -158,5 +161,24 @@ func checkChildren(t *testing.T, s *testenv.Stack, env *wire.Envelope) {
 	if err := s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM step_parts WHERE task_id = $1 AND step <> 'asr'`, parent).Scan(&own); err != nil || own != 0 {
 		t.Errorf("%d parts of later steps registered for the parent (%v), want none", own, err)
 	}
+}
 
+// takeBatch takes the next translate message and adds its segments to its
+// child's batches (messages of other tests' tasks are passed over).
+func takeBatch(t *testing.T, s *testenv.Stack, parent uuid.UUID, env *wire.Envelope, batches map[uuid.UUID][]string) {
+	t.Helper()
+	var p wire.Translate
+	m := s.NextMessage(t, "task.translate", &p)
+	if m.TaskID == parent {
+		t.Errorf("a translate batch of the parent itself: %+v", p)
+		return
+	}
+	if _, ok := batches[m.TaskID]; !ok {
+		return // another test's
+	}
+	if m.TraceID != env.TraceID || p.TaskID != m.TaskID || m.TaskID != wire.ChildTaskID(parent, p.TargetLanguage) ||
+		len(p.SegmentIDs) > 3 || p.SourceLanguage != "en" {
+		t.Errorf("translate message %+v payload %+v", m, p)
+	}
+	batches[m.TaskID] = append(batches[m.TaskID], p.SegmentIDs...)
 }
