@@ -134,25 +134,13 @@ func (p *Pocketsphinx) TranscribeAfter(ctx context.Context, wavPath, language st
 	return shiftSegments(segs, int(int64(skip)*1000/int64(rate))), nil
 }
 
-// writeTrimmed writes samples as a WAV file beside wavPath.
+// writeTrimmed writes samples as a chunk file beside wavPath.
 func writeTrimmed(wavPath string, samples []int16, rate int) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(wavPath), strings.TrimSuffix(filepath.Base(wavPath), ".wav")+"-*.wav")
-	if err != nil {
-		return "", fmt.Errorf("create trimmed chunk: %w", err)
-	}
 	b := make([]byte, 2*len(samples))
 	for i, v := range samples {
 		binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
 	}
-	_, err = f.Write(append(wavHeader(rate, 1, 16, len(b)), b...))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("write trimmed chunk: %w", err)
-	}
-	return f.Name(), nil
+	return (&Chunker{TempDir: filepath.Dir(wavPath)}).writeChunk(nil, b, rate, 0)
 }
 
 // shiftSegments moves segments and their words later by ms.
