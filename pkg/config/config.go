@@ -40,8 +40,8 @@ type Common struct {
 	DefaultTargetLanguage string `env:"DEFAULT_TARGET_LANGUAGE" envDefault:"es"`
 
 	// Concurrency is how many messages a worker handles at once (and its
-	// prefetch).
-	Concurrency int `env:"WORKER_CONCURRENCY" envDefault:"1"`
+	// prefetch); unset, Consumers sizes it by the cores the worker sees.
+	Concurrency *int `env:"WORKER_CONCURRENCY"`
 	// MaxRetries is the retry budget of a step: a transient failure is
 	// retried up to 3 times (after 1 s, 2 s, 4 s), then sent to the DLQ with
 	// retry_count 3 — with the default of 3; n retries wait 1 s, 2 s, 4 s, …
@@ -116,7 +116,9 @@ func (c *Common) Validate() error {
 	if c.S3.Endpoint == "" || c.S3.Bucket == "" {
 		errs = append(errs, errors.New("S3_ENDPOINT and S3_BUCKET are required"))
 	}
-	errs = append(errs, Between("WORKER_CONCURRENCY", c.Concurrency, 1, 256))
+	if c.Concurrency != nil {
+		errs = append(errs, Between("WORKER_CONCURRENCY", *c.Concurrency, 1, 256))
+	}
 	if c.MaxRetries < 0 || c.MaxRetries > 7 {
 		errs = append(errs, fmt.Errorf("STEP_MAX_RETRIES %d: want 0..7 (the delay tiers end at 60s)", c.MaxRetries))
 	}

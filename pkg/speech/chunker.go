@@ -402,10 +402,33 @@ func quietest(buf []byte, lo, hi, frame int) int {
 // TranscribeChunk transcribes one chunk that Split cut, wherever its file
 // is now, with Engine alone (a chunk is never cut again) and places the
 // segments on the whole file's timeline.
+//
+// A chunk whose cut lies in a pause (the audio pauseMS around it 20 dB
+// quieter than the speech) goes to an Engine that can be warmed up
+// without decoding (Pocketsphinx) with its lead-in skipped: the lead-in
+// only sets where the engine's normalisation starts, and no audio is
+// decoded twice. A chunk cut in speech has its lead-in decoded as before.
 func (c *Chunker) TranscribeChunk(ctx context.Context, ch Chunk, language string) ([]Segment, error) {
-	segs, err := c.Engine.Transcribe(ctx, ch.Path, language)
+	segs, err := c.transcribeChunk(ctx, ch, language)
 	if err != nil {
 		return nil, fmt.Errorf("transcribe chunk %d at %d ms: %w", ch.Index, ch.OffsetMS, err)
 	}
 	return ch.Place(segs), nil
+}
+
+// transcribeChunk transcribes a chunk's file, skipping its lead-in when
+// the cut lies in a pause and Engine can be warmed up without it.
+func (c *Chunker) transcribeChunk(ctx context.Context, ch Chunk, language string) ([]Segment, error) {
+	w, ok := c.Engine.(warmStarter)
+	if !ok || ch.LeadMS <= 0 {
+		return c.Engine.Transcribe(ctx, ch.Path, language)
+	}
+	samples, rate, err := readSamples(ch.Path)
+	if err != nil {
+		return nil, err
+	}
+	if !inPause(samples, rate, int(int64(ch.LeadMS)*int64(rate)/1000)) {
+		return c.Engine.Transcribe(ctx, ch.Path, language)
+	}
+	return w.TranscribeAfter(ctx, ch.Path, language, ch.LeadMS)
 }

@@ -55,6 +55,12 @@ type Pocketsphinx struct {
 	// zero. Built without it, or with Command set, every file runs
 	// Command.
 	Decoders int
+
+	// cmnMean, when set, is where the cepstral mean normalisation starts
+	// instead of the model's -cmninit; cmnArgs make the command do so
+	// (TranscribeAfter).
+	cmnMean []float64
+	cmnArgs []string
 }
 
 // NewPocketsphinx returns a Pocketsphinx with the defaults.
@@ -89,13 +95,14 @@ func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "
 func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
 	if p.Resident() {
 		args := append(p.searchArgs(), p.ExtraArgs...)
-		return sharedPool(args, p.Decoders).transcribe(ctx, wavPath)
+		return sharedPool(args, p.Decoders).transcribe(ctx, wavPath, p.cmnMean)
 	}
 	cmdName := p.Command
 	if cmdName == "" {
 		cmdName = "pocketsphinx_continuous"
 	}
 	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
+	args = append(args, p.cmnArgs...)
 	out, err := run(ctx, nil, cmdName, args...)
 	return string(out), err
 }

@@ -16,5 +16,5 @@ type psDecoder struct{}
 
 var errNotLoaded = errors.New("pocketsphinx: built without libpocketsphinx (tag pocketsphinx_lib)")
 
-func newPSDecoder([]string) (*psDecoder, error)     { return nil, errNotLoaded }
-func (*psDecoder) decode(io.Reader) (string, error) { return "", errNotLoaded }
+func newPSDecoder([]string) (*psDecoder, error)                { return nil, errNotLoaded }
+func (*psDecoder) decode(io.Reader, []float64) (string, error) { return "", errNotLoaded }

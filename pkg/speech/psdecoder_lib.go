@@ -59,6 +59,20 @@ static void psd_start_stream(psd *d) {
 	}
 }
 
+// psd_start_stream_mean starts a stream as psd_start_stream does, the
+// cepstral mean then set to mean as cmn_live_set does (the mean of a
+// window's worth of frames).
+static void psd_start_stream_mean(psd *d, const double *mean) {
+	psd_start_stream(d);
+	cmn_t *cmn = ps_get_feat(d->ps)->cmn_struct;
+	if (cmn == NULL || d->mean0 == NULL) return;
+	for (int i = 0; i < d->veclen; i++) {
+		cmn->cmn_mean[i] = FLOAT2MFCC(mean[i]);
+		cmn->sum[i] = FLOAT2MFCC(mean[i]) * d->nframe0;
+	}
+	cmn->nframe = d->nframe0;
+}
+
 static double psd_conf(psd *d, ps_seg_t *s) {
 	int32 pprob = ps_seg_prob(s, NULL, NULL, NULL);
 	return (float)logmath_exp(ps_get_logmath(d->ps), pprob);
@@ -119,8 +133,12 @@ func newPSDecoder(args []string) (*psDecoder, error) {
 // pocketsphinx_continuous -time yes does (2048 samples at a time,
 // an utterance ended wherever the voice activity detector leaves
 // speech), and returns what that command prints.
-func (p *psDecoder) decode(r io.Reader) (string, error) {
-	C.psd_start_stream(p.d)
+func (p *psDecoder) decode(r io.Reader, cmnMean []float64) (string, error) {
+	if len(cmnMean) == int(p.d.veclen) && p.d.veclen > 0 {
+		C.psd_start_stream_mean(p.d, (*C.double)(unsafe.Pointer(&cmnMean[0])))
+	} else {
+		C.psd_start_stream(p.d)
+	}
 	ps := p.d.ps
 	p.out.Reset()
 	if C.ps_start_utt(ps) < 0 {

@@ -46,8 +46,9 @@ func sharedPool(args []string, size int) *decoderPool {
 }
 
 // transcribe decodes wavPath with a decoder of the pool and returns what
-// pocketsphinx_continuous -time yes prints for it.
-func (p *decoderPool) transcribe(ctx context.Context, wavPath string) (string, error) {
+// pocketsphinx_continuous -time yes prints for it; with cmnMean, the
+// cepstral mean normalisation starts there rather than at the model's.
+func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []float64) (string, error) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -73,7 +74,7 @@ func (p *decoderPool) transcribe(ctx context.Context, wavPath string) (string, e
 			return "", fmt.Errorf("read %s: %w", wavPath, err)
 		}
 	}
-	out, err := d.decode(ctxReader{ctx, r})
+	out, err := d.decode(ctxReader{ctx, r}, cmnMean)
 	p.give(d)
 	return out, err
 }

@@ -135,7 +135,7 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 	}
 	cfg := p.Config
 	metrics := step.NewMetrics(p.Registry)
-	ids := WorkerIDs(p.Name, max(cfg.Concurrency, 1))
+	ids := WorkerIDs(p.Name, max(cfg.Consumers(p.Name), 1))
 	runners := make([]*step.Runner, len(ids))
 	for i, id := range ids {
 		sc := step.Config{

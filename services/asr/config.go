@@ -32,8 +32,9 @@ type Config struct {
 	// the others wait until earlier ones finish, so that other tasks'
 	// messages take turns. WORKER_CONCURRENCY is the messages one process
 	// handles at once.
-	ChunkSeconds     int `env:"ASR_CHUNK_SECONDS" envDefault:"60"`
-	ChunkConcurrency int `env:"ASR_CONCURRENCY" envDefault:"2"`
+	ChunkSeconds int `env:"ASR_CHUNK_SECONDS" envDefault:"60"`
+	// Unset or 0: the cores the worker sees (cores.Usable).
+	ChunkConcurrency int `env:"ASR_CONCURRENCY"`
 	// PocketsphinxSearch is the embedded recogniser's decoder search
 	// (pocketsphinx_continuous flags); "default" for the package's own.
 	PocketsphinxSearch string `env:"POCKETSPHINX_SEARCH" envDefault:"-fwdflat no -maxhmmpf 6000"`
@@ -47,7 +48,7 @@ func (c *Config) Validate() error {
 	return errors.Join(c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
 		config.AtLeast("TIMEOUT_ASR_SECONDS", c.TimeoutSeconds, 1),
 		config.Between("ASR_CHUNK_SECONDS", c.ChunkSeconds, 5, 600),
-		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 1, 64), speech.CheckPocketsphinxSearch(c.PocketsphinxSearch))
+		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 0, 64), speech.CheckPocketsphinxSearch(c.PocketsphinxSearch))
 }
 
 // Timeout is the step's timeout.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/speech"
@@ -262,12 +263,12 @@ func segmentIDs(base, n int) []string {
 }
 
 // window is how many chunks of one task may be in the queue at once: the
-// Chunker's Concurrency (ASR_CONCURRENCY), 2 without one.
+// Chunker's Concurrency (ASR_CONCURRENCY), else the cores the worker sees.
 func (h *handler) window() int {
 	if c, ok := h.asr.(*speech.Chunker); ok && c.Concurrency > 0 {
 		return c.Concurrency
 	}
-	return 2
+	return cores.Usable()
 }
 
 // chunkKey is where chunk n of a task's audio (ext wav) or its transcript

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/speech"
@@ -35,7 +36,7 @@ type Config struct {
 	// come after those). A message's batch_size, max_concurrency,
 	// max_retries and retry_delay_sec override them.
 	BatchSize         int     `env:"TTS_BATCH_SIZE" envDefault:"20"`
-	MaxConcurrency    int     `env:"TTS_MAX_CONCURRENCY" envDefault:"4"`
+	MaxConcurrency    int     `env:"TTS_MAX_CONCURRENCY"` // unset or 0: cores.Usable
 	SegmentMaxRetries int     `env:"TTS_MAX_RETRIES" envDefault:"3"`
 	RetryDelaySeconds float64 `env:"TTS_RETRY_DELAY_SECONDS" envDefault:"2"`
 	// MaxRate bounds how much faster than its default rate the engine may
@@ -67,7 +68,7 @@ func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Speech().Validate(),
 		config.AtLeast("TIMEOUT_TTS_SECONDS", c.TimeoutSeconds, 1),
 		config.Between("TTS_BATCH_SIZE", c.BatchSize, 1, 1000),
-		config.Between("TTS_MAX_CONCURRENCY", c.MaxConcurrency, 1, 64),
+		config.Between("TTS_MAX_CONCURRENCY", c.MaxConcurrency, 0, 64),
 		config.Between("TTS_MAX_SPEAKERS", c.MaxSpeakers, 1, 8),
 		config.Between("TTS_MAX_RETRIES", c.SegmentMaxRetries, 0, 20),
 		config.BetweenFloat("TTS_RETRY_DELAY_SECONDS", c.RetryDelaySeconds, 0, 300),
@@ -86,8 +87,12 @@ func (c *Config) Speech() speech.Config {
 
 // Settings are the configured batch, concurrency and retry settings.
 func (c *Config) Settings() settings {
-	return settings{batchSize: c.BatchSize, concurrency: c.MaxConcurrency, maxRetries: c.SegmentMaxRetries,
+	s := settings{batchSize: c.BatchSize, concurrency: c.MaxConcurrency, maxRetries: c.SegmentMaxRetries,
 		retryDelay: config.Seconds(c.RetryDelaySeconds), maxRate: c.MaxRate}
+	if s.concurrency <= 0 { // TTS_MAX_CONCURRENCY unset: the cores the worker sees
+		s.concurrency = cores.Usable()
+	}
+	return s
 }
 
 // run serves the tts step with the configuration in environ until ctx is
