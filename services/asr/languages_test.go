@@ -79,11 +79,8 @@ func TestAParentTranscribesOnceAndSpawnsAChildPerLanguage(t *testing.T) {
 // the merge spawns the children, each with every segment of every chunk.
 func TestAChunkedParentSpawnsItsChildrenAtTheMerge(t *testing.T) {
 	t.Parallel()
-	// One consumer, as before WORKER_CONCURRENCY defaulted to the cores:
-	// with three, the children's translate batches were at times not all
-	// in the queue yet when checkChildren counts it after the merge.
 	s := testenv.NewStack(t, run, map[string]string{
-		"TRANSLATE_BATCH_SIZE": "3", "ASR_CHUNK_SECONDS": "5", "ASR_CONCURRENCY": "2", "WORKER_CONCURRENCY": "1"})
+		"TRANSLATE_BATCH_SIZE": "3", "ASR_CHUNK_SECONDS": "5", "ASR_CONCURRENCY": "2"})
 	s.Start()
 	env := newParent(s, filepath.Join(fixtures(t), "jfk.wav"), true)
 	s.Publish(env)
