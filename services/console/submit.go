@@ -219,6 +219,21 @@ func formError(err error, limit int64) error {
 	return badRequest("multipart form: " + err.Error())
 }
 
+// uploadedTask is the JSON body of POST /api/tasks for a video already
+// PUT to an upload URL.
+type uploadedTask struct {
+	SourceVideoKey string `json:"sourceVideoKey"`
+	Source         string `json:"source"`
+	Target         string `json:"target"`
+	// TargetLanguages names several languages (as does a target such as
+	// "es,ca").
+	TargetLanguages []string `json:"targetLanguages"`
+	Speaker         string   `json:"speaker"`
+	Glossary        string   `json:"glossary"`
+	// FileName is the name of the file the browser or client uploaded.
+	FileName string `json:"fileName"`
+}
+
 // existingUpload starts a task from {"sourceVideoKey", "source", "target",
 // "targetLanguages", "speaker", "glossary"}, the key an upload of POST
 // /api/uploads was PUT to. It admits the fields, then — holding the
@@ -228,18 +243,7 @@ func formError(err error, limit int64) error {
 // task and removes the upload. A later PUT to the upload URL changes
 // nothing the task reads, and the same upload cannot start a second task.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
-	var body struct {
-		SourceVideoKey string `json:"sourceVideoKey"`
-		Source         string `json:"source"`
-		Target         string `json:"target"`
-		// TargetLanguages names several languages (as does a target
-		// such as "es,ca").
-		TargetLanguages []string `json:"targetLanguages"`
-		Speaker         string   `json:"speaker"`
-		Glossary        string   `json:"glossary"`
-		// FileName is the name of the file the browser or client uploaded.
-		FileName string `json:"fileName"`
-	}
+	var body uploadedTask
 	if err := decodeJSON(r, &body); err != nil {
 		return submission{}, err
 	}
