@@ -66,7 +66,9 @@ func newStack(t *testing.T) *stack {
 func newStackOf(t *testing.T, names []string, consoleEnv map[string]string) *stack {
 	t.Helper()
 	b := testenv.NewBackends(t)
-	env := b.Env(map[string]string{"LOG_LEVEL": "info", "SHUTDOWN_GRACE_SECONDS": "10"})
+	// One consumer a worker (the default is one a core): the pages' queue
+	// table counts them back after a resume.
+	env := b.Env(map[string]string{"LOG_LEVEL": "info", "SHUTDOWN_GRACE_SECONDS": "10", "WORKER_CONCURRENCY": "1"})
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
 		if v := os.Getenv(k); v != "" {
 			env[k] = v
