@@ -126,6 +126,7 @@ func Open(ctx context.Context, name string, cfg config.Common, opts ...Option) (
 	log := NewLogger(name, cfg, o.logOut)
 	p := &Process{Name: name, Config: cfg, Log: log, Registry: ops.NewRegistry(),
 		Topology: broker.Topology{DeliveryLimit: cfg.DeliveryLimit}}
+	p.Registry.MustRegister(store.Collectors()...)
 	if err := p.open(ctx, o); err != nil {
 		p.Close()
 		return nil, err

@@ -8,6 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// LeaseSuffix ends the step label (store.WithStep) of a step's lease
+// extensions: "asr:lease".
+const LeaseSuffix = ":lease"
+
 // Metrics are the runtime's Prometheus metrics.
 type Metrics struct {
 	messages *prometheus.CounterVec

@@ -54,6 +54,9 @@ func panicError(p any) error { return fmt.Errorf("handler panic: %v", p) }
 // returned value.
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Int32 {
 	lost := new(atomic.Int32)
+	// Lease extensions come with the step's time, not its work: counted
+	// apart, so statements per task do not swing with the machine's load.
+	ctx = store.WithStep(ctx, store.StepOf(ctx)+LeaseSuffix)
 	go ops.Every(ctx, r.cfg.Lease/3, func(ctx context.Context) {
 		err := attempt.Extend(ctx, r.cfg.Pool, stepID, r.cfg.Worker, r.cfg.Lease)
 		switch {

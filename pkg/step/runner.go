@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/store"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
@@ -63,6 +64,9 @@ type Runner struct {
 	// claims and commits send the claims and the commits of concurrent
 	// deliveries together (combiner).
 	claims, commits *combiner
+	// label names the step the runner's statements are counted under
+	// (store.WithStep): its route's, or its queue's when it serves several.
+	label string
 }
 
 // NewRunner checks cfg and returns a Runner.
@@ -73,6 +77,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 	r := &Runner{cfg: cfg, routes: make(map[string]Route, len(cfg.Routes)), now: time.Now}
 	for _, route := range cfg.Routes {
 		r.routes[route.Step] = route
+	}
+	r.label = cfg.Queue
+	if len(cfg.Routes) == 1 {
+		r.label = cfg.Routes[0].Step
 	}
 	r.policy = policy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, lease: cfg.Lease,
 		dependencyWait: cfg.DependencyWait, deliveryLimit: cfg.DeliveryLimit}
@@ -98,7 +106,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			Msg("step runtime serving")
 	}
 	// Work outlives ctx by the shutdown grace.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, cancelWork := context.WithCancel(store.WithStep(context.WithoutCancel(ctx), r.label))
 	defer cancelWork()
 	go func() {
 		<-ctx.Done()

@@ -33,6 +33,7 @@ func OpenWait(ctx context.Context, url string, wait time.Duration, retrying func
 		registerUUID(c.TypeMap())
 		return nil
 	}
+	cfg.ConnConfig.Tracer = tracer{}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
