@@ -38,22 +38,19 @@ import (
 // workers are the dubbing chain's services, in pipeline order.
 var workers = []string{"extract_audio", "asr", "translate", "tts", "mux_video"}
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// builtServices builds every service the cross-service tests run, once.
+var builtServices = sync.OnceValues(func() (string, error) {
+	return testenv.SharedBinaries(append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...)
+})
 
-// binaries builds every service the cross-service tests run, once.
+// binaries returns the folder of the built services.
 func binaries(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = testenv.SharedBinaries(append(append([]string{}, workers...), "dlq_recorder", "tts_requeue", "reconciler", "dubctl")...)
-	})
-	if buildErr != nil {
-		tb.Fatalf("build the services: %v", buildErr)
+	dir, err := builtServices()
+	if err != nil {
+		tb.Fatalf("build the services: %v", err)
 	}
-	return binDir
+	return dir
 }
 
 // flow is one test's stack and processes.
@@ -114,24 +111,23 @@ func newFlow(t testing.TB, extra map[string]string) *flow {
 	return f
 }
 
-// The sample video, made once per test binary into a folder TestMain
-// removes, and only read by the tests.
-var (
-	videoOnce sync.Once
-	videoDir  string
-	videoErr  error
-)
+// videoDir is the folder of the sample video, made once per test binary
+// by sampleVideo and removed by TestMain; the tests only read it.
+var videoDir string
+
+var makeVideo = sync.OnceValue(func() error {
+	var err error
+	if videoDir, err = os.MkdirTemp("", "dubflow-failures-video-*"); err != nil {
+		return err
+	}
+	return media.MakeSampleVideo(context.Background(), sampleText, filepath.Join(videoDir, "sample.mp4"), media.SampleOptions{})
+})
 
 // sampleVideo returns the path of the shared sample video.
 func sampleVideo(tb testing.TB) string {
 	tb.Helper()
-	videoOnce.Do(func() {
-		if videoDir, videoErr = os.MkdirTemp("", "dubflow-failures-video-*"); videoErr == nil {
-			videoErr = media.MakeSampleVideo(context.Background(), sampleText, filepath.Join(videoDir, "sample.mp4"), media.SampleOptions{})
-		}
-	})
-	if videoErr != nil {
-		tb.Fatalf("make sample video: %v", videoErr)
+	if err := makeVideo(); err != nil {
+		tb.Fatalf("make sample video: %v", err)
 	}
 	return filepath.Join(videoDir, "sample.mp4")
 }
