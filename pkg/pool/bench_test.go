@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,25 +68,41 @@ func BenchmarkSelection(b *testing.B) {
 }
 
 // consumers runs do on 16 goroutines (consumer i on replica i%2) and
-// reports the time per call beyond the engine's own call time.
+// reports the time per call beyond the engine's own call time: its mean
+// (ms/call) and what a consumer waited at the median and the 95th
+// percentile (p50-ms, p95-ms).
 func consumers(b *testing.B, call time.Duration, do func(consumer int) error) {
-	var n, spent, calls atomic.Int64
+	var n atomic.Int64
+	var mu sync.Mutex
+	var spent []time.Duration
 	b.SetParallelism(max(16/runtime.GOMAXPROCS(0), 1))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(n.Add(1))
+		var mine []time.Duration
+		defer func() { mu.Lock(); spent = append(spent, mine...); mu.Unlock() }()
 		for pb.Next() {
 			start := time.Now()
 			err := do(i)
-			spent.Add(int64(time.Since(start) - call))
-			calls.Add(1)
+			mine = append(mine, time.Since(start)-call)
 			if err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
-	b.ReportMetric(float64(spent.Load())/float64(max(calls.Load(), 1))/1e6, "ms/call")
+	b.StopTimer()
+	slices.Sort(spent)
+	var sum time.Duration
+	for _, d := range spent {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.ReportMetric(ms(sum)/float64(max(len(spent), 1)), "ms/call")
+	if len(spent) > 0 {
+		b.ReportMetric(ms(spent[len(spent)/2]), "p50-ms")
+		b.ReportMetric(ms(spent[len(spent)*95/100]), "p95-ms")
+	}
 }
 
 // roundTrips is the baseline's call: two round trips, then the engine.

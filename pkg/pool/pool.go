@@ -46,14 +46,14 @@ func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Contex
 		if len(cands) == 0 {
 			return p.wait(ctx, p.names(), units, last, true)
 		}
-		res, ok, err := p.take(ctx, cands, units)
+		res, ok, err := p.take(cands, units)
 		if err != nil {
 			return fault.Unavailable(err)
 		}
 		if !ok {
 			werr := p.wait(ctx, cands, units, last, false)
 			if errors.Is(werr, errRace) {
-				// Another call holds the free engine's row right now.
+				// An engine was freed or taken between the reservation and the read.
 				werr = fault.Wait(fmt.Errorf("%s pool: every free engine taken", p.Sched.Step), fault.WaitRateLimit, p.Sched.now().Add(time.Duration(1+rand.IntN(4))*time.Millisecond))
 			}
 			_, until, waiting := fault.WaitOf(werr)
@@ -75,24 +75,16 @@ func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Contex
 	}
 }
 
-// take reserves the best of cands for a call of units: first skipping
-// the engines other calls are reserving this instant, and when that finds
-// none, once more waiting for their rows (a reservation holds a row for
-// well under a millisecond: cheaper than reading the schedule and trying
-// again later).
-func (p *Pool) take(ctx context.Context, cands []string, units int64) (Reservation, bool, error) {
-	res, ok, err := p.Sched.reserve(ctx, cands, units, p.localWait(), false)
-	if err != nil || ok {
-		return res, ok, err
-	}
-	return p.Sched.reserve(ctx, cands, units, p.localWait(), true)
+// take reserves the best of cands for a call of units.
+func (p *Pool) take(cands []string, units int64) (Reservation, bool, error) {
+	return p.Sched.reserve(cands, units, p.localWait())
 }
 
 // run makes the call on the reserved engine and reports it to the
 // schedule; next says the call should move to the next engine.
 func (p *Pool) run(ctx context.Context, res Reservation, call func(ctx context.Context, engine string) error) (bool, error) {
 	if err := sleep(ctx, res.At.Sub(p.Sched.now())); err != nil {
-		_ = p.Sched.release(context.WithoutCancel(ctx), res, result{refund: true, neutral: true})
+		_ = p.Sched.release(res, result{refund: true, neutral: true})
 		return false, err
 	}
 	err := call(ctx, res.Engine)
@@ -100,7 +92,7 @@ func (p *Pool) run(ctx context.Context, res Reservation, call func(ctx context.C
 	p.Metrics.call(p.Sched.Step, res.Engine, r)
 	// A release that fails (the database away) leaves the reservation to
 	// expire; the call's result stands either way.
-	_ = p.Sched.release(context.WithoutCancel(ctx), res, r)
+	_ = p.Sched.release(res, r)
 	if err != nil {
 		err = fmt.Errorf("%s engine %s: %w", p.Sched.Step, res.Engine, err)
 	}

@@ -2,14 +2,12 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DB is what the schedule needs of Postgres (a *pgxpool.Pool).
@@ -30,6 +28,7 @@ type Schedule struct {
 	Lease time.Duration
 
 	reaped atomic.Int64 // when this replica last reaped, unix ns
+	batch  batcher      // the reservations and releases waiting for the next batch
 }
 
 // reapEvery is how often a replica frees the reservations of dead workers.
@@ -69,6 +68,8 @@ type Reservation struct {
 	Units  int64
 	// At is when the call may start (the engine's next slot; now or soon).
 	At time.Time
+	// failures are the engine's server errors in a row when reserved.
+	failures int
 }
 
 // reapSQL frees the reservations of dead workers ($1 step, $2 now).
@@ -80,78 +81,42 @@ const reapSQL = `WITH gone AS (DELETE FROM engine_reservations WHERE step = $1 A
 const usedSQL = `(CASE WHEN e.window_start < $5 THEN 0 ELSE e.used END)`
 
 // reserveSQL reserves the best engine ($1 step, $2 candidates, $3 now, $4
-// the latest acceptable slot, $5 the window start, $6 units, $7 expiry),
-// skipping the rows other calls hold; reserveWaitSQL waits for them.
-// The schedule is advisory bookkeeping: a commit lost in a crash loses one
-// call's count, not a step's outcome, so its transactions commit without
-// waiting for the WAL flush (synchronous_commit off, set by the statement
-// itself: no round trip of its own), which keeps the rows locked for less
-// time.
-const (
-	reserveSQL     = reserveSelect + ` SKIP LOCKED)` + reserveRest
-	reserveWaitSQL = reserveSelect + `)` + reserveRest
-)
-
-const reserveSelect = `WITH c AS (
+// the latest acceptable slot, $5 the window start, $6 units, $7 expiry).
+// It runs in a replica's batch (batch.go), which holds the step's rows
+// already: FOR UPDATE takes no lock of its own then.
+const reserveSQL = `WITH c AS (
     SELECT e.step, e.name, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3) AS at
-      FROM engine_schedule e, (SELECT set_config('synchronous_commit', 'off', true)) sc
+      FROM engine_schedule e
      WHERE e.step = $1 AND e.name = ANY($2::text[])
        AND greatest(e.next_available_at, e.cooled_until, e.breaker_until) <= $4
        AND (e.daily_quota = 0 OR ` + usedSQL + ` + $6 <= e.daily_quota)
        AND (e.concurrency = 0 OR e.in_flight < e.concurrency)
      ORDER BY e.fallback, greatest(e.next_available_at, e.cooled_until, e.breaker_until, $3),
               ` + usedSQL + `::float8 / e.weight, e.name
-     LIMIT 1 FOR UPDATE OF e`
-
-const reserveRest = `, u AS (
+     LIMIT 1 FOR UPDATE OF e
+), u AS (
     UPDATE engine_schedule e SET used = ` + usedSQL + ` + $6, window_start = greatest(e.window_start, $5),
            in_flight = e.in_flight + 1, calls = e.calls + 1, updated_at = $3,
            next_available_at = CASE WHEN e.rpm > 0 THEN c.at + (60000.0 / e.rpm) * interval '1 millisecond'
                                     ELSE e.next_available_at END
       FROM c WHERE e.step = c.step AND e.name = c.name
-    RETURNING e.step, e.name
+    RETURNING e.step, e.name, e.failures
 ), r AS (
     INSERT INTO engine_reservations (step, name, units, expires_at) SELECT step, name, $6, $7 FROM u RETURNING id, name
 )
-SELECT r.id, r.name, c.at FROM r JOIN c ON c.name = r.name`
+SELECT r.id, r.name, c.at, u.failures FROM r JOIN c ON c.name = r.name JOIN u ON u.name = r.name`
 
 // reserve holds one of candidates for a call of units, whose slot is no
-// later than horizon; ok is false when none can serve now. It skips the
-// engines other calls hold right now, unless wait: then it waits for them
-// (briefly: lockWait), to be used when skipping found none.
-func (s *Schedule) reserve(ctx context.Context, candidates []string, units int64, horizon time.Duration, wait bool) (Reservation, bool, error) {
-	now := s.now()
-	lease := s.Lease
-	if lease <= 0 {
-		lease = DefaultLease
+// later than horizon; ok is false when none can serve now. The
+// reservation goes with the replica's next batch.
+func (s *Schedule) reserve(candidates []string, units int64, horizon time.Duration) (Reservation, bool, error) {
+	o := &op{cands: candidates, units: units, horizon: horizon}
+	s.submit(o, true)
+	if o.err != nil {
+		return o.res, false, fmt.Errorf("reserve a %s engine: %w", s.Step, o.err)
 	}
-	res := Reservation{Units: units}
-	b := &pgx.Batch{}
-	query := reserveSQL
-	if wait {
-		// Only the one row is locked in this transaction, and not for long.
-		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", lockWait.Milliseconds()))
-		query = reserveWaitSQL
-	} else if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
-		b.Queue(reapSQL, s.Step, now)
-	}
-	b.Queue(query, s.Step, candidates, now, now.Add(horizon), s.Cfg.WindowStart(now), units, now.Add(lease)).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&res.ID, &res.Engine, &res.At) })
-	err := s.DB.SendBatch(ctx, b).Close()
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return res, false, nil
-	case wait && errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01"):
-		return res, false, nil // the lock was not free in time (or a deadlock): as if taken
-	case err != nil:
-		return res, false, fmt.Errorf("reserve a %s engine: %w", s.Step, err)
-	}
-	return res, true, nil
+	return o.res, o.ok, nil
 }
-
-// lockWait bounds how long a reservation waits for an engine's row.
-const lockWait = 250 * time.Millisecond
 
 // result is how a call on a reserved engine ended, for the schedule.
 type result struct {
@@ -174,21 +139,29 @@ const (
 	BreakerOpen     = 30 * time.Second
 )
 
-// release ends res with r.
-func (s *Schedule) release(ctx context.Context, res Reservation, r result) error {
-	now := s.now()
-	var cool, breaker *time.Time
-	if !r.coolUntil.IsZero() {
-		cool = &r.coolUntil
+// release ends res with r. A call that ended well on an engine without
+// errors in a row is released with the replica's next batch without
+// waiting for it (its release changes nothing another call needs to
+// know at once but the slot, which the replica's own next reservations
+// see: a batch applies its releases first); any other waits until its
+// batch committed, so that the next call sees the cool-down or breaker.
+func (s *Schedule) release(res Reservation, r result) error {
+	o := &op{release: true, res: res, result: r}
+	if r.ok && res.failures == 0 {
+		s.submit(o, false)
+		return nil
 	}
-	if b := now.Add(BreakerOpen); r.failure {
-		breaker = &b
+	s.submit(o, true)
+	if o.err != nil {
+		return fmt.Errorf("release %s engine %s: %w", s.Step, res.Engine, o.err)
 	}
-	refund := int64(0)
-	if r.refund {
-		refund = res.Units
-	}
-	_, err := s.DB.Exec(ctx, `WITH d AS (DELETE FROM engine_reservations WHERE id = $3 RETURNING 1)
+	return nil
+}
+
+// releaseSQL ends a reservation ($1 step, $2 engine, $3 id, $4 refund, $5
+// now, $6 cool-down, $7 ok, $8 failure, $9 breaker's end, $10
+// BreakerFailures, $11 error text, $12 neutral).
+const releaseSQL = `WITH d AS (DELETE FROM engine_reservations WHERE id = $3 RETURNING 1)
 		UPDATE engine_schedule e SET in_flight = greatest(e.in_flight - (SELECT count(*) FROM d), 0),
 		       used = greatest(e.used - $4, 0), updated_at = $5,
 		       cooled_until = greatest(e.cooled_until, coalesce($6::timestamptz, 'epoch')),
@@ -198,11 +171,21 @@ func (s *Schedule) release(ctx context.Context, res Reservation, r result) error
 		                            WHEN $8 AND e.failures + 1 >= $10 THEN $9::timestamptz ELSE e.breaker_until END,
 		       last_error = CASE WHEN $7 OR $12 THEN e.last_error ELSE $11 END,
 		       last_error_at = CASE WHEN $7 OR $12 THEN e.last_error_at ELSE $5 END
-		  FROM (SELECT set_config('synchronous_commit', 'off', true)) sc
-		 WHERE e.step = $1 AND e.name = $2`,
-		s.Step, res.Engine, res.ID, refund, now, cool, r.ok, r.failure, breaker, BreakerFailures, r.errText, r.neutral)
-	if err != nil {
-		return fmt.Errorf("release %s engine %s: %w", s.Step, res.Engine, err)
+		 WHERE e.step = $1 AND e.name = $2`
+
+// queueRelease adds o's release to b, as seen at now.
+func (s *Schedule) queueRelease(b *pgx.Batch, o *op, now time.Time) {
+	r := o.result
+	var cool, breaker *time.Time
+	if !r.coolUntil.IsZero() {
+		cool = &r.coolUntil
 	}
-	return nil
+	if t := now.Add(BreakerOpen); r.failure {
+		breaker = &t
+	}
+	refund := int64(0)
+	if r.refund {
+		refund = o.res.Units
+	}
+	b.Queue(releaseSQL, s.Step, o.res.Engine, o.res.ID, refund, now, cool, r.ok, r.failure, breaker, BreakerFailures, r.errText, r.neutral)
 }

@@ -1,0 +1,159 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A replica's reservations and releases go to Postgres in batches: one
+// round trip and one transaction for all the calls of the replica that
+// want one at that moment. The batch locks the step's rows first (in name
+// order, so that two replicas' batches queue behind each other instead of
+// deadlocking), applies the releases, then makes the reservations one
+// after the other, each seeing the ones before. While one batch is on its
+// way the next calls queue for the next one. So 16 callers contend for
+// the rows as two replicas do, not as 16 transactions, and every call
+// still has its own reservation (its own expiry) and sees the schedule as
+// it is: no quota, slot or cool-down is held by a replica for later.
+
+// op is one reservation or release waiting for its batch.
+type op struct {
+	release bool
+	// A reservation: the candidates, the units, the horizon; what it got.
+	cands   []string
+	units   int64
+	horizon time.Duration
+	ok      bool
+	// res is what a reservation got and what a release ends.
+	res    Reservation
+	result result
+	err    error
+	done   chan struct{} // closed when the op's batch ended (nil: nobody waits)
+}
+
+// batcher queues a replica's ops; one goroutine at a time sends them.
+type batcher struct {
+	mu      sync.Mutex
+	queue   []*op
+	sending bool
+}
+
+// flushTimeout bounds one batch's round trip (a batch serves many calls,
+// none of whose contexts it can take).
+const flushTimeout = 30 * time.Second
+
+// batchTries is how often a batch is sent when its lock wait times out.
+const batchTries = 5
+
+// batchLockWait bounds how long a batch waits for the step's rows.
+const batchLockWait = 2 * time.Second
+
+// submit queues o for the next batch, starting a sender when none runs,
+// and waits for the batch when wait.
+func (s *Schedule) submit(o *op, wait bool) {
+	if wait {
+		o.done = make(chan struct{})
+	}
+	s.batch.mu.Lock()
+	s.batch.queue = append(s.batch.queue, o)
+	start := !s.batch.sending
+	s.batch.sending = true
+	s.batch.mu.Unlock()
+	if start {
+		go s.send()
+	}
+	if wait {
+		<-o.done
+	}
+}
+
+// send sends the queued ops in batches until none is left.
+func (s *Schedule) send() {
+	for {
+		s.batch.mu.Lock()
+		ops := s.batch.queue
+		s.batch.queue = nil
+		if len(ops) == 0 {
+			s.batch.sending = false
+			s.batch.mu.Unlock()
+			return
+		}
+		s.batch.mu.Unlock()
+		err := s.flushTries(ops)
+		for _, o := range ops {
+			if err != nil {
+				o.ok, o.err = false, err
+			}
+			if o.done != nil {
+				close(o.done)
+			}
+		}
+	}
+}
+
+// flushTries sends ops as one batch, again when it could not lock the
+// step's rows in time (the whole transaction was rolled back).
+func (s *Schedule) flushTries(ops []*op) error {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	var err error
+	for range batchTries {
+		err = s.flush(ctx, ops)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "55P03" && pgErr.Code != "40P01") {
+			return err
+		}
+	}
+	return err
+}
+
+// flush sends ops in one transaction: lock the step's rows, reap the
+// reservations of dead workers (once a second), the releases, then the
+// reservations.
+func (s *Schedule) flush(ctx context.Context, ops []*op) error {
+	now := s.now()
+	lease := s.Lease
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	b := &pgx.Batch{}
+	// The schedule is advisory bookkeeping: a commit lost in a crash loses
+	// a few calls' counts, not a step's outcome, so the batch commits
+	// without waiting for the WAL flush.
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', $1, true)`,
+		fmt.Sprintf("%dms", batchLockWait.Milliseconds()))
+	b.Queue(`SELECT name FROM engine_schedule WHERE step = $1 ORDER BY name FOR UPDATE`, s.Step)
+	if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
+		b.Queue(reapSQL, s.Step, now)
+	}
+	for _, o := range ops {
+		if o.release {
+			s.queueRelease(b, o, now)
+		}
+	}
+	window := s.Cfg.WindowStart(now)
+	for _, o := range ops {
+		if !o.release {
+			o.res, o.ok = Reservation{Units: o.units}, false
+			b.Queue(reserveSQL, s.Step, o.cands, now, now.Add(o.horizon), window, o.units, now.Add(lease)).
+				QueryRow(o.scan)
+		}
+	}
+	return s.DB.SendBatch(ctx, b).Close()
+}
+
+// scan reads a reservation's row; none: no engine can serve it now.
+func (o *op) scan(row pgx.Row) error {
+	err := row.Scan(&o.res.ID, &o.res.Engine, &o.res.At, &o.res.failures)
+	o.ok = err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
+}
