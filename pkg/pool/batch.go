@@ -25,6 +25,8 @@ import (
 // op is one reservation or release waiting for its batch.
 type op struct {
 	release bool
+	// flush: nothing to do; its batch follows every op queued before it.
+	flush bool
 	// A reservation: the candidates, the units, the horizon; what it got.
 	cands   []string
 	units   int64
@@ -54,8 +56,10 @@ const batchTries = 5
 // batchLockWait bounds how long a batch waits for the step's rows.
 const batchLockWait = 2 * time.Second
 
-// submit queues o for the next batch, starting a sender when none runs,
-// and waits for the batch when wait.
+// submit queues o for the next batch and waits for it when wait. When no
+// batch is on its way, the caller sends it itself (sparing a goroutine's
+// hand-over) and leaves the batches queued meanwhile to a sender of their
+// own.
 func (s *Schedule) submit(o *op, wait bool) {
 	if wait {
 		o.done = make(chan struct{})
@@ -65,7 +69,11 @@ func (s *Schedule) submit(o *op, wait bool) {
 	start := !s.batch.sending
 	s.batch.sending = true
 	s.batch.mu.Unlock()
-	if start {
+	switch {
+	case start && wait:
+		s.sendOnce()
+		go s.send()
+	case start:
 		go s.send()
 	}
 	if wait {
@@ -75,26 +83,32 @@ func (s *Schedule) submit(o *op, wait bool) {
 
 // send sends the queued ops in batches until none is left.
 func (s *Schedule) send() {
-	for {
-		s.batch.mu.Lock()
-		ops := s.batch.queue
-		s.batch.queue = nil
-		if len(ops) == 0 {
-			s.batch.sending = false
-			s.batch.mu.Unlock()
-			return
-		}
+	for s.sendOnce() {
+	}
+}
+
+// sendOnce sends the queued ops as one batch; false when there were none
+// (and the replica has no sender any more).
+func (s *Schedule) sendOnce() bool {
+	s.batch.mu.Lock()
+	ops := s.batch.queue
+	s.batch.queue = nil
+	if len(ops) == 0 {
+		s.batch.sending = false
 		s.batch.mu.Unlock()
-		err := s.flushTries(ops)
-		for _, o := range ops {
-			if err != nil {
-				o.ok, o.err = false, err
-			}
-			if o.done != nil {
-				close(o.done)
-			}
+		return false
+	}
+	s.batch.mu.Unlock()
+	err := s.flushTries(ops)
+	for _, o := range ops {
+		if err != nil {
+			o.ok, o.err = false, err
+		}
+		if o.done != nil {
+			close(o.done)
 		}
 	}
+	return true
 }
 
 // flushTries sends ops as one batch, again when it could not lock the
@@ -132,14 +146,21 @@ func (s *Schedule) flush(ctx context.Context, ops []*op) error {
 	if last := s.reaped.Load(); now.UnixNano()-last > int64(reapEvery) && s.reaped.CompareAndSwap(last, now.UnixNano()) {
 		b.Queue(reapSQL, s.Step, now)
 	}
+	var clean []int64
 	for _, o := range ops {
-		if o.release {
+		switch {
+		case o.release && o.clean():
+			clean = append(clean, o.res.ID)
+		case o.release:
 			s.queueRelease(b, o, now)
 		}
 	}
+	if len(clean) > 0 {
+		b.Queue(releaseCleanSQL, s.Step, clean, now)
+	}
 	window := s.Cfg.WindowStart(now)
 	for _, o := range ops {
-		if !o.release {
+		if !o.release && !o.flush {
 			o.res, o.ok = Reservation{Units: o.units}, false
 			b.Queue(reserveSQL, s.Step, o.cands, now, now.Add(o.horizon), window, o.units, now.Add(lease)).
 				QueryRow(o.scan)
@@ -157,3 +178,21 @@ func (o *op) scan(row pgx.Row) error {
 	}
 	return err
 }
+
+// clean: o releases a call that ended well on an engine without errors
+// in a row (most calls): what it changes is the same for all of them.
+func (o *op) clean() bool { return o.release && o.result.ok && o.res.failures == 0 }
+
+// releaseCleanSQL ends the clean calls of a batch in one statement ($1
+// step, $2 their reservations, $3 now): as releaseSQL does for a success.
+const releaseCleanSQL = `WITH d AS (DELETE FROM engine_reservations WHERE id = ANY($2::bigint[]) RETURNING name),
+	g AS (SELECT name, count(*) AS n FROM d GROUP BY name)
+	UPDATE engine_schedule e SET in_flight = greatest(e.in_flight - g.n, 0), updated_at = $3,
+	       failures = 0, breaker_until = 'epoch'
+	  FROM g WHERE e.step = $1 AND e.name = g.name`
+
+// Flush returns once every release the replica made has been written (or
+// failed): the ones that did not wait for their batch. A worker that stops
+// calls it so that its last calls' slots are free at once, not when their
+// reservations expire.
+func (s *Schedule) Flush() { s.submit(&op{flush: true}, true) }

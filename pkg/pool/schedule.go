@@ -147,7 +147,7 @@ const (
 // batch committed, so that the next call sees the cool-down or breaker.
 func (s *Schedule) release(res Reservation, r result) error {
 	o := &op{release: true, res: res, result: r}
-	if r.ok && res.failures == 0 {
+	if o.clean() {
 		s.submit(o, false)
 		return nil
 	}
