@@ -53,8 +53,12 @@ const flushTimeout = 30 * time.Second
 // batchTries is how often a batch is sent when its lock wait times out.
 const batchTries = 5
 
-// batchLockWait bounds how long a batch waits for the step's rows.
-const batchLockWait = 2 * time.Second
+// batchLockWait bounds how long a batch waits for the step's rows. It is
+// below Postgres' deadlock_timeout (1 s by default): should a statement
+// of someone else's lock two of the rows in another order while a batch
+// takes them, the batch gives up first (and is sent again) rather than
+// the other statement being chosen to fail.
+const batchLockWait = 500 * time.Millisecond
 
 // submit queues o for the next batch and waits for it when wait. When no
 // batch is on its way, the caller sends it itself (sparing a goroutine's

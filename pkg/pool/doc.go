@@ -7,7 +7,8 @@
 // Every replica of every worker shares one schedule in Postgres
 // (engine_schedule, one row per engine; engine_reservations, the calls in
 // flight, which expire when their worker dies). A call reserves an engine
-// in one statement (FOR UPDATE SKIP LOCKED): the engine with quota left and
+// in its replica's next batch (one transaction for all the replica's
+// calls that want one at that moment): the engine with quota left and
 // the earliest availability, the least used for its weight first. A 429
 // cools the engine down for its Retry-After and the call moves to the next
 // engine; server errors and timeouts count towards a circuit breaker. When

@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +50,9 @@ func (s *Schedule) now() time.Time {
 // it), so that every replica and the console see them.
 func (s *Schedule) Sync(ctx context.Context) error {
 	b := &pgx.Batch{}
-	for _, m := range s.Cfg.Engines {
+	// In name order, as a batch locks them (batch.go): no deadlock.
+	members := slices.SortedFunc(slices.Values(s.Cfg.Engines), func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	for _, m := range members {
 		b.Queue(`INSERT INTO engine_schedule (step, name, kind, weight, rpm, concurrency, daily_quota, fallback)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (step, name) DO UPDATE SET kind = EXCLUDED.kind, weight = EXCLUDED.weight, rpm = EXCLUDED.rpm,
