@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +45,7 @@ type batcher struct {
 	mu      sync.Mutex
 	queue   []*op
 	sending bool
+	armed   bool // a timer sends the releases nobody waits for
 }
 
 // flushTimeout bounds one batch's round trip (a batch serves many calls,
@@ -60,48 +62,86 @@ const batchTries = 5
 // the other statement being chosen to fail.
 const batchLockWait = 500 * time.Millisecond
 
+// releaseDelay is how long a release that nobody waits for may wait for
+// a batch to go with (a reservation's, usually that of the consumer's next
+// call) before it is sent on its own.
+const releaseDelay = 10 * time.Millisecond
+
 // submit queues o for the next batch and waits for it when wait. When no
-// batch is on its way, the caller sends it itself (sparing a goroutine's
-// hand-over) and leaves the batches queued meanwhile to a sender of their
-// own.
+// batch is on its way, a caller that waits sends it itself (sparing a
+// goroutine's hand-over) and leaves what queued meanwhile to a sender of
+// its own; an op nobody waits for (a clean release) goes with the next
+// batch, at the latest after releaseDelay.
 func (s *Schedule) submit(o *op, wait bool) {
 	if wait {
 		o.done = make(chan struct{})
 	}
 	s.batch.mu.Lock()
 	s.batch.queue = append(s.batch.queue, o)
-	start := !s.batch.sending
-	s.batch.sending = true
+	start := wait && !s.batch.sending
+	s.batch.sending = s.batch.sending || start
+	if !wait {
+		s.armLocked()
+	}
 	s.batch.mu.Unlock()
-	switch {
-	case start && wait:
-		s.sendOnce()
-		go s.send()
-	case start:
-		go s.send()
+	if start {
+		s.sendOnce(false)
+		go s.send(false)
 	}
 	if wait {
 		<-o.done
 	}
 }
 
-// send sends the queued ops in batches until none is left.
-func (s *Schedule) send() {
-	for s.sendOnce() {
+// send sends the queued ops in batches until none is left (or, unless
+// force, none that a caller waits for), unless another sender runs.
+func (s *Schedule) send(force bool) {
+	if force {
+		s.batch.mu.Lock()
+		busy := s.batch.sending
+		s.batch.sending = true
+		s.batch.mu.Unlock()
+		if busy {
+			return // the running sender takes the queue
+		}
+	}
+	for s.sendOnce(force) {
 	}
 }
 
+// armLocked has a timer send the queue after releaseDelay, unless one
+// will already (the caller holds the batcher's lock).
+func (s *Schedule) armLocked() {
+	if s.batch.armed {
+		return
+	}
+	s.batch.armed = true
+	time.AfterFunc(releaseDelay, func() {
+		s.batch.mu.Lock()
+		s.batch.armed = false
+		s.batch.mu.Unlock()
+		s.send(true)
+	})
+}
+
 // sendOnce sends the queued ops as one batch; false when there were none
-// (and the replica has no sender any more).
-func (s *Schedule) sendOnce() bool {
+// (or, unless force, none that a caller waits for): the replica has no
+// sender any more then.
+func (s *Schedule) sendOnce(force bool) bool {
 	s.batch.mu.Lock()
 	ops := s.batch.queue
-	s.batch.queue = nil
+	if !force && !slices.ContainsFunc(ops, func(o *op) bool { return o.done != nil }) {
+		ops = nil
+	}
 	if len(ops) == 0 {
 		s.batch.sending = false
+		if len(s.batch.queue) > 0 {
+			s.armLocked()
+		}
 		s.batch.mu.Unlock()
 		return false
 	}
+	s.batch.queue = nil
 	s.batch.mu.Unlock()
 	err := s.flushTries(ops)
 	for _, o := range ops {
