@@ -10,7 +10,6 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/pool"
-	"github.com/dubflow/dubflow/pkg/pool/pooltest"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 )
@@ -24,14 +23,7 @@ import (
 func TestTwoReplicasSpendTheQuotaExactly(t *testing.T) {
 	db := testenv.Postgres(t)
 	clk := &clock{}
-	var fakes []*pooltest.Fake
-	var members []pool.Member
-	for i, q := range []int{400, 400, 600} {
-		f := pooltest.New(t, pooltest.Serve)
-		f.Quota, f.Concurrency, f.Delay = q, 2, 5*time.Millisecond
-		fakes = append(fakes, f)
-		members = append(members, member(fmt.Sprintf("fake-%d", i), f))
-	}
+	fakes, members := quotaFakes(t, 5*time.Millisecond, 400, 400, 600)
 	pa, a := replica(t, db.Pool, clk, members...)
 	pb, b := replica(t, db.Pool, clk, members...)
 	const calls, text = 170, "ten chars." // 1700 characters; the quotas hold 1400

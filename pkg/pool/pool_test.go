@@ -54,6 +54,20 @@ func stepPool(t testing.TB, db pool.DB, clk *clock, step string, members ...pool
 	return p
 }
 
+// quotaFakes are serving fakes named fake-0, fake-1, … with quotas, a
+// concurrency of 2 and calls taking delay, and their pool members.
+func quotaFakes(t *testing.T, delay time.Duration, quotas ...int) ([]*pooltest.Fake, []pool.Member) {
+	var fakes []*pooltest.Fake
+	var members []pool.Member
+	for i, q := range quotas {
+		f := pooltest.New(t, pooltest.Serve)
+		f.Quota, f.Concurrency, f.Delay = q, 2, delay
+		fakes = append(fakes, f)
+		members = append(members, member(fmt.Sprintf("fake-%d", i), f))
+	}
+	return fakes, members
+}
+
 // concurrently runs call(0) … call(n-1) at once; each error fails the test.
 func concurrently(t *testing.T, n int, call func(i int) error) {
 	t.Helper()
@@ -92,14 +106,7 @@ func status(t testing.TB, p *pool.Pool, name string) pool.Status {
 func TestPoolKeepsEachEnginesLimits(t *testing.T) {
 	db := testenv.Postgres(t)
 	clk := &clock{}
-	var fakes []*pooltest.Fake
-	var members []pool.Member
-	for i, q := range []int{400, 400, 600} {
-		f := pooltest.New(t, pooltest.Serve)
-		f.Quota, f.Concurrency, f.Delay = q, 2, 20*time.Millisecond
-		fakes = append(fakes, f)
-		members = append(members, member(fmt.Sprintf("fake-%d", i), f))
-	}
+	fakes, members := quotaFakes(t, 20*time.Millisecond, 400, 400, 600)
 	_, a := replica(t, db.Pool, clk, members...)
 	_, b := replica(t, db.Pool, clk, members...)
 	const calls, text = 128, "ten chars." // 1280 characters of 1400
