@@ -16,5 +16,18 @@ import (
 func (d *Deps) EnginePool(stepName, value string) (*pool.Pool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return pool.Open(ctx, d.Pool, stepName, value, os.Getenv, d.Registry)
+	p, err := pool.Open(ctx, d.Pool, stepName, value, os.Getenv, d.Registry)
+	if err == nil {
+		d.pools = append(d.pools, p)
+	}
+	return p, err
+}
+
+// flushPools writes the releases the pools' last calls left to their next
+// batch, so that a stopping worker's engine slots are free at once rather
+// than when their reservations expire.
+func (d *Deps) flushPools() {
+	for _, p := range d.pools {
+		p.Sched.Flush()
+	}
 }

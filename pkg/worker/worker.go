@@ -16,6 +16,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -36,6 +37,9 @@ type Deps struct {
 	*service.Process
 	// jobs run beside the consumers (Announce).
 	jobs []service.Job
+	// pools are the engine pools opened (EnginePool): their last releases
+	// are written when the worker stops.
+	pools []*pool.Pool
 }
 
 // Run serves stepName, the service of the same name: it reads cfg from
@@ -51,6 +55,7 @@ func Run(ctx context.Context, environ map[string]string, stepName string, cfg Co
 	}
 	defer p.Close()
 	d := &Deps{Process: p}
+	defer d.flushPools()
 	h, err := newHandler(d)
 	if err != nil {
 		return err
