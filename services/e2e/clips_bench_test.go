@@ -34,7 +34,9 @@ import (
 // runs on the machine: an upper bound), beside the script's CPU per clip
 // (its children's rusage). With BENCH_CLIPS_PERF=FILE the worker trees are
 // sampled by `perf record` during the run and the CPU and process starts
-// are printed by program.
+// are printed by program. GOFLAGS=-tags=pocketsphinx_lib builds the asr
+// worker with its decoders kept loaded (make PS_LIB=1; needs
+// libpocketsphinx-dev), to compare with a pocketsphinx process per clip.
 func BenchmarkShortClips(b *testing.B) {
 	clips := clipsSetting(b, "BENCH_CLIPS", 30)
 	runs := clipsSetting(b, "BENCH_CLIPS_SERIAL_RUNS", 3)
