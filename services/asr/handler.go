@@ -190,7 +190,7 @@ func (h *handler) chunk(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 
 // transcribeChunk recognises a chunk's speech, cleaned as transcribe does.
 func (h *handler) transcribeChunk(ctx context.Context, ch speech.Chunk, language string) ([]speech.Segment, error) {
-	silent, err := media.IsSilent(ctx, ch.Path)
+	silent, err := isSilent(ctx, ch.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (h *handler) transcribeChunk(ctx context.Context, ch speech.Chunk, language
 // transcribe returns the segments with text, in order. Digital silence is
 // not sent to the recogniser at all.
 func (h *handler) transcribe(ctx context.Context, wav, language string) ([]speech.Segment, error) {
-	silent, err := media.IsSilent(ctx, wav)
+	silent, err := isSilent(ctx, wav)
 	if err != nil {
 		return nil, err
 	}
