@@ -2,6 +2,7 @@ package media
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,5 +89,28 @@ func TestExtractAudioTimeout(t *testing.T) {
 	err := ExtractAudio(ctx, sample(t, SampleSpeech), filepath.Join(t.TempDir(), "x.wav"), 0)
 	if err == nil || !errorsIsCanceled(err) {
 		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestMeasureVolumeOfSparseLoudSamples: silence with a few loud samples
+// of many levels makes volumedetect print a long histogram after its mean
+// and max; the result must still be read (it was cut off with the log's
+// head once).
+func TestMeasureVolumeOfSparseLoudSamples(t *testing.T) {
+	requireTools(t)
+	path := filepath.Join(t.TempDir(), "sparse.wav")
+	// One sample at each level from -1 dB down to -90 dB, 1000 samples apart.
+	writeBenchWAV(t, path, 16000, 160000, func(i int64) int16 {
+		if i%1000 != 0 || i/1000 >= 90 {
+			return 0
+		}
+		return int16(32767 * math.Pow(10, -float64(i/1000+1)/20))
+	})
+	v, err := MeasureVolume(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.MaxDB < -1.5 || v.MaxDB > -0.5 {
+		t.Errorf("max %.1f dB, want about -1", v.MaxDB)
 	}
 }

@@ -23,6 +23,10 @@ const (
 	ffmpegTimeout = 30 * time.Minute
 	// stderrLimit is how many trailing bytes of a tool's stderr are kept.
 	stderrLimit = 4 << 10
+	// reportLimit is how much of stderr is kept when a filter reports its
+	// results in the log: volumedetect prints up to ~90 histogram lines
+	// (~6 KB) after its mean and max.
+	reportLimit = 64 << 10
 	// stdoutLimit bounds what is kept of a tool's stdout (ffprobe's JSON).
 	stdoutLimit = 8 << 20
 	// threads is the codec thread count: the workers run on small machines
@@ -124,7 +128,11 @@ func runFFmpeg(ctx context.Context, args ...string) (string, error) {
 // their results in the log (volumedetect).
 func runFFmpegLog(ctx context.Context, level string, args ...string) (string, error) {
 	base := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", level, "-filter_threads", "1", "-filter_complex_threads", "1"}
-	_, stderr, err := run(ctx, ffmpegTimeout, nil, "ffmpeg", append(base, args...)...)
+	tail := stderrLimit
+	if level != "error" {
+		tail = reportLimit
+	}
+	_, stderr, err := runTail(ctx, ffmpegTimeout, tail, nil, "ffmpeg", append(base, args...)...)
 	return stderr, err
 }
 
@@ -143,11 +151,16 @@ func runFFprobe(ctx context.Context, path string, args ...string) ([]byte, strin
 // the caller's earlier deadline. Stdout is returned whole (ffprobe's JSON is
 // small); stderr keeps only its last stderrLimit bytes.
 func run(ctx context.Context, limit time.Duration, stdin io.Reader, name string, args ...string) ([]byte, string, error) {
+	return runTail(ctx, limit, stderrLimit, stdin, name, args...)
+}
+
+// runTail is run keeping the last tail bytes of stderr.
+func runTail(ctx context.Context, limit time.Duration, tail int, stdin io.Reader, name string, args ...string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	stdout := &capBuffer{limit: stdoutLimit}
-	stderr := &tailBuffer{limit: stderrLimit}
+	stderr := &tailBuffer{limit: tail}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.Stdin = stdin // nil reads from the null device
