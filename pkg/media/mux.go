@@ -44,6 +44,9 @@ type MuxInput struct {
 	// little past the limit (-t), and an output that really runs longer is
 	// a permanent error wrapping ErrTooLong.
 	MaxDuration time.Duration
+	// Info is Video's probe (ProbeInput with RequireVideo) when the caller
+	// has made it: Mux does not start ffprobe on the video again.
+	Info *Info
 }
 
 // audioBytesPerSecond bounds the audio Mux writes per second: the dub at
@@ -124,7 +127,11 @@ func (in MuxInput) plan(ctx context.Context) (*muxJob, error) {
 			return nil, fmt.Errorf("mux: subtitle %s: %w", s.Path, err)
 		}
 	}
-	if j.info, err = ProbeInput(ctx, in.Video, Limits{RequireVideo: true}); err != nil {
+	if j.info = in.Info; j.info == nil {
+		if j.info, err = ProbeInput(ctx, in.Video, Limits{RequireVideo: true}); err != nil {
+			return nil, fmt.Errorf("mux: %w", err)
+		}
+	} else if err := j.info.Check(Limits{RequireVideo: true}); err != nil {
 		return nil, fmt.Errorf("mux: %w", err)
 	}
 	if j.length = j.info.StreamsOf(VideoStream)[0].Duration; j.length <= 0 {

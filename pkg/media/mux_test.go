@@ -255,3 +255,33 @@ func TestDubBitrate(t *testing.T) {
 		}
 	}
 }
+
+// TestMuxTakesTheCallersProbe: with the video's probe given, Mux muxes as
+// it does after probing itself, and still refuses a probe without video.
+func TestMuxTakesTheCallersProbe(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	dub := filepath.Join(dir, "dub.wav")
+	makeTone(t, dub, 500)
+	video := sample(t, SampleSpeech)
+	info, err := ProbeInput(ctx, video, Limits{RequireVideo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.mp4")
+	if err := Mux(ctx, MuxInput{Video: video, DubWav: dub, Info: info}, out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Probe(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.StreamsOf(VideoStream)) != 1 || len(got.StreamsOf(AudioStream)) != 2 {
+		t.Errorf("output streams %+v, want one video and two audio", got.Streams)
+	}
+	audioOnly, err := Probe(ctx, dub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPermanent(t, Mux(ctx, MuxInput{Video: dub, DubWav: dub, Info: audioOnly}, filepath.Join(dir, "none.mp4")), "no video stream")
+}

@@ -111,7 +111,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 			{Path: subs[1].file, Language: j.dstLang, Title: "Dub (" + j.dstLang + ")"},
 			{Path: subs[0].file, Language: j.srcLang, Title: "Original (" + j.srcLang + ")"},
 		},
-		MaxDuration: cfg.MaxDuration()}
+		MaxDuration: cfg.MaxDuration(), Info: info}
 	if j.opts.burn {
 		in.BurnSubtitles = subs[1].file
 	}
