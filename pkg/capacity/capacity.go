@@ -172,3 +172,12 @@ func Predict(m Measured) (Prediction, error) {
 	}
 	return p, nil
 }
+
+// File is what `make capacity` writes to deploy/capacity.json: the
+// measured figures, the plan made of them (the production overlay's
+// requests and KEDA thresholds follow it) and the prediction of the run.
+type File struct {
+	Measured   Measured   `json:"measured"`
+	Plan       Plan       `json:"plan"`
+	Prediction Prediction `json:"prediction"`
+}
