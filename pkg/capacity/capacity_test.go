@@ -1,7 +1,11 @@
 package capacity
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -83,5 +87,33 @@ func TestBadInput(t *testing.T) {
 	bad.Utilisation = 1.2
 	if _, err := Model(measured(), bad); err == nil {
 		t.Error("utilisation 1.2: no error")
+	}
+}
+
+// The checked-in deploy/capacity.json's plan and prediction are what the
+// model makes of its measured figures: editing the plan (and the overlay
+// with it) without a measurement fails.
+func TestCheckedInPlan(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "capacity.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f File
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("deploy/capacity.json: %v", err)
+	}
+	plan, err := Model(f.Measured, f.Plan.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plan, f.Plan) {
+		t.Errorf("deploy/capacity.json plans\n%+v\nthe model makes of its measured figures\n%+v", f.Plan, plan)
+	}
+	pred, err := Predict(f.Measured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pred != f.Prediction {
+		t.Errorf("deploy/capacity.json predicts %+v, the model %+v", f.Prediction, pred)
 	}
 }
