@@ -28,7 +28,7 @@ func TestCapacity(t *testing.T) {
 	if os.Getenv("DUBFLOW_CAPACITY") == "" {
 		t.Skip("a measured workload of minutes: run by `make capacity` (DUBFLOW_CAPACITY=1)")
 	}
-	clips, long := envInt(t, "CAPACITY_CLIPS", 8), envInt(t, "CAPACITY_LONG_MINUTES", 5)
+	clips, long := envInt(t, "CAPACITY_CLIPS", 8), benchMinutes(t, "CAPACITY_LONG_MINUTES", 5)
 	ctx := context.Background()
 	clip := fixtureVideo(t, ctx, "two_cities.wav", 0)
 	longVideo := fixtureVideo(t, ctx, "two_cities.wav", time.Duration(long)*time.Minute)
