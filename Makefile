@@ -114,6 +114,19 @@ pools-proof: ## Engine pools at the issue's scale: POOLS_TASKS tasks, two replic
 	cd services/e2e && ../../scripts/stack.sh with-infra env DUBFLOW_POOLS_TASKS=$(POOLS_TASKS) \
 		$(GO) test -count=1 -v -timeout $(POOLS_TIMEOUT) -run '^TestEnginePools$$' .
 
+# CAPACITY_CLIPS copies of the 44 s clip and a CAPACITY_LONG_MINUTES video; HOURS_PER_DAY is the target.
+CAPACITY_CLIPS ?= 8
+CAPACITY_LONG_MINUTES ?= 5
+HOURS_PER_DAY ?= 1000
+CAPACITY_TIMEOUT ?= 2h
+
+.PHONY: capacity
+capacity: ## Measure a workload (CAPACITY_CLIPS x 44 s clip + CAPACITY_LONG_MINUTES video), plan for HOURS_PER_DAY, write deploy/capacity.json, print the README table
+	@$(MIGRATE)
+	cd services/e2e && ../../scripts/stack.sh with-infra env DUBFLOW_CAPACITY=1 CAPACITY_CLIPS=$(CAPACITY_CLIPS) \
+		CAPACITY_LONG_MINUTES=$(CAPACITY_LONG_MINUTES) HOURS_PER_DAY=$(HOURS_PER_DAY) \
+		$(GO) test -count=1 -v -timeout $(CAPACITY_TIMEOUT) -run '^TestCapacity$$' .
+
 # CLUSTER_TEST_TIMEOUT bounds the cluster test; scripts/cluster.sh reads CLUSTER_DIR,
 # CLUSTER_BASE_PORT and CLUSTER_DIST_BASE_PORT.
 CLUSTER_TEST_TIMEOUT ?= 15m
