@@ -2,27 +2,30 @@ package media
 
 import "math"
 
-// biquad is one second-order section of a filter (direct form II
-// transposed), per channel state in s1, s2.
-type biquad struct {
-	b0, b1, b2, a1, a2 float64
-	s1, s2             float64
-}
+// ITU-R BS.1770's K-weighting filter at 48 kHz: the head's high shelf,
+// then the high pass (b0 = 1, b1 = -2, b2 = 1), two second-order sections
+// in direct form II transposed.
+const (
+	shelfB0, shelfB1, shelfB2 = 1.53512485958697, -2.69169618940638, 1.19839281085285
+	shelfA1, shelfA2          = -1.69065929318241, 0.73248077421585
+	passA1, passA2            = -1.99004745483398, 0.99007225036621
+)
 
-func (q *biquad) step(x float64) float64 {
-	y := q.b0*x + q.s1
-	q.s1 = q.b1*x - q.a1*y + q.s2
-	q.s2 = q.b2*x - q.a2*y
-	return y
-}
+// kState is one channel's K-weighting state: s1, s2 of the shelf, then of
+// the high pass.
+type kState [4]float64
 
-// kWeighting returns the two stages of ITU-R BS.1770's K-weighting filter
-// at 48 kHz: the head's high shelf, then the high pass.
-func kWeighting() [2]biquad {
-	return [2]biquad{
-		{b0: 1.53512485958697, b1: -2.69169618940638, b2: 1.19839281085285, a1: -1.69065929318241, a2: 0.73248077421585},
-		{b0: 1, b1: -2, b2: 1, a1: -1.99004745483398, a2: 0.99007225036621},
-	}
+// kStep filters x through both sections from state s1..s4 and returns the
+// output and the new state (scalars, so that the loops calling it keep the
+// state in registers).
+func kStep(x, s1, s2, s3, s4 float64) (y, n1, n2, n3, n4 float64) {
+	y0 := shelfB0*x + s1
+	n1 = shelfB1*x - shelfA1*y0 + s2
+	n2 = shelfB2*x - shelfA2*y0
+	y = y0 + s3
+	n3 = -2*y0 - passA1*y + s4
+	n4 = y0 - passA2*y
+	return y, n1, n2, n3, n4
 }
 
 // loudnessMeter measures the integrated loudness (EBU R128, ITU-R
@@ -32,7 +35,7 @@ func kWeighting() [2]biquad {
 // ebur128's dualmono does. It keeps one number per 100 ms.
 type loudnessMeter struct {
 	channels int
-	filters  [][2]biquad
+	filters  []kState
 	sum      float64   // weighted sum of squares of the current 100 ms
 	n        int       // frames in the current 100 ms
 	quarters []float64 // mean squares of each complete 100 ms
@@ -42,30 +45,62 @@ const meterStep = mixRate / 10 // 100 ms of frames
 
 // newLoudnessMeter returns a meter for about frames frames.
 func newLoudnessMeter(channels int, frames int64) *loudnessMeter {
-	m := &loudnessMeter{channels: channels, quarters: make([]float64, 0, frames/meterStep+1)}
-	for range channels {
-		m.filters = append(m.filters, kWeighting())
-	}
-	return m
+	return &loudnessMeter{channels: channels, filters: make([]kState, channels),
+		quarters: make([]float64, 0, frames/meterStep+1)}
 }
 
-// add measures frames of interleaved samples.
+// add measures frames of interleaved samples, up to 100 ms at a time
+// through a loop that keeps the filters' state and the sum in locals: it
+// touches no memory but the samples, which keeps it cheap, with the race
+// detector too. The sums are in the order of the frames, so the result
+// does not depend on how the audio is cut into calls.
 func (m *loudnessMeter) add(samples []float32) {
-	weight := 1.0
-	if m.channels == 1 {
-		weight = 2
-	}
-	for i := 0; i < len(samples); i += m.channels {
-		for c := range m.channels {
-			f := &m.filters[c]
-			y := f[1].step(f[0].step(float64(samples[i+c])))
-			m.sum += weight * y * y
+	for start := 0; start < len(samples); {
+		frames := min(meterStep-m.n, (len(samples)-start)/m.channels)
+		if frames == 0 {
+			return
 		}
-		if m.n++; m.n == meterStep {
+		end := start + frames*m.channels
+		if m.channels == 1 {
+			m.sum = kMono(&m.filters[0], samples[start:end], m.sum)
+		} else {
+			m.sum = kStereo(&m.filters[0], &m.filters[1], samples[start:end], m.sum)
+		}
+		if m.n += frames; m.n == meterStep {
 			m.quarters = append(m.quarters, m.sum/meterStep)
 			m.sum, m.n = 0, 0
 		}
+		start = end
 	}
+}
+
+// kMono adds to sum the squares of the K-weighted mono samples x, counted
+// twice (dual mono).
+func kMono(st *kState, x []float32, sum float64) float64 {
+	s1, s2, s3, s4 := st[0], st[1], st[2], st[3]
+	var y float64
+	for _, v := range x {
+		y, s1, s2, s3, s4 = kStep(float64(v), s1, s2, s3, s4)
+		sum += 2 * y * y
+	}
+	*st = kState{s1, s2, s3, s4}
+	return sum
+}
+
+// kStereo adds to sum the squares of the K-weighted interleaved stereo
+// samples x, left through l and right through r.
+func kStereo(l, r *kState, x []float32, sum float64) float64 {
+	l1, l2, l3, l4 := l[0], l[1], l[2], l[3]
+	r1, r2, r3, r4 := r[0], r[1], r[2], r[3]
+	var y float64
+	for i := 0; i+1 < len(x); i += 2 {
+		y, l1, l2, l3, l4 = kStep(float64(x[i]), l1, l2, l3, l4)
+		sum += y * y
+		y, r1, r2, r3, r4 = kStep(float64(x[i+1]), r1, r2, r3, r4)
+		sum += y * y
+	}
+	*l, *r = kState{l1, l2, l3, l4}, kState{r1, r2, r3, r4}
+	return sum
 }
 
 // integrated returns the gated loudness in LUFS; -Inf when the audio is

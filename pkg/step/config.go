@@ -46,6 +46,9 @@ type Config struct {
 	// handed back this often, counting the hand-backs before each trip
 	// through a delay tier, which the broker's count forgets.
 	DeliveryLimit int
+	// HandBackPause gives the pause before the n-th hand-back in a row
+	// (Settler.Pause); default 1s, 2s, 4s, ... 30s. Tests shorten it.
+	HandBackPause func(n int32) time.Duration
 	// SweepInterval and SweepAge drive the outbox sweep (defaults 2s, 10s).
 	SweepInterval, SweepAge time.Duration
 	// ShutdownGrace is how long in-flight steps may finish after shutdown

@@ -26,7 +26,7 @@ func TestAnOutageDoesNotSpendTheRetryBudget(t *testing.T) {
 	var outages atomic.Int32
 	h, env := serveASR(t, route(firstRuns(4, &outages, &calls, func(context.Context, *step.Message) error {
 		return fault.Unavailable(errors.New("stat audios/x/source.wav: connection refused"))
-	})))
+	})), quickHandBacks)
 	h.publish(env)
 	testenv.EventuallyWithin(t, 2*time.Minute, "the step to succeed after the outage", func() bool { return h.effects(env.TaskID) == 1 })
 	var attempts, succeeded int
@@ -69,7 +69,7 @@ func TestADatabaseOutageInTheHandlerDoesNotSpendTheRetryBudget(t *testing.T) {
 			return fmt.Errorf("load segments: %w", err)
 		}
 		return do.Handle(ctx, msg)
-	})))
+	})), quickHandBacks)
 	env := asrEnvelope(t)
 	h.publish(env)
 	testenv.EventuallyWithin(t, 2*time.Minute, "the step to succeed, or a retry", func() bool {
@@ -97,7 +97,7 @@ func TestADatabaseOutageAtCommitDoesNotSpendARetry(t *testing.T) {
 			return err
 		})
 		return nil
-	})))
+	})), quickHandBacks)
 	h.publish(env)
 	testenv.EventuallyWithin(t, 2*time.Minute, "the step to succeed", func() bool { return h.effects(env.TaskID) == 1 })
 	if n := attemptsOf(t, h, env); n != 1 {
@@ -106,6 +106,14 @@ func TestADatabaseOutageAtCommitDoesNotSpendARetry(t *testing.T) {
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2", n)
 	}
+}
+
+// quickHandBacks spaces the hand-backs in a row 20, 40, 80 ms ... instead
+// of the runtime's 1, 2, 4 s: the outage tests count the runner's
+// decisions, not how long it pauses between them (TestHandBackPause checks
+// the default schedule).
+func quickHandBacks(c *step.Config) {
+	c.HandBackPause = func(n int32) time.Duration { return 20 * time.Millisecond << min(n-1, 5) }
 }
 
 // attemptsOf counts the distinct attempts of env's step.

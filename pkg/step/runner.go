@@ -78,6 +78,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	for _, route := range cfg.Routes {
 		r.routes[route.Step] = route
 	}
+	r.settle.Pause = cfg.HandBackPause
 	r.label = cfg.Queue
 	if len(cfg.Routes) == 1 {
 		r.label = cfg.Routes[0].Step

@@ -19,6 +19,9 @@ import (
 // delivery limit. The zero value is ready; one Settler serves one
 // consumer.
 type Settler struct {
+	// Pause gives the pause before the n-th hand-back in a row (n ≥ 1);
+	// nil means handBackPause's 1 s to 30 s.
+	Pause func(n int32) time.Duration
 	// troubles counts hand-backs in a row.
 	troubles atomic.Int32
 }
@@ -34,7 +37,11 @@ func (s *Settler) Ack(d Delivery, log zerolog.Logger) {
 // HandBack returns d to its queue after the pause of the next hand-back in
 // a row (at once when ctx ends first).
 func (s *Settler) HandBack(ctx context.Context, d Delivery, log zerolog.Logger) {
-	t := time.NewTimer(handBackPause(s.troubles.Add(1)))
+	pause := handBackPause
+	if s.Pause != nil {
+		pause = s.Pause
+	}
+	t := time.NewTimer(pause(s.troubles.Add(1)))
 	defer t.Stop()
 	select {
 	case <-t.C:
