@@ -105,26 +105,19 @@ func repeat(s string, n int) []string {
 	return out
 }
 
-// cpuTimes is, per worker, the CPU seconds of the process and of the
-// children it has waited for (/proc/PID/stat utime+stime+cutime+cstime).
+// cpuTimes is, per worker, the CPU seconds of the process, of the
+// children it has waited for and of its live descendants (a resident
+// Apertium pipeline or decoder is never reaped while the worker runs, so
+// its time is in no cutime): clipsProcTable's tree.
 func cpuTimes(tb testing.TB, pids map[string]int) map[string]float64 {
 	tb.Helper()
+	procs := clipsProcTable(tb)
 	out := map[string]float64{}
 	for w, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			tb.Fatalf("%s: %v", w, err)
+		if _, ok := procs[pid]; !ok {
+			tb.Fatalf("%s: pid %d is gone", w, pid)
 		}
-		// Fields after the command name (which may hold spaces): state is
-		// field 3, utime..cstime are fields 14..17.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		for _, v := range f[11:15] {
-			ticks, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				tb.Fatalf("%s: /proc/%d/stat: %v", w, pid, err)
-			}
-			out[w] += ticks / clockTicks
-		}
+		out[w] = procs.tree(pid)
 	}
 	return out
 }
