@@ -28,7 +28,7 @@ func TestCapacity(t *testing.T) {
 	if os.Getenv("DUBFLOW_CAPACITY") == "" {
 		t.Skip("a measured workload of minutes: run by `make capacity` (DUBFLOW_CAPACITY=1)")
 	}
-	clips, long := envInt(t, "CAPACITY_CLIPS", 8), benchMinutes(t, "CAPACITY_LONG_MINUTES", 5)
+	clips, long := envWhole(t, "CAPACITY_CLIPS", 8, 1), envWhole(t, "CAPACITY_LONG_MINUTES", 5, 2)
 	ctx := context.Background()
 	clip := fixtureVideo(t, ctx, "two_cities.wav", 0)
 	longVideo := fixtureVideo(t, ctx, "two_cities.wav", time.Duration(long)*time.Minute)
@@ -56,7 +56,7 @@ func TestCapacity(t *testing.T) {
 // day, one core per replica used at 70 %, a backlog drained in 2 minutes,
 // memory requested at 1.5 × the measured peak.
 func defaultTarget(tb testing.TB) capacity.Target {
-	return capacity.Target{HoursPerDay: float64(envInt(tb, "HOURS_PER_DAY", 1000)), CoresPerReplica: 1,
+	return capacity.Target{HoursPerDay: float64(envWhole(tb, "HOURS_PER_DAY", 1000, 1)), CoresPerReplica: 1,
 		Utilisation: 0.7, DrainSeconds: 120, MemoryHeadroom: 1.5}
 }
 
@@ -184,17 +184,4 @@ func videoMinutes(tb testing.TB, ctx context.Context, path string) float64 {
 		tb.Fatalf("ffprobe %s: duration %q", path, out)
 	}
 	return secs / 60
-}
-
-func envInt(tb testing.TB, key string, def int) int {
-	tb.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		tb.Fatalf("%s=%q: want a whole number ≥ 0", key, v)
-	}
-	return n
 }

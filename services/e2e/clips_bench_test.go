@@ -38,8 +38,8 @@ import (
 // worker with its decoders kept loaded (make PS_LIB=1; needs
 // libpocketsphinx-dev), to compare with a pocketsphinx process per clip.
 func BenchmarkShortClips(b *testing.B) {
-	clips := clipsSetting(b, "BENCH_CLIPS", 30)
-	runs := clipsSetting(b, "BENCH_CLIPS_SERIAL_RUNS", 3)
+	clips := envWhole(b, "BENCH_CLIPS", 30, 1)
+	runs := envWhole(b, "BENCH_CLIPS_SERIAL_RUNS", 3, 1)
 	s := newStack(b, benchWorkerEnv())
 	s.start(b, append(append([]string{}, workers...), helpers...)...)
 	ctx := context.Background()
@@ -70,20 +70,6 @@ func BenchmarkShortClips(b *testing.B) {
 		report.WriteString(tools)
 		fmt.Print(report.String()) // not the log, which is cut (see BenchmarkPipeline)
 	}
-}
-
-// clipsSetting reads a positive whole number from the environment.
-func clipsSetting(tb testing.TB, key string, def int) int {
-	tb.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		tb.Fatalf("%s=%q: want a whole number, at least 1", key, v)
-	}
-	return n
 }
 
 // clipsLoad is the machine's load average, as uptime prints it.

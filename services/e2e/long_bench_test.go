@@ -37,7 +37,7 @@ func benchWorkerEnv() map[string]string {
 // The long video's pipeline time includes the short clip's work, which
 // shares the machine with it: the ratio is, if anything, pessimistic.
 func BenchmarkLongAndFair(b *testing.B) {
-	minutes := benchMinutes(b, "BENCH_LONG_MINUTES", 10)
+	minutes := envWhole(b, "BENCH_LONG_MINUTES", 10, 2)
 	s := newStack(b, benchWorkerEnv())
 	s.start(b, append(append([]string{}, workers...), helpers...)...)
 	ctx := context.Background()
@@ -89,17 +89,17 @@ func BenchmarkLongAndFair(b *testing.B) {
 	fmt.Print(report.String()) // not the log, which is cut (see BenchmarkPipeline)
 }
 
-// benchMinutes is the length of a benchmark's long video, the environment
-// variable key in whole minutes, def when it is unset.
-func benchMinutes(tb testing.TB, key string, def int) int {
+// envWhole is the environment variable key as a whole number of at least
+// least, def when it is unset (a benchmark's or a measured run's setting).
+func envWhole(tb testing.TB, key string, def, least int) int {
 	tb.Helper()
 	v := os.Getenv(key)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 2 {
-		tb.Fatalf("%s=%q: want a whole number of minutes, at least 2", key, v)
+	if err != nil || n < least {
+		tb.Fatalf("%s=%q: want a whole number, at least %d", key, v, least)
 	}
 	return n
 }

@@ -36,7 +36,7 @@ import (
 // With -v the report names, for the long video, what each tree held at its
 // peak: each process above 1 MB.
 func BenchmarkWorkerMemory(b *testing.B) {
-	long := benchMinutes(b, "BENCH_MEMORY_MINUTES", 60)
+	long := envWhole(b, "BENCH_MEMORY_MINUTES", 60, 2)
 	extra := map[string]string{}
 	if v, ok := os.LookupEnv("APERTIUM_PIPELINES"); ok {
 		extra["APERTIUM_PIPELINES"] = v
