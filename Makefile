@@ -20,7 +20,15 @@ SERVICES ?= $(ALL_SERVICES)
 # TEST_RACE=0 turns the race detector off (on by default).
 TEST_TIMEOUT ?= 30m
 TEST_FLAGS ?=
-TEST_PKGS ?= work
+# TEST_PARALLEL: how many test binaries run at once (go test -p; go's default is
+# the cores). Most packages wait on the stack and on the workers they start more
+# than they compute, so twice the cores of this 2-core machine keeps both busy.
+TEST_PARALLEL ?= 4
+# The slowest packages come first: go test starts packages in the order given,
+# and one of them starting last would make the run's tail (`work` adds the rest).
+TEST_SLOW := ./pkg/speech ./services/console ./pkg/media ./services/e2e ./pkg/step \
+	./services/dubctl ./services/asr ./services/console/browsertest ./deploy ./services/dlq_recorder
+TEST_PKGS ?= $(TEST_SLOW) work
 TEST_RACE ?= 1
 RACE_FLAG := $(if $(filter 1,$(TEST_RACE)),-race)
 # staticcheck, pinned (a release that builds with Go 1.26), installed into .tools/.
@@ -56,7 +64,7 @@ help: ## List the targets
 	@grep -hE '^[a-z][a-z_-]*:.*## ' $(MAKEFILE_LIST) | sort | \
 		awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: SERVICES (build), TEST_PKGS TEST_TIMEOUT TEST_FLAGS TEST_RACE (test),"
+	@echo "Variables: SERVICES (build), TEST_PKGS TEST_PARALLEL TEST_TIMEOUT TEST_FLAGS TEST_RACE (test),"
 	@echo "  BENCH BENCH_PKGS BENCHTIME BENCH_COUNT BENCH_TIMEOUT, BENCH_LONG_MINUTES (10)"
 	@echo "  BENCH_MEMORY_MINUTES (60) (bench); the stack reads AMQP_URL, DATABASE_URL, S3_*"
 	@echo "  (see scripts/stack.sh)."
@@ -91,7 +99,7 @@ status: ## Show what runs where
 test: ## Run every module's tests with -race against the real stack (starts what is missing, stops it after)
 	@$(MIGRATE)
 	$(GO) build $(TEST_PKGS)
-	scripts/stack.sh with-infra $(GO) test -count=1 $(RACE_FLAG) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
+	scripts/stack.sh with-infra $(GO) test -count=1 $(RACE_FLAG) -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: demo
 demo: ## Build, start the stack and workers, dub a sample video (scripts/demo.sh)
@@ -178,7 +186,7 @@ $(STATICCHECK):
 
 .PHONY: staticcheck
 staticcheck: $(STATICCHECK) ## Run staticcheck (pinned, installed into .tools/) on every module
-	$(STATICCHECK) $(TEST_PKGS)
+	$(STATICCHECK) work
 
 .PHONY: lint
 lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck and the shell scripts
