@@ -8,7 +8,7 @@ import (
 
 // AtLeast is an error naming the variable when its value v is below min,
 // nil otherwise (errors.Join drops it).
-func AtLeast(name string, v, min int) error {
+func AtLeast[N ~int | ~int64](name string, v, min N) error {
 	if v < min {
 		return fmt.Errorf("%s %d: want at least %d", name, v, min)
 	}

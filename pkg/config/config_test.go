@@ -104,3 +104,27 @@ func TestStepTimeoutStaysBelowTheBrokerConsumerTimeout(t *testing.T) {
 		t.Errorf("a 30 s consumer timeout accepted: %v", err)
 	}
 }
+
+// A step worker's configuration embeds TimeoutSeconds with its variable
+// and default: Timeout is that many seconds, and CheckTimeout names the
+// variable StepTimeoutVar gives the step.
+func TestTimeoutSecondsReadsTheStepsVariable(t *testing.T) {
+	var c struct {
+		config.TimeoutSeconds `env:"TIMEOUT_MUX_SECONDS" envDefault:"900"`
+	}
+	if err := config.Load(map[string]string{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Timeout() != 900*time.Second || c.CheckTimeout("mux_video") != nil {
+		t.Fatalf("default: Timeout() = %v, CheckTimeout = %v", c.Timeout(), c.CheckTimeout("mux_video"))
+	}
+	if err := config.Load(map[string]string{"TIMEOUT_MUX_SECONDS": "0"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckTimeout("mux_video"); err == nil || err.Error() != "TIMEOUT_MUX_SECONDS 0: want at least 1" {
+		t.Fatalf("TIMEOUT_MUX_SECONDS=0: CheckTimeout = %v", err)
+	}
+	if err := config.Load(map[string]string{"TIMEOUT_MUX_SECONDS": "soon"}, &c); err == nil {
+		t.Fatal("unparsable timeout accepted")
+	}
+}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -26,16 +25,8 @@ type Limits struct {
 
 // Validate checks that every limit is positive.
 func (l *Limits) Validate() error {
-	errs := []error{AtLeast("MAX_VIDEO_SECONDS", l.MaxVideoSeconds, 1)}
-	for _, b := range []struct {
-		name string
-		v    int64
-	}{{"MAX_VIDEO_BYTES", l.MaxVideoBytes}, {"MAX_AUDIO_BYTES", l.MaxAudioBytes}, {"MAX_CLIP_BYTES", l.MaxClipBytes}} {
-		if b.v < 1 {
-			errs = append(errs, fmt.Errorf("%s %d: want at least 1", b.name, b.v))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(AtLeast("MAX_VIDEO_SECONDS", l.MaxVideoSeconds, 1), AtLeast("MAX_VIDEO_BYTES", l.MaxVideoBytes, 1),
+		AtLeast("MAX_AUDIO_BYTES", l.MaxAudioBytes, 1), AtLeast("MAX_CLIP_BYTES", l.MaxClipBytes, 1))
 }
 
 // TranslateBatch is how many segments one translate message carries: asr

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
 )
@@ -44,15 +45,11 @@ func (t *TTSService) Synthesize(ctx context.Context, req SynthesisRequest) (*Aud
 		return a, nil
 	}
 	speaker := firstNonEmpty(req.Voice, t.Speaker, "default")
-	body, err := json.Marshal(ttsServiceRequest{Text: req.Text, SpeakerID: speaker, Language: baseLanguage(req.Language)})
-	if err != nil {
-		return nil, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
-	}
-	wav, err := t.postForWAV(ctx, "/synthesize", body, op)
+	wav, d, err := t.postForWAV(ctx, "/synthesize",
+		ttsServiceRequest{Text: req.Text, SpeakerID: speaker, Language: baseLanguage(req.Language)}, op)
 	if err != nil {
 		return nil, err
 	}
-	d, _ := WAVDuration(wav)
 	return &Audio{WAV: wav, Params: map[string]any{
 		"engine": "tts_service", "speaker_id": speaker, "duration_ms": d.Milliseconds(),
 		"target_duration_ms": req.TargetDuration.Milliseconds(),
@@ -107,16 +104,9 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 		maxSpeed = min(maxSpeed, req.MaxRate)
 	}
 	take := func(speed float64) ([]byte, int64, error) {
-		body, err := json.Marshal(speechRequest{Model: o.Model, Input: req.Text, Voice: voice, ResponseFormat: "wav", Speed: speed})
-		if err != nil {
-			return nil, 0, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
-		}
-		wav, err := o.postForWAV(ctx, "/v1/audio/speech", body, op)
-		if err != nil {
-			return nil, 0, err
-		}
-		d, _ := WAVDuration(wav)
-		return wav, d.Milliseconds(), nil
+		wav, d, err := o.postForWAV(ctx, "/v1/audio/speech",
+			speechRequest{Model: o.Model, Input: req.Text, Voice: voice, ResponseFormat: "wav", Speed: speed}, op)
+		return wav, d.Milliseconds(), err
 	}
 	speed, takes := 1.0, 1
 	wav, d0, err := take(speed)
@@ -137,18 +127,25 @@ func (o *OpenAISynthesizer) Synthesize(ctx context.Context, req SynthesisRequest
 	}}, nil
 }
 
-// postForWAV posts a JSON body to path of a speech server (TTS_BASE_URL)
-// and returns the WAV answer.
-func (r *Remote) postForWAV(ctx context.Context, path string, body []byte, op string) ([]byte, error) {
+// postForWAV posts request as JSON to path of a speech server
+// (TTS_BASE_URL) and returns the WAV answer and its duration. A request
+// that cannot be encoded, and a 2xx body that is not a WAV file, are
+// permanent.
+func (r *Remote) postForWAV(ctx context.Context, path string, request any, op string) ([]byte, time.Duration, error) {
+	body, err := json.Marshal(request)
+	if err != nil {
+		return nil, 0, fault.Permanent(fmt.Errorf("%s: encode request: %w", op, err))
+	}
 	wav, _, err := r.send(ctx, http.MethodPost, path, bytes.NewReader(body),
 		http.Header{"Content-Type": {"application/json"}, "Accept": {"audio/wav"}}, op, "TTS_BASE_URL")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if _, err := WAVDuration(wav); err != nil {
-		return nil, malformed(op, err)
+	d, err := WAVDuration(wav)
+	if err != nil {
+		return nil, 0, malformed(op, err)
 	}
-	return wav, nil
+	return wav, d, nil
 }
 
 // firstNonEmpty returns the first argument that is not "".

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/pool"
@@ -19,7 +18,7 @@ type Config struct {
 	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
-	TimeoutSeconds int `env:"TIMEOUT_ASR_SECONDS" envDefault:"1200"`
+	config.TimeoutSeconds `env:"TIMEOUT_ASR_SECONDS" envDefault:"1200"`
 
 	// Engine (see pkg/speech): pocketsphinx (embedded) or openai (an
 	// OpenAI-compatible /v1/audio/transcriptions server).
@@ -46,13 +45,10 @@ type Config struct {
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	return errors.Join(c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
-		config.AtLeast("TIMEOUT_ASR_SECONDS", c.TimeoutSeconds, 1),
+		c.CheckTimeout(service),
 		config.Between("ASR_CHUNK_SECONDS", c.ChunkSeconds, 5, 600),
 		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 0, 64), speech.CheckPocketsphinxSearch(c.PocketsphinxSearch))
 }
-
-// Timeout is the step's timeout.
-func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
 
 // Speech maps the ASR settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {

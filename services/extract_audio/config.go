@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -15,21 +14,18 @@ type Config struct {
 	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
-	TimeoutSeconds int `env:"TIMEOUT_EXTRACT_AUDIO_SECONDS" envDefault:"600"`
+	config.TimeoutSeconds `env:"TIMEOUT_EXTRACT_AUDIO_SECONDS" envDefault:"600"`
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Limits.Validate(),
-		config.AtLeast("TIMEOUT_EXTRACT_AUDIO_SECONDS", c.TimeoutSeconds, 1)}
+		c.CheckTimeout(service)}
 	if c.DefaultSourceLanguage == "" || c.DefaultTargetLanguage == "" {
 		errs = append(errs, errors.New("DEFAULT_SOURCE_LANGUAGE and DEFAULT_TARGET_LANGUAGE must not be empty"))
 	}
 	return errors.Join(errs...)
 }
-
-// Timeout is the step's timeout.
-func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
 
 // run serves the extract_audio step with the configuration in environ until ctx is
 // cancelled.

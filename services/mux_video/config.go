@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
@@ -18,7 +17,7 @@ type Config struct {
 	config.Limits
 
 	// TimeoutSeconds bounds one run of the step.
-	TimeoutSeconds int `env:"TIMEOUT_MUX_SECONDS" envDefault:"900"`
+	config.TimeoutSeconds `env:"TIMEOUT_MUX_SECONDS" envDefault:"900"`
 	// MaxSpeedup is the largest speed-up (synthesis rate times stretch) a
 	// line gets to fit its slot, then with borrowed silence (1.0..1.5);
 	// RescueSpeedup the largest for a line that fits no other way, before
@@ -36,7 +35,7 @@ type Config struct {
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Limits.Validate(), config.AtLeast("TIMEOUT_MUX_SECONDS", c.TimeoutSeconds, 1)}
+	errs := []error{c.Common.Validate(), c.Limits.Validate(), c.CheckTimeout(service)}
 	if err := (media.FitOptions{MaxSpeedup: c.MaxSpeedup}).Validate(); err != nil || c.MaxSpeedup == 0 {
 		errs = append(errs, fmt.Errorf("MUX_MAX_SPEEDUP %v: want %v..%v", c.MaxSpeedup, media.MinMaxSpeedup, media.MaxMaxSpeedup))
 	}
@@ -53,9 +52,6 @@ func (c *Config) Validate() error {
 func (c *Config) Mix() media.MixOptions {
 	return media.MixOptions{Background: c.BackgroundMode, DuckDB: c.BackgroundDuckDB, LoudnessLUFS: c.LoudnessLUFS}
 }
-
-// Timeout is the step's timeout.
-func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
 
 // run serves the mux_video step with the configuration in environ until ctx is
 // cancelled.

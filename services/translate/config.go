@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/pool"
@@ -18,7 +17,7 @@ type Config struct {
 	config.Common
 
 	// TimeoutSeconds bounds one run of the step (one batch).
-	TimeoutSeconds int `env:"TIMEOUT_TRANSLATE_SECONDS" envDefault:"300"`
+	config.TimeoutSeconds `env:"TIMEOUT_TRANSLATE_SECONDS" envDefault:"300"`
 
 	// Engine (see pkg/speech): apertium (embedded), openai (chat
 	// completions, e.g. Zhipu GLM) or apy (Apertium APy).
@@ -44,7 +43,7 @@ type Config struct {
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
-		config.AtLeast("TIMEOUT_TRANSLATE_SECONDS", c.TimeoutSeconds, 1),
+		c.CheckTimeout(service),
 		config.AtLeast("TRANSLATE_ITEM_MAX_RETRIES", c.ItemMaxRetries, 1),
 		config.AtLeast("APERTIUM_PIPELINES", c.ApertiumPipelines, -1)}
 	if c.MaxTextLength < 0 {
@@ -52,9 +51,6 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Timeout is the step's timeout.
-func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
 
 // Speech maps the translation settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {

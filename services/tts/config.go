@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/cores"
@@ -20,7 +19,7 @@ type Config struct {
 	config.Common
 
 	// TimeoutSeconds bounds one run of the step (the whole task).
-	TimeoutSeconds int `env:"TIMEOUT_TTS_SECONDS" envDefault:"1200"`
+	config.TimeoutSeconds `env:"TIMEOUT_TTS_SECONDS" envDefault:"1200"`
 
 	// Engine (see pkg/speech): espeak (embedded), tts_service (a speech
 	// service answering POST /synthesize) or openai (/v1/audio/speech).
@@ -66,7 +65,7 @@ func (c *Config) Voicing() voicing {
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Speech().Validate(),
-		config.AtLeast("TIMEOUT_TTS_SECONDS", c.TimeoutSeconds, 1),
+		c.CheckTimeout(service),
 		config.Between("TTS_BATCH_SIZE", c.BatchSize, 1, 1000),
 		config.Between("TTS_MAX_CONCURRENCY", c.MaxConcurrency, 0, 64),
 		config.Between("TTS_MAX_SPEAKERS", c.MaxSpeakers, 1, 8),
@@ -75,9 +74,6 @@ func (c *Config) Validate() error {
 		config.BetweenFloat("TTS_MAX_RATE", c.MaxRate, 1, 2)}
 	return errors.Join(errs...)
 }
-
-// Timeout is the step's timeout.
-func (c *Config) Timeout() time.Duration { return time.Duration(c.TimeoutSeconds) * time.Second }
 
 // Speech maps the synthesis settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {
