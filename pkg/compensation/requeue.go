@@ -47,7 +47,7 @@ type Options struct {
 }
 
 // lacksAudio holds for the segments s of the task t that have no audio.
-const lacksAudio = `s.task_id = t.id AND coalesce(s.tts_audio_key, '') = ''`
+const lacksAudio = `s.task_id = t.id AND s.tts_audio_key IS NULL`
 
 // MissingSQL is a column of the indexes (segments.idx, in order) of the
 // segments of the task t that have no audio: the segments a re-drive

@@ -187,3 +187,27 @@ func TestRequeueOneMessagePerTaskWithinTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// A segment tts skipped for its empty text (tts_audio_key = '') has all the
+// audio it will ever have: it is not missing, neither in a re-drive's list
+// nor as the reason to re-drive a running task.
+func TestSkippedSegmentsAreNotMissing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	skip := func(id uuid.UUID, idx int) {
+		t.Helper()
+		if _, err := f.pool.Exec(context.Background(), `UPDATE segments SET mt_text = '', tts_audio_key = '',
+			tts_params_json = '{"skipped":"empty text"}' WHERE task_id = $1 AND idx = $2`, id, idx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comp := f.task(t, "compensating", time.Second, 3, []int{0, 2}, true, true)
+	skip(comp, 0)
+	onlySkipped := f.task(t, "running", time.Hour, 2, []int{1}, true, false)
+	skip(onlySkipped, 1)
+
+	dry := f.run(t, "-dry-run", "-running", "-min-idle", "0s")
+	if len(dry) != 1 || dry[0].TaskID != comp || len(dry[0].Missing) != 1 || dry[0].Missing[0] != 2 {
+		t.Fatalf("dry run listed %+v; want only %s missing [2]", dry, comp)
+	}
+}
