@@ -24,6 +24,11 @@ TEST_FLAGS ?=
 # the cores). Most packages wait on the stack and on the workers they start more
 # than they compute, so twice the cores of this 2-core machine keeps both busy.
 TEST_PARALLEL ?= 4
+# TEST_POSTGRES_PORT: `make test` runs on a PostgreSQL of its own on this port
+# (scripts/stack.sh starts it, max_connections 400, and stops it after): four
+# packages' stacks at once outgrow a shared server's 100 connections. Empty: the
+# stack's server (DATABASE_URL).
+TEST_POSTGRES_PORT ?= 55432
 # The slowest packages come first: go test starts packages in the order given,
 # and one of them starting last would make the run's tail (`work` adds the rest).
 TEST_SLOW := ./pkg/speech ./services/console ./pkg/media ./services/e2e ./pkg/step \
@@ -99,7 +104,7 @@ status: ## Show what runs where
 test: ## Run every module's tests with -race against the real stack (starts what is missing, stops it after)
 	@$(MIGRATE)
 	$(GO) build $(TEST_PKGS)
-	scripts/stack.sh with-infra $(GO) test -count=1 $(RACE_FLAG) -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
+	STACK_TEST_POSTGRES_PORT=$(TEST_POSTGRES_PORT) scripts/stack.sh with-infra $(GO) test -count=1 $(RACE_FLAG) -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: demo
 demo: ## Build, start the stack and workers, dub a sample video (scripts/demo.sh)

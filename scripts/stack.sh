@@ -28,6 +28,8 @@
 #   STACK_WAIT_SECONDS       how long to wait for a service to be ready (90)
 #   DOWN_GRACE_SECONDS       how long a worker gets to exit on SIGTERM (30)
 #   STACK_SKIP_PACKAGES=1    do not check or install the media/speech packages
+#   STACK_TEST_POSTGRES_PORT with-infra: CMD gets its own PostgreSQL on this port
+#                            (max_connections 400, fsync off; `make test` sets it)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -422,6 +424,57 @@ postgres_down() {
 	rm -f "$DEV/started/postgres"
 }
 
+# testpg_up PORT: the tests' own PostgreSQL on PORT (`with-infra` with
+# STACK_TEST_POSTGRES_PORT set, as `make test` does). The suite runs several
+# packages, each with several stacks of workers, at once; a shared server's
+# max_connections (Debian's 100) is not sized for that, and a throw-away
+# server need not flush to disk: max_connections 400, fsync off. Its data
+# lives under .devstack/testpg; it is stopped by the call that started it.
+testpg_up() {
+	local port=$1 dir bin
+	if answers localhost "$port"; then
+		testpg_mine || die "postgres (tests): port $port answers but is not this checkout's test server; set TEST_POSTGRES_PORT"
+		log "postgres (tests): private server answers at localhost:$port"
+		return
+	fi
+	forget testpg
+	compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || ensure_packages postgresql
+	bin=$(pg_bin)
+	dir=$(data_dir testpg postgres)
+	if [[ ! -f $dir/data/PG_VERSION ]]; then
+		run_as postgres "$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --no-locale >"$DEV/testpg-initdb.log" 2>&1 ||
+			die "postgres (tests): initdb failed; see $DEV/testpg-initdb.log"
+	fi
+	log "postgres (tests): starting private server on localhost:$port (data in $dir/data)"
+	record testpg "dir=$dir/data" "bin=$bin"
+	run_as postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t "$STACK_WAIT_SECONDS" \
+		-o "-p $port -c listen_addresses=localhost -k '' -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+		start >/dev/null 9>&- ||
+		die "postgres (tests): pg_ctl start failed; see $dir/postgres.log"
+	wait_for "postgres (tests)" "$STACK_WAIT_SECONDS" answers localhost "$port" ||
+		die "postgres (tests): server does not accept connections on $port; see $dir/postgres.log"
+}
+
+# testpg_mine: the test server answering is the one this checkout started.
+testpg_mine() {
+	local dir
+	dir=$(recorded testpg dir)
+	[[ -n $dir ]] && pid_alive "$(as_root head -n1 "$dir/postmaster.pid" 2>/dev/null)"
+}
+
+testpg_down() {
+	local dir bin
+	dir=$(recorded testpg dir)
+	[[ -n $dir ]] || return 0
+	bin=$(recorded testpg bin)
+	if as_root test -f "$dir/postmaster.pid" && pid_alive "$(as_root head -n1 "$dir/postmaster.pid")"; then
+		log "postgres (tests): stopping private server ($dir)"
+		run_as postgres "$bin/pg_ctl" -D "$dir" -m fast -w -t "$STACK_WAIT_SECONDS" stop >/dev/null ||
+			die "postgres (tests): pg_ctl stop failed"
+	fi
+	rm -f "$DEV/started/testpg"
+}
+
 # create_database: the database named by DATABASE_URL exists.
 create_database() {
 	local prefix query db admin
@@ -730,6 +783,7 @@ cmd_down() {
 	workers_down
 	rabbit_down
 	postgres_down
+	testpg_down
 	minio_down
 	log "stopped"
 }
@@ -747,6 +801,11 @@ cmd_with_infra() {
 	if [[ ${STACK_SKIP_PACKAGES:-0} != 1 ]]; then
 		ensure_packages "${TEST_PACKAGES[@]}"
 	fi
+	local test_db=""
+	if [[ -n ${STACK_TEST_POSTGRES_PORT:-} ]]; then
+		testpg_up "$STACK_TEST_POSTGRES_PORT"
+		test_db="postgres://postgres@localhost:$STACK_TEST_POSTGRES_PORT/postgres?sslmode=disable"
+	fi
 	exec 9>&- # release the lock while CMD runs
 	# An interrupt ends CMD, not the clean-up below.
 	trap : INT TERM
@@ -755,11 +814,12 @@ cmd_with_infra() {
 		# shellcheck source=/dev/null
 		source "$DEV/env"
 		set +a
+		if [[ -n $test_db ]]; then set -- env DATABASE_URL="$test_db" "$@"; fi
 		"$@"
 	) || status=$?
 	trap - INT TERM
 	lock
-	for name in rabbitmq postgres minio; do
+	for name in rabbitmq postgres minio testpg; do
 		[[ -f $DEV/started/$name && $before != *" $name "* ]] || continue
 		log "$name: stopping what this run started"
 		"${name/rabbitmq/rabbit}_down"
