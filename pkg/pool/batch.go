@@ -163,14 +163,15 @@ func (s *Schedule) sendOnce(force bool) bool {
 func (s *Schedule) flushTries(ops []*op) error {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	all, drop := false, map[string]bool{}
+	all, reserving, drop := false, false, map[string]bool{}
 	for _, o := range ops {
 		all = all || o.flush
+		reserving = reserving || (!o.flush && !o.release)
 		if o.release {
 			drop[o.res.Engine] = true
 		}
 	}
-	st := s.settle(all, drop)
+	st := s.settle(all, reserving, drop)
 	var err error
 	for range batchTries {
 		err = s.flush(ctx, ops, st)
@@ -230,7 +231,7 @@ func (s *Schedule) flush(ctx context.Context, ops []*op, st *settlement) error {
 				QueryRow(o.scan)
 		}
 	}
-	b.Queue(`DELETE FROM engine_reservations WHERE step = $1 AND owner = $2 AND slots <= 0`, s.Step, owner)
+	b.Queue(`DELETE FROM engine_reservations WHERE step = $1 AND owner = $2 AND slots <= 0 AND units <= 0`, s.Step, owner)
 	var rows []viewRow
 	b.Queue(viewSQL, s.Step).Query(func(r pgx.Rows) error {
 		var err error

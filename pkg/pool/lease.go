@@ -31,12 +31,12 @@ import (
 // first gives back everything the replica holds unused (free slots, units
 // not spent), renews the leases' expiry and counts the calls served from
 // them, then reserves. A replica that took nothing from its leases for
-// leaseIdle gives back what it holds with a batch of its own; Flush gives
+// LeaseIdle gives back what it holds with a batch of its own; Flush gives
 // it back at once.
 //
 // So an engine's in_flight counts the calls running on it plus the slots
 // replicas keep between calls (for at most LeaseTerm while they are busy,
-// leaseIdle while idle), and used counts the units spent plus those leased
+// LeaseIdle while idle), and used counts the units spent plus those leased
 // and not spent yet (Status.Leased, as of the holders' last batches).
 // Neither limit is ever passed: a slot or unit is held in the shared row
 // before any replica uses it. A cool-down, a breaker or a spent quota
@@ -50,9 +50,9 @@ import (
 // its last batch.
 const DefaultLeaseTerm = 100 * time.Millisecond
 
-// leaseIdle: a replica that took nothing from its leases this long gives
-// back what it holds unused.
-const leaseIdle = 20 * time.Millisecond
+// DefaultLeaseIdle: a replica that took nothing from its leases this long
+// gives back what it holds unused.
+const DefaultLeaseIdle = 20 * time.Millisecond
 
 // leaseCalls and leaseShare bound the units a reservation leases ahead: at
 // most leaseCalls calls' worth and 1/leaseShare of what the engine has
@@ -120,6 +120,13 @@ func (s *Schedule) ownerID() string {
 		l.owner = hex.EncodeToString(b[:])
 	}
 	return l.owner
+}
+
+func (s *Schedule) leaseIdle() time.Duration {
+	if s.LeaseIdle > 0 {
+		return s.LeaseIdle
+	}
+	return DefaultLeaseIdle
 }
 
 func (s *Schedule) leaseTerm() time.Duration {
@@ -219,18 +226,18 @@ func (s *Schedule) releaseLocal(res Reservation, r result) {
 }
 
 // armIdleLocked has a timer give back what the replica holds unused once
-// it took nothing for leaseIdle (the caller holds l.mu).
+// it took nothing for LeaseIdle (the caller holds l.mu).
 func (s *Schedule) armIdleLocked() {
 	l := &s.lease
 	if l.armed {
 		return
 	}
 	l.armed = true
-	time.AfterFunc(leaseIdle, s.idle)
+	time.AfterFunc(s.leaseIdle(), s.idle)
 }
 
 // idle gives back the leases' unused slots and units when the replica took
-// nothing for leaseIdle, or waits for that.
+// nothing for LeaseIdle, or waits for that.
 func (s *Schedule) idle() {
 	l := &s.lease
 	l.mu.Lock()
@@ -243,9 +250,9 @@ func (s *Schedule) idle() {
 		l.mu.Unlock()
 		return
 	}
-	if since := time.Since(l.lastTake); since < leaseIdle {
+	if since := time.Since(l.lastTake); since < s.leaseIdle() {
 		l.armed = true
-		time.AfterFunc(leaseIdle-since, s.idle)
+		time.AfterFunc(s.leaseIdle()-since, s.idle)
 		l.mu.Unlock()
 		return
 	}
@@ -266,11 +273,12 @@ type settlement struct {
 }
 
 // settle takes out of the leases what the next batch gives back: the calls
-// served and, when all or the leases were last given back a LeaseTerm ago,
-// the free slots and the units not spent (of the engines in drop, whose
-// calls failed or were refused, always); every lease holding something is
-// in it (its expiry renewed).
-func (s *Schedule) settle(all bool, drop map[string]bool) *settlement {
+// served; the free slots when the batch reserves (its reservations take
+// the slots they need again); when all or the leases were last given back
+// a LeaseTerm ago, the free slots and the units not spent (of the engines
+// in drop, whose calls failed or were refused, always). Every lease
+// holding something is in it (its expiry renewed).
+func (s *Schedule) settle(all, reserving bool, drop map[string]bool) *settlement {
 	l := &s.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -283,7 +291,11 @@ func (s *Schedule) settle(all bool, drop map[string]bool) *settlement {
 			continue
 		}
 		free, units := ls.slots-ls.busy, ls.units
-		if !all && !drop[name] {
+		switch {
+		case all || drop[name]:
+		case reserving: // the reservations take the slots they need again
+			units = 0
+		default:
 			free, units = 0, 0
 		}
 		st.names = append(st.names, name)

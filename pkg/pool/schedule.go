@@ -31,6 +31,10 @@ type Schedule struct {
 	// LeaseTerm is how long the replica serves calls from its leases after
 	// its last batch; DefaultLeaseTerm when zero.
 	LeaseTerm time.Duration
+	// LeaseIdle is how long the replica may take nothing from its leases
+	// before it gives back what they hold unused; DefaultLeaseIdle when
+	// zero.
+	LeaseIdle time.Duration
 
 	reaped atomic.Int64 // when this replica last reaped, unix ns
 	batch  batcher      // the reservations and releases waiting for the next batch

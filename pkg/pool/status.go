@@ -30,7 +30,7 @@ type Status struct {
 // and those the replicas' leases hold for calls to come; Leased is that
 // part, as of each holder's last batch (at most what is still unspent).
 // InFlight counts the slots held: the calls running and the slots replicas
-// keep between calls (at most LeaseTerm while they are busy, leaseIdle
+// keep between calls (at most LeaseTerm while they are busy, LeaseIdle
 // when idle).
 type Load struct {
 	Used     int64     `json:"quota_used"`
