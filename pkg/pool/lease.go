@@ -15,35 +15,45 @@ import (
 // them and expires if the replica dies.
 //
 // Every reservation the replica makes in a batch (batch.go) takes one slot
-// and the call's units, and adds a few calls' worth of units to the lease:
-// as many as the replica made calls since its last batch, at most
-// leaseCalls and at most 1/leaseShare of what the engine has left after the
-// call (in whole calls, so that the last calls of a quota are reserved one
-// by one and the quota is spent exactly). A call that ends keeps its slot
-// in the lease. For LeaseTerm after its last batch (the schedule's rows as
-// it then read them), a replica takes a call's slot and units from its
-// lease when the engine the database would choose is one it holds (an
-// engine it holds no slot on that the rows show better, by fallback and use
-// for its weight, sends the call to the database), the engine has no rate
+// and the call's units, and adds a few calls' worth of units to the lease,
+// sized from the replica's rate: as many calls as it made in a LeaseTerm
+// of late, at most leaseCalls and at most 1/leaseShare of what the engine
+// has left after the call (in whole calls, so that the last calls of a
+// quota are reserved one by one and the quota is spent exactly; none for
+// an engine with a rate limit, whose calls all go through the database).
+// A call that ends keeps its slot in the lease.
+//
+// For LeaseTerm after its last batch (the schedule's rows as it then read
+// them: its view), a replica takes a call's slot and units from its lease
+// when the lease has a free slot and the units, the engine has no rate
 // limit (rpm: its slots are spaced in the shared row), no server errors in
-// a row, no cool-down or open breaker in the rows, and the lease has a free
-// slot and the units. Otherwise the call goes to the next batch, which
-// first gives back everything the replica holds unused (free slots, units
-// not spent), renews the leases' expiry and counts the calls served from
-// them, then reserves. A replica that took nothing from its leases for
-// LeaseIdle gives back what it holds with a batch of its own; Flush gives
-// it back at once.
+// a row and no cool-down or open breaker in the view, and no engine the
+// replica holds no slot of is better in the view (by fallback, then use for
+// its weight: the database would choose that one). Otherwise the call goes
+// to the replica's next batch, which renews the leases' expiry, counts the
+// calls served from them and gives back their free slots before it
+// reserves (the reservations take the slots they need again).
+//
+// What a lease holds unused goes back to the shared row: its units and
+// free slots at the replica's first batch a LeaseTerm after the last
+// give-back; everything of an engine whose call failed, was rate limited
+// or refused, at once (with the release that records it); everything when
+// the replica took nothing from its leases for LeaseIdle (a batch of its
+// own), and on Flush (a stopping worker).
 //
 // So an engine's in_flight counts the calls running on it plus the slots
-// replicas keep between calls (for at most LeaseTerm while they are busy,
+// replicas keep between calls (for about a LeaseTerm while they are busy,
 // LeaseIdle while idle), and used counts the units spent plus those leased
-// and not spent yet (Status.Leased, as of the holders' last batches).
-// Neither limit is ever passed: a slot or unit is held in the shared row
-// before any replica uses it. A cool-down, a breaker or a spent quota
-// written by one replica stops the others' use of the engine at their
-// next batch, at most LeaseTerm after it was written (and the replica that
-// saw it at once). A replica that dies leaves its lease row to expire
-// (Schedule.Lease): its slots are reaped then, its leased units are not
+// and not spent yet (Status.Leased: what the holders' leases kept at their
+// last batches, at least what is still unspent). Neither limit is ever
+// passed: a slot or unit is held in the shared row before any replica
+// uses it. A cool-down, a breaker or a spent quota written by one replica
+// stops the others' use of the engine at their next batch, at most
+// LeaseTerm after it was written (the replica that saw it stops at once).
+// A call that finds no quota in the rows while leases hold some waits
+// rate_limit for a LeaseTerm (the units are spent or given back by then),
+// not no_quota. A replica that dies leaves its lease row to expire
+// (Schedule.Lease): its slots are reaped then; its leased units are not
 // refunded (they may have been spent) and come back with the next reset.
 
 // DefaultLeaseTerm is how long a replica serves calls from its leases after
