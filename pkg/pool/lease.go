@@ -146,7 +146,7 @@ func (s *Schedule) leaseTerm() time.Duration {
 	return DefaultLeaseTerm
 }
 
-// key orders engines as the database does among those free now: the
+// less orders engines as the database does among those free now: the
 // non-fallback first, then the least used for its weight.
 func (v *rowView) less(o *rowView) bool {
 	if v.fallback != o.fallback {
