@@ -26,8 +26,10 @@ import (
 // op is one reservation or release waiting for its batch.
 type op struct {
 	release bool
-	// flush: nothing to do; its batch follows every op queued before it.
-	flush bool
+	// flush: nothing to do; its batch follows every op queued before it
+	// and gives back what the leases hold unused. refresh: nothing to do
+	// either; its batch reads the rows anew (lease.go).
+	flush, refresh bool
 	// A reservation: the candidates, the units, the horizon; what it got.
 	cands   []string
 	units   int64
@@ -166,7 +168,7 @@ func (s *Schedule) flushTries(ops []*op) error {
 	all, reserving, drop := false, false, map[string]bool{}
 	for _, o := range ops {
 		all = all || o.flush
-		reserving = reserving || (!o.flush && !o.release)
+		reserving = reserving || o.reserves()
 		if o.release {
 			drop[o.res.Engine] = true
 		}
@@ -225,7 +227,7 @@ func (s *Schedule) flush(ctx context.Context, ops []*op, st *settlement) error {
 	window := s.Cfg.WindowStart(now)
 	ahead := s.leaseAhead()
 	for _, o := range ops {
-		if !o.release && !o.flush {
+		if o.reserves() {
 			o.res, o.ok, o.extra = Reservation{Units: o.units}, false, 0
 			b.Queue(reserveSQL, s.Step, o.cands, now, now.Add(o.horizon), window, o.units, now.Add(lease), owner, ahead, leaseShare).
 				QueryRow(o.scan)
@@ -253,6 +255,9 @@ func (s *Schedule) flush(ctx context.Context, ops []*op, st *settlement) error {
 // viewSQL reads the step's rows for the replica's view ($1 step).
 const viewSQL = `SELECT name, fallback, weight, rpm, concurrency, daily_quota, window_start, used, in_flight,
 	greatest(next_available_at, cooled_until, breaker_until), failures FROM engine_schedule WHERE step = $1`
+
+// reserves: o is a reservation.
+func (o *op) reserves() bool { return !o.release && !o.flush && !o.refresh }
 
 // scan reads a reservation's row; none: no engine can serve it now.
 func (o *op) scan(row pgx.Row) error {

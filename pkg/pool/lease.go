@@ -70,6 +70,9 @@ const DefaultLeaseIdle = 20 * time.Millisecond
 const (
 	leaseCalls = 64
 	leaseShare = 8
+	// leaseAheadTerms: a lease's units last this many LeaseTerms at the
+	// replica's rate.
+	leaseAheadTerms = 4
 )
 
 // lease is what the replica holds of one engine.
@@ -81,6 +84,7 @@ type lease struct {
 	busy  int   // of them, the calls running
 	units int64 // held in the row's used, not spent yet
 	calls int64 // served since the last batch, not yet in the row's calls
+	used  int64 // calls taken since the last give-back
 	// window is the quota window the units belong to.
 	window time.Time
 }
@@ -119,6 +123,8 @@ type leases struct {
 	// and units (wall clock).
 	gaveBack time.Time
 	armed    bool
+	// refreshing: a batch that reads the rows is on its way.
+	refreshing bool
 }
 
 // ownerID names the replica in its lease rows.
@@ -169,6 +175,12 @@ func (s *Schedule) takeLocal(cands []string, units int64) (Reservation, bool) {
 	if l.view == nil || now.Before(l.synced) || now.Sub(l.synced) >= s.leaseTerm() {
 		return Reservation{}, false
 	}
+	if now.Sub(l.synced) >= s.leaseTerm()/2 && !l.refreshing {
+		// A replica at work reads the rows again before its view is too old
+		// to serve from, in a batch nobody waits for.
+		l.refreshing = true
+		defer s.submit(&op{refresh: true}, false)
+	}
 	window := s.Cfg.WindowStart(now)
 	var best string
 	for _, c := range cands {
@@ -200,6 +212,7 @@ func (s *Schedule) takeLocal(cands []string, units int64) (Reservation, bool) {
 	ls.busy++
 	ls.units -= units
 	ls.calls++
+	ls.used++
 	v.used += units
 	l.lastTake = time.Now()
 	s.armIdleLocked()
@@ -284,17 +297,19 @@ type settlement struct {
 
 // settle takes out of the leases what the next batch gives back: the calls
 // served; the free slots when the batch reserves (its reservations take
-// the slots they need again); when all or the leases were last given back
-// a LeaseTerm ago, the free slots and the units not spent (of the engines
-// in drop, whose calls failed or were refused, always). Every lease
-// holding something is in it (its expiry renewed).
+// the slots they need again); at the first batch a LeaseTerm after the
+// last give-back, the free slots and the units of the leases not used
+// since; when all, and of the engines in drop (whose calls failed or were
+// refused), everything unused. Every lease holding something is in it
+// (its expiry renewed).
 func (s *Schedule) settle(all, reserving bool, drop map[string]bool) *settlement {
 	l := &s.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := &settlement{}
-	if wall := time.Now(); all || wall.Sub(l.gaveBack) >= s.leaseTerm() {
-		all, l.gaveBack = true, wall
+	term := time.Since(l.gaveBack) >= s.leaseTerm()
+	if all || term {
+		l.gaveBack = time.Now()
 	}
 	for name, ls := range l.by {
 		if ls.slots == 0 && ls.units == 0 && ls.calls == 0 {
@@ -303,10 +318,14 @@ func (s *Schedule) settle(all, reserving bool, drop map[string]bool) *settlement
 		free, units := ls.slots-ls.busy, ls.units
 		switch {
 		case all || drop[name]:
-		case reserving: // the reservations take the slots they need again
+		case term && ls.used == 0:
+		case term || reserving: // the reservations take the slots they need again
 			units = 0
 		default:
 			free, units = 0, 0
+		}
+		if all || term || drop[name] {
+			ls.used = 0
 		}
 		st.names = append(st.names, name)
 		st.gens = append(st.gens, ls.gen)
@@ -327,6 +346,7 @@ func (s *Schedule) restore(st *settlement) {
 	l := &s.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refreshing = false
 	for i, name := range st.names {
 		if ls := l.by[name]; ls != nil && ls.gen == st.gens[i] {
 			ls.slots += int(st.slots[i])
@@ -358,7 +378,7 @@ func (s *Schedule) apply(st *settlement, kept map[string]bool, ops []*op, rows [
 		}
 	}
 	for _, o := range ops {
-		if o.release || o.flush || !o.ok {
+		if !o.reserves() || !o.ok {
 			continue
 		}
 		ls := l.by[o.res.Engine]
@@ -371,6 +391,7 @@ func (s *Schedule) apply(st *settlement, kept map[string]bool, ops []*op, rows [
 		}
 		ls.slots++
 		ls.busy++
+		ls.used++
 		ls.units += o.extra
 		o.res.gen = ls.gen
 	}
@@ -389,16 +410,18 @@ func (s *Schedule) apply(st *settlement, kept map[string]bool, ops []*op, rows [
 		l.view[r.name] = &v
 	}
 	l.synced = now
+	l.refreshing = false
 	if len(l.by) > 0 {
 		s.armIdleLocked()
 	}
 }
 
 // leaseAhead is how many calls' worth of units a reservation leases ahead:
-// as many as the replica took in a LeaseTerm of late, within leaseCalls.
+// as many as the replica took in leaseAheadTerms LeaseTerms of late,
+// within leaseCalls.
 func (s *Schedule) leaseAhead() int64 {
 	l := &s.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return min(max(l.taken, l.rate, 1), leaseCalls)
+	return min(max(l.taken, l.rate, 1)*leaseAheadTerms, leaseCalls)
 }
