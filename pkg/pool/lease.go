@@ -16,11 +16,12 @@ import (
 //
 // Every reservation the replica makes in a batch (batch.go) takes one slot
 // and the call's units, and adds a few calls' worth of units to the lease,
-// sized from the replica's rate: as many calls as it made in a LeaseTerm
-// of late, at most leaseCalls and at most 1/leaseShare of what the engine
-// has left after the call (in whole calls, so that the last calls of a
-// quota are reserved one by one and the quota is spent exactly; none for
-// an engine with a rate limit, whose calls all go through the database).
+// sized from the replica's rate: as many calls as it makes in
+// leaseAheadTerms LeaseTerms, at most leaseCalls and at most 1/leaseShare
+// of what the engine has left after the call (in whole calls, so that the
+// last calls of a quota are reserved one by one and the quota is spent
+// exactly; none for an engine with a rate limit, whose calls all go
+// through the database).
 // A call that ends keeps its slot in the lease.
 //
 // For LeaseTerm after its last batch (the schedule's rows as it then read
@@ -32,14 +33,16 @@ import (
 // its weight: the database would choose that one). Otherwise the call goes
 // to the replica's next batch, which renews the leases' expiry, counts the
 // calls served from them and gives back their free slots before it
-// reserves (the reservations take the slots they need again).
+// reserves (the reservations take the slots they need again). A replica
+// at work reads the rows again halfway through the term, in a batch of its
+// own, so that its calls seldom find its view too old.
 //
-// What a lease holds unused goes back to the shared row: its units and
-// free slots at the replica's first batch a LeaseTerm after the last
-// give-back; everything of an engine whose call failed, was rate limited
-// or refused, at once (with the release that records it); everything when
-// the replica took nothing from its leases for LeaseIdle (a batch of its
-// own), and on Flush (a stopping worker).
+// What a lease holds unused goes back to the shared row: its free slots
+// at the replica's first batch a LeaseTerm after the last give-back, and
+// its units too if no call took any since; everything of an engine whose
+// call failed, was rate limited or refused, at once (with the release that
+// records it); everything when the replica took nothing from its leases
+// for LeaseIdle (a batch of its own), and on Flush (a stopping worker).
 //
 // So an engine's in_flight counts the calls running on it plus the slots
 // replicas keep between calls (for about a LeaseTerm while they are busy,
@@ -51,8 +54,8 @@ import (
 // stops the others' use of the engine at their next batch, at most
 // LeaseTerm after it was written (the replica that saw it stops at once).
 // A call that finds no quota in the rows while leases hold some waits
-// rate_limit for a LeaseTerm (the units are spent or given back by then),
-// not no_quota. A replica that dies leaves its lease row to expire
+// rate_limit a LeaseTerm at a time (the holder spends them, or gives them
+// back once it has not used them for a LeaseTerm), not no_quota. A replica that dies leaves its lease row to expire
 // (Schedule.Lease): its slots are reaped then; its leased units are not
 // refunded (they may have been spent) and come back with the next reset.
 
