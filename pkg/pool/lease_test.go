@@ -2,7 +2,6 @@ package pool_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,14 +12,16 @@ import (
 	"github.com/dubflow/dubflow/pkg/testenv"
 )
 
-// leaseRows counts the lease rows (and reservations) in the schedule.
-func leaseRows(t *testing.T, db pool.DB) int {
+// noLeaseRows: no lease row (or reservation) is left in the schedule.
+func noLeaseRows(t *testing.T, db pool.DB, why string) {
 	t.Helper()
 	var n int
 	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM engine_reservations`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	if n != 0 {
+		t.Errorf("%d lease rows left, want none: %s", n, why)
+	}
 }
 
 // TestLeaseGivenBackOnFlush: a replica's calls after its first are served
@@ -51,9 +52,7 @@ func TestLeaseGivenBackOnFlush(t *testing.T) {
 	if s.Used != served || s.Leased != 0 || s.InFlight != 0 || s.Calls != 3 {
 		t.Errorf("after Flush: row %+v calls %d; want %d used (what the engine served), nothing leased or in flight, 3 calls", s.Load, s.Calls, served)
 	}
-	if n := leaseRows(t, db.Pool); n != 0 {
-		t.Errorf("%d lease rows left after Flush, want none", n)
-	}
+	noLeaseRows(t, db.Pool, "Flush gave the lease back")
 }
 
 // TestDeadReplicasLeaseIsReclaimed: a replica that holds every slot of an
@@ -103,9 +102,7 @@ func TestDeadReplicasLeaseIsReclaimed(t *testing.T) {
 	if lost := before.Leased; s.Used != int64(c.Units)+lost {
 		t.Errorf("row used %d: want the %d units served and the dead lease's %d units (not refunded)", s.Used, c.Units, lost)
 	}
-	if n := leaseRows(t, db.Pool); n != 0 {
-		t.Errorf("%d lease rows left, want the dead one reaped and the live one given back", n)
-	}
+	noLeaseRows(t, db.Pool, "the dead one reaped, the live one given back")
 }
 
 // TestLeasesKeepLimitsAcrossReplicas: 2 replicas × 8 consumers on fast
@@ -122,26 +119,9 @@ func TestLeasesKeepLimitsAcrossReplicas(t *testing.T) {
 	}
 	pa, a := replica(t, db.Pool, clk, members...)
 	pb, b := replica(t, db.Pool, clk, members...)
-	const calls, text = 240, "ten chars." // 2400 characters; the quotas hold 2000
-	trs := []*pool.Translator{a, b}
-	var next, served, waited atomic.Int64
-	concurrently(t, 16, func(i int) error {
-		for next.Add(1) <= calls {
-			_, err := trs[i%2].Translate(context.Background(), []string{text}, "en", "es")
-			reason, _, waiting := fault.WaitOf(err)
-			switch {
-			case err == nil:
-				served.Add(1)
-			case waiting && reason == fault.WaitNoQuota:
-				waited.Add(1)
-			default:
-				return err
-			}
-		}
-		return nil
-	})
-	if served.Load() != 200 || waited.Load() != 40 {
-		t.Errorf("%d calls served, %d waited no_quota; want 200 and 40", served.Load(), waited.Load())
+	// 240 calls of ten characters: 2400 characters; the quotas hold 2000.
+	if served, waited := spendQuotas(t, 240, a, b); served != 200 || waited != 40 {
+		t.Errorf("%d calls served, %d waited no_quota; want 200 and 40", served, waited)
 	}
 	pa.Sched.Flush()
 	pb.Sched.Flush()
