@@ -160,8 +160,8 @@ func (s *Schedule) sendOnce(force bool) bool {
 
 // flushTries sends ops as one batch, again when it could not lock the
 // step's rows in time (the whole transaction was rolled back), with what
-// the replica's leases give back; when it failed, the leases hold that
-// again.
+// the replica's leases give back; when the server refused it, the leases
+// hold that again.
 func (s *Schedule) flushTries(ops []*op) error {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
@@ -182,8 +182,14 @@ func (s *Schedule) flushTries(ops []*op) error {
 			break
 		}
 	}
-	if err != nil {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// The server refused the batch: its transaction was rolled back.
+		// On any other error (a connection lost) it may have committed:
+		// the leases keep less than the rows count for them, never more.
 		s.restore(st)
+	} else if err != nil {
+		s.restore(&settlement{})
 	}
 	return err
 }

@@ -344,7 +344,8 @@ func (s *Schedule) settle(all, reserving bool, drop map[string]bool) *settlement
 	return st
 }
 
-// restore puts back what a batch that failed was to give back.
+// restore puts back what a batch that failed was to give back (and lets
+// the next refresh go).
 func (s *Schedule) restore(st *settlement) {
 	l := &s.lease
 	l.mu.Lock()
