@@ -71,7 +71,7 @@ const DefaultLeaseIdle = 20 * time.Millisecond
 // most leaseCalls calls' worth and 1/leaseShare of what the engine has
 // left after the call.
 const (
-	leaseCalls = 64
+	leaseCalls = 256
 	leaseShare = 8
 	// leaseAheadTerms: a lease's units last this many LeaseTerms at the
 	// replica's rate.
