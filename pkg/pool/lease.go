@@ -182,7 +182,7 @@ func (s *Schedule) takeLocal(cands []string, units int64) (Reservation, bool) {
 		// A replica at work reads the rows again before its view is too old
 		// to serve from, in a batch nobody waits for.
 		l.refreshing = true
-		defer s.submit(&op{refresh: true}, false)
+		defer func() { s.submit(&op{refresh: true}, false); go s.send(true) }()
 	}
 	window := s.Cfg.WindowStart(now)
 	var best string
