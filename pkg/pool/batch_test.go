@@ -26,26 +26,9 @@ func TestTwoReplicasSpendTheQuotaExactly(t *testing.T) {
 	fakes, members := quotaFakes(t, 5*time.Millisecond, 400, 400, 600)
 	pa, a := replica(t, db.Pool, clk, members...)
 	pb, b := replica(t, db.Pool, clk, members...)
-	const calls, text = 170, "ten chars." // 1700 characters; the quotas hold 1400
-	trs := []*pool.Translator{a, b}
-	var next, served, waited atomic.Int64
-	concurrently(t, 16, func(i int) error {
-		for next.Add(1) <= calls {
-			_, err := trs[i%2].Translate(context.Background(), []string{text}, "en", "es")
-			reason, _, waiting := fault.WaitOf(err)
-			switch {
-			case err == nil:
-				served.Add(1)
-			case waiting && reason == fault.WaitNoQuota:
-				waited.Add(1)
-			default:
-				return err
-			}
-		}
-		return nil
-	})
-	if served.Load() != 140 || waited.Load() != 30 {
-		t.Errorf("%d calls served, %d waited no_quota; want 140 and 30", served.Load(), waited.Load())
+	// 170 calls of ten characters: 1700 characters; the quotas hold 1400.
+	if served, waited := spendQuotas(t, 170, a, b); served != 140 || waited != 30 {
+		t.Errorf("%d calls served, %d waited no_quota; want 140 and 30", served, waited)
 	}
 	pa.Sched.Flush()
 	pb.Sched.Flush()
@@ -62,6 +45,30 @@ func TestTwoReplicasSpendTheQuotaExactly(t *testing.T) {
 	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM engine_reservations`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d reservations left (%v), want none", left, err)
 	}
+}
+
+// spendQuotas makes calls of ten characters on 16 consumers, consumer i
+// on trs[i%2], and counts those served and those that waited no_quota;
+// any other error fails the test.
+func spendQuotas(t *testing.T, calls int64, trs ...*pool.Translator) (served, waited int64) {
+	t.Helper()
+	var next, ok, spent atomic.Int64
+	concurrently(t, 16, func(i int) error {
+		for next.Add(1) <= calls {
+			_, err := trs[i%2].Translate(context.Background(), []string{"ten chars."}, "en", "es")
+			reason, _, waiting := fault.WaitOf(err)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case waiting && reason == fault.WaitNoQuota:
+				spent.Add(1)
+			default:
+				return err
+			}
+		}
+		return nil
+	})
+	return ok.Load(), spent.Load()
 }
 
 // TestDyingReplicasSlotsComeBack: a replica holding every concurrency slot

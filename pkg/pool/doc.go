@@ -5,11 +5,15 @@
 // characters) that resets at a configured hour.
 //
 // Every replica of every worker shares one schedule in Postgres
-// (engine_schedule, one row per engine; engine_reservations, the calls in
-// flight, which expire when their worker dies). A call reserves an engine
-// in its replica's next batch (one transaction for all the replica's
-// calls that want one at that moment): the engine with quota left and
-// the earliest availability, the least used for its weight first. A 429
+// (engine_schedule, one row per engine; engine_reservations, each
+// replica's lease of an engine, which expires when its worker dies). A
+// call reserves an engine in its replica's next batch (one transaction for
+// all the replica's calls that want one at that moment): the engine with
+// quota left and the earliest availability, the least used for its weight
+// first. The replica keeps the call's slot and a few calls' worth of quota
+// in its lease of the engine and serves its next calls from it without a
+// round trip for a short term (lease.go), giving back what it does not
+// use. A 429
 // cools the engine down for its Retry-After and the call moves to the next
 // engine; server errors and timeouts count towards a circuit breaker. When
 // no engine can serve, the call returns fault.Wait with the reason

@@ -25,9 +25,17 @@ type Status struct {
 // Load is what an engine serves: its quota used in the current window and
 // left (-1: no quota), the calls in flight, and when it can take the next
 // (the latest of the rate's slot, a cool-down and the breaker).
+//
+// Replicas serve calls from leases (lease.go): Used counts the units spent
+// and those the replicas' leases hold for calls to come; Leased is that
+// part, as of each holder's last batch (at most what is still unspent).
+// InFlight counts the slots held: the calls running and the slots replicas
+// keep between calls (at most LeaseTerm while they are busy, LeaseIdle
+// when idle).
 type Load struct {
 	Used     int64     `json:"quota_used"`
 	Left     int64     `json:"quota_left"`
+	Leased   int64     `json:"quota_leased"`
 	InFlight int       `json:"in_flight"`
 	NextAt   time.Time `json:"next_available_at"`
 }
@@ -49,15 +57,16 @@ type Health struct {
 // window, as the console sees it).
 func Read(ctx context.Context, q store.Querier, step string, now time.Time, windowStart func(time.Time) time.Time) ([]Status, error) {
 	rows, err := q.Query(ctx, `SELECT step, name, kind, weight, rpm, concurrency, daily_quota, fallback, window_start, used,
+		(SELECT coalesce(sum(r.units), 0) FROM engine_reservations r WHERE r.step = e.step AND r.name = e.name AND r.owner <> ''),
 		in_flight, next_available_at, cooled_until, breaker_until, failures, errors, calls, last_error, last_error_at
-		FROM engine_schedule WHERE $1 = '' OR step = $1 ORDER BY step, fallback, name`, step)
+		FROM engine_schedule e WHERE $1 = '' OR step = $1 ORDER BY step, fallback, name`, step)
 	if err != nil {
 		return nil, fmt.Errorf("read engine schedule: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Status, error) {
 		var s Status
 		err := row.Scan(&s.Step, &s.Name, &s.Kind, &s.Weight, &s.RPM, &s.Concurrency, &s.DailyQuota, &s.Fallback,
-			&s.windowStart, &s.Used, &s.InFlight, &s.NextAt, &s.cooledUntil, &s.breakerUntil, &s.Failures, &s.Errors,
+			&s.windowStart, &s.Used, &s.Leased, &s.InFlight, &s.NextAt, &s.cooledUntil, &s.breakerUntil, &s.Failures, &s.Errors,
 			&s.Calls, &s.LastError, &s.LastErrorAt)
 		return s, err
 	})
@@ -73,7 +82,7 @@ func Read(ctx context.Context, q store.Querier, step string, now time.Time, wind
 // settle derives the fields that depend on the clock.
 func (s *Status) settle(now time.Time, windowStart func(time.Time) time.Time) {
 	if windowStart != nil && s.windowStart.Before(windowStart(now)) {
-		s.Used = 0
+		s.Used, s.Leased = 0, 0
 	}
 	s.Left = -1
 	if s.DailyQuota > 0 {
@@ -105,6 +114,10 @@ func latest(times ...time.Time) time.Time {
 // at now ("" when it can), given the window's next reset.
 func (s Status) blocked(now, nextReset time.Time, units int64) (string, time.Time) {
 	switch {
+	case s.DailyQuota > 0 && s.Used-s.Leased+units <= s.DailyQuota && s.Used+units > s.DailyQuota:
+		// Replicas' leases hold the units: they are spent or given back
+		// within a lease's term.
+		return "rate_limit", now.Add(DefaultLeaseTerm)
 	case s.DailyQuota > 0 && s.Used+units > s.DailyQuota:
 		return "no_quota", nextReset
 	case !s.cooledUntil.Before(nextReset):
