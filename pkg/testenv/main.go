@@ -11,9 +11,9 @@ import (
 
 // Main runs a package's tests (call it from TestMain: os.Exit(Main(m, n)))
 // with at most parallel of its parallel tests at once, unless the command
-// line says otherwise (go test -parallel) or parallel < 1, and removes what finished tests
-// leave behind (their virtual hosts, databases and buckets) in the
-// background, waiting for all of it before it returns.
+// line says otherwise (go test -parallel) or parallel < 1, and removes what
+// finished tests leave behind (their virtual hosts, databases and buckets)
+// in the background, waiting for all of it before it returns.
 //
 // go test's default -parallel is GOMAXPROCS, 2 on a 2-core machine, which
 // suits tests that compute; it idles a package whose isolated tests spend
