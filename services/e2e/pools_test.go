@@ -125,9 +125,6 @@ func poolTasks(t *testing.T) int {
 // quotas cannot serve wait for the quota, and go on by themselves when the
 // quota resets (the schedule's clock moved a day on).
 func TestEnginePools(t *testing.T) {
-	// Its own stack and fakes; most of its time is the parked tasks waiting
-	// for the longest delay tier after the reset, which other tests use.
-	t.Parallel()
 	n := poolTasks(t)
 	quotaTasks := 2 * ((n*3 + 9) / 10) // about 60 %, even: split over two engines
 	fk := newPoolFakes(t, quotaTasks)
