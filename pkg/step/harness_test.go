@@ -20,6 +20,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// TestMain runs up to 6 tests at once: each has its own database and
+// virtual host (setup), and most of their time is spent waiting for leases,
+// sweeps, backoffs and hand-backs to come round, not computing.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 6))
+}
+
 // harness is one isolated world for a runtime test: a fresh database, a
 // fresh RabbitMQ virtual host with dubflow's topology, and a publisher.
 type harness struct {

@@ -71,22 +71,27 @@ func Postgres(t testing.TB) *Database {
 	}
 	t.Cleanup(func() {
 		closePool(t, pool, 30*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.ConnectConfig(ctx, admin)
-		if err != nil {
-			t.Logf("testenv: drop %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("testenv: drop %s: %v", name, err)
-		}
+		tidying.tidy(t, func() error { return dropDatabase(admin, name) })
 	})
 	if err := store.Migrate(ctx, pool); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	return &Database{URL: url, Pool: pool, Name: name}
+}
+
+// dropDatabase drops database name through the server's admin database.
+func dropDatabase(admin *pgx.ConnConfig, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("testenv: drop %s: %w", name, err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("testenv: drop %s: %w", name, err)
+	}
+	return nil
 }
 
 // closePool closes pool, waiting at most wait for the connections a test

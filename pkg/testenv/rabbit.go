@@ -65,11 +65,7 @@ func freshVhost(t testing.TB, node, user string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t.Cleanup(func() {
-		if err := release(); err != nil {
-			t.Logf("%v", err)
-		}
-	})
+	t.Cleanup(func() { tidying.tidy(t, release) })
 	return vhost, nil
 }
 

@@ -63,11 +63,14 @@ func S3(t testing.TB) *Bucket {
 		t.Fatalf("testenv: create bucket %s on %s (is the local stack up? run `scripts/stack.sh up --infra-only`): %v", b.Name, b.Endpoint, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := b.remove(ctx); err != nil {
-			t.Logf("testenv: %v", err)
-		}
+		tidying.tidy(t, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := b.remove(ctx); err != nil {
+				return fmt.Errorf("testenv: %w", err)
+			}
+			return nil
+		})
 	})
 	return b
 }

@@ -44,6 +44,13 @@ type fixture struct {
 	amqpURL string
 }
 
+// TestMain runs up to 4 tests at once: each has its own database, bucket
+// and virtual host (setup), and most of their time is spent waiting for
+// the broker, Postgres and the processes some of them start.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 4))
+}
+
 func setup(t *testing.T, edit ...func(*Config)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

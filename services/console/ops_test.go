@@ -42,6 +42,7 @@ func ids(p taskPage) []uuid.UUID {
 }
 
 func TestTaskSearchFindsByEachField(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	base := time.Now().Add(-3 * time.Hour)
 	a := f.insertTask(t, "done", base)
@@ -111,6 +112,7 @@ func (f *fixture) insertDeadLetter(t *testing.T, task uuid.UUID, step, class str
 }
 
 func TestPurgeByFilterRemovesExactlyTheMatchingRowsAndArchivesThem(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	task := f.insertTask(t, "failed", time.Now())
 	old := time.Now().Add(-48 * time.Hour)
@@ -167,6 +169,7 @@ func TestPurgeByFilterRemovesExactlyTheMatchingRowsAndArchivesThem(t *testing.T)
 }
 
 func TestReplayByFilterCountsWithDryRunThenReplays(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	t1, t2 := f.insertTask(t, "failed", time.Now()), f.insertTask(t, "failed", time.Now())
 	f.insertDeadLetter(t, t1, "asr", "transient", time.Now().Add(-time.Minute), false)
@@ -200,6 +203,7 @@ func TestReplayByFilterCountsWithDryRunThenReplays(t *testing.T) {
 }
 
 func TestTimelineListsAttemptsRetriesDeadLettersAndTheCancelInOrder(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
 	id := f.insertTask(t, "running", t0)
@@ -251,6 +255,7 @@ func withNamedTokens(c *Config) {
 }
 
 func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
+	t.Parallel()
 	f := setup(t, withNamedTokens)
 	id := f.insertTask(t, "running", time.Now())
 	var sess sessionView
@@ -304,6 +309,7 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 }
 
 func TestNamedTokensAreChecked(t *testing.T) {
+	t.Parallel()
 	for list, want := range map[string]string{
 		"alice:" + aliceToken:                                "",
 		"alice:" + aliceToken + ":readonly, bob:" + bobToken: "",
@@ -345,6 +351,7 @@ func consoleOn(t testing.TB, f *fixture) *httptest.Server {
 }
 
 func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(sampleEvery).Add(-sampleEvery) // the later sample is not in the future
@@ -413,6 +420,7 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 }
 
 func TestHistoryIsDownsampledAndBounded(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Minute)
@@ -451,6 +459,7 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 }
 
 func TestHistoryFromPrometheus(t *testing.T) {
+	t.Parallel()
 	var asked []string
 	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked = append(asked, r.URL.Path+" "+r.URL.Query().Get("query")+" step="+r.URL.Query().Get("step"))
@@ -475,6 +484,7 @@ func TestHistoryFromPrometheus(t *testing.T) {
 }
 
 func TestAuditNamesTheTaskSubmittedAndTheTimelineShowsIt(t *testing.T) {
+	t.Parallel()
 	f := setup(t, withNamedTokens)
 	ct, body := multipartBody(t, sampleVideo(t, "1"), map[string]string{"source": "en", "target": "es"})
 	var c created

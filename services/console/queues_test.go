@@ -278,6 +278,7 @@ func checkAudited(t *testing.T, f *fixture, n int, actions ...string) {
 // A read-only token may read the queues and the workers but not pause;
 // an unknown step is 404; the pause outlives the process that read it.
 func TestPauseNeedsAdminAndNamesAStep(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	decode(t, f.do(t, "GET", "/api/queues", readToken, "", nil), http.StatusOK, nil)
 	decode(t, f.do(t, "GET", "/api/workers", readToken, "", nil), http.StatusOK, nil)

@@ -14,6 +14,7 @@ import (
 // session's token; a read-only token's write is refused and audited; a
 // logout is audited with the token's name.
 func TestRefusedRequestsAndLogoutAreAudited(t *testing.T) {
+	t.Parallel()
 	f := setup(t, withNamedTokens)
 	ctx := context.Background()
 	const flood = 40

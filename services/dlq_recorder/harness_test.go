@@ -133,8 +133,10 @@ func sampleVideo(tb testing.TB) string {
 }
 
 // TestMain removes the sample video the tests made.
+// TestMain keeps go test's -parallel (each test runs a whole stack of
+// processes) and removes what ended tests leave behind in the background.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testenv.Main(m, 0)
 	if videoDir != "" {
 		_ = os.RemoveAll(videoDir)
 	}

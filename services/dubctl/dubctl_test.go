@@ -26,6 +26,13 @@ type env struct {
 	bucket  *testenv.Bucket
 }
 
+// TestMain keeps go test's -parallel (most tests set the environment
+// dubctl reads, so they cannot run in parallel) and removes what ended
+// tests leave behind in the background.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 0))
+}
+
 func setup(t *testing.T) *env {
 	t.Helper()
 	b := testenv.NewBackends(t)

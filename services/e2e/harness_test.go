@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	binDir, buildErr = build()
-	return m.Run()
+	// go test's -parallel stays (each test runs a whole stack of
+	// processes); what ended tests leave behind goes in the background.
+	return testenv.Main(m, 0)
 }
 
 // build compiles every service the tests run into the binaries folder the

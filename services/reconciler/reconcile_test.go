@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,12 @@ type fixture struct {
 	conn *broker.Conn
 	pub  *broker.Publisher
 	ch   *amqp.Channel
+}
+
+// TestMain runs up to 4 tests at once: each has its own database and
+// virtual host (setup) and spends its time waiting on them.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, 4))
 }
 
 func setup(t *testing.T) *fixture {
