@@ -188,7 +188,7 @@ func TestRequeueOneMessagePerTaskWithinTheLimit(t *testing.T) {
 	}
 }
 
-// A segment tts skipped for its empty text (tts_audio_key = ”) has all the
+// A segment tts skipped for its empty text (an empty tts_audio_key) has all the
 // audio it will ever have: it is not missing, neither in a re-drive's list
 // nor as the reason to re-drive a running task.
 func TestSkippedSegmentsAreNotMissing(t *testing.T) {
