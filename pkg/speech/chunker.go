@@ -48,6 +48,9 @@ type Chunker struct {
 	LeadSeconds int
 	// TempDir holds the chunk files; os.TempDir() when empty.
 	TempDir string
+	// Nice (1..19), when set, is the niceness TranscribeChunk decodes a
+	// long recording's chunks at (Yielding); 0 keeps the worker's.
+	Nice int
 }
 
 // Chunk is one piece of audio that Split cut: a temporary WAV file holding
@@ -409,15 +412,18 @@ func quietest(buf []byte, lo, hi, frame int) int {
 // only sets where the engine's normalisation starts, and no audio is
 // decoded twice. A chunk cut in speech has its lead-in decoded as before.
 //
-// A chunk at least half ChunkSeconds long (its own audio, without the
-// lead-in) is a long recording's, cut at full chunks: it is transcribed
-// Yielding, so that short tasks, transcribed whole, and the other steps
-// on the same cores go first, and the long one takes what they leave.
-// Shorter chunks (audio cut only to use the cores, 44 s into two of 22 s)
-// run at the worker's priority.
+// With Nice set, a chunk at least half ChunkSeconds long (its own audio,
+// without the lead-in) — a long recording's, cut at full chunks — is
+// transcribed Yielding at Nice, so that short tasks, transcribed whole,
+// and the other steps on the same cores go first, and the long one takes
+// what they leave. Shorter chunks (audio cut only to use the cores, 44 s
+// into two of 22 s) run at the worker's priority. Off by default: on a
+// machine shared with other work the long recording yields to all of it
+// (one run on this loaded machine, load 20–26: the 10-minute video took
+// 1.35× the serial script and the clip beside it 1.84× its idle time).
 func (c *Chunker) TranscribeChunk(ctx context.Context, ch Chunk, language string) ([]Segment, error) {
-	if c.long(ch) {
-		ctx = Yielding(ctx)
+	if c.Nice > 0 && c.long(ch) {
+		ctx = Yielding(ctx, c.Nice)
 	}
 	segs, err := c.transcribeChunk(ctx, ch, language)
 	if err != nil {

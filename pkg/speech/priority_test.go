@@ -9,9 +9,9 @@ import (
 )
 
 // TestLongChunksYield runs a chunk through Chunker.TranscribeChunk with a
-// stand-in recogniser that records its own niceness: a chunk of at least
-// half ChunkSeconds is decoded at YieldNice, a shorter one at the
-// worker's priority.
+// stand-in recogniser that records its own niceness: with Nice set, a
+// chunk of at least half ChunkSeconds is decoded at Nice, a shorter one
+// at the worker's priority; without, every chunk at the worker's.
 func TestLongChunksYield(t *testing.T) {
 	dir := t.TempDir()
 	// The priority is set just after the program starts: wait for it to
@@ -32,18 +32,20 @@ echo "$n" > "$NICE_FILE"
 	if own != "0" {
 		t.Skipf("the test runs at niceness %s, not 0", own)
 	}
-	c := &Chunker{Engine: &Pocketsphinx{Command: script}, ChunkSeconds: 10, TempDir: dir}
 	for _, tc := range []struct {
 		name     string
+		nice     int
 		seconds  int
 		leadMS   int
 		wantNice string
 	}{
-		{"long", 6, 0, "5"},
-		{"short", 4, 0, "0"},
-		{"long with its lead-in, short without", 6, 2000, "0"},
+		{"long", 5, 6, 0, "5"},
+		{"short", 5, 4, 0, "0"},
+		{"long with its lead-in, short without", 5, 6, 2000, "0"},
+		{"long, Nice unset", 0, 6, 0, "0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			c := &Chunker{Engine: &Pocketsphinx{Command: script}, ChunkSeconds: 10, TempDir: dir, Nice: tc.nice}
 			wav, err := c.writeChunk(nil, make([]byte, 2*16000*tc.seconds), 16000, 0)
 			if err != nil {
 				t.Fatal(err)
