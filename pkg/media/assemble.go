@@ -67,13 +67,24 @@ func AssembleDub(ctx context.Context, in DubInput, out string) (*MixReport, erro
 		return nil, fmt.Errorf("assemble dub: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	voice := startVoice(ctx, in, rate, runtime.GOMAXPROCS(0), work)
+	cores := runtime.GOMAXPROCS(0)
+	parts := splitVoice(in.Placements, in.TotalMS, cores)
+	if p := parts[0]; rep.Background != BackgroundNone && len(parts) == 1 && in.TotalMS <= sharedSoundtrackMaxMS &&
+		len(p.placements) > 0 && p.frames() > 0 && p.fromMS == 0 {
+		p.soundtrack = &sharedSoundtrack{original: in.Original, channels: rep.Channels, raw: filepath.Join(work, "soundtrack.raw")}
+	}
+	voice := startVoice(ctx, in, parts, rate, cores, work)
 	defer voice.wait() // after cancel: no ffmpeg writes into work once it is removed
 	defer cancel()
 	var bg *ffmpegStream
 	if rep.Background != BackgroundNone {
-		if bg, err = startSoundtrack(ctx, in.Original, rep.Channels, msToFrames(int64(in.TotalMS), mixRate)); err != nil {
-			return nil, fmt.Errorf("assemble dub: soundtrack: %w", err)
+		if bg, err = voice.sharedSoundtrack(ctx); err != nil {
+			return nil, fmt.Errorf("assemble dub: %w", err)
+		}
+		if bg == nil {
+			if bg, err = startSoundtrack(ctx, in.Original, rep.Channels, msToFrames(int64(in.TotalMS), mixRate)); err != nil {
+				return nil, fmt.Errorf("assemble dub: soundtrack: %w", err)
+			}
 		}
 		defer bg.Abort()
 	}
@@ -161,11 +172,16 @@ func startSoundtrack(ctx context.Context, original string, channels int, frames 
 	if err != nil {
 		return nil, err
 	}
-	n := strconv.FormatInt(frames, 10)
-	af := "aresample=" + strconv.Itoa(mixRate) + ",aformat=sample_fmts=s16:channel_layouts=" + layout(channels) +
-		",apad=whole_len=" + n + ",atrim=end_sample=" + n
-	args = append(args, "-map", "0:a:0", "-af", af, "-c:a", "pcm_s16le")
+	args = append(args, "-map", "0:a:0", "-af", soundtrackFilter(channels, frames), "-c:a", "pcm_s16le")
 	return startFFmpeg(ctx, append(args, outputArgs("s16le", "pipe:1")...)...)
+}
+
+// soundtrackFilter brings a soundtrack to 16-bit samples at mixRate in
+// channels, exactly frames long.
+func soundtrackFilter(channels int, frames int64) string {
+	n := strconv.FormatInt(frames, 10)
+	return "aresample=" + strconv.Itoa(mixRate) + ",aformat=sample_fmts=s16:channel_layouts=" + layout(channels) +
+		",apad=whole_len=" + n + ",atrim=end_sample=" + n
 }
 
 // layout is the channel layout name ffmpeg uses for 1 or 2 channels.

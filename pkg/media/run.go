@@ -255,10 +255,24 @@ func startFFmpeg(ctx context.Context, args ...string) (*ffmpegStream, error) {
 	return s, nil
 }
 
+// openPCMFile reads a file that an ffmpeg already wrote as the output of
+// an ffmpegStream (Wait and Abort close it).
+func openPCMFile(path string) (*ffmpegStream, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &ffmpegStream{Reader: f, cancel: func() { f.Close() }, stderr: &tailBuffer{limit: stderrLimit}}, nil
+}
+
 // Wait reads what is left of the output, waits for ffmpeg to exit and
 // returns its error, quoting its stderr.
 func (s *ffmpegStream) Wait() error {
 	defer s.cancel()
+	if s.cmd == nil { // openPCMFile
+		_, err := io.Copy(io.Discard, s.Reader)
+		return err
+	}
 	_, copyErr := io.Copy(io.Discard, s.Reader)
 	err := s.cmd.Wait()
 	switch msg := s.stderr.String(); {
@@ -275,5 +289,7 @@ func (s *ffmpegStream) Wait() error {
 // Abort stops ffmpeg and waits for it to exit.
 func (s *ffmpegStream) Abort() {
 	s.cancel()
-	_ = s.cmd.Wait()
+	if s.cmd != nil {
+		_ = s.cmd.Wait()
+	}
 }

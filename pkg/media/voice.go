@@ -317,7 +317,26 @@ type voicePart struct {
 	ready        chan struct{} // closed once it is made (or failed)
 	err          error
 	v            *voiceTrack
+	// soundtrack, when set, is decoded by the part's ffmpeg as well
+	// (sharedSoundtrack).
+	soundtrack *sharedSoundtrack
 }
+
+// sharedSoundtrack is the soundtrack of a short timeline whose voice is
+// made in one part: the part's ffmpeg also decodes it, as startSoundtrack
+// would, into a file. Every ffmpeg started costs ~0.1–0.25 CPU-s of
+// loading its libraries, as much as decoding a minute of soundtrack: for
+// an 11 s clip that was a sixth of mux_video's CPU.
+type sharedSoundtrack struct {
+	original string
+	channels int
+	raw      string // 16-bit frames at mixRate in channels, exactly the timeline
+}
+
+// sharedSoundtrackMaxMS bounds the timelines whose soundtrack goes
+// through a file (2 minutes of 48 kHz stereo: 23 MB on disk); a longer
+// one is streamed by its own ffmpeg while the voice is made.
+var sharedSoundtrackMaxMS = 120_000 // a variable for the tests
 
 func (p *voicePart) frames() int64 {
 	return msToFrames(int64(p.toMS), mixRate) - msToFrames(int64(p.fromMS), mixRate)
@@ -388,8 +407,8 @@ func splitVoice(placements []Placement, totalMS, parts int) []*voicePart {
 // cores (more parts would overlap the mix with the stretching, but each
 // costs an ffmpeg; a long timeline takes more, see maxPartStretched),
 // cores at a time, in timeline order.
-func startVoice(ctx context.Context, in DubInput, rate, cores int, work string) *voiceStream {
-	s := &voiceStream{parts: splitVoice(in.Placements, in.TotalMS, cores)}
+func startVoice(ctx context.Context, in DubInput, parts []*voicePart, rate, cores int, work string) *voiceStream {
+	s := &voiceStream{parts: parts}
 	slots := make(chan struct{}, cores)
 	for i, p := range s.parts {
 		p.started, p.ready = make(chan struct{}), make(chan struct{})
@@ -425,13 +444,48 @@ func (p *voicePart) make(ctx context.Context, clip func(int) string, rate int, n
 	if err != nil {
 		return err
 	}
-	args = append(args, "-filter_complex", v.graph(1)+"[voice]apad=whole_len="+n+",atrim=end_sample="+n+"[out]",
-		"-map", "[out]", "-c:a", "pcm_s16le")
-	if stderr, err := runFFmpeg(ctx, append(args, outputArgs("s16le", "file:"+name+".raw")...)...); err != nil {
+	graph := v.graph(1) + "[voice]apad=whole_len=" + n + ",atrim=end_sample=" + n + "[out]"
+	bg := p.soundtrack
+	if bg != nil {
+		orig, err := inputArgs(bg.original, "")
+		if err != nil {
+			return err
+		}
+		args = append(args, orig...)
+		graph += ";[1:a:0]" + soundtrackFilter(bg.channels, msToFrames(int64(p.toMS), mixRate)) + "[bg]"
+	}
+	args = append(args, "-filter_complex", graph, "-map", "[out]", "-c:a", "pcm_s16le")
+	args = append(args, outputArgs("s16le", "file:"+name+".raw")...)
+	if bg != nil {
+		args = append(args, "-map", "[bg]", "-c:a", "pcm_s16le")
+		args = append(args, outputArgs("s16le", "file:"+bg.raw)...)
+	}
+	if stderr, err := runFFmpeg(ctx, args...); err != nil {
+		if bg != nil {
+			return classifyFFmpegError(bg.original, stderr, fmt.Errorf("stretch and soundtrack: %w", err))
+		}
 		return classifyFFmpegError(v.path, stderr, fmt.Errorf("stretch: %w", err))
 	}
 	p.raw, p.v = name+".raw", v
 	return nil
+}
+
+// sharedSoundtrack returns the soundtrack that the voice's only part
+// decoded, once that part is made; nil when the voice is made otherwise.
+func (s *voiceStream) sharedSoundtrack(ctx context.Context) (*ffmpegStream, error) {
+	if len(s.parts) != 1 || s.parts[0].soundtrack == nil {
+		return nil, nil
+	}
+	p := s.parts[0]
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return openPCMFile(p.soundtrack.raw)
 }
 
 // read fills dst with the next frames of the voice, waiting for the part

@@ -48,6 +48,9 @@ type Chunker struct {
 	LeadSeconds int
 	// TempDir holds the chunk files; os.TempDir() when empty.
 	TempDir string
+	// Nice (1..19), when set, is the niceness TranscribeChunk decodes a
+	// long recording's chunks at (Yielding); 0 keeps the worker's.
+	Nice int
 }
 
 // Chunk is one piece of audio that Split cut: a temporary WAV file holding
@@ -408,12 +411,39 @@ func quietest(buf []byte, lo, hi, frame int) int {
 // without decoding (Pocketsphinx) with its lead-in skipped: the lead-in
 // only sets where the engine's normalisation starts, and no audio is
 // decoded twice. A chunk cut in speech has its lead-in decoded as before.
+//
+// With Nice set, a chunk at least half ChunkSeconds long (its own audio,
+// without the lead-in) — a long recording's, cut at full chunks — is
+// transcribed Yielding at Nice, so that short tasks, transcribed whole,
+// and the other steps on the same cores go first, and the long one takes
+// what they leave. Shorter chunks (audio cut only to use the cores, 44 s
+// into two of 22 s) run at the worker's priority. Off by default: on a
+// machine shared with other work the long recording yields to all of it
+// (one run on this loaded machine, load 20–26: the 10-minute video took
+// 1.35× the serial script and the clip beside it 1.84× its idle time).
 func (c *Chunker) TranscribeChunk(ctx context.Context, ch Chunk, language string) ([]Segment, error) {
+	if c.Nice > 0 && c.long(ch) {
+		ctx = Yielding(ctx, c.Nice)
+	}
 	segs, err := c.transcribeChunk(ctx, ch, language)
 	if err != nil {
 		return nil, fmt.Errorf("transcribe chunk %d at %d ms: %w", ch.Index, ch.OffsetMS, err)
 	}
 	return ch.Place(segs), nil
+}
+
+// long reports whether ch's own audio lasts at least half ChunkSeconds.
+func (c *Chunker) long(ch Chunk) bool {
+	f, h, err := openMonoWAV(ch.Path)
+	if err != nil {
+		return false // transcribeChunk reports it
+	}
+	f.Close()
+	if h.DataSize < 0 || h.SampleRate <= 0 {
+		return false
+	}
+	ms := h.DataSize/2*1000/int64(h.SampleRate) - int64(ch.LeadMS)
+	return ms*2 >= int64(c.seconds())*1000
 }
 
 // transcribeChunk transcribes a chunk's file, skipping its lead-in when

@@ -48,6 +48,10 @@ type Pocketsphinx struct {
 	Search string
 	// ExtraArgs are appended to the command line (e.g. -hmm, -dict).
 	ExtraArgs []string
+	// FullLexicon has the decoder load the model's whole dictionary
+	// rather than the entries its language model knows (lexiconArgs;
+	// the same transcripts, a slower start).
+	FullLexicon bool
 	// MaxSegment bounds a segment's length; DefaultMaxSegment when zero.
 	MaxSegment time.Duration
 	// Decoders bounds the decoders kept loaded in this process (built
@@ -93,16 +97,18 @@ func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "
 // decode returns what pocketsphinx_continuous -time yes prints for
 // wavPath: from a loaded decoder when Resident, else from the command.
 func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
+	model := append(p.searchArgs(), p.ExtraArgs...)
+	if p.Command == "" && !p.FullLexicon {
+		model = append(model, lexiconArgs(model)...)
+	}
 	if p.Resident() {
-		args := append(p.searchArgs(), p.ExtraArgs...)
-		return sharedPool(args, p.Decoders).transcribe(ctx, wavPath, p.cmnMean)
+		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean)
 	}
 	cmdName := p.Command
 	if cmdName == "" {
 		cmdName = "pocketsphinx_continuous"
 	}
-	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, p.searchArgs()...), p.ExtraArgs...)
-	args = append(args, p.cmnArgs...)
+	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, model...), p.cmnArgs...)
 	out, err := run(ctx, nil, cmdName, args...)
 	return string(out), err
 }
@@ -149,7 +155,11 @@ func run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
+	err := startYielding(ctx, cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("run %s: %w", name, ctxErr)
 		}
