@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Where Debian's pocketsphinx-en-us puts the dictionary and the language
@@ -76,16 +77,32 @@ func trimmedLexicon(dict, lm string) string {
 		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", f, fi.Size(), fi.ModTime().UnixNano())
 	}
 	path := filepath.Join(os.TempDir(), "dubflow-lexicon-"+hex.EncodeToString(h.Sum(nil))[:16]+".dict")
-	if _, err := os.Stat(path); err != nil {
+	if fi, err := os.Lstat(path); err != nil {
 		if err := writeTrimmedLexicon(dict, lm, path); err != nil {
 			return ""
 		}
+	} else if !trustedLexicon(fi) {
+		return "" // someone else's file in a shared folder: the whole dictionary, as before
+	} else if f, err := os.Open(path); err != nil {
+		return "" // root's, and not readable by this user
+	} else {
+		f.Close()
 	}
 	if lexicons.made == nil {
 		lexicons.made = map[string]string{}
 	}
 	lexicons.made[key] = path
 	return path
+}
+
+// trustedLexicon: a dictionary found in the shared temporary folder is used
+// only when it is a regular file of this process's user (or root's) that
+// nobody else may write: another user could otherwise plant a dictionary
+// that changes every transcript.
+func trustedLexicon(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode().IsRegular() && fi.Mode().Perm()&0o022 == 0 &&
+		(st.Uid == uint32(os.Getuid()) || st.Uid == 0)
 }
 
 // writeTrimmedLexicon writes to path the entries of dict whose word (an

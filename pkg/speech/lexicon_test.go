@@ -57,3 +57,30 @@ func TestLexiconKeepsTheModelsWords(t *testing.T) {
 		t.Errorf("a chosen dictionary is replaced: %q", got)
 	}
 }
+
+func TestLexiconInTheSharedFolderMustBeOurs(t *testing.T) {
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "mine.dict")
+	open := filepath.Join(dir, "open.dict")
+	link := filepath.Join(dir, "link.dict")
+	for _, f := range []string{mine, open} {
+		if err := os.WriteFile(f, []byte("a AH\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]bool{mine: true, open: false, link: false} {
+		fi, err := os.Lstat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := trustedLexicon(fi); got != want {
+			t.Errorf("trustedLexicon(%s) = %v, want %v", filepath.Base(f), got, want)
+		}
+	}
+}
