@@ -30,6 +30,8 @@ type Config struct {
 	// ASRChunkSeconds and ASRConcurrency configure the Chunker around the
 	// recogniser (defaults 60 and 2).
 	ASRChunkSeconds, ASRConcurrency int
+	// ASRChunkNice is the Chunker's Nice (0: the priority is left alone).
+	ASRChunkNice int
 	// PocketsphinxSearch is the embedded recogniser's search options
 	// (POCKETSPHINX_SEARCH; see DefaultPocketsphinxSearch).
 	PocketsphinxSearch string
@@ -115,7 +117,7 @@ func NewTranscriber(c Config) (*Chunker, error) {
 	default:
 		engine = &Pocketsphinx{Search: c.PocketsphinxSearch}
 	}
-	return &Chunker{Engine: engine, ChunkSeconds: c.ASRChunkSeconds, Concurrency: c.ASRConcurrency}, nil
+	return &Chunker{Engine: engine, ChunkSeconds: c.ASRChunkSeconds, Concurrency: c.ASRConcurrency, Nice: c.ASRChunkNice}, nil
 }
 
 // NewTranslator returns the configured translator inside a Batcher.

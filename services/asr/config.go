@@ -34,6 +34,11 @@ type Config struct {
 	ChunkSeconds int `env:"ASR_CHUNK_SECONDS" envDefault:"60"`
 	// Unset or 0: the cores the worker sees (cores.Usable).
 	ChunkConcurrency int `env:"ASR_CONCURRENCY"`
+	// ChunkNice (1..19) decodes the chunks of long recordings (at least half
+	// ASR_CHUNK_SECONDS) at that niceness, so that a short task's decode and
+	// the other steps on the same cores go first; 0 (the default) leaves the
+	// priority alone. For machines that run asr beside other steps.
+	ChunkNice int `env:"ASR_CHUNK_NICE" envDefault:"0"`
 	// PocketsphinxSearch is the embedded recogniser's decoder search
 	// (pocketsphinx_continuous flags); "default" for the package's own.
 	PocketsphinxSearch string `env:"POCKETSPHINX_SEARCH" envDefault:"-fwdflat no -maxhmmpf 6000"`
@@ -47,14 +52,16 @@ func (c *Config) Validate() error {
 	return errors.Join(c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate(), c.Speech().Validate(),
 		c.CheckTimeout(service),
 		config.Between("ASR_CHUNK_SECONDS", c.ChunkSeconds, 5, 600),
-		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 0, 64), speech.CheckPocketsphinxSearch(c.PocketsphinxSearch))
+		config.Between("ASR_CONCURRENCY", c.ChunkConcurrency, 0, 64), config.Between("ASR_CHUNK_NICE", c.ChunkNice, 0, 19),
+		speech.CheckPocketsphinxSearch(c.PocketsphinxSearch))
 }
 
 // Speech maps the ASR settings onto pkg/speech's configuration.
 func (c *Config) Speech() speech.Config {
 	return speech.Config{
 		ASREngine: c.Engine.Name, ASRBaseURL: c.Engine.BaseURL, ASRAPIKey: c.Engine.APIKey, ASRModel: c.Engine.Model,
-		ASRChunkSeconds: c.ChunkSeconds, ASRConcurrency: c.ChunkConcurrency, PocketsphinxSearch: c.PocketsphinxSearch,
+		ASRChunkSeconds: c.ChunkSeconds, ASRConcurrency: c.ChunkConcurrency, ASRChunkNice: c.ChunkNice,
+		PocketsphinxSearch: c.PocketsphinxSearch,
 	}
 }
 
