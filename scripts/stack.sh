@@ -405,23 +405,29 @@ postgres_up() {
 }
 
 # postgres_mine: the server answering is the private one this script started.
-postgres_mine() {
+postgres_mine() { pg_private_mine postgres; }
+
+# pg_private_mine NAME: the private server recorded as NAME runs.
+pg_private_mine() {
 	local dir
-	dir=$(recorded postgres dir)
+	dir=$(recorded "$1" dir)
 	[[ -n $dir ]] && pid_alive "$(as_root head -n1 "$dir/postmaster.pid" 2>/dev/null)"
 }
 
-postgres_down() {
+postgres_down() { pg_private_down postgres postgres; }
+
+# pg_private_down NAME LABEL: stops the private server recorded as NAME.
+pg_private_down() {
 	local dir bin
-	dir=$(recorded postgres dir)
+	dir=$(recorded "$1" dir)
 	[[ -n $dir ]] || return 0
-	bin=$(recorded postgres bin)
-	if [[ -f $dir/postmaster.pid ]] && pid_alive "$(head -n1 "$dir/postmaster.pid")"; then
-		log "postgres: stopping private server ($dir)"
+	bin=$(recorded "$1" bin)
+	if pg_private_mine "$1"; then
+		log "$2: stopping private server ($dir)"
 		run_as postgres "$bin/pg_ctl" -D "$dir" -m fast -w -t "$STACK_WAIT_SECONDS" stop >/dev/null ||
-			die "postgres: pg_ctl stop failed"
+			die "$2: pg_ctl stop failed"
 	fi
-	rm -f "$DEV/started/postgres"
+	rm -f "$DEV/started/$1"
 }
 
 # testpg_up PORT: the tests' own PostgreSQL on PORT (`with-infra` with
@@ -456,24 +462,9 @@ testpg_up() {
 }
 
 # testpg_mine: the test server answering is the one this checkout started.
-testpg_mine() {
-	local dir
-	dir=$(recorded testpg dir)
-	[[ -n $dir ]] && pid_alive "$(as_root head -n1 "$dir/postmaster.pid" 2>/dev/null)"
-}
+testpg_mine() { pg_private_mine testpg; }
 
-testpg_down() {
-	local dir bin
-	dir=$(recorded testpg dir)
-	[[ -n $dir ]] || return 0
-	bin=$(recorded testpg bin)
-	if as_root test -f "$dir/postmaster.pid" && pid_alive "$(as_root head -n1 "$dir/postmaster.pid")"; then
-		log "postgres (tests): stopping private server ($dir)"
-		run_as postgres "$bin/pg_ctl" -D "$dir" -m fast -w -t "$STACK_WAIT_SECONDS" stop >/dev/null ||
-			die "postgres (tests): pg_ctl stop failed"
-	fi
-	rm -f "$DEV/started/testpg"
-}
+testpg_down() { pg_private_down testpg "postgres (tests)"; }
 
 # create_database: the database named by DATABASE_URL exists.
 create_database() {
