@@ -133,6 +133,28 @@ func TestChunkerCutsAtSilence(t *testing.T) {
 	}
 }
 
+// TestChunkerCutsEvenChunksNearTheirTarget: audio cut only to use the
+// cores (44 s at Concurrency 2: two chunks decoded at once) is cut in the
+// long pause nearest the middle, not the window's first quietest one, so
+// that neither chunk is left decoding alone. Pauses 18.0–18.8 s (at the
+// window's edge, 22 s ± 4.4 s) and 21.8–22.4 s.
+func TestChunkerCutsEvenChunksNearTheirTarget(t *testing.T) {
+	p := writeToneWAV(t, 44*time.Second,
+		[2]time.Duration{18 * time.Second, 18800 * time.Millisecond},
+		[2]time.Duration{21800 * time.Millisecond, 22400 * time.Millisecond})
+	rec := &chunkRecorder{}
+	segs, err := (&speech.Chunker{Engine: rec, ChunkSeconds: 60, Concurrency: 2, LeadSeconds: -1}).Transcribe(context.Background(), p, "en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 2 {
+		t.Fatalf("%d chunks, want 2", len(segs))
+	}
+	if c := segs[0].EndMS; c < 21900 || c > 22300 {
+		t.Errorf("cut at %d ms, want the middle of the pause 21800–22400 nearest the 22 s target", c)
+	}
+}
+
 func TestChunkerShortAudioGoesWhole(t *testing.T) {
 	p := writeToneWAV(t, 5*time.Second)
 	rec := &chunkRecorder{}
