@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/pool/pooltest"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/jackc/pgx/v5"
 )
 
 // noLeaseRows: no lease row (or reservation) is left in the schedule.
@@ -182,4 +185,58 @@ func TestRateLimitOnOneReplicaCoolsTheOther(t *testing.T) {
 	if s := status(t, pa, "limited"); s.InFlight != 0 || s.Leased != 0 || s.Used != int64(limited.Counters().Units) {
 		t.Errorf("limited row %+v: want nothing held after the flushes, used what it served (%d)", s.Load, limited.Counters().Units)
 	}
+}
+
+// batchCounter is the shared database, counting the batches sent to it
+// and the reservations they make.
+type batchCounter struct {
+	pool.DB
+	n, reserved atomic.Int64
+}
+
+func (c *batchCounter) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	c.n.Add(1)
+	for _, q := range b.QueuedQueries {
+		if strings.Contains(q.SQL, "INSERT INTO engine_reservations") {
+			c.reserved.Add(1)
+		}
+	}
+	return c.DB.SendBatch(ctx, b)
+}
+
+// TestSlowEnginesLeaseOutlivesItsCalls: 2 replicas × 8 consumers call an
+// engine whose calls take 50 ms, longer than the default LeaseTerm's half
+// and than LeaseIdle: the leases, their term and idle time scaled to the
+// engine's call time, serve most calls, so that the replicas send far
+// fewer batches than calls and reserve few calls in the database (without
+// the scaling, half the calls are reserved there).
+func TestSlowEnginesLeaseOutlivesItsCalls(t *testing.T) {
+	db := testenv.Postgres(t)
+	clk := &clock{}
+	f := pooltest.New(t, pooltest.Serve)
+	f.Delay = 50 * time.Millisecond
+	counted := &batchCounter{DB: db.Pool}
+	pa, a := replica(t, counted, clk, member("slow", f))
+	pb, b := replica(t, counted, clk, member("slow", f))
+	const rounds = 10
+	start, reservedBefore := counted.n.Load(), counted.reserved.Load()
+	concurrently(t, 16, func(i int) error {
+		for range rounds {
+			if _, err := []*pool.Translator{a, b}[i%2].Translate(context.Background(), []string{"ten chars."}, "en", "es"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	batches, reserved, calls := counted.n.Load()-start, counted.reserved.Load()-reservedBefore, int64(16*rounds)
+	t.Logf("%d batches, %d reservations in them for %d calls", batches, reserved, calls)
+	if served := f.Counters().Served; served != int(calls) {
+		t.Fatalf("engine served %d calls, want %d", served, calls)
+	}
+	if batches*4 > calls || reserved*4 > calls {
+		t.Errorf("%d batches reserving %d calls in the database for %d calls of a 50 ms engine: want the leases to serve most calls (at most one batch and one reservation in the database for 4 calls)", batches, reserved, calls)
+	}
+	pa.Sched.Flush()
+	pb.Sched.Flush()
+	noLeaseRows(t, db.Pool, "both replicas flushed")
 }

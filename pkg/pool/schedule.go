@@ -35,6 +35,9 @@ type Schedule struct {
 	// before it gives back what they hold unused; DefaultLeaseIdle when
 	// zero.
 	LeaseIdle time.Duration
+	// LeaseScaleMax bounds how far an engine's LeaseTerm and LeaseIdle grow
+	// with its recent call time (lease.go); DefaultLeaseScaleMax when zero.
+	LeaseScaleMax time.Duration
 
 	reaped atomic.Int64 // when this replica last reaped, unix ns
 	batch  batcher      // the reservations and releases waiting for the next batch
@@ -86,6 +89,8 @@ type Reservation struct {
 	failures int
 	// gen is the lease's generation the call took its slot of.
 	gen int
+	// start is when the call was reserved (wall clock; zero: never).
+	start time.Time
 }
 
 // reapSQL frees the slots of dead workers' leases (and reservations) ($1
