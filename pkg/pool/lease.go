@@ -14,48 +14,60 @@ import (
 // used); its row in engine_reservations (owner: the replica) stands for
 // them and expires if the replica dies.
 //
+// An engine's lease lives for its term and its idle time: LeaseTerm and
+// LeaseIdle, grown to leaseCallTerms times the engine's recent call time
+// (a weighted mean of the replica's successful calls of it, from
+// reservation to release) but no further than LeaseScaleMax, so that a
+// lease outlives the gap between a consumer's calls of a slow engine
+// (none grow for an engine with a rate limit).
+//
 // Every reservation the replica makes in a batch (batch.go) takes one slot
 // and the call's units, and adds a few calls' worth of units to the lease,
 // sized from the replica's rate: as many calls as it makes in
-// leaseAheadTerms LeaseTerms, at most leaseCalls and at most 1/leaseShare
-// of what the engine has left after the call (in whole calls, so that the
-// last calls of a quota are reserved one by one and the quota is spent
-// exactly; none for an engine with a rate limit, whose calls all go
-// through the database).
+// leaseAheadTerms of the longest term of the call's candidates, at most
+// leaseCalls and at most 1/leaseShare of what the engine has left after
+// the call (in whole calls, so that the last calls of a quota are reserved
+// one by one and the quota is spent exactly; none for an engine with a
+// rate limit, whose calls all go through the database).
 // A call that ends keeps its slot in the lease.
 //
-// For LeaseTerm after its last batch (the schedule's rows as it then read
-// them: its view), a replica takes a call's slot and units from its lease
-// when the lease has a free slot and the units, the engine has no rate
-// limit (rpm: its slots are spaced in the shared row), no server errors in
-// a row and no cool-down or open breaker in the view, and no engine the
-// replica holds no slot of is better in the view (by fallback, then use for
-// its weight: the database would choose that one). Otherwise the call goes
-// to the replica's next batch, which renews the leases' expiry, counts the
-// calls served from them and gives back their free slots before it
-// reserves (the reservations take the slots they need again). A replica
-// at work reads the rows again halfway through the term, in a batch of its
-// own, so that its calls seldom find its view too old.
+// For the engine's term after its last batch (the schedule's rows as it
+// then read them: its view), a replica takes a call's slot and units from
+// its lease when the lease has a free slot and the units, the engine has
+// no rate limit (rpm: its slots are spaced in the shared row), no server
+// errors in a row and no cool-down or open breaker in the view, and no
+// engine the replica holds no slot of is better in the view (by fallback,
+// then use for its weight: the database would choose that one). Otherwise
+// the call goes to the replica's next batch, which renews the leases'
+// expiry, counts the calls served from them and gives back their free
+// slots before it reserves (the reservations take the slots they need
+// again). A replica at work reads the rows again once its view is half a
+// LeaseTerm old, in a batch of its own, so that its calls seldom find its
+// view too old.
 //
 // What a lease holds unused goes back to the shared row: its free slots
-// at the replica's first batch a LeaseTerm after the last give-back, and
-// its units too if no call took any since; everything of an engine whose
-// call failed, was rate limited or refused, at once (with the release that
-// records it); everything when the replica took nothing from its leases
-// for LeaseIdle (a batch of its own), and on Flush (a stopping worker).
+// at the replica's first batch a term after the last give-back, and its
+// units too if no call took any since; everything of an engine whose call
+// failed, was rate limited or refused, at once (with the release that
+// records it); everything of an engine the replica took nothing of (from
+// its lease or in a batch) for its idle time (a batch of its own), and on
+// Flush (a stopping worker).
 //
 // So an engine's in_flight counts the calls running on it plus the slots
-// replicas keep between calls (for about a LeaseTerm while they are busy,
-// LeaseIdle while idle), and used counts the units spent plus those leased
-// and not spent yet (Status.Leased: what the holders' leases kept at their
-// last batches, at least what is still unspent). Neither limit is ever
-// passed: a slot or unit is held in the shared row before any replica
-// uses it. A cool-down, a breaker or a spent quota written by one replica
-// stops the others' use of the engine at their next batch, at most
-// LeaseTerm after it was written (the replica that saw it stops at once).
-// A call that finds no quota in the rows while leases hold some waits
-// rate_limit a LeaseTerm at a time (the holder spends them, or gives them
-// back once it has not used them for a LeaseTerm), not no_quota. A replica that dies leaves its lease row to expire
+// replicas keep between calls (for about a term while they are busy, the
+// idle time once idle: at most LeaseScaleMax, or LeaseTerm and LeaseIdle
+// if longer), and used counts the units spent plus those leased and not
+// spent yet (Status.Leased: what the holders' leases kept at their last
+// batches, at least what is still unspent). Neither limit is ever passed:
+// a slot or unit is held in the shared row before any replica uses it. A
+// cool-down, a breaker or a spent quota written by one replica stops the
+// others' use of the engine at their next batch, at most a term after it
+// was written: LeaseTerm for an engine whose calls take less than half of
+// it, never more than LeaseScaleMax (or LeaseTerm if longer); the replica
+// that saw it stops at once. A call that finds no quota in the rows while
+// leases hold some waits rate_limit a LeaseTerm at a time (the holder
+// spends them, or gives them back once it has not used them for a term),
+// not no_quota. A replica that dies leaves its lease row to expire
 // (Schedule.Lease): its slots are reaped then; its leased units are not
 // refunded (they may have been spent) and come back with the next reset.
 
@@ -179,7 +191,12 @@ func (s *Schedule) leaseScaleMax() time.Duration {
 
 // scaledLocked is base grown to leaseCallTerms of the engine's recent call
 // time, within LeaseScaleMax (never below base; the caller holds l.mu).
+// An engine with a rate limit keeps base: its calls all go through the
+// database, a lease of it serves none.
 func (s *Schedule) scaledLocked(name string, base time.Duration) time.Duration {
+	if v := s.lease.view[name]; v != nil && v.rpm > 0 {
+		return base
+	}
 	return max(base, min(leaseCallTerms*s.lease.callTime[name], s.leaseScaleMax()))
 }
 

@@ -29,11 +29,13 @@ type Schedule struct {
 	// after its last batch if the replica dies; DefaultLease when zero.
 	Lease time.Duration
 	// LeaseTerm is how long the replica serves calls from its leases after
-	// its last batch; DefaultLeaseTerm when zero.
+	// its last batch; DefaultLeaseTerm when zero. It grows for a slow
+	// engine (LeaseScaleMax).
 	LeaseTerm time.Duration
-	// LeaseIdle is how long the replica may take nothing from its leases
-	// before it gives back what they hold unused; DefaultLeaseIdle when
-	// zero.
+	// LeaseIdle is how long the replica may take nothing from its lease of
+	// an engine before it gives back what it holds unused;
+	// DefaultLeaseIdle when zero. It grows for a slow engine
+	// (LeaseScaleMax).
 	LeaseIdle time.Duration
 	// LeaseScaleMax bounds how far an engine's LeaseTerm and LeaseIdle grow
 	// with its recent call time (lease.go); DefaultLeaseScaleMax when zero.
