@@ -27,9 +27,11 @@ import (
 type op struct {
 	release bool
 	// flush: nothing to do; its batch follows every op queued before it
-	// and gives back what the leases hold unused. refresh: nothing to do
-	// either; its batch reads the rows anew (lease.go).
+	// and gives back what the leases hold unused (of engines only, when
+	// set: idle leases). refresh: nothing to do either; its batch reads the
+	// rows anew (lease.go).
 	flush, refresh bool
+	engines        []string
 	// A reservation: the candidates, the units, the horizon; what it got.
 	cands   []string
 	units   int64
@@ -167,10 +169,13 @@ func (s *Schedule) flushTries(ops []*op) error {
 	defer cancel()
 	all, reserving, drop := false, false, map[string]bool{}
 	for _, o := range ops {
-		all = all || o.flush
+		all = all || (o.flush && o.engines == nil)
 		reserving = reserving || o.reserves()
 		if o.release {
 			drop[o.res.Engine] = true
+		}
+		for _, e := range o.engines {
+			drop[e] = true
 		}
 	}
 	st := s.settle(all, reserving, drop)
@@ -231,9 +236,9 @@ func (s *Schedule) flush(ctx context.Context, ops []*op, st *settlement) error {
 			})
 	}
 	window := s.Cfg.WindowStart(now)
-	ahead := s.leaseAhead()
 	for _, o := range ops {
 		if o.reserves() {
+			ahead := s.leaseAhead(o.cands)
 			o.res, o.ok, o.extra = Reservation{Units: o.units}, false, 0
 			b.Queue(reserveSQL, s.Step, o.cands, now, now.Add(o.horizon), window, o.units, now.Add(lease), owner, ahead, leaseShare).
 				QueryRow(o.scan)

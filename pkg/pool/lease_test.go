@@ -2,14 +2,18 @@ package pool_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/pool/pooltest"
+	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/jackc/pgx/v5"
 )
 
 // noLeaseRows: no lease row (or reservation) is left in the schedule.
@@ -181,5 +185,115 @@ func TestRateLimitOnOneReplicaCoolsTheOther(t *testing.T) {
 	pb.Sched.Flush()
 	if s := status(t, pa, "limited"); s.InFlight != 0 || s.Leased != 0 || s.Used != int64(limited.Counters().Units) {
 		t.Errorf("limited row %+v: want nothing held after the flushes, used what it served (%d)", s.Load, limited.Counters().Units)
+	}
+}
+
+// batchCounter is the shared database, counting the batches sent to it
+// and the reservations they make.
+type batchCounter struct {
+	pool.DB
+	n, reserved atomic.Int64
+}
+
+func (c *batchCounter) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	c.n.Add(1)
+	for _, q := range b.QueuedQueries {
+		if strings.Contains(q.SQL, "INSERT INTO engine_reservations") {
+			c.reserved.Add(1)
+		}
+	}
+	return c.DB.SendBatch(ctx, b)
+}
+
+// TestSlowEnginesLeaseOutlivesItsCalls: 2 replicas × 8 consumers call an
+// engine whose calls take 50 ms, longer than the default LeaseTerm's half
+// and than LeaseIdle: the leases, their term and idle time scaled to the
+// engine's call time, serve most calls, so that the replicas send far
+// fewer batches than calls and reserve few calls in the database (without
+// the scaling, half the calls are reserved there).
+func TestSlowEnginesLeaseOutlivesItsCalls(t *testing.T) {
+	db := testenv.Postgres(t)
+	clk := &clock{}
+	f := pooltest.New(t, pooltest.Serve)
+	f.Delay = 50 * time.Millisecond
+	counted := &batchCounter{DB: db.Pool}
+	pa, a := replica(t, counted, clk, member("slow", f))
+	pb, b := replica(t, counted, clk, member("slow", f))
+	const rounds = 10
+	start, reservedBefore := counted.n.Load(), counted.reserved.Load()
+	concurrently(t, 16, func(i int) error {
+		for range rounds {
+			if _, err := []*pool.Translator{a, b}[i%2].Translate(context.Background(), []string{"ten chars."}, "en", "es"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	batches, reserved, calls := counted.n.Load()-start, counted.reserved.Load()-reservedBefore, int64(16*rounds)
+	t.Logf("%d batches, %d reservations in them for %d calls", batches, reserved, calls)
+	if served := f.Counters().Served; served != int(calls) {
+		t.Fatalf("engine served %d calls, want %d", served, calls)
+	}
+	if batches*4 > calls || reserved*4 > calls {
+		t.Errorf("%d batches reserving %d calls in the database for %d calls of a 50 ms engine: want the leases to serve most calls (at most one batch and one reservation in the database for 4 calls)", batches, reserved, calls)
+	}
+	pa.Sched.Flush()
+	pb.Sched.Flush()
+	noLeaseRows(t, db.Pool, "both replicas flushed")
+}
+
+// TestCooledEngineLeftWithinLeaseScaleMax: calls of 400 ms would grow a
+// replica's lease term of the engine to 800 ms; LeaseScaleMax bounds it
+// (150 ms here). A 429 one replica saw stops the other's use of the engine
+// once that one's view of the rows is LeaseScaleMax old, though its lease
+// still holds a slot and units for it.
+func TestCooledEngineLeftWithinLeaseScaleMax(t *testing.T) {
+	db := testenv.Postgres(t)
+	clk := &clock{}
+	slow, ok := pooltest.New(t, pooltest.Serve), pooltest.New(t, pooltest.Serve)
+	slow.Delay, slow.RetryAfter = 400*time.Millisecond, 120
+	fallback := member("ok", ok)
+	fallback.Fallback = true // serves only when slow cannot
+	var ps []*pool.Pool
+	var trs []*pool.Translator
+	for range 2 {
+		p := stepPool(t, db.Pool, clk, "translate", member("slow", slow), fallback)
+		p.Sched.LeaseIdle = time.Hour
+		tr, err := pool.NewTranslator(p, speech.Config{HTTPTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, trs = append(ps, p), append(trs, tr)
+	}
+	ps[1].Sched.LeaseScaleMax = 150 * time.Millisecond
+	for _, tr := range trs {
+		if _, err := tr.Translate(context.Background(), []string{"hello"}, "en", "es"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := status(t, ps[0], "slow"); slow.Counters().Served != 2 || s.InFlight != 2 || s.Leased == 0 {
+		t.Fatalf("slow engine %+v, row %+v: want both replicas served by it, each holding a lease", slow.Counters(), s.Load)
+	}
+	slow.SetMode(pooltest.RateLimited)
+	if _, err := trs[0].Translate(context.Background(), []string{"hello"}, "en", "es"); err != nil {
+		t.Fatal(err)
+	}
+	if c := slow.Counters(); c.Calls != 3 || ok.Counters().Served != 1 {
+		t.Fatalf("slow %+v, ok %+v: want the 429 and the call moved to ok", c, ok.Counters())
+	}
+	clk.Move(ps[1].Sched.LeaseScaleMax) // the bound: the other replica's view is that old
+	for range 3 {
+		if _, err := trs[1].Translate(context.Background(), []string{"hello"}, "en", "es"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := slow.Counters(); c.Calls != 3 || ok.Counters().Served != 4 {
+		t.Errorf("slow %+v, ok %+v: want the other replica to leave the cooled engine alone", c, ok.Counters())
+	}
+	for _, p := range ps {
+		p.Sched.Flush()
+	}
+	if s := status(t, ps[0], "slow"); s.InFlight != 0 || s.Leased != 0 || s.Used != int64(slow.Counters().Units) {
+		t.Errorf("slow row %+v: want nothing held after the flushes, used what it served (%d)", s.Load, slow.Counters().Units)
 	}
 }

@@ -29,12 +29,17 @@ type Schedule struct {
 	// after its last batch if the replica dies; DefaultLease when zero.
 	Lease time.Duration
 	// LeaseTerm is how long the replica serves calls from its leases after
-	// its last batch; DefaultLeaseTerm when zero.
+	// its last batch; DefaultLeaseTerm when zero. It grows for a slow
+	// engine (LeaseScaleMax).
 	LeaseTerm time.Duration
-	// LeaseIdle is how long the replica may take nothing from its leases
-	// before it gives back what they hold unused; DefaultLeaseIdle when
-	// zero.
+	// LeaseIdle is how long the replica may take nothing from its lease of
+	// an engine before it gives back what it holds unused;
+	// DefaultLeaseIdle when zero. It grows for a slow engine
+	// (LeaseScaleMax).
 	LeaseIdle time.Duration
+	// LeaseScaleMax bounds how far an engine's LeaseTerm and LeaseIdle grow
+	// with its recent call time (lease.go); DefaultLeaseScaleMax when zero.
+	LeaseScaleMax time.Duration
 
 	reaped atomic.Int64 // when this replica last reaped, unix ns
 	batch  batcher      // the reservations and releases waiting for the next batch
@@ -86,6 +91,8 @@ type Reservation struct {
 	failures int
 	// gen is the lease's generation the call took its slot of.
 	gen int
+	// start is when the call was reserved (wall clock; zero: never).
+	start time.Time
 }
 
 // reapSQL frees the slots of dead workers' leases (and reservations) ($1

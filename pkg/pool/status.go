@@ -30,8 +30,9 @@ type Status struct {
 // and those the replicas' leases hold for calls to come; Leased is that
 // part, as of each holder's last batch (at most what is still unspent).
 // InFlight counts the slots held: the calls running and the slots replicas
-// keep between calls (at most LeaseTerm while they are busy, LeaseIdle
-// when idle).
+// keep between calls (about a lease term while they are busy, the idle
+// time once idle: LeaseTerm and LeaseIdle, grown with a slow engine's call
+// time up to LeaseScaleMax).
 type Load struct {
 	Used     int64     `json:"quota_used"`
 	Left     int64     `json:"quota_left"`
