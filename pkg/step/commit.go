@@ -92,6 +92,8 @@ func queueStmts(batch *pgx.Batch, stmts []stmt, out *[]*outbox.Message) {
 				}
 				return nil
 			})
+		case s.released:
+			q.Query(func(rows pgx.Rows) error { return scanReleased(rows, out) })
 		case s.outbox != nil:
 			q.QueryRow(func(row pgx.Row) error {
 				var id *int64
@@ -108,6 +110,19 @@ func queueStmts(batch *pgx.Batch, stmts []stmt, out *[]*outbox.Message) {
 			q.Exec(func(pgconn.CommandTag) error { return nil })
 		}
 	}
+}
+
+// scanReleased adds the outbox rows rows lists (id, message id, exchange,
+// routing key, body) to out.
+func scanReleased(rows pgx.Rows, out *[]*outbox.Message) error {
+	for rows.Next() {
+		o := &outbox.Message{}
+		if err := rows.Scan(&o.ID, &o.MessageID, &o.Exchange, &o.RoutingKey, &o.Body); err != nil {
+			return err
+		}
+		*out = append(*out, o)
+	}
+	return rows.Err()
 }
 
 // cleanArgs returns args with every text (string, *string, []string) made

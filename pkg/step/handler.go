@@ -71,6 +71,10 @@ type stmt struct {
 	outbox *outbox.Message
 	// transition is set when the statement is a task transition.
 	transition *task.Transition
+	// released is set when the statement returns the outbox rows it added
+	// (id, message id, exchange, routing key, body): held parts it
+	// released (ReleaseWindow).
+	released bool
 }
 
 // statement stages one of the step attempts' transitions

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -73,7 +74,7 @@ func waitMerged(s *testenv.Stack, id uuid.UUID) {
 }
 
 // checkChunks: several chunks, each part succeeded exactly once and ran
-// once, the merge registered once, nothing held back, the step succeeded.
+// once, the merge registered once, no chunk held back, the step succeeded.
 func checkChunks(t *testing.T, s *testenv.Stack, id uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
@@ -82,7 +83,7 @@ func checkChunks(t *testing.T, s *testenv.Stack, id uuid.UUID) {
 	err := s.DB.Pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = 'asr' AND part LIKE 'chunk-%'),
 		(SELECT count(*) FROM step_parts WHERE task_id = $1 AND step = 'asr' AND part = 'merge'),
-		(SELECT count(*) FROM held_parts WHERE task_id = $1),
+		(SELECT count(*) FROM held_parts WHERE task_id = $1 AND step = 'asr'),
 		(SELECT count(*) FROM task_steps WHERE task_id = $1 AND step = 'asr' AND attempt = 1
 		    GROUP BY part ORDER BY count(*) DESC LIMIT 1) - 1,
 		step_succeeded($1, 'asr')`, id).Scan(&chunks, &merges, &held, &extra, &done)
@@ -133,17 +134,46 @@ func checkSegments(t *testing.T, s *testenv.Stack, id uuid.UUID) []string {
 	return ids
 }
 
-// checkBatches: the translate messages of the task cover every segment
-// exactly once.
+// checkBatches: the translate messages of the task — those in the queue,
+// at most the window (cores.Usable) of them, and those held back until
+// earlier batches succeed — cover every segment exactly once.
 func checkBatches(t *testing.T, s *testenv.Stack, id uuid.UUID, want []string) {
 	t.Helper()
 	var got []string
+	queued := 0
 	for n := s.Depth("task.translate"); n > 0; n-- {
 		var p wire.Translate
 		m := s.NextMessage(t, "task.translate", &p)
 		if m.TaskID == id {
 			got = append(got, p.SegmentIDs...)
+			queued++
 		}
+	}
+	if queued > cores.Usable() {
+		t.Errorf("%d translate batches of the task in the queue at once, want at most %d (the window)", queued, cores.Usable())
+	}
+	rows, err := s.DB.Pool.Query(context.Background(), `SELECT body FROM held_parts WHERE task_id = $1 AND step = 'translate'`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			t.Fatal(err)
+		}
+		env, err := wire.Decode(body)
+		var p wire.Translate
+		if err == nil {
+			err = env.UnmarshalPayload(&p)
+		}
+		if err != nil {
+			t.Fatalf("held translate batch: %v", err)
+		}
+		got = append(got, p.SegmentIDs...)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	slices.Sort(got)
 	want = slices.Clone(want)

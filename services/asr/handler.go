@@ -131,7 +131,7 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if len(t.targets) > 0 {
 		return h.spawnChildren(ctx, msg, p, t, segmentIDs(0, len(segs)))
 	}
-	return h.emitBatches(msg, p, t, segmentIDs(0, len(segs)))
+	return h.emitBatches(msg, p, t, segmentIDs(0, len(segs)), 0)
 }
 
 // fanOut cuts the audio at silences, stores each chunk beside it and emits
@@ -177,13 +177,11 @@ func (h *handler) chunk(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	}
 	stageSegments(msg, msg.Envelope.TaskID, segs, voicesOf(wav, ch.OffsetMS, segs, msg.Log), base, base+segmentStride)
 	if len(t.targets) == 0 { // a parent's children translate once the merge has spawned them
-		if err := h.emitBatches(msg, p, t, segmentIDs(base, len(segs))); err != nil {
+		if err := h.emitBatches(msg, p, t, segmentIDs(base, len(segs)), cores.Usable()); err != nil {
 			return err
 		}
 	}
-	if err := msg.ReleaseWindow(ctx, h.db); err != nil {
-		return err
-	}
+	msg.ReleaseWindow()
 	return msg.EmitWhenStepDone(wire.StepASR, wire.ASR{AudioKey: p.AudioKey, Language: p.Language,
 		OutputKey: p.OutputKey, Merge: true})
 }
@@ -240,13 +238,24 @@ func clean(all []speech.Segment) []speech.Segment {
 }
 
 // emitBatches stages one translate message per batch of the segments ids.
-func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, ids []string) error {
+// With a window (a chunk of a long recording), at most window of the
+// task's batches are in the translate queue at once (step.EmitWindowed):
+// the others wait until earlier ones succeed, so that another task's batch
+// finds a consumer instead of queueing behind a long video's; 0 sends them
+// all at once (a short recording's few).
+func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, ids []string, window int) error {
+	var batches []any
 	for batch := range slices.Chunk(ids, h.batchSize) {
-		err := msg.Emit(wire.StepTranslate, wire.Translate{
+		batches = append(batches, wire.Translate{
 			TaskID: msg.Envelope.TaskID, SegmentIDs: batch, SourceLanguage: p.Language, TargetLanguage: t.target,
 			BatchSize: h.batchSize,
 		})
-		if err != nil {
+	}
+	if window > 0 {
+		return msg.EmitWindowed(wire.StepTranslate, window, batches)
+	}
+	for _, b := range batches {
+		if err := msg.Emit(wire.StepTranslate, b); err != nil {
 			return err
 		}
 	}

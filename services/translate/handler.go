@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
@@ -40,7 +41,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		want = append(want, int32(idx))
 	}
 	var speaker string
-	err := h.db.QueryRow(ctx, `SELECT speaker_id FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker)
+	var long bool
+	err := h.db.QueryRow(ctx, `SELECT speaker_id, `+step.FannedOutSQL("$1", "'"+wire.StepASR+"'")+
+		` FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker, &long)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
@@ -79,11 +82,27 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	// still transcribed and translated (tts tells their speakers apart
 	// from the segments known by then). The tts part or the asr merge that
 	// completes the last of asr, translate and tts emits mux_video.
+	// A long recording's batches and tts parts take turns with other
+	// tasks' (emitTTS).
 	tts := wire.TTS{TaskID: env.TaskID, SpeakerID: speaker, SegmentIDs: p.SegmentIDs}
-	if err := msg.Emit(wire.StepTTS, tts); err != nil {
+	if err := emitTTS(msg, tts, long); err != nil {
 		return fault.Permanent(err)
 	}
 	return nil
+}
+
+// emitTTS stages the batch's tts part. For a long recording (its asr cut
+// into chunks, which emitted its batches in a window) the batch lets the
+// task's next held batch in, and its tts part joins the task's window of
+// tts parts: at most cores.Usable of them in the tts queue at once, so
+// that another task's tts message finds a consumer instead of queueing
+// behind a long video's parts.
+func emitTTS(msg *step.Message, tts wire.TTS, long bool) error {
+	if !long {
+		return msg.Emit(wire.StepTTS, tts)
+	}
+	msg.ReleaseWindow()
+	return msg.EmitWindowed(wire.StepTTS, cores.Usable(), []any{tts})
 }
 
 // translator is the configured Batcher with the message's batch size and

@@ -74,6 +74,10 @@ type task struct {
 	sourceVideoKey, outputVideoKey string
 	// version is the output version being built (wire.TTS.Version).
 	version int
+	// long says the task's asr was cut into chunks: its tts parts were
+	// emitted in a window (see the translate worker) and each part that
+	// ends lets the next one in.
+	long bool
 }
 
 // segment is one segment still without audio, with the slot its speech
@@ -121,6 +125,10 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	done, failed, err := h.synthesizeAll(ctx, t, set, msg, only)
 	if err != nil {
 		return err
+	}
+	if only != nil && t.long {
+		// Parked or done, the part no longer waits for a consumer.
+		msg.ReleaseWindow()
 	}
 	if len(failed) > 0 {
 		return compensate(msg, t, failed, set)
@@ -242,8 +250,9 @@ func (h *handler) finish(ctx context.Context, msg *step.Message, t task, done in
 // task reads the task's language, speaker and keys.
 func (h *handler) task(ctx context.Context, id uuid.UUID) (task, error) {
 	t := task{id: id}
-	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key
-		FROM tasks WHERE id = $1`, id).Scan(&t.language, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey)
+	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, `+
+		step.FannedOutSQL("$1", "'"+wire.StepASR+"'")+` FROM tasks WHERE id = $1`,
+		id).Scan(&t.language, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.long)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return t, fault.Permanent(fmt.Errorf("task %s not found", id))

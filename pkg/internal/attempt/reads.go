@@ -50,6 +50,13 @@ func InFlightSQL(step, tasks string) string {
 	     GROUP BY p.task_id`
 }
 
+// FannedOutSQL is the SQL condition "the task's step was fanned out into
+// named parts" (a long recording's asr chunks); task and step are SQL
+// expressions.
+func FannedOutSQL(task, step string) string {
+	return `EXISTS (SELECT 1 FROM step_parts fp WHERE fp.task_id = ` + task + ` AND fp.step = ` + step + ` AND fp.part <> '')`
+}
+
 // ErrorLikeSQL is the SQL condition "an attempt of the task failed with an
 // error matching the LIKE pattern"; task and pattern are SQL expressions.
 func ErrorLikeSQL(task, pattern string) string {
