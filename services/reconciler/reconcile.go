@@ -38,6 +38,7 @@ type Settings struct {
 const (
 	actionLease         = "lease_redriven"
 	actionOutbox        = "outbox_published"
+	actionReleased      = "held_released"
 	actionStuck         = "task_redriven"
 	actionWaiting       = "skipped_waiting"
 	actionSuspect       = "suspected_lost"
@@ -96,7 +97,7 @@ func (r *reconciler) at() *time.Time {
 func (r *reconciler) runOnce(ctx context.Context) ([]Action, error) {
 	var all []Action
 	var errs []error
-	for _, check := range []func(context.Context) ([]Action, error){r.endedTaskLeases, r.outbox, r.lostMessages, r.overdueTasks} {
+	for _, check := range []func(context.Context) ([]Action, error){r.endedTaskLeases, r.heldParts, r.outbox, r.lostMessages, r.overdueTasks} {
 		acts, err := check(ctx)
 		all = append(all, acts...)
 		if err != nil {
@@ -116,6 +117,24 @@ func (r *reconciler) endedTaskLeases(ctx context.Context) ([]Action, error) {
 	for i, c := range closed {
 		acts[i] = Action{Kind: actionClosed, TaskID: c.TaskID, Step: c.Step, Part: c.Part,
 			Detail: "lease expired; task is " + c.TaskStatus + ", nothing re-driven"}
+	}
+	return acts, err
+}
+
+// heldParts lets in the held parts of live tasks whose windows have room
+// though parts were held longer than OutboxAge (a release that never ran:
+// an older worker during a rolling upgrade) and publishes them.
+func (r *reconciler) heldParts(ctx context.Context) ([]Action, error) {
+	stuck, err := step.ReleaseStuckWindows(ctx, r.pool, r.set.OutboxAge, r.set.Batch, r.at())
+	var acts []Action
+	var ids []int64
+	for _, w := range stuck {
+		ids = append(ids, w.Released...)
+		acts = append(acts, Action{Kind: actionReleased, TaskID: w.TaskID, Step: w.Step, Count: len(w.Released),
+			Detail: fmt.Sprintf("%d held part(s) let into the window nothing had released", len(w.Released))})
+	}
+	if len(ids) > 0 {
+		err = errors.Join(err, flush(ctx, r.pool, r.pub, ids))
 	}
 	return acts, err
 }

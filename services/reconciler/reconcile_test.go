@@ -713,3 +713,54 @@ func grep(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestHeldPartsNothingReleasedAreLetIn: a tts part held in its task's
+// window (window 1, another part in flight) whose holder's success never
+// released it — an older tts worker during a rolling upgrade records its
+// success without release_held — is let in and published once it has
+// waited longer than OutboxAge, and not before; a window still full lets
+// nothing in.
+func TestHeldPartsNothingReleasedAreLetIn(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	task := f.task(t, 0)
+	first := message(t, wire.StepTTS, task, wire.TTS{TaskID: task, SegmentIDs: []string{"seg-0"}})
+	second := message(t, wire.StepTTS, task, wire.TTS{TaskID: task, SegmentIDs: []string{"seg-1"}})
+	f.emit(t, first, time.Minute)
+	firstPart, _ := step.PartOf(first)
+	secondPart, _ := step.PartOf(second)
+	body, _ := second.Marshal()
+	if err := step.AddPart(ctx, f.pool, task, wire.StepTTS, secondPart, body); err != nil {
+		t.Fatal(err)
+	}
+	var released *int64
+	if err := f.pool.QueryRow(ctx, `SELECT hold_part($1, 'tts', $2, 1, $3, $4, 'task.tts', $5)`,
+		task, secondPart, uuid.New(), wire.Exchange, body).Scan(&released); err != nil || released != nil {
+		t.Fatalf("hold_part: outbox %v, %v; want the part held behind the first", released, err)
+	}
+
+	rec := f.reconciler()
+	at(t, f, rec, time.Minute)
+	if acts := passes(t, rec, 1); count(acts, actionReleased) != 0 {
+		t.Fatalf("released %+v while the first part is in flight", acts)
+	}
+	f.attempt(t, task, first, firstPart, "succeeded", 0)
+	fresh := f.reconciler()
+	if acts := passes(t, fresh, 1); count(acts, actionReleased) != 0 {
+		t.Fatalf("released %+v a part held less than OutboxAge", acts)
+	}
+	if acts := passes(t, rec, 1); count(acts, actionReleased) != 1 {
+		t.Fatalf("pass: %+v, want the held part released", acts)
+	}
+	msgs := f.drain(t, wire.QueueTTS)
+	if len(msgs) != 1 || msgs[0].TaskID != task {
+		t.Fatalf("task.tts holds %+v, want the held part's message", msgs)
+	}
+	if p, _ := step.PartOf(msgs[0]); p != secondPart {
+		t.Errorf("published part %q, want %q", p, secondPart)
+	}
+	if acts := passes(t, rec, 1); count(acts, actionReleased) != 0 {
+		t.Errorf("released again: %+v", acts)
+	}
+}
