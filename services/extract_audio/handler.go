@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -70,6 +71,10 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
 	}
+	probe, err := recordProbe(video, info)
+	if err != nil {
+		return err
+	}
 	wav := filepath.Join(dir, "source.wav")
 	if err := media.ExtractAudio(ctx, video, wav, h.cfg.MaxDuration()); err != nil {
 		return fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, h.explain(err))
@@ -82,7 +87,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 
 	// The task row holds what every later step reads: the settled
 	// languages, the speaker and the keys.
-	msg.Apply(lifecycle.Settle(t.details(env, p)))
+	details := t.details(env, p)
+	details.SourceProbe = probe
+	msg.Apply(lifecycle.Settle(details))
 	if err := stageGlossary(msg, p.Glossary); err != nil {
 		return err
 	}
@@ -164,4 +171,19 @@ func first(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// recordProbe is the JSON of info, video's probe, recorded with the task
+// (tasks.source_probe) for mux_video to reuse instead of starting ffprobe
+// on the same video again; nil for a video too large to be worth it.
+func recordProbe(video string, info *media.Info) ([]byte, error) {
+	rec, err := media.RecordProbe(video, info)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode the probe of the video: %w", err)
+	}
+	return raw, nil
 }
