@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -127,7 +128,8 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {
 	id := uuid.New()
 	keys := wire.DefaultKeys(id)
-	upload(s, keys.SourceVideo, sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech))
+	video := sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech)
+	upload(s, keys.SourceVideo, video)
 	env := seedMessage(t, id)
 	s.Publish(env)
 
@@ -139,6 +141,8 @@ func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {
 		task.SourceVideoKey != keys.SourceVideo || task.OutputVideoKey != keys.OutputVideo || task.Status != "running" {
 		t.Errorf("task row = %+v", task)
 	}
+
+	checkRecordedProbe(t, s, id, video)
 
 	wav, err := s.Blob.Get(context.Background(), keys.SourceAudio, 64<<20)
 	if err != nil {
@@ -251,4 +255,30 @@ func badInputsFail(t *testing.T, s *testenv.Stack) {
 			t.Errorf("%d task_steps rows (err %v): an invalid message must not run", n, err)
 		}
 	})
+}
+
+// checkRecordedProbe: the task's row holds the probe of the video it was
+// given (tasks.source_probe), which mux_video reuses for the same bytes:
+// what ffprobe says of video.
+func checkRecordedProbe(t *testing.T, s *testenv.Stack, id uuid.UUID, video string) {
+	t.Helper()
+	var raw []byte
+	if err := s.DB.Pool.QueryRow(context.Background(), `SELECT source_probe FROM tasks WHERE id = $1`, id).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := media.ParseProbeRecord(raw)
+	if err != nil || rec == nil {
+		t.Fatalf("recorded probe %s: %v", raw, err)
+	}
+	got, err := rec.Reuse(video)
+	if err != nil || got == nil {
+		t.Fatalf("the recorded probe is not of the uploaded video (%v): %s", err, raw)
+	}
+	want, err := media.Probe(context.Background(), video)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("recorded probe %+v, ffprobe says %+v", got, want)
+	}
 }
