@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 )
 
 // ProbeRecordMaxBytes is the largest file RecordProbe records: hashing a
@@ -16,12 +19,37 @@ const ProbeRecordMaxBytes = 64 << 20
 
 // ProbeRecord is a probe kept for another process to reuse: what Probe
 // found, with the size and SHA-256 of the bytes it probed, so that it is
-// reused only for the same content, whatever its path or object key.
+// reused only for the same content, whatever its path or object key, and
+// the ffprobe that probed them, so that it is reused only where the same
+// ffprobe would say the same (a door on another machine may have another).
 type ProbeRecord struct {
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	Prober string `json:"prober"`
 	Info   Info   `json:"info"`
 }
+
+// prober names the ffprobe this process runs (ProberID).
+var prober = sync.OnceValue(func() string {
+	path, err := exec.LookPath("ffprobe")
+	if err != nil {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d", real, fi.Size(), fi.ModTime().Unix())
+})
+
+// ProberID names the ffprobe this process runs, without starting it: its
+// resolved path, size and modification time (a package's update changes
+// them); "" when there is none. It is read once per process.
+func ProberID() string { return prober() }
 
 // RecordProbe records info, path's probe, for Reuse. It returns nil (and
 // no error) for a file larger than ProbeRecordMaxBytes: probing it again
@@ -31,7 +59,7 @@ func RecordProbe(path string, info *Info) (*ProbeRecord, error) {
 	if err != nil || sum == "" {
 		return nil, err
 	}
-	return &ProbeRecord{Size: size, SHA256: sum, Info: *info}, nil
+	return &ProbeRecord{Size: size, SHA256: sum, Prober: ProberID(), Info: *info}, nil
 }
 
 // ParseProbeRecord decodes a ProbeRecord's JSON; empty or null is nil.
@@ -47,10 +75,11 @@ func ParseProbeRecord(raw []byte) (*ProbeRecord, error) {
 }
 
 // Reuse returns the recorded probe as path's when path holds the bytes
-// that were probed (same size and SHA-256), else nil: the caller probes.
-// A nil record reuses nothing.
+// that were probed (same size and SHA-256) by the ffprobe this process
+// runs (ProberID), else nil: the caller probes. A nil record reuses
+// nothing.
 func (r *ProbeRecord) Reuse(path string) (*Info, error) {
-	if r == nil || r.SHA256 == "" {
+	if r == nil || r.SHA256 == "" || r.Prober == "" || r.Prober != ProberID() {
 		return nil, nil
 	}
 	fi, err := os.Stat(path)

@@ -11,7 +11,8 @@ import (
 
 // TestProbeRecordReusedForTheSameBytesOnly: a recorded probe, through its
 // JSON, is what Probe says of a copy of the file at another path, and is
-// not reused for other bytes of the same size, another size, or no record.
+// not reused for other bytes of the same size, another size, another
+// ffprobe's record, or no record.
 func TestProbeRecordReusedForTheSameBytesOnly(t *testing.T) {
 	ctx := context.Background()
 	video := sample(t, SampleSpeech)
@@ -59,6 +60,11 @@ func TestProbeRecordReusedForTheSameBytesOnly(t *testing.T) {
 		if got, err := back.Reuse(p); got != nil || err != nil {
 			t.Errorf("%s: reused %+v (%v) for other bytes", filepath.Base(p), got, err)
 		}
+	}
+	elsewhere := *back
+	elsewhere.Prober = "/usr/local/bin/ffprobe:1:2"
+	if got, err := elsewhere.Reuse(same); got != nil || err != nil {
+		t.Errorf("reused %+v (%v), the probe of another ffprobe", got, err)
 	}
 	for _, none := range []string{"", "null"} {
 		if r, err := ParseProbeRecord([]byte(none)); r != nil || err != nil {

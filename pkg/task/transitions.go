@@ -53,8 +53,9 @@ type Details struct {
 	// Create records it, and a child task inherits its parent's (Spawn).
 	FileName string
 	// SourceProbe is the probe of the source video (media.ProbeRecord's
-	// JSON; nil for none), for mux_video to reuse; only Settle records
-	// it, and a child task inherits its parent's (Spawn).
+	// JSON; nil for none): the door's (Create), which extract_audio
+	// reuses, then extract_audio's (Settle), which mux_video reuses; a
+	// child task inherits its parent's (Spawn).
 	SourceProbe []byte
 }
 
@@ -63,6 +64,7 @@ type Details struct {
 func Create(d Details) Transition {
 	args := detailArgs(d)
 	args["source_file_name"] = d.FileName
+	args["source_probe"] = probeArg(d.SourceProbe)
 	ref := Ref{ID: d.ID, Trace: d.TraceID}
 	ev := newEvent(ref, wire.EventTaskQueued, Queued, nil)
 	t := Transition{Name: "create", TaskID: d.ID, Event: ev}
@@ -76,10 +78,7 @@ func Create(d Details) Transition {
 func Settle(d Details) Transition {
 	args := detailArgs(d)
 	args["project"] = d.Project
-	args["source_probe"] = nil
-	if d.SourceProbe != nil {
-		args["source_probe"] = string(d.SourceProbe)
-	}
+	args["source_probe"] = probeArg(d.SourceProbe)
 	t := Transition{Name: "settle", TaskID: d.ID}
 	t.SQL, t.Args = positional(settleSQL, args)
 	return t
@@ -291,13 +290,22 @@ func detailArgs(d Details) map[string]any {
 		"trace_id": d.TraceID, "targets": targets}
 }
 
+// probeArg is the statement argument of a SourceProbe: its JSON text, or
+// NULL for none.
+func probeArg(probe []byte) any {
+	if probe == nil {
+		return nil
+	}
+	return string(probe)
+}
+
 // createSQL inserts the row unless it exists. Its first column reads the
 // row as it was before the statement: NULL when the insert made it.
 var createSQL = `WITH created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, targets, source_file_name)
+	                   output_video_key, trace_id, targets, source_file_name, source_probe)
 	VALUES (@id, 'queued', @source_language, @target_language, @speaker_id, @source_video_key,
-	        @output_video_key, @trace_id, @targets::text[], @source_file_name)
+	        @output_video_key, @trace_id, @targets::text[], @source_file_name, @source_probe::jsonb)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING status, trace_id
 )` + createdEventTail

@@ -18,12 +18,13 @@ import (
 // start costs ~0.24 CPU-s of loading the tools' ~215 shared libraries,
 // more than the work itself on a short clip. Before issue 32 a task made
 // four ffprobe runs (the door, extract_audio, and mux_video twice: the
-// source video again and its own output); now mux_video reuses the probe
-// extract_audio recorded (tasks.source_probe) and reads the output's length
-// from its MP4 header.
+// source video again and its own output); now the door's probe is
+// recorded with the task (tasks.source_probe) and reused by extract_audio
+// and mux_video for the same bytes, and mux_video reads its output's
+// length from the MP4 header.
 var startBudget = map[string]map[string]int{
 	"dubctl":        {"ffprobe": 1, "ffmpeg": 0}, // the door: admit.Limits.Media
-	"extract_audio": {"ffprobe": 1, "ffmpeg": 1}, // the check, then the extraction
+	"extract_audio": {"ffprobe": 0, "ffmpeg": 1}, // the extraction
 	"asr":           {"ffprobe": 0, "ffmpeg": 0},
 	"translate":     {"ffprobe": 0, "ffmpeg": 0},
 	"tts":           {"ffprobe": 0, "ffmpeg": 0},
