@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -82,4 +83,21 @@ func (l Limits) streams(info *media.Info) error {
 			Err: media.ErrTooLong}
 	}
 	return nil
+}
+
+// ProbeRecord is the record of info, Media's probe of path, that a door
+// stores with the task (task.SubmitProbed) for extract_audio to reuse
+// when it downloads the same bytes and runs the same ffprobe, instead of
+// starting ffprobe again; nil when there is none to keep (a video over
+// media.ProbeRecordMaxBytes, a file it cannot read): extract_audio probes.
+func ProbeRecord(path string, info *media.Info) []byte {
+	rec, err := media.RecordProbe(path, info)
+	if err != nil || rec == nil {
+		return nil
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil
+	}
+	return raw
 }

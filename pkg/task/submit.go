@@ -29,6 +29,13 @@ var ErrExists = errors.New("task exists already")
 // exists already is refused. fileName is the name the video was uploaded
 // as (admit.Task.FileName; "" when unknown).
 func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio, fileName string) ([]int64, error) {
+	return SubmitProbed(ctx, db, env, p, fileName, nil)
+}
+
+// SubmitProbed is Submit recording with the task the door's probe of the
+// video (media.ProbeRecord's JSON; nil for none), which extract_audio
+// reuses for the same bytes instead of starting ffprobe again.
+func SubmitProbed(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio, fileName string, probe []byte) ([]int64, error) {
 	body, err := json.Marshal(env)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s message: %w", env.Step, err)
@@ -37,7 +44,8 @@ func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.Extract
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		res, err := Apply(ctx, tx, Create(Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
 			TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
-			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets(), FileName: fileName}))
+			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets(),
+			FileName: fileName, SourceProbe: probe}))
 		if err != nil {
 			return err
 		}

@@ -52,6 +52,11 @@ type Details struct {
 	// FileName is the name the video was uploaded as (admit.Task's); only
 	// Create records it, and a child task inherits its parent's (Spawn).
 	FileName string
+	// SourceProbe is the probe of the source video (media.ProbeRecord's
+	// JSON; nil for none): the door's (Create), which extract_audio
+	// reuses, then extract_audio's (Settle), which mux_video reuses; a
+	// child task inherits its parent's (Spawn).
+	SourceProbe []byte
 }
 
 // Create makes the task's row, queued, and announces task.queued. A task
@@ -59,6 +64,7 @@ type Details struct {
 func Create(d Details) Transition {
 	args := detailArgs(d)
 	args["source_file_name"] = d.FileName
+	args["source_probe"] = probeArg(d.SourceProbe)
 	ref := Ref{ID: d.ID, Trace: d.TraceID}
 	ev := newEvent(ref, wire.EventTaskQueued, Queued, nil)
 	t := Transition{Name: "create", TaskID: d.ID, Event: ev}
@@ -72,6 +78,7 @@ func Create(d Details) Transition {
 func Settle(d Details) Transition {
 	args := detailArgs(d)
 	args["project"] = d.Project
+	args["source_probe"] = probeArg(d.SourceProbe)
 	t := Transition{Name: "settle", TaskID: d.ID}
 	t.SQL, t.Args = positional(settleSQL, args)
 	return t
@@ -283,13 +290,22 @@ func detailArgs(d Details) map[string]any {
 		"trace_id": d.TraceID, "targets": targets}
 }
 
+// probeArg is the statement argument of a SourceProbe: its JSON text, or
+// NULL for none.
+func probeArg(probe []byte) any {
+	if probe == nil {
+		return nil
+	}
+	return string(probe)
+}
+
 // createSQL inserts the row unless it exists. Its first column reads the
 // row as it was before the statement: NULL when the insert made it.
 var createSQL = `WITH created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, targets, source_file_name)
+	                   output_video_key, trace_id, targets, source_file_name, source_probe)
 	VALUES (@id, 'queued', @source_language, @target_language, @speaker_id, @source_video_key,
-	        @output_video_key, @trace_id, @targets::text[], @source_file_name)
+	        @output_video_key, @trace_id, @targets::text[], @source_file_name, @source_probe::jsonb)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING status, trace_id
 )` + createdEventTail
@@ -308,12 +324,13 @@ SELECT (SELECT status FROM tasks WHERE id = @id), (SELECT status FROM created), 
 
 // settleSQL records the settled details; the status is not touched.
 const settleSQL = `INSERT INTO tasks AS t (id, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, project, targets)
+	                   output_video_key, trace_id, project, targets, source_probe)
 	VALUES (@id, @source_language, @target_language, @speaker_id, @source_video_key, @output_video_key, @trace_id,
-	        @project, @targets::text[])
+	        @project, @targets::text[], @source_probe::jsonb)
 	ON CONFLICT (id) DO UPDATE SET source_language = EXCLUDED.source_language,
 	    target_language = EXCLUDED.target_language, speaker_id = EXCLUDED.speaker_id,
 	    source_video_key = EXCLUDED.source_video_key, output_video_key = EXCLUDED.output_video_key,
+	    source_probe = EXCLUDED.source_probe,
 	    trace_id = CASE WHEN t.trace_id = '' THEN EXCLUDED.trace_id ELSE t.trace_id END,
 	    project = CASE WHEN EXCLUDED.project = '' THEN t.project ELSE EXCLUDED.project END,
 	    targets = CASE WHEN cardinality(EXCLUDED.targets) = 0 THEN t.targets ELSE EXCLUDED.targets END,
@@ -385,12 +402,12 @@ func Spawn(parent Ref, language string) Transition {
 // reads the child's row as it was before the statement (NULL when made
 // now); the parent missing makes nothing and reads NULL twice (ErrNotFound).
 var spawnSQL = `WITH parent AS (
-	SELECT id, source_language, speaker_id, trace_id, project, source_file_name FROM tasks WHERE id = @parent
+	SELECT id, source_language, speaker_id, trace_id, project, source_file_name, source_probe FROM tasks WHERE id = @parent
 ), created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, project, parent_task_id, source_file_name)
+	                   output_video_key, trace_id, project, parent_task_id, source_file_name, source_probe)
 	SELECT @id, 'queued', p.source_language, @target_language, p.speaker_id, @source_video_key,
-	       @output_video_key, p.trace_id, p.project, p.id, p.source_file_name
+	       @output_video_key, p.trace_id, p.project, p.id, p.source_file_name, p.source_probe
 	  FROM parent p
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, trace_id

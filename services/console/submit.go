@@ -41,6 +41,9 @@ type submission struct {
 	// sourceVideoKey is where the task's video is stored:
 	// videos/{id}/source.mp4.
 	sourceVideoKey string
+	// probe is the record of the video's check (admit.ProbeRecord; nil
+	// without one), stored with the task for extract_audio to reuse.
+	probe []byte
 }
 
 // created is what POST /api/tasks answers.
@@ -139,9 +142,11 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
-	if _, err := s.limits().Media(r.Context(), path); err != nil {
+	info, err := s.limits().Media(r.Context(), path)
+	if err != nil {
 		return sub, err
 	}
+	sub.probe = admit.ProbeRecord(path, info)
 	sub.sourceVideoKey = wire.DefaultKeys(sub.id).SourceVideo
 	if err := s.objects.PutFile(r.Context(), sub.sourceVideoKey, path, "video/mp4"); err != nil {
 		return sub, unavailable("store the video: " + err.Error())
@@ -278,9 +283,11 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	if err := s.fetchUpload(ctx, body.SourceVideoKey, path); err != nil {
 		return sub, err
 	}
-	if _, err := s.limits().Media(ctx, path); err != nil {
+	info, err := s.limits().Media(ctx, path)
+	if err != nil {
 		return sub, err
 	}
+	sub.probe = admit.ProbeRecord(path, info)
 	if err := s.objects.PutFile(ctx, sub.sourceVideoKey, path, "video/mp4"); err != nil {
 		return sub, unavailable("store the video: " + err.Error())
 	}
@@ -377,7 +384,7 @@ func (s *server) submit(ctx context.Context, sub submission) error {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	ids, err := task.Submit(ctx, s.pool, env, payload, sub.task.FileName)
+	ids, err := task.SubmitProbed(ctx, s.pool, env, payload, sub.task.FileName, sub.probe)
 	if errors.Is(err, task.ErrExists) {
 		return conflict(fmt.Sprintf("task %s exists already", sub.id))
 	}

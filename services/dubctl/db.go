@@ -153,7 +153,7 @@ func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error)
 	if err := objects.PutFile(ctx, p.SourceVideoKey, s.input, "video/mp4"); err != nil {
 		return uuid.Nil, err
 	}
-	ids, err := task.Submit(ctx, pool, env, p, s.task.FileName)
+	ids, err := task.SubmitProbed(ctx, pool, env, p, s.task.FileName, s.probe)
 	if err != nil {
 		return uuid.Nil, err
 	}

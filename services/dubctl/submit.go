@@ -33,6 +33,10 @@ type submission struct {
 	// task is req as pkg/admit admitted it here (the database mode
 	// submits its payload).
 	task admit.Task
+	// probe is the record of the local ffprobe check (admit.ProbeRecord;
+	// nil without one), stored with the task in database mode for
+	// extract_audio to reuse on the same bytes.
+	probe []byte
 }
 
 // admitter gives the rules a submission is judged by before anything is
@@ -120,9 +124,11 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if _, err := limits.Media(pctx, o.input); err != nil {
+	info, err := limits.Media(pctx, o.input)
+	if err != nil {
 		return s, refused(err)
 	}
+	s.probe = admit.ProbeRecord(o.input, info)
 	return s, nil
 }
 

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/media"
@@ -58,6 +61,7 @@ func TestExtractAudio(t *testing.T) {
 	t.Run("seed message creates the task and extracts audio", func(t *testing.T) { seedMessageCreatesTask(t, s) })
 	t.Run("languages from payload, then task, then defaults", func(t *testing.T) { languagesFallBack(t, s) })
 	t.Run("bad inputs fail the task with a clear reason", func(t *testing.T) { badInputsFail(t, s) })
+	t.Run("the door's probe is reused for the same bytes only", func(t *testing.T) { doorProbeReused(t, s) })
 	// Last: it announces engines, which the cases above do not expect.
 	t.Run("impossible languages are refused at once", func(t *testing.T) { impossibleLanguagesRefused(t, s) })
 }
@@ -127,7 +131,8 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {
 	id := uuid.New()
 	keys := wire.DefaultKeys(id)
-	upload(s, keys.SourceVideo, sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech))
+	video := sample(t, "The quick brown fox jumps over the lazy dog.", media.SampleSpeech)
+	upload(s, keys.SourceVideo, video)
 	env := seedMessage(t, id)
 	s.Publish(env)
 
@@ -139,6 +144,8 @@ func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {
 		task.SourceVideoKey != keys.SourceVideo || task.OutputVideoKey != keys.OutputVideo || task.Status != "running" {
 		t.Errorf("task row = %+v", task)
 	}
+
+	checkRecordedProbe(t, s, id, video)
 
 	wav, err := s.Blob.Get(context.Background(), keys.SourceAudio, 64<<20)
 	if err != nil {
@@ -251,4 +258,75 @@ func badInputsFail(t *testing.T, s *testenv.Stack) {
 			t.Errorf("%d task_steps rows (err %v): an invalid message must not run", n, err)
 		}
 	})
+}
+
+// checkRecordedProbe: the task's row holds the probe of the video it was
+// given (tasks.source_probe), which mux_video reuses for the same bytes:
+// what ffprobe says of video.
+func checkRecordedProbe(t *testing.T, s *testenv.Stack, id uuid.UUID, video string) {
+	t.Helper()
+	var raw []byte
+	if err := s.DB.Pool.QueryRow(context.Background(), `SELECT source_probe FROM tasks WHERE id = $1`, id).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := media.ParseProbeRecord(raw)
+	if err != nil || rec == nil {
+		t.Fatalf("recorded probe %s: %v", raw, err)
+	}
+	got, err := rec.Reuse(video)
+	if err != nil || got == nil {
+		t.Fatalf("the recorded probe is not of the uploaded video (%v): %s", err, raw)
+	}
+	want, err := media.Probe(context.Background(), video)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("recorded probe %+v, ffprobe says %+v", got, want)
+	}
+}
+
+// doorProbeReused: a probe the door recorded with the task is what the
+// step checks the video by when it is of the downloaded bytes (no ffprobe
+// runs: a record claiming an hour is refused under MAX_VIDEO_SECONDS=6),
+// and is ignored for other bytes (the step probes the 2 s video itself,
+// passes, and records its own probe).
+func doorProbeReused(t *testing.T, s *testenv.Stack) {
+	ctx := context.Background()
+	video := sample(t, "Hello there.", media.SampleSpeech)
+	info, err := media.Probe(ctx, video)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		stale bool
+		want  string
+	}{{"same bytes", false, "failed"}, {"other bytes", true, "succeeded"}} {
+		t.Run(c.name, func(t *testing.T) {
+			rec, err := media.RecordProbe(video, info)
+			if err != nil || rec == nil {
+				t.Fatalf("record: %v %v", rec, err)
+			}
+			rec.Info.Duration = time.Hour // what no ffprobe of this video says
+			if c.stale {
+				rec.SHA256 = strings.Repeat("0", 64)
+			}
+			raw, _ := json.Marshal(rec)
+			id := uuid.New()
+			if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, source_probe) VALUES ($1, $2)`, id, string(raw)); err != nil {
+				t.Fatal(err)
+			}
+			upload(s, wire.DefaultKeys(id).SourceVideo, video)
+			s.Publish(seedMessage(t, id))
+			if got := s.WaitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != c.want {
+				t.Fatalf("extract_audio %s, want %s", got, c.want)
+			}
+			if c.stale {
+				checkRecordedProbe(t, s, id, video)
+			} else {
+				s.Refused(t, id, "limit 6s")
+			}
+		})
+	}
 }

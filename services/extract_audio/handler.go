@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,7 @@ type handler struct {
 type task struct {
 	sourceLanguage, targetLanguage, speakerID string
 	outputVideoKey                            string
+	probe                                     []byte // tasks.source_probe: the door's (media.ProbeRecord)
 }
 
 // Handle validates the video, extracts its audio, stores it and emits asr.
@@ -64,9 +66,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	// The probe refuses a video that claims to be too long; the decode
 	// enforces the limit on what the streams really hold.
-	info, err := media.ProbeInput(ctx, video, media.Limits{
-		MaxDuration: h.cfg.MaxDuration(), RequireAudio: true, RequireVideo: true,
-	})
+	info, probe, err := h.probe(ctx, video, t.probe)
 	if err != nil {
 		return fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
 	}
@@ -82,7 +82,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 
 	// The task row holds what every later step reads: the settled
 	// languages, the speaker and the keys.
-	msg.Apply(lifecycle.Settle(t.details(env, p)))
+	details := t.details(env, p)
+	details.SourceProbe = probe
+	msg.Apply(lifecycle.Settle(details))
 	if err := stageGlossary(msg, p.Glossary); err != nil {
 		return err
 	}
@@ -97,9 +99,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 // sure its row exists.
 func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.ExtractAudio) (task, error) {
 	var row task
-	err := h.db.QueryRow(ctx, `SELECT source_language, target_language, speaker_id, output_video_key
+	err := h.db.QueryRow(ctx, `SELECT source_language, target_language, speaker_id, output_video_key, source_probe
 		FROM tasks WHERE id = $1`, env.TaskID).
-		Scan(&row.sourceLanguage, &row.targetLanguage, &row.speakerID, &row.outputVideoKey)
+		Scan(&row.sourceLanguage, &row.targetLanguage, &row.speakerID, &row.outputVideoKey, &row.probe)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return task{}, fmt.Errorf("read task %s: %w", env.TaskID, err)
 	}
@@ -108,6 +110,7 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 		targetLanguage: first(p.TargetLanguage, row.targetLanguage, h.cfg.DefaultTargetLanguage),
 		speakerID:      first(p.SpeakerID, row.speakerID),
 		outputVideoKey: first(row.outputVideoKey, wire.DefaultKeys(env.TaskID).OutputVideo),
+		probe:          row.probe,
 	}
 	if err := wire.CheckKey(t.outputVideoKey, wire.KindOutput, env.TaskID); err != nil {
 		return task{}, fault.Permanent(fmt.Errorf("task's output_video_key: %w", err))
@@ -164,4 +167,38 @@ func first(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// probe describes the downloaded video and checks it against the limits:
+// with the probe recorded with the task (the door's, or this step's on an
+// earlier attempt) when the bytes and the ffprobe are the ones it was made
+// with, else with ffprobe. It returns the record to keep for mux_video.
+func (h *handler) probe(ctx context.Context, video string, recorded []byte) (*media.Info, []byte, error) {
+	lim := media.Limits{MaxDuration: h.cfg.MaxDuration(), RequireAudio: true, RequireVideo: true}
+	if rec, err := media.ParseProbeRecord(recorded); err == nil {
+		if info, err := rec.Reuse(video); err == nil && info != nil {
+			return info, recorded, info.Check(lim)
+		}
+	}
+	info, err := media.ProbeInput(ctx, video, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := recordProbe(video, info)
+	return info, raw, err
+}
+
+// recordProbe is the JSON of info, video's probe, recorded with the task
+// (tasks.source_probe) for mux_video to reuse instead of starting ffprobe
+// on the same video again; nil for a video too large to be worth it.
+func recordProbe(video string, info *media.Info) ([]byte, error) {
+	rec, err := media.RecordProbe(video, info)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode the probe of the video: %w", err)
+	}
+	return raw, nil
 }

@@ -50,7 +50,8 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := j.opts.mix.Validate(); err != nil {
 		return fault.Permanent(fmt.Errorf("options: %w", err))
 	}
-	err := h.db.QueryRow(ctx, `SELECT source_language, target_language FROM tasks WHERE id = $1`, id).Scan(&j.srcLang, &j.dstLang)
+	err := h.db.QueryRow(ctx, `SELECT source_language, target_language, source_probe FROM tasks WHERE id = $1`, id).
+		Scan(&j.srcLang, &j.dstLang, &j.probe)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", id))

@@ -49,6 +49,7 @@ type job struct {
 	p                wire.MuxVideo
 	opts             options
 	srcLang, dstLang string
+	probe            []byte // tasks.source_probe: extract_audio's probe of the video (media.ProbeRecord)
 	segs             []segment
 	dir              string
 	report           *media.TimingReport
@@ -84,7 +85,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 	}
 	// The claimed length sizes the dub track: it must be within the limit,
 	// and Mux checks the length the streams really have.
-	info, err := media.ProbeInput(ctx, video, media.Limits{RequireVideo: true, MaxDuration: cfg.MaxDuration()})
+	info, err := j.probeVideo(ctx, video, media.Limits{RequireVideo: true, MaxDuration: cfg.MaxDuration()})
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
@@ -133,6 +134,24 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 	result["segments"], result["duration_ms"], result["timing"], result["mix"] = len(j.segs), totalMS, j.report.Summary, j.report.Mix
 	result["burned_subtitles"] = j.opts.burn
 	return result, nil
+}
+
+// probeVideo describes the downloaded video and checks it against lim:
+// with the probe extract_audio recorded when the bytes are the ones it
+// probed, else with ffprobe.
+func (j *job) probeVideo(ctx context.Context, video string, lim media.Limits) (*media.Info, error) {
+	rec, err := media.ParseProbeRecord(j.probe)
+	if err != nil {
+		return media.ProbeInput(ctx, video, lim) // a record it cannot read: probe
+	}
+	info, err := rec.Reuse(video)
+	if err != nil || info == nil {
+		return media.ProbeInput(ctx, video, lim)
+	}
+	if err := info.Check(lim); err != nil {
+		return nil, err
+	}
+	return info, nil
 }
 
 // assemble fits the clips to their slots and mixes the dub track over
