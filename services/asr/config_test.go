@@ -7,7 +7,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/config"
 )
 
-// ASR_CHUNK_NICE reaches the Chunker, 0 by default, and 0..19 only.
+// ASR_CHUNK_NICE reaches the Chunker, 5 by default, and 0..19 only.
 func TestChunkNiceIsReadAndChecked(t *testing.T) {
 	base := map[string]string{"AMQP_URL": "amqp://guest:guest@localhost:5672/", "DATABASE_URL": "postgres://localhost/x"}
 	with := func(k, v string) map[string]string {
@@ -21,8 +21,8 @@ func TestChunkNiceIsReadAndChecked(t *testing.T) {
 	if err := config.Load(base, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Speech().ASRChunkNice != 0 {
-		t.Errorf("default ASR_CHUNK_NICE %d, want 0", c.Speech().ASRChunkNice)
+	if c.Speech().ASRChunkNice != 5 {
+		t.Errorf("default ASR_CHUNK_NICE %d, want 5", c.Speech().ASRChunkNice)
 	}
 	c = Config{}
 	if err := config.Load(with("ASR_CHUNK_NICE", "5"), &c); err != nil || c.Speech().ASRChunkNice != 5 {
