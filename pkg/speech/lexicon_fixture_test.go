@@ -2,7 +2,6 @@ package speech_test
 
 import (
 	"context"
-	"os/exec"
 	"reflect"
 	"testing"
 
@@ -15,9 +14,7 @@ import (
 // one: the same segments, words, times and confidences. (two_cities.wav
 // too, by hand: the decoder's output byte for byte; 10 CPU-s more a run.)
 func TestLexiconDecodesTheSame(t *testing.T) {
-	if _, err := exec.LookPath("pocketsphinx_continuous"); err != nil {
-		t.Skip("pocketsphinx_continuous not installed")
-	}
+	needTool(t, "pocketsphinx_continuous")
 	ctx := context.Background()
 	for _, name := range []string{"jfk.wav"} {
 		wav := speechtest.Fixture(t, name)

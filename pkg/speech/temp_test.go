@@ -52,9 +52,10 @@ func TestChunkFilesCarryTheASRServiceTempPrefix(t *testing.T) {
 // The tts service's espeak-ng takes are written in a folder with its temp
 // prefix.
 func TestEspeakTakesCarryTheTTSServiceTempPrefix(t *testing.T) {
+	needTool(t, "espeak-ng")
 	real, err := exec.LookPath("espeak-ng")
 	if err != nil {
-		t.Skip("espeak-ng not installed")
+		t.Fatal(err)
 	}
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)

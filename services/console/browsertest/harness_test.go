@@ -35,11 +35,15 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// needBrowser skips the test when Debian's chromium is not installed and
+// needBrowser skips the test when Debian's chromium is not installed —
+// fails it in CI (CI set), where `make test` installs chromium — and
 // fails it when the services could not be built.
 func needBrowser(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI: browser tests need Debian's chromium at %s (`make test` installs it): %v", chromium, err)
+		}
 		t.Skipf("browser tests need Debian's chromium at %s (apt-get install chromium): %v", chromium, err)
 	}
 	if buildErr != nil {
