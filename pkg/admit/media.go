@@ -2,7 +2,6 @@ package admit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -91,11 +90,7 @@ func (l Limits) streams(info *media.Info) error {
 // starting ffprobe again; nil when there is none to keep (a video over
 // media.ProbeRecordMaxBytes, a file it cannot read): extract_audio probes.
 func ProbeRecord(path string, info *media.Info) []byte {
-	rec, err := media.RecordProbe(path, info)
-	if err != nil || rec == nil {
-		return nil
-	}
-	raw, err := json.Marshal(rec)
+	raw, err := media.RecordProbeJSON(path, info)
 	if err != nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -60,6 +61,34 @@ func RecordProbe(path string, info *Info) (*ProbeRecord, error) {
 		return nil, err
 	}
 	return &ProbeRecord{Size: size, SHA256: sum, Prober: ProberID(), Info: *info}, nil
+}
+
+// RecordProbeJSON is RecordProbe's record as JSON, the form a task row
+// keeps it in (tasks.source_probe); nil for a file too large to record.
+func RecordProbeJSON(path string, info *Info) ([]byte, error) {
+	rec, err := RecordProbe(path, info)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode the probe of %s: %w", path, err)
+	}
+	return raw, nil
+}
+
+// ProbeReusing describes path and checks it against lim as ProbeInput
+// does, with the recorded probe (RecordProbeJSON's, possibly empty) when it
+// is one of these bytes by this ffprobe (Reuse) instead of starting
+// ffprobe; reused says which. A record it cannot read or apply is ignored.
+func ProbeReusing(ctx context.Context, path string, recorded []byte, lim Limits) (info *Info, reused bool, err error) {
+	if rec, err := ParseProbeRecord(recorded); err == nil {
+		if info, err := rec.Reuse(path); err == nil && info != nil {
+			return info, true, info.Check(lim)
+		}
+	}
+	info, err = ProbeInput(ctx, path, lim)
+	return info, false, err
 }
 
 // ParseProbeRecord decodes a ProbeRecord's JSON; empty or null is nil.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -175,30 +174,10 @@ func first(values ...string) string {
 // with, else with ffprobe. It returns the record to keep for mux_video.
 func (h *handler) probe(ctx context.Context, video string, recorded []byte) (*media.Info, []byte, error) {
 	lim := media.Limits{MaxDuration: h.cfg.MaxDuration(), RequireAudio: true, RequireVideo: true}
-	if rec, err := media.ParseProbeRecord(recorded); err == nil {
-		if info, err := rec.Reuse(video); err == nil && info != nil {
-			return info, recorded, info.Check(lim)
-		}
+	info, reused, err := media.ProbeReusing(ctx, video, recorded, lim)
+	if err != nil || reused {
+		return info, recorded, err
 	}
-	info, err := media.ProbeInput(ctx, video, lim)
-	if err != nil {
-		return nil, nil, err
-	}
-	raw, err := recordProbe(video, info)
+	raw, err := media.RecordProbeJSON(video, info)
 	return info, raw, err
-}
-
-// recordProbe is the JSON of info, video's probe, recorded with the task
-// (tasks.source_probe) for mux_video to reuse instead of starting ffprobe
-// on the same video again; nil for a video too large to be worth it.
-func recordProbe(video string, info *media.Info) ([]byte, error) {
-	rec, err := media.RecordProbe(video, info)
-	if err != nil || rec == nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("encode the probe of the video: %w", err)
-	}
-	return raw, nil
 }

@@ -140,18 +140,8 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 // with the probe extract_audio recorded when the bytes are the ones it
 // probed, else with ffprobe.
 func (j *job) probeVideo(ctx context.Context, video string, lim media.Limits) (*media.Info, error) {
-	rec, err := media.ParseProbeRecord(j.probe)
-	if err != nil {
-		return media.ProbeInput(ctx, video, lim) // a record it cannot read: probe
-	}
-	info, err := rec.Reuse(video)
-	if err != nil || info == nil {
-		return media.ProbeInput(ctx, video, lim)
-	}
-	if err := info.Check(lim); err != nil {
-		return nil, err
-	}
-	return info, nil
+	info, _, err := media.ProbeReusing(ctx, video, j.probe, lim)
+	return info, err
 }
 
 // assemble fits the clips to their slots and mixes the dub track over
