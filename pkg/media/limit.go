@@ -72,6 +72,24 @@ func checkSize(what, out string, maxBytes int64) error {
 // bytes go: the header's data size, or less when the file holds less (a
 // header can announce anything).
 func WAVFileDuration(path string) (time.Duration, error) {
+	return fileDuration(path, func(f *os.File, size int64) (time.Duration, error) {
+		cr := &countingReader{r: f}
+		w, err := NewWAVReader(cr)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		data := size - cr.n
+		if w.remaining >= 0 && w.remaining < data {
+			data = w.remaining
+		}
+		return framesToDuration(data/int64(w.Format.frameBytes()), w.Format.SampleRate), nil
+	})
+}
+
+// fileDuration opens the file at path and returns what read makes of it
+// and its size: the length a container's own header gives, without ffprobe.
+// An error opening or stating the file is returned as it is.
+func fileDuration(path string, read func(f *os.File, size int64) (time.Duration, error)) (time.Duration, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -81,16 +99,7 @@ func WAVFileDuration(path string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	cr := &countingReader{r: f}
-	w, err := NewWAVReader(cr)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	data := fi.Size() - cr.n
-	if w.remaining >= 0 && w.remaining < data {
-		data = w.remaining
-	}
-	return framesToDuration(data/int64(w.Format.frameBytes()), w.Format.SampleRate), nil
+	return read(f, fi.Size())
 }
 
 // wavSize is the size of d of WAV audio in format f, header excluded.

@@ -26,16 +26,15 @@ const mp4MaxBoxes = 64
 // fragmented MP4, whose header does not hold the length, is an error, as
 // is anything it cannot parse, so a caller can fall back to Probe.
 func MP4Duration(path string) (time.Duration, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	moov, size, err := findBox(f, 0, fi.Size(), "moov")
+	return fileDuration(path, func(f *os.File, fileSize int64) (time.Duration, error) {
+		return movieDuration(f, fileSize, path)
+	})
+}
+
+// movieDuration reads the length in the movie header of the MP4 of
+// fileSize bytes in f (named path in errors).
+func movieDuration(f io.ReaderAt, fileSize int64, path string) (time.Duration, error) {
+	moov, size, err := findBox(f, 0, fileSize, "moov")
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,14 +19,9 @@ type (
 	// enqueuePayload is waiting.enqueue; the new entry's id is the
 	// envelope's task_id, so a replayed message finds its entry.
 	enqueuePayload struct {
-		ProjectID      uuid.UUID       `json:"project_id"`
-		VisitorID      uuid.UUID       `json:"visitor_id"`
-		Source         string          `json:"source"`
-		Urgency        string          `json:"urgency"`
-		Reason         string          `json:"reason"`
-		VisitorMessage string          `json:"visitor_message"`
-		SessionID      string          `json:"session_id"`
-		Metadata       json.RawMessage `json:"metadata"`
+		ProjectID uuid.UUID `json:"project_id"`
+		VisitorID uuid.UUID `json:"visitor_id"`
+		queue.Ask
 	}
 	// processPayload is waiting.process: one attempt on an entry, a match
 	// of a project, or (with neither) one scan of the whole queue.
@@ -71,17 +65,12 @@ func (h handlers) enqueue(ctx context.Context, msg *step.Message) error {
 	if err := msg.Decode(&p); err != nil {
 		return fault.Permanent(err)
 	}
-	channelID, channelType, err := queue.ParseSessionID(p.SessionID)
+	req, err := p.Request(p.ProjectID, p.VisitorID, queue.SourceSystem)
 	if err != nil {
 		return fault.Permanent(err)
 	}
-	e, err := h.q.Enqueue(ctx, queue.EnqueueRequest{
-		ID: msg.Envelope.TaskID, ProjectID: p.ProjectID, VisitorID: p.VisitorID, SessionID: p.SessionID,
-		Source:  queue.Source(or(p.Source, string(queue.SourceSystem))),
-		Urgency: queue.Urgency(or(p.Urgency, string(queue.UrgencyNormal))),
-		Reason:  p.Reason, VisitorMessage: or(p.VisitorMessage, p.Reason),
-		ChannelID: channelID, ChannelType: channelType, Metadata: p.Metadata,
-	})
+	req.ID = msg.Envelope.TaskID
+	e, err := h.q.Enqueue(ctx, req)
 	if err != nil {
 		return classify(err)
 	}
@@ -178,11 +167,4 @@ func classify(err error) error {
 		return fault.Permanent(err)
 	}
 	return err
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -106,14 +106,7 @@ type aiEventRequest struct {
 	EventType string    `json:"event_type"`
 	ProjectID uuid.UUID `json:"project_id"`
 	VisitorID uuid.UUID `json:"visitor_id"`
-	Payload   struct {
-		Reason         string          `json:"reason"`
-		Urgency        string          `json:"urgency"`
-		SessionID      string          `json:"session_id"`
-		Metadata       json.RawMessage `json:"metadata"`
-		Source         string          `json:"source"`
-		VisitorMessage string          `json:"visitor_message"`
-	} `json:"payload"`
+	Payload   queue.Ask `json:"payload"`
 }
 
 // aiEventResponse answers POST /internal/ai/events.
@@ -139,22 +132,10 @@ func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeValidation, fmt.Sprintf("unknown event_type %q (want %q)", req.EventType, EventManualServiceRequest))
 		return
 	}
-	channelID, channelType, err := queue.ParseSessionID(req.Payload.SessionID)
+	er, err := req.Payload.Request(req.ProjectID, req.VisitorID, queue.SourceAIRequest)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
 		return
-	}
-	er := queue.EnqueueRequest{
-		ProjectID:      req.ProjectID,
-		VisitorID:      req.VisitorID,
-		SessionID:      req.Payload.SessionID,
-		Source:         queue.Source(orDefault(req.Payload.Source, string(queue.SourceAIRequest))),
-		Urgency:        queue.Urgency(orDefault(req.Payload.Urgency, string(queue.UrgencyNormal))),
-		VisitorMessage: orDefault(req.Payload.VisitorMessage, req.Payload.Reason),
-		Reason:         req.Payload.Reason,
-		ChannelID:      channelID,
-		ChannelType:    channelType,
-		Metadata:       req.Payload.Metadata,
 	}
 	if err := er.Validate(); err != nil {
 		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
@@ -408,13 +389,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

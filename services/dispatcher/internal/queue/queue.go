@@ -79,6 +79,49 @@ type EnqueueRequest struct {
 	Metadata       json.RawMessage
 }
 
+// Ask is a visitor's request for a human agent as the wire carries it:
+// the payload of an AI event (POST /internal/ai/events) and, beside the
+// project and the visitor, the waiting.enqueue message.
+type Ask struct {
+	Reason         string          `json:"reason"`
+	Urgency        string          `json:"urgency"`
+	SessionID      string          `json:"session_id"`
+	Metadata       json.RawMessage `json:"metadata"`
+	Source         string          `json:"source"`
+	VisitorMessage string          `json:"visitor_message"`
+}
+
+// Request is the EnqueueRequest of visitor in project asking a: an empty
+// source is source, an empty urgency normal and an empty visitor message
+// the reason; the session id names the channel (ParseSessionID, whose
+// error it returns).
+func (a Ask) Request(project, visitor uuid.UUID, source Source) (EnqueueRequest, error) {
+	channelID, channelType, err := ParseSessionID(a.SessionID)
+	if err != nil {
+		return EnqueueRequest{}, err
+	}
+	return EnqueueRequest{
+		ProjectID:      project,
+		VisitorID:      visitor,
+		SessionID:      a.SessionID,
+		Source:         Source(orDefault(a.Source, string(source))),
+		Urgency:        Urgency(orDefault(a.Urgency, string(UrgencyNormal))),
+		VisitorMessage: orDefault(a.VisitorMessage, a.Reason),
+		Reason:         a.Reason,
+		ChannelID:      channelID,
+		ChannelType:    channelType,
+		Metadata:       a.Metadata,
+	}, nil
+}
+
+// orDefault is v, or def when v is empty.
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
 // Validate checks the request's fields.
 func (r EnqueueRequest) Validate() error {
 	if r.ProjectID == uuid.Nil {
