@@ -55,9 +55,9 @@ type Pocketsphinx struct {
 	// MaxSegment bounds a segment's length; DefaultMaxSegment when zero.
 	MaxSegment time.Duration
 	// Decoders bounds the decoders kept loaded in this process (built
-	// with the tag pocketsphinx_lib, Command empty); cores.Usable when
-	// zero. Built without it, or with Command set, every file runs
-	// Command.
+	// with the tag pocketsphinx_lib, Command empty); one more than
+	// cores.Usable when zero. Each is freed after a minute without a file.
+	// Built without it, or with Command set, every file runs Command.
 	Decoders int
 
 	// cmnMean, when set, is where the cepstral mean normalisation starts
@@ -94,14 +94,19 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 // in this process rather than running a command per file.
 func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "" }
 
+// inProcess reports whether a decode under ctx uses a loaded decoder:
+// when Resident, except under a Yielding ctx (a long recording's chunk),
+// which runs the command at the lower priority the context asks for — a
+// loaded decoder decodes at the worker's own — so that a short task's
+// decode still goes first. A long chunk decodes for many seconds, its
+// model load (~0.2–0.5 CPU-s) is a small part of it.
+func (p *Pocketsphinx) inProcess(ctx context.Context) bool { return p.Resident() && !yielding(ctx) }
+
 // decode returns what pocketsphinx_continuous -time yes prints for
 // wavPath: from a loaded decoder when Resident, else from the command.
 func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
-	model := append(p.searchArgs(), p.ExtraArgs...)
-	if p.Command == "" && !p.FullLexicon {
-		model = append(model, lexiconArgs(model)...)
-	}
-	if p.Resident() {
+	model := p.modelArgs()
+	if p.inProcess(ctx) {
 		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean)
 	}
 	cmdName := p.Command
@@ -111,6 +116,16 @@ func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, erro
 	args := append(append([]string{"-infile", wavPath, "-time", "yes", "-logfn", os.DevNull}, model...), p.cmnArgs...)
 	out, err := run(ctx, nil, cmdName, args...)
 	return string(out), err
+}
+
+// modelArgs are the search, ExtraArgs and (without Command or
+// FullLexicon) the trimmed dictionary: what a decoder is loaded with.
+func (p *Pocketsphinx) modelArgs() []string {
+	model := append(p.searchArgs(), p.ExtraArgs...)
+	if p.Command == "" && !p.FullLexicon {
+		model = append(model, lexiconArgs(model)...)
+	}
+	return model
 }
 
 // searchArgs is Search as arguments.

@@ -14,12 +14,19 @@ type niceKey struct{}
 // interactive work on the same machine.
 // At 5 a process gets about a third of the CPU time of one at 0 while
 // both want it (CFS weights 335 and 1024); alone it runs at full speed.
-// A decoder kept loaded in process (pocketsphinx_lib) is not reniced.
+// A decoder kept loaded in process (pocketsphinx_lib) cannot be reniced
+// on its own: under a Yielding ctx Pocketsphinx runs its command instead.
 func Yielding(ctx context.Context, nice int) context.Context {
 	if nice <= 0 {
 		return ctx
 	}
 	return context.WithValue(ctx, niceKey{}, min(nice, 19))
+}
+
+// yielding reports whether ctx was marked by Yielding.
+func yielding(ctx context.Context) bool {
+	nice, _ := ctx.Value(niceKey{}).(int)
+	return nice > 0
 }
 
 // startYielding starts cmd and, under a Yielding ctx, lowers its priority:

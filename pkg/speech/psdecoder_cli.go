@@ -18,3 +18,4 @@ var errNotLoaded = errors.New("pocketsphinx: built without libpocketsphinx (tag 
 
 func newPSDecoder([]string) (*psDecoder, error)                { return nil, errNotLoaded }
 func (*psDecoder) decode(io.Reader, []float64) (string, error) { return "", errNotLoaded }
+func (*psDecoder) free()                                       {}

@@ -176,6 +176,12 @@ func (p *psDecoder) decode(r io.Reader, cmnMean []float64) (string, error) {
 	return p.out.String(), nil
 }
 
+// free releases the decoder's model; it must not be used again.
+func (p *psDecoder) free() {
+	C.psd_free(p.d)
+	p.d = nil
+}
+
 // printUtterance writes the ended utterance's hypothesis and word times
 // the way pocketsphinx_continuous prints them.
 func (p *psDecoder) printUtterance() {

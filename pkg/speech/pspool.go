@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/cores"
 )
@@ -15,13 +16,27 @@ import (
 // decoderPool keeps loaded pocketsphinx decoders of one configuration
 // between files and tasks: at most size exist, each used by one file at a
 // time, so a worker holds at most size models (about 100 MB each) and
-// never loads one per chunk.
+// never loads one per file. A decoder is loaded when a file finds none
+// idle, and freed once it has been idle for decoderIdle, so an idle
+// worker holds none (as with a command per file).
 type decoderPool struct {
-	args []string
-	sem  chan struct{} // a token per decoder in use or being loaded
-	mu   sync.Mutex
-	idle []*psDecoder
+	args    []string
+	sem     chan struct{} // a token per decoder in use or being loaded
+	idleFor time.Duration // decoderIdle when the pool was made
+	mu      sync.Mutex
+	idle    []idleDecoder // the most recently used last
+	sweep   *time.Timer   // set while decoders are idle
 }
+
+// idleDecoder is a loaded decoder waiting for a file since at.
+type idleDecoder struct {
+	d  *psDecoder
+	at time.Time
+}
+
+// decoderIdle is how long a loaded decoder is kept without a file (read
+// under poolsMu when a pool is made).
+var decoderIdle = time.Minute
 
 var (
 	poolsMu sync.Mutex
@@ -29,7 +44,9 @@ var (
 )
 
 // sharedPool returns the process's pool for args, making it with size
-// decoders at most (cores.Usable when size ≤ 0) the first time.
+// decoders at most the first time: when size ≤ 0, one more than the cores
+// (cores.Usable), as asr has consumers, so that a short task's file does
+// not wait for a decoder behind two long ones.
 func sharedPool(args []string, size int) *decoderPool {
 	key := strings.Join(args, "\x00")
 	poolsMu.Lock()
@@ -38,9 +55,9 @@ func sharedPool(args []string, size int) *decoderPool {
 		return p
 	}
 	if size <= 0 {
-		size = cores.Usable()
+		size = cores.Usable() + 1
 	}
-	p := &decoderPool{args: args, sem: make(chan struct{}, size)}
+	p := &decoderPool{args: args, sem: make(chan struct{}, size), idleFor: decoderIdle}
 	pools[key] = p
 	return p
 }
@@ -79,11 +96,11 @@ func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []
 	return out, err
 }
 
-// take returns an idle decoder or loads a new one.
+// take returns the most recently used idle decoder or loads a new one.
 func (p *decoderPool) take() (*psDecoder, error) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
-		d := p.idle[n-1]
+		d := p.idle[n-1].d
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
 		return d, nil
@@ -95,8 +112,37 @@ func (p *decoderPool) take() (*psDecoder, error) {
 // give puts a decoder back for the next file.
 func (p *decoderPool) give(d *psDecoder) {
 	p.mu.Lock()
-	p.idle = append(p.idle, d)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.idle = append(p.idle, idleDecoder{d, time.Now()})
+	if p.sweep == nil {
+		p.sweep = time.AfterFunc(p.idleFor, p.freeIdle)
+	}
+}
+
+// freeIdle frees the decoders idle for idleFor and looks again when
+// the next of the others would be.
+func (p *decoderPool) freeIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for n < len(p.idle) && now.Sub(p.idle[n].at) >= p.idleFor {
+		p.idle[n].d.free()
+		n++
+	}
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	if len(p.idle) == 0 {
+		p.sweep = nil
+		return
+	}
+	p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
+}
+
+// loaded is how many decoders are idle (for tests).
+func (p *decoderPool) loaded() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
 }
 
 // ctxReader stops a decode when its context ends.

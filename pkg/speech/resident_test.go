@@ -5,10 +5,13 @@ package speech_test
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/speech/speechtest"
+	"github.com/dubflow/dubflow/pkg/testenv"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -109,5 +112,46 @@ func TestResidentWarmStartMatchesCommand(t *testing.T) {
 	}
 	if words < 50 {
 		t.Fatalf("only %d words compared: the chunks were not decoded", words)
+	}
+}
+
+// TestYieldingDecodesWithTheCommand: a long recording's chunk (a Yielding
+// context) is decoded by the command, at the lower priority it asks for,
+// not by a loaded decoder at the worker's own; anything else loads a
+// decoder, which is freed once it has been idle for a while. Both ways
+// give the same transcript.
+func TestYieldingDecodesWithTheCommand(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/pocketsphinx_continuous"); err != nil {
+		t.Fatalf("pocketsphinx_continuous not installed: %v", err)
+	}
+	t.Cleanup(speech.SetDecoderIdle(300 * time.Millisecond))
+	// -maxhmmpf 5999: a configuration, so a pool, of this test's own.
+	p := &speech.Pocketsphinx{Search: "-fwdflat no -maxhmmpf 5999", Decoders: 1}
+	wav := speechtest.Fixture(t, "jfk.wav")
+	ctx := context.Background()
+
+	niced, err := p.Transcribe(speech.Yielding(ctx, 5), wav, "en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := speech.LoadedDecoders(p); n != 0 {
+		t.Fatalf("after a Yielding decode %d decoders are loaded, want 0 (the command decodes it)", n)
+	}
+	loaded, err := p.Transcribe(ctx, wav, "en")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := speech.LoadedDecoders(p); n != 1 {
+		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
+	}
+	if len(loaded) == 0 || !slices.EqualFunc(niced, loaded, func(a, b speech.Segment) bool { return a.Text == b.Text }) {
+		t.Fatalf("the command and the loaded decoder disagree:\n%v\n%v", niced, loaded)
+	}
+	testenv.EventuallyWithin(t, 5*time.Second, "the idle decoder freed", func() bool { return speech.LoadedDecoders(p) == 0 })
+	if _, err := p.Transcribe(ctx, wav, "en"); err != nil {
+		t.Fatalf("decode after the idle decoder was freed: %v", err)
+	}
+	if n := speech.LoadedDecoders(p); n != 1 {
+		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
 	}
 }
