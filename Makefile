@@ -8,7 +8,7 @@ GO ?= go
 export GOTOOLCHAIN ?= local
 # PS_LIB=1 builds the asr worker with pocketsphinx loaded in process (pkg/speech,
 # tag pocketsphinx_lib; needs cgo and Debian's libpocketsphinx-dev,
-# libsphinxbase-dev and pkg-config). Off by default: not yet measured to save CPU.
+# libsphinxbase-dev and pkg-config). Off by default: see PS_LIB in the README.
 PS_TAG := $(if $(filter 1,$(PS_LIB)),$(shell pkg-config --exists pocketsphinx sphinxbase 2>/dev/null && echo -tags=pocketsphinx_lib))
 export GOFLAGS := $(strip $(GOFLAGS) $(PS_TAG))
 
