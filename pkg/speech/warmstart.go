@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,7 +111,10 @@ func (p *Pocketsphinx) TranscribeAfter(ctx context.Context, wavPath, language st
 	if n > 0 {
 		mean = make([]float64, len(init))
 		for i := range mean {
-			mean[i] = (init[i] + lead[i]) / 2
+			// Two decimals, as the command reads the mean from its
+			// feat.params (featParams), so that a loaded decoder decodes
+			// the chunk exactly as the command does.
+			mean[i] = math.Round((init[i]+lead[i])/2*100) / 100
 		}
 	}
 	trimmed, err := writeTrimmed(wavPath, samples[skip:], rate)
