@@ -6,11 +6,15 @@ MAKEFLAGS += --no-print-directory
 
 GO ?= go
 export GOTOOLCHAIN ?= local
-# PS_LIB=1 builds the asr worker with pocketsphinx loaded in process (pkg/speech,
-# tag pocketsphinx_lib; needs cgo and Debian's libpocketsphinx-dev,
-# libsphinxbase-dev and pkg-config). Off by default: see PS_LIB in the README.
-PS_TAG := $(if $(filter 1,$(PS_LIB)),$(shell pkg-config --exists pocketsphinx sphinxbase 2>/dev/null && echo -tags=pocketsphinx_lib))
-export GOFLAGS := $(strip $(GOFLAGS) $(PS_TAG))
+# PS_LIB (auto by default; 1, 0): the asr worker's recogniser with its decoders
+# kept loaded in process (pkg/speech, tag pocketsphinx_lib; cgo and Debian's
+# libpocketsphinx-dev, libsphinxbase-dev and pkg-config, which `make up`, `make
+# test` and `make demo` install) when scripts/ps-lib.sh says this machine can
+# build it; 0: a pocketsphinx_continuous process per file. Expanded per target,
+# after `packages` ran (the tests' service builds ask the same script).
+export PS_LIB ?= auto
+GOFLAGS_GIVEN := $(GOFLAGS)
+export GOFLAGS = $(strip $(GOFLAGS_GIVEN) $(shell PS_LIB=$(PS_LIB) GO=$(GO) scripts/ps-lib.sh))
 
 # Every folder under services/ whose Go files declare package main.
 ALL_SERVICES := $(sort $(patsubst services/%/,%,$(dir $(shell grep -l '^package main$$' services/*/*.go 2>/dev/null))))
@@ -83,8 +87,12 @@ build: ## Build the services into bin/ (SERVICES="asr tts" for some)
 	@mkdir -p bin
 	$(GO) build -o bin/ $(addprefix ./services/,$(SERVICES))
 
+.PHONY: packages
+packages: ## Install the Debian packages the workers run and build with (what is missing; scripts/stack.sh)
+	scripts/stack.sh packages
+
 .PHONY: up
-up: build ## Start the local stack and every built worker in the background
+up: packages build ## Start the local stack and every built worker in the background
 	scripts/stack.sh up
 
 .PHONY: infra
@@ -101,7 +109,7 @@ status: ## Show what runs where
 	scripts/stack.sh status
 
 .PHONY: test
-test: ## Run every module's tests with -race against the real stack (starts what is missing, stops it after)
+test: packages ## Run every module's tests with -race against the real stack (starts what is missing, stops it after)
 	@$(MIGRATE)
 	$(GO) build $(TEST_PKGS)
 	STACK_TEST_POSTGRES_PORT=$(TEST_POSTGRES_PORT) scripts/stack.sh with-infra $(GO) test -count=1 $(RACE_FLAG) -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)

@@ -5,6 +5,9 @@
 #   scripts/stack.sh down                stop the workers, then what `up` started
 #   scripts/stack.sh status              what runs where
 #   scripts/stack.sh env                 print the export lines of .devstack/env
+#   scripts/stack.sh packages            install the media/speech packages and
+#                                        what builds the loaded recogniser
+#                                        (what is missing; `make packages`)
 #
 #   scripts/stack.sh with-infra CMD...   `up --infra-only`, run CMD with the
 #                                        stack's environment, then stop what
@@ -41,6 +44,9 @@ MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa
 # TEST_PACKAGES: what only the tests need (the console's browser tests drive
 # Debian's chromium); installed by `with-infra`, the way `make test` runs.
 TEST_PACKAGES=(chromium)
+# BUILD_PACKAGES: what builds the asr worker's recogniser with its decoders
+# kept loaded in process (scripts/ps-lib.sh; cgo's gcc is assumed).
+BUILD_PACKAGES=(libpocketsphinx-dev libsphinxbase-dev pkg-config)
 OPS_BASE_PORT=18081
 
 : "${AMQP_URL:=amqp://guest:guest@localhost:5672/}"
@@ -753,9 +759,7 @@ cmd_up() {
 	esac
 	lock
 	mkdir -p "$DEV/logs"
-	if [[ ${STACK_SKIP_PACKAGES:-0} != 1 ]]; then
-		ensure_packages "${MEDIA_PACKAGES[@]}"
-	fi
+	cmd_packages
 	rabbit_up
 	postgres_up
 	create_database
@@ -767,6 +771,14 @@ cmd_up() {
 		log "console: $(grep -o "CONSOLE_URL='[^']*'" "$DEV/env" | cut -d"'" -f2) (log in with DUBFLOW_API_TOKEN from .devstack/env)"
 	fi
 	log "ready: source .devstack/env"
+}
+
+# cmd_packages: the media/speech packages and the build packages, unless
+# STACK_SKIP_PACKAGES=1.
+cmd_packages() {
+	if [[ ${STACK_SKIP_PACKAGES:-0} != 1 ]]; then
+		ensure_packages "${MEDIA_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"
+	fi
 }
 
 cmd_down() {
@@ -863,12 +875,13 @@ cmd_env() {
 
 case ${1:-} in
 up) cmd_up "${@:2}" ;;
+packages) cmd_packages ;;
 with-infra) cmd_with_infra "${@:2}" ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cmd_env ;;
 *)
-	echo "usage: scripts/stack.sh up [--infra-only] | down | status | env | with-infra CMD..." >&2
+	echo "usage: scripts/stack.sh up [--infra-only] | down | status | env | packages | with-infra CMD..." >&2
 	exit 2
 	;;
 esac

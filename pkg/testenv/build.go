@@ -21,13 +21,19 @@ func RepoRoot() (string, error) {
 }
 
 // BuildServices builds the named services (folders under services/) into
-// dir with one `go build`, for tests that run them as real processes.
+// dir with one `go build`, for tests that run them as real processes, with
+// the flags scripts/ps-lib.sh gives (as `make build`).
 func BuildServices(dir string, names ...string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	tags, err := exec.Command(filepath.Join(root, "scripts", "ps-lib.sh")).Output()
+	if err != nil {
+		return fmt.Errorf("scripts/ps-lib.sh: %w", err)
+	}
+	// The recogniser built as `make build` builds it (PS_LIB).
+	args := append([]string{"build", "-o", dir + string(os.PathSeparator)}, strings.Fields(string(tags))...)
 	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(root, "services", n, "main.go")); err != nil {
 			return fmt.Errorf("services/%s has no main.go: %w", n, err)
