@@ -6,13 +6,14 @@ MAKEFLAGS += --no-print-directory
 
 GO ?= go
 export GOTOOLCHAIN ?= local
-# PS_LIB (auto by default; 1, 0): the asr worker's recogniser with its decoders
-# kept loaded in process (pkg/speech, tag pocketsphinx_lib; cgo and Debian's
-# libpocketsphinx-dev, libsphinxbase-dev and pkg-config, which `make up`, `make
-# test` and `make demo` install) when scripts/ps-lib.sh says this machine can
-# build it; 0: a pocketsphinx_continuous process per file. Expanded per target,
-# after `packages` ran (the tests' service builds ask the same script).
-export PS_LIB ?= auto
+# PS_LIB (0 by default; auto, 1): auto and 1 build the asr worker's recogniser
+# with its decoders kept loaded in process (pkg/speech, tag pocketsphinx_lib;
+# cgo and Debian's libpocketsphinx-dev, libsphinxbase-dev and pkg-config, which
+# `make packages`, `make up` and `make test` install) when scripts/ps-lib.sh
+# says this machine can build it; 0: a pocketsphinx_continuous process per file.
+# Expanded per target, after `packages` ran (the tests' service builds ask the
+# same script). Not yet auto by default: see PS_LIB in the README.
+export PS_LIB ?= 0
 GOFLAGS_GIVEN := $(GOFLAGS)
 export GOFLAGS = $(strip $(GOFLAGS_GIVEN) $(shell PS_LIB=$(PS_LIB) GO=$(GO) scripts/ps-lib.sh))
 

@@ -33,8 +33,8 @@ const DefaultPocketsphinxSearch = "-fwdflat no -maxhmmpf 6000"
 
 // Pocketsphinx is the embedded English recogniser of a 16 kHz mono 16-bit
 // WAV file (Debian packages pocketsphinx and pocketsphinx-en-us). Built
-// with cgo and the tag pocketsphinx_lib (libpocketsphinx-dev; `make` sets
-// it when scripts/ps-lib.sh finds the library) it decodes in process with
+// with cgo and the tag pocketsphinx_lib (libpocketsphinx-dev; `make
+// PS_LIB=auto` sets it when scripts/ps-lib.sh finds the library) it decodes in process with
 // decoders kept loaded between files and tasks (Decoders of them at most),
 // each file as pocketsphinx_continuous would; otherwise, or with Command
 // set, it runs pocketsphinx_continuous for every file, loading the model
