@@ -20,4 +20,9 @@ func SetDecoderIdle(d time.Duration) (restore func()) {
 
 // LoadedDecoders is how many decoders of p's configuration are loaded and
 // idle in this process.
-func LoadedDecoders(p *Pocketsphinx) int { return sharedPool(p.modelArgs(), p.Decoders).loaded() }
+func LoadedDecoders(p *Pocketsphinx) int {
+	pool := sharedPool(p.modelArgs(), p.Decoders)
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return len(pool.idle)
+}

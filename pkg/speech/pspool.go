@@ -138,13 +138,6 @@ func (p *decoderPool) freeIdle() {
 	p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
 }
 
-// loaded is how many decoders are idle (for tests).
-func (p *decoderPool) loaded() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
-}
-
 // ctxReader stops a decode when its context ends.
 type ctxReader struct {
 	ctx context.Context
