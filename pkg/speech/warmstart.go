@@ -111,10 +111,11 @@ func (p *Pocketsphinx) TranscribeAfter(ctx context.Context, wavPath, language st
 	if n > 0 {
 		mean = make([]float64, len(init))
 		for i := range mean {
-			// Two decimals, as the command reads the mean from its
-			// feat.params (featParams), so that a loaded decoder decodes
-			// the chunk exactly as the command does.
-			mean[i] = math.Round((init[i]+lead[i])/2*100) / 100
+			// Rounded as the command reads the mean from its feat.params
+			// (featParams), so that a loaded decoder decodes the chunk
+			// exactly as the command does.
+			scale := math.Pow10(cmnDecimals)
+			mean[i] = math.Round((init[i]+lead[i])/2*scale) / scale
 		}
 	}
 	trimmed, err := writeTrimmed(wavPath, samples[skip:], rate)
@@ -192,6 +193,10 @@ func (p *Pocketsphinx) modelCMN() (string, []float64, error) {
 	return string(params), init, nil
 }
 
+// cmnDecimals is the precision of a starting cepstral mean, the command's
+// (featParams) and the loaded decoder's alike.
+const cmnDecimals = 2
+
 // featParams returns the arguments that start the command's cepstral
 // mean at mean: a copy of the model's feat.params (which pocketsphinx
 // reads after the command line, so a -cmninit there would be overridden)
@@ -200,7 +205,7 @@ func (p *Pocketsphinx) modelCMN() (string, []float64, error) {
 func featParams(params string, mean []float64, dir string) ([]string, func(), error) {
 	vals := make([]string, len(mean))
 	for i, v := range mean {
-		vals[i] = strconv.FormatFloat(v, 'f', 2, 64)
+		vals[i] = strconv.FormatFloat(v, 'f', cmnDecimals, 64)
 	}
 	text := cmninitLine.ReplaceAllLiteralString(params, "-cmninit "+strings.Join(vals, ","))
 	f, err := os.CreateTemp(dir, "dubflow-asr-featparams-*")
