@@ -6,14 +6,14 @@ MAKEFLAGS += --no-print-directory
 
 GO ?= go
 export GOTOOLCHAIN ?= local
-# PS_LIB (0 by default; auto, 1): auto and 1 build the asr worker's recogniser
+# PS_LIB (auto by default; 1, 0): auto and 1 build the asr worker's recogniser
 # with its decoders kept loaded in process (pkg/speech, tag pocketsphinx_lib;
 # cgo and Debian's libpocketsphinx-dev, libsphinxbase-dev and pkg-config, which
 # `make packages`, `make up` and `make test` install) when scripts/ps-lib.sh
 # says this machine can build it; 0: a pocketsphinx_continuous process per file.
 # Expanded per target, after `packages` ran (the tests' service builds ask the
-# same script). Not yet auto by default: see PS_LIB in the README.
-export PS_LIB ?= 0
+# same script).
+export PS_LIB ?= auto
 GOFLAGS_GIVEN := $(GOFLAGS)
 export GOFLAGS = $(strip $(GOFLAGS_GIVEN) $(shell PS_LIB=$(PS_LIB) GO=$(GO) scripts/ps-lib.sh))
 
@@ -190,17 +190,23 @@ test-containers: ## Run one package's tests (PKG) on testenv's containers throug
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)
 
+# The linters check both builds of the recogniser (PS_LIB): the command per file
+# always, the loaded decoders when this machine can build them.
+LINT_LIB = $(filter -tags=pocketsphinx_lib,$(GOFLAGS))
+
 .PHONY: vet
-vet: ## Run go vet on every module
-	$(GO) vet work
+vet: ## Run go vet on every module, both builds of the recogniser (PS_LIB)
+	GOFLAGS='$(GOFLAGS_GIVEN)' $(GO) vet work
+	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(GO) vet -tags pocketsphinx_lib work)
 
 $(STATICCHECK):
 	@mkdir -p $(dir $@)
 	cd /tmp && GOWORK=off GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: staticcheck
-staticcheck: $(STATICCHECK) ## Run staticcheck (pinned, installed into .tools/) on every module
-	$(STATICCHECK) work
+staticcheck: $(STATICCHECK) ## Run staticcheck (pinned, installed into .tools/) on every module, both builds (PS_LIB)
+	GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) work
+	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) -tags pocketsphinx_lib work)
 
 .PHONY: lint
 lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck and the shell scripts

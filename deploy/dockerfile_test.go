@@ -125,8 +125,8 @@ func (s *stage) all(cmd string) []instruction {
 var mediaPackages = []string{"ffmpeg", "pocketsphinx", "pocketsphinx-en-us", "apertium", "apertium-eng-spa", "apertium-eng-cat", "espeak-ng"}
 
 // TestDockerfile checks the one image recipe: it builds the binary with
-// `make build SERVICES=$SERVICE` (the command CI uses) and CGO disabled, on
-// the team's Go release; both runtimes are pinned, non-root, and the media
+// `make build SERVICES=$SERVICE` (the command CI uses) and CGO disabled but
+// for asr's loaded recogniser, on the team's Go release; both runtimes are pinned, non-root, and the media
 // one carries the speech tools; RUNTIME picks one of them.
 func TestDockerfile(t *testing.T) {
 	df := parseDockerfile(t, "Dockerfile")
@@ -162,6 +162,18 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !slices.ContainsFunc(build.all("ARG"), func(in instruction) bool { return in.args == "SERVICE" }) {
 		t.Error("build stage: no ARG SERVICE")
+	}
+	// asr alone is built with cgo, against Debian's libpocketsphinx, unless
+	// PS_LIB=0; the build checks that the binary took the tag.
+	if !slices.ContainsFunc(build.all("ARG"), func(in instruction) bool { return in.args == "PS_LIB=1" }) {
+		t.Error("build stage: no ARG PS_LIB=1 (asr's loaded recogniser by default)")
+	}
+	script := strings.Join(instructionArgs(build.all("RUN")), " ")
+	for _, want := range []string{`"${SERVICE}" = asr`, "libpocketsphinx-dev", "libsphinxbase-dev", "export CGO_ENABLED=1",
+		"PS_LIB=$ps_lib", "tags=pocketsphinx_lib"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("build stage: RUN does not contain %q (asr's cgo build)", want)
+		}
 	}
 
 	for _, name := range []string{"static", "media"} {

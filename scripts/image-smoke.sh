@@ -15,7 +15,9 @@
 #   5. prints each image's size.
 #
 # Needs root (podman's storage, chroot) and the local stack (AMQP_URL, DATABASE_URL, S3_*: from
-# .devstack/env when present). Work files live in IMAGE_SMOKE_DIR (default
+# .devstack/env when present). IMAGE_SMOKE_SERVICES limits it to some services (migrate always
+# runs); IMAGE_SMOKE_PS_LIB=0 builds asr without its loaded recogniser (the Dockerfile's PS_LIB).
+# Work files live in IMAGE_SMOKE_DIR (default
 # /var/tmp/dubflow-image-smoke); the debootstrap root is kept there for the next run.
 set -euo pipefail
 
@@ -48,6 +50,15 @@ mkdir -p "$WORK"
 # test harnesses that are never deployed (e2e, chaos).
 mapfile -t SERVICES < <(grep -l '^package main$' services/*/*.go | xargs -n1 dirname | xargs -n1 basename | sort -u |
 	grep -vx -e e2e -e chaos)
+# IMAGE_SMOKE_SERVICES (e.g. "asr console") builds and runs only those, and migrate, which prepares
+# the smoke stack.
+if [ -n "${IMAGE_SMOKE_SERVICES:-}" ]; then
+	read -ra only <<<"$IMAGE_SMOKE_SERVICES"
+	for s in "${only[@]}"; do
+		[[ " ${SERVICES[*]} " == *" $s "* ]] || die "IMAGE_SMOKE_SERVICES: no service $s (have: ${SERVICES[*]})"
+	done
+	mapfile -t SERVICES < <(printf '%s\n' migrate "${only[@]}" | sort -u)
+fi
 
 # --- bases ---------------------------------------------------------------------------------
 debian_base
@@ -77,7 +88,7 @@ for s in "${SERVICES[@]}"; do
 	log "podman build $s (RUNTIME=$runtime)"
 	start=$SECONDS
 	podman build --isolation chroot -q -f deploy/Dockerfile -t "localhost/dubflow/$s:$TAG" \
-		--build-arg SERVICE="$s" --build-arg RUNTIME="$runtime" \
+		--build-arg SERVICE="$s" --build-arg RUNTIME="$runtime" --build-arg PS_LIB="${IMAGE_SMOKE_PS_LIB:-1}" \
 		--build-arg BUILD_BASE="$BUILD_BASE" --build-arg MEDIA_BASE="$DEBIAN_BASE" --build-arg STATIC_BASE="$DEBIAN_BASE" \
 		--build-arg GOPROXY="file:///goproxy,https://proxy.golang.org" \
 		-v "$MODCACHE:/goproxy:ro" . >"$WORK/build-$s.log" 2>&1 ||
@@ -182,6 +193,10 @@ for s in "${SERVICES[@]}"; do
 		[[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
 		in_image "$root" espeak-ng -v es -w /tmp/smoke-es.wav "hola" || die "$s: espeak-ng does not speak"
 		[ -d "$root/usr/share/pocketsphinx/model/en-us" ] || die "$s: pocketsphinx-en-us model missing"
+	fi
+	if [ "$s" = asr ] && [ "${IMAGE_SMOKE_PS_LIB:-1}" != 0 ]; then
+		# The Dockerfile's default PS_LIB=1: the loaded recogniser, linked against the image's library.
+		in_image "$root" ldd /app/service | grep -q 'libpocketsphinx\.so' || die "asr: not linked against libpocketsphinx (PS_LIB)"
 	fi
 	ops=127.0.0.1:$(free_port)
 	http=127.0.0.1:$(free_port)

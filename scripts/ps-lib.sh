@@ -4,13 +4,13 @@
 # pkg/speech) when this machine can build it, else nothing. The Makefile and
 # the tests' service builds (pkg/testenv) both ask it, so they agree.
 #
-#   PS_LIB=0 (default)     never: a pocketsphinx_continuous process per file
-#   PS_LIB=auto            the flag when cgo is on and pkg-config finds
+#   PS_LIB=auto (default)  the flag when cgo is on and pkg-config finds
 #                          Debian's libpocketsphinx-dev and libsphinxbase-dev
 #                          (scripts/stack.sh installs them)
 #   PS_LIB=1               the same, with a warning when it cannot
+#   PS_LIB=0               never: a pocketsphinx_continuous process per file
 set -euo pipefail
-mode=${PS_LIB:-0}
+mode=${PS_LIB:-auto}
 case $mode in
 0) exit 0 ;;
 1 | auto) ;;

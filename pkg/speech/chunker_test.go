@@ -221,6 +221,7 @@ func TestChunkerStreams(t *testing.T) {
 // previous one would follow them, and 10 minutes would end in 9 chunks of
 // up to 70 s (one alone on a core while the other idles) instead of 10.
 func TestChunkerCutsDoNotDrift(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes a 10-minute WAV; skipped with -short (make test runs it)")
 	}

@@ -24,6 +24,7 @@ func needTool(t *testing.T, name string) {
 }
 
 func TestPocketsphinxConformance(t *testing.T) {
+	t.Parallel()
 	needTool(t, "pocketsphinx_continuous")
 	speechtest.TranscriberSuite{
 		Engine:      speech.NewPocketsphinx(),
@@ -36,6 +37,7 @@ func TestPocketsphinxConformance(t *testing.T) {
 }
 
 func TestChunkedPocketsphinxConformance(t *testing.T) {
+	t.Parallel()
 	needTool(t, "pocketsphinx_continuous")
 	if testing.Short() {
 		t.Skip("44 s of speech; skipped with -short")
@@ -78,6 +80,7 @@ type plainEngine struct{ speech.Transcriber }
 // two_cities in 10 s chunks 34 errors before, 42 now; jfk in 5 s chunks
 // 14 before, 8 now.)
 func TestChunkedPocketsphinxSkipsLeadIns(t *testing.T) {
+	t.Parallel()
 	needTool(t, "pocketsphinx_continuous")
 	if testing.Short() {
 		t.Skip("decodes the fixtures seven times; skipped with -short")
@@ -112,31 +115,29 @@ func TestChunkedPocketsphinxSkipsLeadIns(t *testing.T) {
 }
 
 // leadInScore sums, over chunked transcripts, the word errors against the
-// reference, the words in common with the whole file's decode, those of
-// them with times within 20 ms of it, and the decoders' CPU.
+// reference, the words in common with the whole file's decode and those of
+// them with times within 20 ms of it.
 type leadInScore struct {
 	errors, common, timed int
-	cpu                   float64
 }
 
 func (s *leadInScore) add(t *testing.T, e speech.Transcriber, wav, ref string, secs int, whole []speech.Segment) leadInScore {
 	t.Helper()
-	c0 := childCPU()
 	segs, err := (&speech.Chunker{Engine: e, ChunkSeconds: secs, Concurrency: 2, LeadSeconds: 5}).Transcribe(context.Background(), wav, "en")
 	if err != nil {
 		t.Fatal(err)
 	}
-	one := leadInScore{cpu: childCPU() - c0}
+	var one leadInScore
 	one.errors = int(math.Round(speechtest.WER(ref, segsText(segs)) * float64(len(speechtest.Words(ref)))))
 	var off int
 	one.common, off = commonWords(segs, whole)
 	one.timed = one.common - off
-	s.errors, s.common, s.timed, s.cpu = s.errors+one.errors, s.common+one.common, s.timed+one.timed, s.cpu+one.cpu
+	s.errors, s.common, s.timed = s.errors+one.errors, s.common+one.common, s.timed+one.timed
 	return one
 }
 
 func (s leadInScore) String() string {
-	return fmt.Sprintf("%d word errors, %d words as the whole file's (%d within 20 ms), decoders' CPU %.1f s", s.errors, s.common, s.timed, s.cpu)
+	return fmt.Sprintf("%d word errors, %d words as the whole file's (%d within 20 ms)", s.errors, s.common, s.timed)
 }
 
 // commonWords aligns the words of a and b (longest common subsequence)
@@ -191,6 +192,7 @@ func segsText(segs []speech.Segment) string {
 }
 
 func TestPocketsphinxSegmentsStayShort(t *testing.T) {
+	t.Parallel()
 	needTool(t, "pocketsphinx_continuous")
 	p := &speech.Pocketsphinx{MaxSegment: 2 * time.Second}
 	segs, err := p.Transcribe(context.Background(), speechtest.Fixture(t, "jfk.wav"), "en")

@@ -14,6 +14,7 @@ import (
 // one: the same segments, words, times and confidences. (two_cities.wav
 // too, by hand: the decoder's output byte for byte; 10 CPU-s more a run.)
 func TestLexiconDecodesTheSame(t *testing.T) {
+	t.Parallel()
 	needTool(t, "pocketsphinx_continuous")
 	ctx := context.Background()
 	for _, name := range []string{"jfk.wav"} {

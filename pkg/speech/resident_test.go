@@ -21,6 +21,7 @@ import (
 // each decoder decodes several files after each other and two decode side
 // by side): the segments must be the same, with word times within 20 ms.
 func TestResidentMatchesCommand(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/usr/bin/pocketsphinx_continuous"); err != nil {
 		t.Fatalf("pocketsphinx_continuous not installed: %v", err)
 	}
@@ -89,6 +90,7 @@ func sameSegments(t *testing.T, file string, got, want []speech.Segment) int {
 // decoder, its cepstral mean set in place, as from the command, given it
 // in a copy of the model's feat.params.
 func TestResidentWarmStartMatchesCommand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cli := &speech.Pocketsphinx{Command: "pocketsphinx_continuous"}
 	resident := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 2}
