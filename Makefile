@@ -190,14 +190,15 @@ test-containers: ## Run one package's tests (PKG) on testenv's containers throug
 fmt: ## Format every Go file with gofmt
 	@gofmt -l -w $(GOFILES)
 
-# The linters check both builds of the recogniser (PS_LIB): the command per file
-# always, the loaded decoders when this machine can build them.
-LINT_LIB = $(filter -tags=pocketsphinx_lib,$(GOFLAGS))
+# The linters check both builds of the recogniser (PS_LIB): every module as the
+# command per file builds it, and, when this machine can build the loaded
+# decoders, pkg/speech (the only package whose files the tag picks) with them.
+LINT_LIB = $(if $(filter -tags=pocketsphinx_lib,$(GOFLAGS)),github.com/dubflow/dubflow/pkg/speech/...)
 
 .PHONY: vet
 vet: ## Run go vet on every module, both builds of the recogniser (PS_LIB)
 	GOFLAGS='$(GOFLAGS_GIVEN)' $(GO) vet work
-	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(GO) vet -tags pocketsphinx_lib work)
+	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(GO) vet -tags pocketsphinx_lib $(LINT_LIB))
 
 $(STATICCHECK):
 	@mkdir -p $(dir $@)
@@ -206,7 +207,7 @@ $(STATICCHECK):
 .PHONY: staticcheck
 staticcheck: $(STATICCHECK) ## Run staticcheck (pinned, installed into .tools/) on every module, both builds (PS_LIB)
 	GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) work
-	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) -tags pocketsphinx_lib work)
+	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) -tags pocketsphinx_lib $(LINT_LIB))
 
 .PHONY: lint
 lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck and the shell scripts

@@ -34,9 +34,10 @@ import (
 // runs on the machine: an upper bound), beside the script's CPU per clip
 // (its children's rusage). With BENCH_CLIPS_PERF=FILE the worker trees are
 // sampled by `perf record` during the run and the CPU and process starts
-// are printed by program. GOFLAGS=-tags=pocketsphinx_lib builds the asr
-// worker with its decoders kept loaded (make PS_LIB=1; needs
-// libpocketsphinx-dev), to compare with a pocketsphinx process per clip.
+// are printed by program. The asr worker is built as `make build` builds it
+// (PS_LIB, auto by default: its decoders kept loaded where
+// libpocketsphinx-dev is installed); PS_LIB=0 builds it with a
+// pocketsphinx process per clip, to compare.
 func BenchmarkShortClips(b *testing.B) {
 	clips := envWhole(b, "BENCH_CLIPS", 30, 1)
 	runs := envWhole(b, "BENCH_CLIPS_SERIAL_RUNS", 3, 1)
