@@ -130,9 +130,10 @@ func (r *Runner) reject(ctx context.Context, d Delivery, env *wire.Envelope, cla
 	}
 	if env != nil && env.TaskID != uuid.Nil {
 		fail := task.Fail(task.RefOf(env), "", fmt.Sprintf("%s: %s", served.Step, err))
+		begun := time.Now()
 		out, ferr := commit(ctx, r.cfg.Pool, nil, []stmt{{sql: fail.SQL, args: fail.Args, transition: &fail}})
 		if ferr == nil {
-			ferr = r.relay.Publish(ctx, out)
+			ferr = r.publishCommitted(ctx, begun, out)
 		}
 		if ferr != nil {
 			log.Warn().Err(ferr).Msg("mark task failed")

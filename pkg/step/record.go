@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
@@ -24,6 +25,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 		fns = dl.msg.fns
 	}
 	commitCtx := context.WithoutCancel(ctx)
+	begun := time.Now()
 	out, err := r.commit(commitCtx, dl.env.TaskID.String(), fns, r.statements(dl, dec))
 	err = attempt.MapError(err)
 	if errors.Is(err, task.ErrRefused) {
@@ -48,11 +50,29 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 	if err != nil {
 		return
 	}
-	// The publish right after the commit gives up well before the sweep
-	// may take the rows (SweepAge), so the two never publish one row both.
-	pubCtx, cancelPub := context.WithTimeout(commitCtx, r.cfg.SweepAge/2)
-	f.PublishErr = r.relay.Publish(pubCtx, out)
-	cancelPub()
+	f.PublishErr = r.publishCommitted(commitCtx, begun, out)
+}
+
+// publishCommitted publishes the outbox rows a commit begun at begun added,
+// unless the sweep may take them first. A row is the sweep's once it is
+// SweepAge old, counted from its transaction's start (outbox.created_at is
+// that transaction's now(), which is after begun): the publish must end by
+// begun + SweepAge/2, leaving the other half for the published rows'
+// deletion, so that the two never publish one row both. A commit that took
+// longer than that (waiting for a fan-in lock under load, say) publishes
+// nothing and leaves its rows to the sweep.
+func (r *Runner) publishCommitted(ctx context.Context, begun time.Time, out []*outbox.Message) error {
+	if len(out) == 0 {
+		return nil
+	}
+	deadline := begun.Add(r.cfg.SweepAge / 2)
+	if took := time.Since(begun); !time.Now().Before(deadline) {
+		return fmt.Errorf("commit took %v, half the outbox sweep's age (%v) or more: its %d messages are left to the sweep",
+			took.Round(time.Millisecond), r.cfg.SweepAge, len(out))
+	}
+	pubCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return r.relay.Publish(pubCtx, out)
 }
 
 // commitResultOf names a commit's (mapped) error for the decisions.
