@@ -149,14 +149,20 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 		tasks[o.id] = o
 		order = append(order, o)
 	}
+	// The outbox sweep at its production age (10 s), not the harness's 1 s:
+	// this test counts the copies in the queues, and a publish whose confirm
+	// comes later than half the sweep's age (a loaded CI machine's broker)
+	// is published again by the sweep — a second copy of one message, with
+	// its id, which consumers skip, but a copy all the same.
+	sweep := func(c *step.Config) { c.SweepAge = 10 * time.Second }
 	all := newBarrier(len(tasks) * (batches + 1))
 	gate := func(ctx context.Context, _ *step.Message) error { return all.wait(ctx) }
 	asrRoutes, translateRoutes := overlapRoutes(tasks, gate, gate)
-	_, stopASR := h.start(wire.QueueASR, asrRoutes)
+	_, stopASR := h.start(wire.QueueASR, asrRoutes, sweep)
 	defer stopASR()
-	_, stopT1 := h.start(wire.QueueTranslate, translateRoutes)
+	_, stopT1 := h.start(wire.QueueTranslate, translateRoutes, sweep)
 	defer stopT1()
-	_, stopT2 := h.start(wire.QueueTranslate, translateRoutes)
+	_, stopT2 := h.start(wire.QueueTranslate, translateRoutes, sweep)
 	defer stopT2()
 	for _, o := range order {
 		h.publish(o.merge)
@@ -198,9 +204,9 @@ func TestOverlapEmitsEachTTSPartOnceAndMuxOnce(t *testing.T) {
 
 	// Every tts part of both tasks finishes at the same moment.
 	ttsAll := newBarrier(len(parts))
-	_, stop1 := h.start(wire.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }))
+	_, stop1 := h.start(wire.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }), sweep)
 	defer stop1()
-	_, stop2 := h.start(wire.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }))
+	_, stop2 := h.start(wire.QueueTTS, ttsRoute(func(ctx context.Context, _ *step.Message) error { return ttsAll.wait(ctx) }), sweep)
 	defer stop2()
 	for _, env := range parts {
 		h.publish(env)
