@@ -109,6 +109,13 @@ func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, erro
 	if p.inProcess(ctx) {
 		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean)
 	}
+	if p.Resident() {
+		// A Yielding decode runs the command: the idle loaded decoders are
+		// freed first, so that a worker does not hold an idle model beside
+		// the command's (with one consumer it then holds one recogniser at a
+		// time, as with a command per file).
+		sharedPool(model, p.Decoders).freeAll()
+	}
 	cmdName := p.Command
 	if cmdName == "" {
 		cmdName = "pocketsphinx_continuous"

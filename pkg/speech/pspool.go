@@ -138,6 +138,20 @@ func (p *decoderPool) freeIdle() {
 	p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
 }
 
+// freeAll frees every idle decoder now.
+func (p *decoderPool) freeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.idle {
+		d.d.free()
+	}
+	p.idle = p.idle[:0]
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
+}
+
 // ctxReader stops a decode when its context ends.
 type ctxReader struct {
 	ctx context.Context

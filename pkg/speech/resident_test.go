@@ -120,13 +120,15 @@ func TestResidentWarmStartMatchesCommand(t *testing.T) {
 // TestYieldingDecodesWithTheCommand: a long recording's chunk (a Yielding
 // context) is decoded by the command, at the lower priority it asks for,
 // not by a loaded decoder at the worker's own; anything else loads a
-// decoder, which is freed once it has been idle for a while. Both ways
-// give the same transcript.
+// decoder, which is freed once it has been idle for a while, or as soon
+// as a Yielding decode starts the command. Both ways give the same
+// transcript.
 func TestYieldingDecodesWithTheCommand(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/pocketsphinx_continuous"); err != nil {
 		t.Fatalf("pocketsphinx_continuous not installed: %v", err)
 	}
-	t.Cleanup(speech.SetDecoderIdle(300 * time.Millisecond))
+	restore := speech.SetDecoderIdle(300 * time.Millisecond)
+	t.Cleanup(restore)
 	// -maxhmmpf 5999: a configuration, so a pool, of this test's own.
 	p := &speech.Pocketsphinx{Search: "-fwdflat no -maxhmmpf 5999", Decoders: 1}
 	wav := speechtest.Fixture(t, "jfk.wav")
@@ -155,5 +157,24 @@ func TestYieldingDecodesWithTheCommand(t *testing.T) {
 	}
 	if n := speech.LoadedDecoders(p); n != 1 {
 		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
+	}
+
+	// A Yielding decode frees the idle decoders before it runs the command,
+	// so the worker does not hold both models at once: a pool of its own
+	// (-maxhmmpf 5998) with the minute's idle time, which this decode is
+	// far from reaching.
+	restore()
+	q := &speech.Pocketsphinx{Search: "-fwdflat no -maxhmmpf 5998", Decoders: 1}
+	if _, err := q.Transcribe(ctx, wav, "en"); err != nil {
+		t.Fatal(err)
+	}
+	if n := speech.LoadedDecoders(q); n != 1 {
+		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
+	}
+	if _, err := q.Transcribe(speech.Yielding(ctx, 5), wav, "en"); err != nil {
+		t.Fatal(err)
+	}
+	if n := speech.LoadedDecoders(q); n != 0 {
+		t.Fatalf("after a Yielding decode %d idle decoders are still loaded, want 0", n)
 	}
 }
