@@ -65,12 +65,11 @@ func (r *Runner) publishCommitted(ctx context.Context, begun time.Time, out []*o
 	if len(out) == 0 {
 		return nil
 	}
-	deadline := begun.Add(r.cfg.SweepAge / 2)
-	if took := time.Since(begun); !time.Now().Before(deadline) {
+	if took := time.Since(begun); took >= r.cfg.SweepAge/2 {
 		return fmt.Errorf("commit took %v, half the outbox sweep's age (%v) or more: its %d messages are left to the sweep",
 			took.Round(time.Millisecond), r.cfg.SweepAge, len(out))
 	}
-	pubCtx, cancel := context.WithDeadline(ctx, deadline)
+	pubCtx, cancel := context.WithDeadline(ctx, begun.Add(r.cfg.SweepAge/2))
 	defer cancel()
 	return r.relay.Publish(pubCtx, out)
 }
