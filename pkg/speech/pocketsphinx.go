@@ -94,27 +94,16 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 // in this process rather than running a command per file.
 func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "" }
 
-// inProcess reports whether a decode under ctx uses a loaded decoder:
-// when Resident, except under a Yielding ctx (a long recording's chunk),
-// which runs the command at the lower priority the context asks for — a
-// loaded decoder decodes at the worker's own — so that a short task's
-// decode still goes first. A long chunk decodes for many seconds, its
-// model load (~0.2–0.5 CPU-s) is a small part of it.
-func (p *Pocketsphinx) inProcess(ctx context.Context) bool { return p.Resident() && !yielding(ctx) }
-
 // decode returns what pocketsphinx_continuous -time yes prints for
 // wavPath: from a loaded decoder when Resident, else from the command.
+// Under a Yielding ctx (a long recording's chunk) either decodes at the
+// lower priority the context asks for, so that a short task's decode
+// still goes first: the command as a niced process, the loaded decoder on
+// a niced thread of its own (see decoderPool.transcribe).
 func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
 	model := p.modelArgs()
-	if p.inProcess(ctx) {
-		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean)
-	}
 	if p.Resident() {
-		// A Yielding decode runs the command: the idle loaded decoders are
-		// freed first, so that a worker does not hold an idle model beside
-		// the command's (with one consumer it then holds one recogniser at a
-		// time, as with a command per file).
-		sharedPool(model, p.Decoders).freeAll()
+		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean, niceOf(ctx))
 	}
 	cmdName := p.Command
 	if cmdName == "" {

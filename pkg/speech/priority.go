@@ -14,8 +14,9 @@ type niceKey struct{}
 // interactive work on the same machine.
 // At 5 a process gets about a third of the CPU time of one at 0 while
 // both want it (CFS weights 335 and 1024); alone it runs at full speed.
-// A decoder kept loaded in process (pocketsphinx_lib) cannot be reniced
-// on its own: under a Yielding ctx Pocketsphinx runs its command instead.
+// A decoder kept loaded in process (pocketsphinx_lib) decodes under a
+// Yielding ctx on a thread of its own at that priority (Linux sets a
+// niceness per thread; elsewhere it decodes at the worker's own).
 func Yielding(ctx context.Context, nice int) context.Context {
 	if nice <= 0 {
 		return ctx
@@ -23,10 +24,10 @@ func Yielding(ctx context.Context, nice int) context.Context {
 	return context.WithValue(ctx, niceKey{}, min(nice, 19))
 }
 
-// yielding reports whether ctx was marked by Yielding.
-func yielding(ctx context.Context) bool {
+// niceOf is the niceness ctx was marked with by Yielding, 0 if none.
+func niceOf(ctx context.Context) int {
 	nice, _ := ctx.Value(niceKey{}).(int)
-	return nice > 0
+	return nice
 }
 
 // startYielding starts cmd and, under a Yielding ctx, lowers its priority:
@@ -39,7 +40,7 @@ func startYielding(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if nice, _ := ctx.Value(niceKey{}).(int); nice > 0 {
+	if nice := niceOf(ctx); nice > 0 {
 		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, min(ownNice()+nice, 19))
 	}
 	return nil

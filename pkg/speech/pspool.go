@@ -65,20 +65,35 @@ func sharedPool(args []string, size int) *decoderPool {
 // transcribe decodes wavPath with a decoder of the pool and returns what
 // pocketsphinx_continuous -time yes prints for it; with cmnMean, the
 // cepstral mean normalisation starts there rather than at the model's.
-func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []float64) (string, error) {
+// With nice > 0 (a Yielding decode) it decodes on an OS thread of its own
+// nice steps nicer than the worker, as the command would run, and that
+// thread ends with the decode: the model stays loaded either way.
+func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []float64, nice int) (string, error) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
 	defer func() { <-p.sem }()
+	if nice <= 0 {
+		return p.decodeFile(ctx, wavPath, cmnMean)
+	}
+	var out string
+	var err error
+	onNicedThread(nice, func() { out, err = p.decodeFile(ctx, wavPath, cmnMean) })
+	return out, err
+}
+
+// decodeFile decodes wavPath with an idle or newly loaded decoder and
+// gives it back.
+func (p *decoderPool) decodeFile(ctx context.Context, wavPath string, cmnMean []float64) (string, error) {
 	d, err := p.take()
 	if err != nil {
 		return "", err
 	}
+	defer p.give(d)
 	f, err := os.Open(wavPath)
 	if err != nil {
-		p.give(d)
 		return "", fmt.Errorf("open %s: %w", wavPath, err)
 	}
 	defer f.Close()
@@ -87,13 +102,10 @@ func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []
 		// pocketsphinx_continuous skips 44 bytes of a .wav file's header and
 		// decodes everything after it; so does the loaded decoder.
 		if _, err := io.CopyN(io.Discard, r, 44); err != nil {
-			p.give(d)
 			return "", fmt.Errorf("read %s: %w", wavPath, err)
 		}
 	}
-	out, err := d.decode(ctxReader{ctx, r}, cmnMean)
-	p.give(d)
-	return out, err
+	return d.decode(ctxReader{ctx, r}, cmnMean)
 }
 
 // take returns the most recently used idle decoder or loads a new one.
@@ -136,20 +148,6 @@ func (p *decoderPool) freeIdle() {
 		return
 	}
 	p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
-}
-
-// freeAll frees every idle decoder now.
-func (p *decoderPool) freeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, d := range p.idle {
-		d.d.free()
-	}
-	p.idle = p.idle[:0]
-	if p.sweep != nil {
-		p.sweep.Stop()
-		p.sweep = nil
-	}
 }
 
 // ctxReader stops a decode when its context ends.

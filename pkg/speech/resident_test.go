@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,64 +119,103 @@ func TestResidentWarmStartMatchesCommand(t *testing.T) {
 	}
 }
 
-// TestYieldingDecodesWithTheCommand: a long recording's chunk (a Yielding
-// context) is decoded by the command, at the lower priority it asks for,
-// not by a loaded decoder at the worker's own; anything else loads a
-// decoder, which is freed once it has been idle for a while, or as soon
-// as a Yielding decode starts the command. Both ways give the same
-// transcript.
-func TestYieldingDecodesWithTheCommand(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/pocketsphinx_continuous"); err != nil {
-		t.Fatalf("pocketsphinx_continuous not installed: %v", err)
-	}
+// TestYieldingDecodesOnANicedThread: a long recording's chunk (a Yielding
+// context) is decoded by a loaded decoder on a thread of its own, five
+// steps nicer than the worker while it decodes, and that thread is gone
+// afterwards (no goroutine runs on at the lower priority); the decoder
+// stays loaded for the next file, whichever way it comes, and is freed
+// once it has been idle for a while. Both ways give the same transcript.
+func TestYieldingDecodesOnANicedThread(t *testing.T) {
 	restore := speech.SetDecoderIdle(300 * time.Millisecond)
 	t.Cleanup(restore)
 	// -maxhmmpf 5999: a configuration, so a pool, of this test's own.
 	p := &speech.Pocketsphinx{Search: "-fwdflat no -maxhmmpf 5999", Decoders: 1}
 	wav := speechtest.Fixture(t, "jfk.wav")
 	ctx := context.Background()
+	own, ok := threadNices()[os.Getpid()]
+	if !ok {
+		t.Fatal("cannot read this process's threads' niceness from /proc/self/task")
+	}
+	want := min(own+5, 19)
+	if want == own {
+		t.Logf("the test runs at niceness %d: a Yielding thread cannot be told from the others", own)
+	}
 
+	// Watch this process's threads while the Yielding decode runs.
+	seen := make(chan bool, 1)
+	stop := make(chan struct{})
+	go func() {
+		found := false
+		for !found {
+			select {
+			case <-stop:
+				seen <- false
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			for tid, n := range threadNices() {
+				found = found || (n == want && tid != os.Getpid())
+			}
+		}
+		seen <- true
+	}()
 	niced, err := p.Transcribe(speech.Yielding(ctx, 5), wav, "en")
+	close(stop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := speech.LoadedDecoders(p); n != 0 {
-		t.Fatalf("after a Yielding decode %d decoders are loaded, want 0 (the command decodes it)", n)
+	if want != own && !<-seen {
+		t.Fatalf("no thread of this process ran at niceness %d during the Yielding decode", want)
+	}
+	if want != own {
+		testenv.EventuallyWithin(t, 5*time.Second, "the niced thread to end", func() bool {
+			for _, n := range threadNices() {
+				if n == want {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if n := speech.LoadedDecoders(p); n != 1 {
+		t.Fatalf("after a Yielding decode %d decoders are loaded, want 1", n)
 	}
 	loaded, err := p.Transcribe(ctx, wav, "en")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := speech.LoadedDecoders(p); n != 1 {
-		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
-	}
 	if len(loaded) == 0 || !slices.EqualFunc(niced, loaded, func(a, b speech.Segment) bool { return a.Text == b.Text }) {
-		t.Fatalf("the command and the loaded decoder disagree:\n%v\n%v", niced, loaded)
+		t.Fatalf("the Yielding and the plain decode disagree:\n%v\n%v", niced, loaded)
+	}
+	if n := speech.LoadedDecoders(p); n != 1 {
+		t.Fatalf("after two decodes %d decoders are loaded, want 1 (the same one again)", n)
 	}
 	testenv.EventuallyWithin(t, 5*time.Second, "the idle decoder freed", func() bool { return speech.LoadedDecoders(p) == 0 })
-	if _, err := p.Transcribe(ctx, wav, "en"); err != nil {
+	if _, err := p.Transcribe(speech.Yielding(ctx, 5), wav, "en"); err != nil {
 		t.Fatalf("decode after the idle decoder was freed: %v", err)
 	}
 	if n := speech.LoadedDecoders(p); n != 1 {
 		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
 	}
+}
 
-	// A Yielding decode frees the idle decoders before it runs the command,
-	// so the worker does not hold both models at once: a pool of its own
-	// (-maxhmmpf 5998) with the minute's idle time, which this decode is
-	// far from reaching.
-	restore()
-	q := &speech.Pocketsphinx{Search: "-fwdflat no -maxhmmpf 5998", Decoders: 1}
-	if _, err := q.Transcribe(ctx, wav, "en"); err != nil {
-		t.Fatal(err)
+// threadNices is the niceness of each thread of this process, by id
+// (none without /proc).
+func threadNices() map[int]int {
+	dirs, _ := os.ReadDir("/proc/self/task")
+	nices := map[int]int{}
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/self/task/" + d.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "tid (comm) "
+		tid, err1 := strconv.Atoi(d.Name())
+		nice, err2 := strconv.Atoi(fields[16]) // field 19 of stat, the niceness
+		if err1 == nil && err2 == nil {
+			nices[tid] = nice
+		}
 	}
-	if n := speech.LoadedDecoders(q); n != 1 {
-		t.Fatalf("after a decode %d decoders are loaded, want 1", n)
-	}
-	if _, err := q.Transcribe(speech.Yielding(ctx, 5), wav, "en"); err != nil {
-		t.Fatal(err)
-	}
-	if n := speech.LoadedDecoders(q); n != 0 {
-		t.Fatalf("after a Yielding decode %d idle decoders are still loaded, want 0", n)
-	}
+	return nices
 }

@@ -125,7 +125,7 @@ func (p *Pocketsphinx) TranscribeAfter(ctx context.Context, wavPath, language st
 	defer os.Remove(trimmed)
 	q := *p
 	q.cmnMean = mean
-	if !p.inProcess(ctx) {
+	if !p.Resident() {
 		var cleanup func()
 		if q.cmnArgs, cleanup, err = featParams(params, mean, filepath.Dir(trimmed)); err != nil {
 			return nil, fmt.Errorf("pocketsphinx: %w", err)
