@@ -145,6 +145,22 @@ func (c *Chunker) parts(total, rate int) int {
 	return max(parts, min(conc, total/(minChunkSeconds*rate)))
 }
 
+// taper cuts the last Concurrency of parts chunks of chunk samples into
+// twice as many of half the length, when those are still at least
+// minChunkSeconds long: chunks are decoded Concurrency at a time as the
+// ones before end, and how long one takes varies with its speech (a
+// minute of the two_cities fixture: 10–21 s), so the last ones to start
+// end apart, one core idle meanwhile; shorter last chunks bound that
+// time. It returns how many full chunks come first and the length of the
+// shorter ones (0 when they are not cut).
+func (c *Chunker) taper(parts, chunk, rate int) (full, half int) {
+	conc := c.concurrency()
+	if parts <= conc || chunk/2 < minChunkSeconds*rate {
+		return parts, 0
+	}
+	return parts - conc, chunk / 2
+}
+
 // Split cuts the audio in wavPath into chunks and hands each to fn in
 // order as soon as its file is written; fn owns the file. Split stops at
 // the first error of fn or ctx. A file no longer than one chunk is still
@@ -213,7 +229,10 @@ type splitter struct {
 	chunk, window int // samples
 	// even: the chunks are no more than Concurrency, decoded at once, so
 	// cuts go into a long pause near their targets (quietest).
-	even      bool
+	even bool
+	// full chunks come first; with half > 0 the audio after them is cut
+	// into chunks of half as many samples (see taper).
+	full, half int
 	lead      int    // samples of lead-in before each cut
 	buf, tail []byte // samples not cut yet; the next chunk's lead-in
 	start, n  int    // samples before buf; chunks written
@@ -222,11 +241,13 @@ type splitter struct {
 
 func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 	chunk, even := c.seconds()*h.SampleRate, false
+	full, half := 0, 0
 	if total := int(h.DataSize / 2); h.DataSize >= 0 && total > 0 {
 		// Even chunks: 100 s in 60 s chunks is two of 50 s, not 60 + 40,
 		// so that concurrent chunks finish together.
 		parts := c.parts(total, h.SampleRate)
 		chunk, even = (total+parts-1)/parts, parts <= c.concurrency()
+		full, half = c.taper(parts, chunk, h.SampleRate)
 	}
 	var data io.Reader = f
 	if h.DataSize >= 0 {
@@ -240,7 +261,7 @@ func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 	// The buffer reaches the furthest cut: the next target is at most one
 	// window beyond a chunk from the last cut, the cut one more window.
 	return &splitter{c: c, data: bufio.NewReaderSize(data, 64<<10), rate: h.SampleRate,
-		chunk: chunk, window: chunk / 5, even: even, lead: lead,
+		chunk: chunk, window: chunk / 5, even: even, full: full, half: half, lead: lead,
 		buf: make([]byte, 0, 2*(chunk+2*(chunk/5))), tail: make([]byte, 0, 2*lead)}
 }
 
@@ -260,14 +281,20 @@ func (s *splitter) next() (Chunk, bool, error) {
 		s.done = true
 		return Chunk{}, false, nil
 	}
+	// Aim at the n+1-th chunk's end on the whole timeline, not a chunk
+	// after the last cut: cuts that each land late in their window would
+	// otherwise add up and leave fewer, longer chunks than planned (10
+	// minutes in 60 s chunks: nine of 66 s).
+	target, window := (s.n+1)*s.chunk, s.window
+	if s.half > 0 && s.n >= s.full {
+		target, window = s.full*s.chunk+(s.n-s.full+1)*s.half, s.half/5
+	}
+	target -= s.start
 	cut := len(s.buf) / 2
-	if !last {
-		// Aim at the n+1-th chunk's end on the whole timeline, not a chunk
-		// after the last cut: cuts that each land late in their window
-		// would otherwise add up and leave fewer, longer chunks than
-		// planned (10 minutes in 60 s chunks: nine of 66 s).
-		target := (s.n+1)*s.chunk - s.start
-		cut = quietest(s.buf, target-s.window, target+s.window, s.rate/50, s.even)
+	if !last || cut > target+window {
+		// More than this chunk is left, even where the data has ended (the
+		// last short chunks fit in the buffer together).
+		cut, last = quietest(s.buf, target-window, target+window, s.rate/50, s.even), false
 	}
 	path, err := s.c.writeChunk(s.tail, s.buf[:2*cut], s.rate, s.n)
 	if err != nil {
