@@ -233,10 +233,10 @@ type splitter struct {
 	// full chunks come first; with half > 0 the audio after them is cut
 	// into chunks of half as many samples (see taper).
 	full, half int
-	lead      int    // samples of lead-in before each cut
-	buf, tail []byte // samples not cut yet; the next chunk's lead-in
-	start, n  int    // samples before buf; chunks written
-	done      bool
+	lead       int    // samples of lead-in before each cut
+	buf, tail  []byte // samples not cut yet; the next chunk's lead-in
+	start, n   int    // samples before buf; chunks written
+	done       bool
 }
 
 func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
