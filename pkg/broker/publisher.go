@@ -244,6 +244,19 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 		return pc.lost(err)
 	}
 	if err := p.awaitConfirm(ctx, pc, dc); err != nil {
+		if ctx.Err() != nil && !pc.ch.IsClosed() {
+			return &ConfirmPendingError{err: err, await: func(ctx context.Context) error {
+				select {
+				case <-dc.Done():
+				case <-ctx.Done():
+					return fmt.Errorf("wait for confirm: %w", ctx.Err())
+				}
+				if !dc.Acked() {
+					return p.nacked(pc)
+				}
+				return p.checkReturned(pc, id)
+			}}
+		}
 		return err
 	}
 	if !dc.Acked() {
@@ -252,6 +265,24 @@ func (p *Publisher) publishOnce(ctx context.Context, exchange, key, id string, m
 	pc.nacks.Store(0)
 	return p.checkReturned(pc, id)
 }
+
+// ConfirmPendingError is Publish's error when the caller's context ended
+// after the broker took the message but before it confirmed it: the
+// message may still be confirmed, and so be on its queue. Await tells.
+type ConfirmPendingError struct {
+	err   error
+	await func(context.Context) error
+}
+
+func (e *ConfirmPendingError) Error() string { return e.err.Error() }
+func (e *ConfirmPendingError) Unwrap() error { return e.err }
+
+// Await waits, until ctx ends, for the confirm the publish stopped waiting
+// for: nil once the broker has confirmed the message and not returned it
+// (it is on its queue), ErrNacked, ErrUnroutable or ctx's error otherwise.
+// A caller that keeps the message to publish again later (an outbox row)
+// can drop it on nil instead of sending a copy.
+func (e *ConfirmPendingError) Await(ctx context.Context) error { return e.await(ctx) }
 
 // awaitConfirm waits for the broker's confirm of dc, at most p.confirm.
 func (p *Publisher) awaitConfirm(ctx context.Context, pc *pubChannel, dc *amqp.DeferredConfirmation) error {

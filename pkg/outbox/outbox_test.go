@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -204,5 +205,52 @@ func TestRelayPublishesThroughTheBroker(t *testing.T) {
 	<-deleted // DeleteLoop flushes what it holds before it returns
 	if n := rows(t, db.Pool); n != 0 {
 		t.Fatalf("published row not deleted: %d rows left", n)
+	}
+}
+
+// TestRelayDeletesARowConfirmedLate: a message whose confirm comes after
+// Publish's context ended (a broker answering 1.5 s late) is an error to
+// the caller, but its row is deleted once the broker confirms it, so the
+// sweep does not send a copy; the message arrives once. Without the late
+// wait the row stays and the sweep publishes it again.
+func TestRelayDeletesARowConfirmedLate(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	url := testenv.AMQP(t)
+	px := testenv.CutProxy(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, pub := brokertest.Dial(t, px.URL, "outbox-late-test")
+	deliveries := brokertest.Listen(t, url, "event.#")
+	relay := outbox.NewRelay(db.Pool, pub, zerolog.Nop(), nil)
+	go relay.DeleteLoop(ctx)
+	msgs := add(t, db.Pool, "event.task.succeeded", "event.task.failed")
+	if err := relay.Publish(ctx, msgs[:1]); err != nil { // the channel opened before the delay
+		t.Fatal(err)
+	}
+	if err := px.Delay(1500 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := relay.Publish(short, msgs[1:])
+	cancelShort()
+	var pending *broker.ConfirmPendingError
+	if !errors.As(err, &pending) {
+		t.Fatalf("publish with a confirm 1.5 s late and 300 ms to wait: %v, want a ConfirmPendingError", err)
+	}
+	testenv.EventuallyWithin(t, 10*time.Second, "the late-confirmed row deleted", func() bool { return rows(t, db.Pool) == 0 })
+	got := map[string]int{}
+	for range 2 {
+		select {
+		case d := <-deliveries:
+			got[d.MessageId]++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("deliveries %v: want both messages", got)
+		}
+	}
+	for _, m := range msgs {
+		if got[m.MessageID.String()] != 1 {
+			t.Errorf("message %s delivered %d times, want once (deliveries %v)", m.MessageID, got[m.MessageID.String()], got)
+		}
 	}
 }

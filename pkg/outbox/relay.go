@@ -16,9 +16,10 @@ import (
 
 // Metrics count what the outbox published.
 type Metrics struct {
-	published    *prometheus.CounterVec
-	swept        prometheus.Counter
-	deadLettered *prometheus.CounterVec
+	published     *prometheus.CounterVec
+	lateConfirmed *prometheus.CounterVec
+	swept         prometheus.Counter
+	deadLettered  *prometheus.CounterVec
 }
 
 // NewMetrics creates the outbox metrics and registers them on reg (nil: not
@@ -27,6 +28,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		published: ops.Counters(reg, "dubflow_outbox_published_total",
 			"Outbox messages published right after their commit, by routing key.", "routing_key"),
+		lateConfirmed: ops.Counters(reg, "dubflow_outbox_late_confirmed_total",
+			"Outbox messages confirmed by the broker after their publisher stopped waiting, so not left to the sweep, by routing key (also in published).",
+			"routing_key"),
 		swept: ops.Counter(reg, "dubflow_outbox_swept_total",
 			"Outbox messages published by the sweep (left behind by a crash or a broker outage)."),
 		deadLettered: ops.Counters(reg, "dubflow_outbox_dead_lettered_total",
@@ -57,23 +61,63 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger, m *Metrics)
 
 // Publish publishes msgs, committed just before, in order, each confirmed,
 // and queues their rows for DeleteLoop. It stops at the first failure; the
-// rows left are the sweep's.
+// rows left are the sweep's. A message whose confirm had not come when ctx
+// ended (the publisher's ConfirmPendingError) is still waited for, for up
+// to LateConfirmWait, and its row deleted if the broker confirms it after
+// all, so that the sweep does not send a copy of a message already on its
+// queue (a slow broker under load confirms seconds late).
 func (r *Relay) Publish(ctx context.Context, msgs []*Message) error {
 	for _, m := range msgs {
 		if err := r.pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); err != nil {
+			var pending confirmPending
+			if errors.As(err, &pending) {
+				go r.lateConfirm(context.WithoutCancel(ctx), m, pending)
+			}
 			return fmt.Errorf("publish %s: %w", m.RoutingKey, err)
 		}
-		r.metrics.published.WithLabelValues(m.RoutingKey).Inc()
-		select {
-		case r.done <- m.ID:
-		default:
-			// The deleter is behind; delete inline rather than block.
-			if _, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, m.ID); err != nil {
-				r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("delete published outbox row")
-			}
-		}
+		r.published(ctx, m)
 	}
 	return nil
+}
+
+// LateConfirmWait is how long Publish waits for a confirm its caller's
+// context gave up on: the step runtime's publish ends at half the sweep's
+// age (10 s by default), so a confirm up to the sweep's age late still
+// saves the copy.
+const LateConfirmWait = 10 * time.Second
+
+// confirmPending is the publisher's error for a message it sent but whose
+// confirm it stopped waiting for (broker.ConfirmPendingError).
+type confirmPending interface {
+	error
+	Await(ctx context.Context) error
+}
+
+// lateConfirm waits for the confirm of m that Publish's caller gave up on
+// and, if the broker confirms m, deletes its row as Publish would have.
+func (r *Relay) lateConfirm(ctx context.Context, m *Message, pending confirmPending) {
+	ctx, cancel := context.WithTimeout(ctx, LateConfirmWait)
+	defer cancel()
+	if err := pending.Await(ctx); err != nil {
+		r.log.Debug().Err(err).Int64("outbox_id", m.ID).Str("routing_key", m.RoutingKey).
+			Msg("no late confirm: the outbox sweep publishes the message")
+		return
+	}
+	r.metrics.lateConfirmed.WithLabelValues(m.RoutingKey).Inc()
+	r.published(ctx, m)
+}
+
+// published counts m as published and queues its row for DeleteLoop.
+func (r *Relay) published(ctx context.Context, m *Message) {
+	r.metrics.published.WithLabelValues(m.RoutingKey).Inc()
+	select {
+	case r.done <- m.ID:
+	default:
+		// The deleter is behind; delete inline rather than block.
+		if _, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, m.ID); err != nil {
+			r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("delete published outbox row")
+		}
+	}
 }
 
 // DeleteLoop deletes the rows Publish published, in batches, until ctx is

@@ -1,12 +1,15 @@
 package testenv
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
@@ -30,8 +33,17 @@ func CutProxy(t testing.TB, url string) *Cuttable {
 	if err != nil {
 		t.Fatalf("testenv: parse %q: %v", url, err)
 	}
+	upstream := u.Host
+	if u.Port() == "" {
+		// The URL's scheme implies the port (amqp://localhost/vhost).
+		port, ok := map[string]string{"amqp": "5672", "amqps": "5671", "postgres": "5432", "postgresql": "5432", "http": "80", "https": "443"}[u.Scheme]
+		if !ok {
+			t.Fatalf("testenv: %q names no port and its scheme implies none", url)
+		}
+		upstream = net.JoinHostPort(u.Hostname(), port)
+	}
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	px := toxiproxy.NewProxy(server, "cut-"+strings.ReplaceAll(u.Host, ":", "-"), "127.0.0.1:0", u.Host)
+	px := toxiproxy.NewProxy(server, "cut-"+strings.ReplaceAll(upstream, ":", "-"), "127.0.0.1:0", upstream)
 	if err := server.Collection.Add(px, true); err != nil {
 		t.Fatalf("testenv: proxy to %s: %v", u.Host, err)
 	}
@@ -56,4 +68,22 @@ func (c *Cuttable) Restore() error {
 		return err
 	}
 	return nil
+}
+
+// Delay holds back everything the server sends through the proxy for d
+// (a toxiproxy latency toxic downstream), as a slow or overloaded server
+// would answer, until Undelay.
+func (c *Cuttable) Delay(d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"delay","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, d.Milliseconds())))
+	return err
+}
+
+// Undelay ends Delay.
+func (c *Cuttable) Undelay() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxy.Toxics.RemoveToxic(context.Background(), "delay")
 }

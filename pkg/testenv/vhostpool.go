@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -146,7 +147,11 @@ func erlBinaries(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-// rabbitEval runs expr on node with `rabbitmqctl eval`.
+// rabbitEval runs expr on node with `rabbitmqctl eval`. The CLI is an
+// Erlang node of its own that must reach the server's within its own
+// timeout: on a loaded machine it sometimes does not, and exits 69
+// ("unable to perform an operation on node", EX_UNAVAILABLE) with the
+// server up and expr never run; that is tried again, up to three times.
 func rabbitEval(node, expr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -154,9 +159,15 @@ func rabbitEval(node, expr string) error {
 	if node != "" {
 		args = append(args, "-n", node)
 	}
-	out, err := exec.CommandContext(ctx, "rabbitmqctl", append(args, "eval", expr)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("rabbitmqctl eval: %w: %s", err, strings.TrimSpace(string(out)))
+	for try := 1; ; try++ {
+		out, err := exec.CommandContext(ctx, "rabbitmqctl", append(args, "eval", expr)...).CombinedOutput()
+		var exit *exec.ExitError
+		if err == nil {
+			return nil
+		}
+		if !errors.As(err, &exit) || exit.ExitCode() != 69 || try == 3 || ctx.Err() != nil {
+			return fmt.Errorf("rabbitmqctl eval (try %d): %w: %s", try, err, strings.TrimSpace(string(out)))
+		}
+		time.Sleep(time.Duration(try) * time.Second)
 	}
-	return nil
 }
