@@ -211,8 +211,9 @@ func TestRelayPublishesThroughTheBroker(t *testing.T) {
 // TestRelayDeletesARowConfirmedLate: a message whose confirm comes after
 // Publish's context ended (a broker answering 1.5 s late) is an error to
 // the caller, but its row is deleted once the broker confirms it, so the
-// sweep does not send a copy; the message arrives once. Without the late
-// wait the row stays and the sweep publishes it again.
+// sweep, which leaves the row alone meanwhile, does not send a copy; the
+// message arrives once. Without the late wait the row stays and the sweep
+// publishes it again.
 func TestRelayDeletesARowConfirmedLate(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
@@ -228,6 +229,7 @@ func TestRelayDeletesARowConfirmedLate(t *testing.T) {
 	if err := relay.Publish(ctx, msgs[:1]); err != nil { // the channel opened before the delay
 		t.Fatal(err)
 	}
+	testenv.EventuallyWithin(t, 10*time.Second, "the first row deleted", func() bool { return rows(t, db.Pool) == 1 })
 	if err := px.Delay(1500 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +239,11 @@ func TestRelayDeletesARowConfirmedLate(t *testing.T) {
 	var pending *broker.ConfirmPendingError
 	if !errors.As(err, &pending) {
 		t.Fatalf("publish with a confirm 1.5 s late and 300 ms to wait: %v, want a ConfirmPendingError", err)
+	}
+	// A sweep meanwhile (of rows of any age) leaves the row alone: its
+	// confirm is on the way.
+	if n, err := relay.Sweep(ctx, 0, 100); err != nil || n != 0 {
+		t.Fatalf("a sweep while the confirm is late published %d rows (%v), want none", n, err)
 	}
 	testenv.EventuallyWithin(t, 10*time.Second, "the late-confirmed row deleted", func() bool { return rows(t, db.Pool) == 0 })
 	got := map[string]int{}

@@ -71,7 +71,7 @@ func (r *Relay) Publish(ctx context.Context, msgs []*Message) error {
 		if err := r.pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); err != nil {
 			var pending confirmPending
 			if errors.As(err, &pending) {
-				go r.lateConfirm(context.WithoutCancel(ctx), m, pending)
+				r.awaitLate(context.WithoutCancel(ctx), m, pending)
 			}
 			return fmt.Errorf("publish %s: %w", m.RoutingKey, err)
 		}
@@ -81,9 +81,7 @@ func (r *Relay) Publish(ctx context.Context, msgs []*Message) error {
 }
 
 // LateConfirmWait is how long Publish waits for a confirm its caller's
-// context gave up on: the step runtime's publish ends at half the sweep's
-// age (10 s by default), so a confirm up to the sweep's age late still
-// saves the copy.
+// context gave up on, the row held back from the sweep meanwhile.
 const LateConfirmWait = 10 * time.Second
 
 // confirmPending is the publisher's error for a message it sent but whose
@@ -91,6 +89,22 @@ const LateConfirmWait = 10 * time.Second
 type confirmPending interface {
 	error
 	Await(ctx context.Context) error
+}
+
+// awaitLate holds m's row back from every process's sweep for
+// LateConfirmWait (its next_try_at, which the sweep respects) and waits
+// for the confirm in the background: if the broker confirms m, its row is
+// deleted as Publish would have; if not, the sweep publishes it after.
+// Without the hold a sweep could take the row while its confirm is on
+// the way.
+func (r *Relay) awaitLate(ctx context.Context, m *Message, pending confirmPending) {
+	hold, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.pool.Exec(hold, `UPDATE outbox SET next_try_at = now() + $2::interval WHERE id = $1`,
+		m.ID, LateConfirmWait); err != nil {
+		r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("hold an outbox row back from the sweep while its confirm is late")
+	}
+	go r.lateConfirm(ctx, m, pending)
 }
 
 // lateConfirm waits for the confirm of m that Publish's caller gave up on

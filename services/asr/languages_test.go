@@ -118,7 +118,7 @@ func checkChildren(t *testing.T, s *testenv.Stack, env *wire.Envelope) {
 	if err != nil || len(f.Children) != 2 {
 		t.Fatalf("family %+v (%v), want two children", f, err)
 	}
-	batches, seen := map[uuid.UUID][]string{}, map[uuid.UUID]bool{}
+	batches := map[uuid.UUID][]string{}
 	for _, c := range f.Children {
 		child := wire.ChildTaskID(parent, c.TargetLanguage)
 		if c.ID != child || c.Status != task.Queued {
@@ -148,7 +148,7 @@ func checkChildren(t *testing.T, s *testenv.Stack, env *wire.Envelope) {
 	}
 	testenv.Poll(time.Now().Add(testenv.Within(t, 30*time.Second)), func() bool {
 		for n := s.Depth("task.translate"); n > 0; n-- {
-			takeBatch(t, s, parent, env, batches, seen)
+			takeBatch(t, s, parent, env, batches)
 		}
 		return complete()
 	})
@@ -164,20 +164,11 @@ func checkChildren(t *testing.T, s *testenv.Stack, env *wire.Envelope) {
 }
 
 // takeBatch takes the next translate message and adds its segments to its
-// child's batches (messages of other tests' tasks are passed over). A copy
-// of a message already taken (the same message id: publishing is
-// at-least-once — a confirm that comes after the publisher gave up on it
-// leaves the row to the outbox sweep, which sends it again — and
-// consumers skip such copies by id) is passed over too; a batch emitted
-// twice, as two messages, is not.
-func takeBatch(t *testing.T, s *testenv.Stack, parent uuid.UUID, env *wire.Envelope, batches map[uuid.UUID][]string, seen map[uuid.UUID]bool) {
+// child's batches (messages of other tests' tasks are passed over).
+func takeBatch(t *testing.T, s *testenv.Stack, parent uuid.UUID, env *wire.Envelope, batches map[uuid.UUID][]string) {
 	t.Helper()
 	var p wire.Translate
 	m := s.NextMessage(t, "task.translate", &p)
-	if seen[m.MessageID] {
-		return
-	}
-	seen[m.MessageID] = true
 	if m.TaskID == parent {
 		t.Errorf("a translate batch of the parent itself: %+v", p)
 		return
