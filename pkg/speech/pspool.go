@@ -18,10 +18,11 @@ import (
 // time, so a worker holds at most size models (about 100 MB each) and
 // never loads one per file. A decoder is loaded when a file finds none
 // idle, and freed once it has been idle for decoderIdle, so an idle
-// worker holds none (as with a command per file).
+// worker holds none (as with a command per file). Which file decodes when
+// is decodeSlots'.
 type decoderPool struct {
 	args    []string
-	sem     chan struct{} // a token per decoder in use or being loaded
+	slots   decodeSlots
 	idleFor time.Duration // decoderIdle when the pool was made
 	mu      sync.Mutex
 	idle    []idleDecoder // the most recently used last
@@ -57,7 +58,7 @@ func sharedPool(args []string, size int) *decoderPool {
 	if size <= 0 {
 		size = cores.Usable() + 1
 	}
-	p := &decoderPool{args: args, sem: make(chan struct{}, size), idleFor: decoderIdle}
+	p := &decoderPool{args: args, slots: newDecodeSlots(size, cores.Usable()), idleFor: decoderIdle}
 	pools[key] = p
 	return p
 }
@@ -69,19 +70,61 @@ func sharedPool(args []string, size int) *decoderPool {
 // nice steps nicer than the worker, as the command would run, and that
 // thread ends with the decode: the model stays loaded either way.
 func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []float64, nice int) (string, error) {
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return "", ctx.Err()
+	release, err := p.slots.acquire(ctx, nice > 0)
+	if err != nil {
+		return "", err
 	}
-	defer func() { <-p.sem }()
+	defer release()
 	if nice <= 0 {
 		return p.decodeFile(ctx, wavPath, cmnMean)
 	}
 	var out string
-	var err error
 	onNicedThread(nice, func() { out, err = p.decodeFile(ctx, wavPath, cmnMean) })
 	return out, err
+}
+
+// decodeSlots admits decodes to a pool of size decoders on a worker that
+// sees cores cores: at most size at once; plain ones (a short task's file,
+// at the worker's priority) at most cores of them, since three at once on
+// two cores cost 10–15 % more CPU each (their models take turns in the
+// caches) and finish no sooner; Yielding ones (a long recording's chunks,
+// niced) at most cores and one fewer than size, so that a short task's
+// file always finds a decoder free of them (asr has a consumer more than
+// the cores for it).
+type decodeSlots struct {
+	all, plain, niced chan struct{}
+}
+
+// newDecodeSlots returns the slots of a pool of size decoders on cores cores.
+func newDecodeSlots(size, cores int) decodeSlots {
+	size, cores = max(size, 1), max(cores, 1)
+	niced := min(size, cores)
+	if size > 1 {
+		niced = min(niced, size-1)
+	}
+	return decodeSlots{all: make(chan struct{}, size), plain: make(chan struct{}, min(size, cores)),
+		niced: make(chan struct{}, niced)}
+}
+
+// acquire waits until a decode of its kind may start (niced: a Yielding
+// one) or ctx ends, and returns what gives its slots back.
+func (s decodeSlots) acquire(ctx context.Context, niced bool) (func(), error) {
+	own := s.plain
+	if niced {
+		own = s.niced
+	}
+	select {
+	case own <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case s.all <- struct{}{}:
+	case <-ctx.Done():
+		<-own
+		return nil, ctx.Err()
+	}
+	return func() { <-s.all; <-own }, nil
 }
 
 // decodeFile decodes wavPath with an idle or newly loaded decoder and
