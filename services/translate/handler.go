@@ -32,17 +32,13 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
-	want := make([]int32, 0, len(p.SegmentIDs))
-	for _, id := range p.SegmentIDs {
-		idx, err := wire.SegmentIndex(id)
-		if err != nil {
-			return fault.Permanent(fmt.Errorf("segment_ids: %w", err))
-		}
-		want = append(want, int32(idx))
+	want, err := segmentIndexes(p.SegmentIDs)
+	if err != nil {
+		return err
 	}
 	var speaker string
 	var long bool
-	err := h.db.QueryRow(ctx, `SELECT speaker_id, `+step.FannedOutSQL("$1", "'"+wire.StepASR+"'")+
+	err = h.db.QueryRow(ctx, `SELECT speaker_id, `+step.FannedOutSQL("$1", "'"+wire.StepASR+"'")+
 		` FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker, &long)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -56,21 +52,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	if len(texts) > 0 {
-		b, err := h.translator(ctx, env, p)
+		out, err := h.translate(ctx, env, p, texts)
 		if err != nil {
 			return err
-		}
-		out, err := b.Translate(ctx, texts, p.SourceLanguage, p.TargetLanguage)
-		if err != nil {
-			return fmt.Errorf("translate %d segments %s→%s: %w", len(texts), p.SourceLanguage, p.TargetLanguage, err)
-		}
-		if len(out) != len(texts) {
-			return fmt.Errorf("translate: %d translations for %d segments: %w", len(out), len(texts), speech.ErrCountMismatch)
-		}
-		for i := range out {
-			// An empty translation stays an explicit '' (nothing to
-			// say), never NULL (not translated yet).
-			out[i] = strings.TrimSpace(out[i])
 		}
 		msg.Exec(`UPDATE segments AS s SET mt_text = t.mt
 			FROM unnest($2::int[], $3::text[]) AS t(idx, mt)
@@ -89,6 +73,41 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(err)
 	}
 	return nil
+}
+
+// segmentIndexes are the indexes of a batch's segment ids.
+func segmentIndexes(ids []string) ([]int32, error) {
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		idx, err := wire.SegmentIndex(id)
+		if err != nil {
+			return nil, fault.Permanent(fmt.Errorf("segment_ids: %w", err))
+		}
+		out = append(out, int32(idx))
+	}
+	return out, nil
+}
+
+// translate translates texts with the task's engine, one translation a
+// text, trimmed.
+func (h *handler) translate(ctx context.Context, env *wire.Envelope, p wire.Translate, texts []string) ([]string, error) {
+	b, err := h.translator(ctx, env, p)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.Translate(ctx, texts, p.SourceLanguage, p.TargetLanguage)
+	if err != nil {
+		return nil, fmt.Errorf("translate %d segments %s→%s: %w", len(texts), p.SourceLanguage, p.TargetLanguage, err)
+	}
+	if len(out) != len(texts) {
+		return nil, fmt.Errorf("translate: %d translations for %d segments: %w", len(out), len(texts), speech.ErrCountMismatch)
+	}
+	for i := range out {
+		// An empty translation stays an explicit '' (nothing to say),
+		// never NULL (not translated yet).
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out, nil
 }
 
 // emitTTS stages the batch's tts part. For a long recording (its asr cut
