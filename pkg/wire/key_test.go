@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,5 +93,19 @@ func TestSegmentIndex(t *testing.T) {
 		if _, err := wire.SegmentIndex(bad); err == nil {
 			t.Errorf("SegmentIndex(%q) accepted", bad)
 		}
+	}
+}
+
+func TestSegmentIndexes(t *testing.T) {
+	got, err := wire.SegmentIndexes([]string{"seg-3", "seg-0", "seg-12"})
+	if err != nil || !slices.Equal(got, []int32{3, 0, 12}) {
+		t.Errorf("SegmentIndexes = %v, %v", got, err)
+	}
+	if got, err := wire.SegmentIndexes(nil); got != nil || err != nil {
+		t.Errorf("SegmentIndexes(nil) = %v, %v; want nil, nil (a message of the whole task)", got, err)
+	}
+	_, err = wire.SegmentIndexes([]string{"seg-1", "seg-01"})
+	if err == nil || !strings.Contains(err.Error(), "segment_ids") || !strings.Contains(err.Error(), "seg-01") {
+		t.Errorf("SegmentIndexes with seg-01: %v; want an error naming segment_ids and the id", err)
 	}
 }

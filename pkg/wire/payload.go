@@ -266,6 +266,23 @@ func SegmentIndex(id string) (int, error) {
 	return strconv.Atoi(digits)
 }
 
+// SegmentIndexes parses a message's segment ids into their indexes (nil
+// for none).
+func SegmentIndexes(ids []string) ([]int32, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		idx, err := SegmentIndex(id)
+		if err != nil {
+			return nil, fmt.Errorf("segment_ids: %w", err)
+		}
+		out = append(out, int32(idx))
+	}
+	return out, nil
+}
+
 // truncate makes s clean text (CleanText) of at most n bytes, cut without
 // leaving a broken UTF-8 sequence.
 func truncate(s string, n int) string {

@@ -32,9 +32,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
-	want, err := segmentIndexes(p.SegmentIDs)
+	want, err := wire.SegmentIndexes(p.SegmentIDs)
 	if err != nil {
-		return err
+		return fault.Permanent(err)
 	}
 	var speaker string
 	var long bool
@@ -73,19 +73,6 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(err)
 	}
 	return nil
-}
-
-// segmentIndexes are the indexes of a batch's segment ids.
-func segmentIndexes(ids []string) ([]int32, error) {
-	out := make([]int32, 0, len(ids))
-	for _, id := range ids {
-		idx, err := wire.SegmentIndex(id)
-		if err != nil {
-			return nil, fault.Permanent(fmt.Errorf("segment_ids: %w", err))
-		}
-		out = append(out, int32(idx))
-	}
-	return out, nil
 }
 
 // translate translates texts with the task's engine, one translation a

@@ -115,9 +115,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		t.speaker = p.SpeakerID
 	}
 	t.version = p.Version
-	only, err := segmentIndexes(p.SegmentIDs)
+	only, err := wire.SegmentIndexes(p.SegmentIDs)
 	if err != nil {
-		return err
+		return fault.Permanent(err)
 	}
 	if err := h.assignSpeakers(ctx, msg, t, only); err != nil {
 		return err
@@ -137,23 +137,6 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return h.finishPart(ctx, msg, t, only, done)
 	}
 	return h.finish(ctx, msg, t, done)
-}
-
-// segmentIndexes reads a part's segment ids (nil for a message of the whole
-// task).
-func segmentIndexes(ids []string) ([]int32, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	out := make([]int32, 0, len(ids))
-	for _, id := range ids {
-		idx, err := wire.SegmentIndex(id)
-		if err != nil {
-			return nil, fault.Permanent(fmt.Errorf("segment_ids: %w", err))
-		}
-		out = append(out, int32(idx))
-	}
-	return out, nil
 }
 
 // finishPart checks that every segment of the part has audio, then stages
