@@ -87,6 +87,7 @@ build: ## Build the services into bin/ (SERVICES="asr tts" for some)
 	done
 	@mkdir -p bin
 	$(GO) build -o bin/ $(addprefix ./services/,$(SERVICES))
+	@scripts/ffzygote.sh bin
 
 .PHONY: packages
 packages: ## Install the Debian packages the workers run and build with (what is missing; scripts/stack.sh)

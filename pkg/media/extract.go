@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -92,7 +91,7 @@ func writeAtomically(out string, write func(tmp string) error) error {
 // classifyFFmpegError marks the failures that come from the input itself
 // as permanent with a clear message; everything else keeps err as is.
 func classifyFFmpegError(in, stderr string, err error) error {
-	var exitErr *exec.ExitError
+	var exitErr *ExitError
 	if !errors.As(err, &exitErr) {
 		return err
 	}

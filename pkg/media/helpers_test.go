@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,7 +87,17 @@ var sampleMu sync.Mutex
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// The suite runs ffmpeg and ffprobe as the workers do: through their
+	// fork servers (zygote_test.go covers running them per job).
+	lib, err := buildZygoteLib()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build the ffmpeg fork server:", err)
+		os.Exit(1)
+	}
+	zygoteLibForTests = lib
+	setZygoteLib(lib)
 	code := m.Run()
+	setZygoteLib("")
 	if samplesDir != "" {
 		os.RemoveAll(samplesDir)
 	}

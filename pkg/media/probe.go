@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -212,7 +211,7 @@ var notWhitelisted = regexp.MustCompile(`\[([a-z0-9_,]+) @ [^\]]*\] Format not o
 // classifyProbeError turns an ffprobe failure into a clear error: the
 // input's faults are permanent, the machine's (timeout, missing tool) are not.
 func classifyProbeError(path, stderr string, err error) error {
-	var exitErr *exec.ExitError
+	var exitErr *ExitError
 	if !errors.As(err, &exitErr) {
 		return err // unsafe path (already permanent), missing file or tool, timeout
 	}

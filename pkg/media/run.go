@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -158,13 +157,10 @@ func run(ctx context.Context, limit time.Duration, stdin io.Reader, name string,
 func runTail(ctx context.Context, limit time.Duration, tail int, stdin io.Reader, name string, args ...string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
 	stdout := &capBuffer{limit: stdoutLimit}
 	stderr := &tailBuffer{limit: tail}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.Stdin = stdin // nil reads from the null device
-	cmd.WaitDelay = 5 * time.Second
+	// stdin nil reads from the null device
+	cmd := &command{ctx: ctx, name: name, args: args, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	err := cmd.Run()
 	msg := stderr.String()
 	if err != nil {
@@ -228,7 +224,7 @@ func (t *tailBuffer) String() string {
 // ffmpegStream is an ffmpeg run whose output is read as it is written.
 type ffmpegStream struct {
 	io.Reader
-	cmd    *exec.Cmd
+	cmd    *command
 	cancel context.CancelFunc
 	stderr *tailBuffer
 }
@@ -238,20 +234,13 @@ type ffmpegStream struct {
 func startFFmpeg(ctx context.Context, args ...string) (*ffmpegStream, error) {
 	ctx, cancel := context.WithTimeout(ctx, ffmpegTimeout)
 	base := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error", "-filter_threads", "1", "-filter_complex_threads", "1"}
-	cmd := exec.CommandContext(ctx, "ffmpeg", append(base, args...)...)
-	s := &ffmpegStream{cmd: cmd, cancel: cancel, stderr: &tailBuffer{limit: stderrLimit}}
-	cmd.Stderr = s.stderr
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	s := &ffmpegStream{cancel: cancel, stderr: &tailBuffer{limit: stderrLimit}}
+	s.cmd = &command{ctx: ctx, name: "ffmpeg", args: append(base, args...), Stderr: s.stderr, pipeOut: true}
+	if err := s.cmd.Start(); err != nil {
 		cancel()
 		return nil, fmt.Errorf("ffmpeg: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return nil, fmt.Errorf("ffmpeg: %w", err)
-	}
-	s.Reader = out
+	s.Reader = s.cmd.stdout
 	return s, nil
 }
 

@@ -45,5 +45,10 @@ func BuildServices(dir string, names ...string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
+	// The ffmpeg fork server next to the binaries, where the workers look
+	// for it (as `make build` puts it in bin/).
+	if out, err := exec.Command(filepath.Join(root, "scripts", "ffzygote.sh"), dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("scripts/ffzygote.sh: %w\n%s", err, out)
+	}
 	return nil
 }

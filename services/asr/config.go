@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -16,6 +17,7 @@ import (
 type Config struct {
 	config.Common
 	config.Limits
+	config.MediaTools
 
 	// TimeoutSeconds bounds one run of the step.
 	config.TimeoutSeconds `env:"TIMEOUT_ASR_SECONDS" envDefault:"1200"`
@@ -71,6 +73,9 @@ func (c *Config) Speech() speech.Config {
 // run serves the asr step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	if _, err := media.UseZygote(c.FFmpegZygote); err != nil {
+		return nil, err
+	}
 	engine, err := speech.NewTranscriber(c.Speech())
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ const minTokenLength = 16
 type Config struct {
 	config.Common
 	Limits config.Limits
+	config.MediaTools
 	// HTTPAddr serves the API and the page.
 	HTTPAddr string `env:"CONSOLE_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// APIToken grants everything; ReadToken (optional) grants GET only.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/rs/zerolog"
@@ -19,6 +20,9 @@ func run(ctx context.Context, environ map[string]string) error {
 		return err
 	}
 	defer p.Close()
+	if _, err := media.UseZygote(cfg.FFmpegZygote); err != nil {
+		return err
+	}
 	signer, err := cfg.presigner(p.Blob)
 	if err != nil {
 		return err

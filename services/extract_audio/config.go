@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
@@ -12,6 +13,7 @@ import (
 type Config struct {
 	config.Common
 	config.Limits
+	config.MediaTools
 
 	// TimeoutSeconds bounds one run of the step.
 	config.TimeoutSeconds `env:"TIMEOUT_EXTRACT_AUDIO_SECONDS" envDefault:"600"`
@@ -30,6 +32,9 @@ func (c *Config) Validate() error {
 // run serves the extract_audio step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	if _, err := media.UseZygote(c.FFmpegZygote); err != nil {
+		return nil, err
+	}
 	d.Log.Info().Int("max_video_seconds", c.MaxVideoSeconds).Int64("max_video_bytes", c.MaxVideoBytes).
 		Str("default_source_language", c.DefaultSourceLanguage).
 		Str("default_target_language", c.DefaultTargetLanguage).Msg("extract_audio starting")

@@ -15,6 +15,7 @@ import (
 type Config struct {
 	config.Common
 	config.Limits
+	config.MediaTools
 
 	// TimeoutSeconds bounds one run of the step.
 	config.TimeoutSeconds `env:"TIMEOUT_MUX_SECONDS" envDefault:"900"`
@@ -56,6 +57,9 @@ func (c *Config) Mix() media.MixOptions {
 // run serves the mux_video step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
+	if _, err := media.UseZygote(c.FFmpegZygote); err != nil {
+		return nil, err
+	}
 	d.Log.Info().Float64("max_speedup", c.MaxSpeedup).Int("max_video_seconds", c.MaxVideoSeconds).
 		Int64("max_video_bytes", c.MaxVideoBytes).Int64("max_clip_bytes", c.MaxClipBytes).Msg("mux_video starting")
 	return &handler{db: d.Pool, objects: d.Blob, cfg: *c}, nil
