@@ -285,14 +285,22 @@ func (z *zygote) run(dir string, argv []string, stdio [3]*os.File) (*zjob, error
 	msg := make([]byte, 4+len(blob))
 	binary.LittleEndian.PutUint32(msg, uint32(len(blob)))
 	copy(msg[4:], blob)
+	// The server reads the arguments and forks, or closes the socket
+	// without forking (EOF: the caller runs the tool itself). A server too
+	// slow to answer may still fork: closing the socket then kills that
+	// job, and this one fails (the step is tried again) rather than run the
+	// tool a second time beside it.
 	_ = reply.SetDeadline(time.Now().Add(zygoteReady))
 	var pid [4]byte
-	if _, err := reply.Write(msg); err != nil {
-		reply.Close()
-		return nil, errNotStarted
+	_, err = reply.Write(msg)
+	if err == nil {
+		_, err = io.ReadFull(reply, pid[:])
 	}
-	if _, err := io.ReadFull(reply, pid[:]); err != nil {
+	if err != nil {
 		reply.Close()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("%s fork server: no answer within %s", z.name, zygoteReady)
+		}
 		return nil, errNotStarted
 	}
 	_ = reply.SetDeadline(time.Time{})

@@ -103,10 +103,10 @@ func newStack(tb testing.TB, extra map[string]string) *stack {
 		}
 	}
 	// Engine and step settings pass through, so a benchmark can compare
-	// them (ASR_CHUNK_SECONDS=30 make bench ...).
+	// them (ASR_CHUNK_SECONDS=30 make bench ..., FFMPEG_ZYGOTE=off).
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		for _, prefix := range []string{"ASR_", "POCKETSPHINX_", "TRANSLATE_", "TTS_", "MUX_", "WORKER_"} {
+		for _, prefix := range []string{"ASR_", "POCKETSPHINX_", "TRANSLATE_", "TTS_", "MUX_", "WORKER_", "FFMPEG_"} {
 			if strings.HasPrefix(k, prefix) {
 				env[k] = v
 			}

@@ -138,6 +138,7 @@ static void start_job(int fds[4], sigset_t *old) {
 		argv[i] = p;
 		p += strlen(p) + 1;
 	}
+	pid_t server = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		free(argv);
@@ -145,6 +146,8 @@ static void start_job(int fds[4], sigset_t *old) {
 	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != server) // the server ended before the line above
+			_exit(125);
 		sigprocmask(SIG_SETMASK, old, NULL);
 		signal(SIGCHLD, SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
