@@ -169,11 +169,13 @@ func (s *treeSampler) stop() map[string]memory {
 // process's threads) and its resident memory in bytes. It reads only the
 // trees' processes, not all of /proc, so that sampling often costs little.
 //
-// A child still running its parent's program is one caught between Go's
-// fork (clone with CLONE_VM: it shares the parent's memory) and its exec:
-// its smaps report the parent's pages again, so it is left out rather than
-// counted twice (at 50 ms it was, now and then: "translate=21" under
-// translate at the peak).
+// A worker's child still running the worker's program is one caught
+// between Go's fork (clone with CLONE_VM: it shares the parent's memory)
+// and its exec: its smaps report the parent's pages again, so it is left
+// out rather than counted twice (at 50 ms it was, now and then:
+// "translate=21" under translate at the peak). Deeper down the same program
+// is a real process: the jobs an ffmpeg fork server forks (pkg/media
+// zygote) run ffmpeg as their parent does, and count.
 func readProcs(roots []int) procTable {
 	t := procTable{children: map[int][]int{}, rss: map[int]int64{}, pss: map[int]int64{}, comm: map[int]string{}}
 	page := int64(os.Getpagesize())
@@ -181,8 +183,8 @@ func readProcs(roots []int) procTable {
 		p, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		return p
 	}
-	var visit func(pid int)
-	visit = func(pid int) {
+	var visit func(pid int, root bool)
+	visit = func(pid int, root bool) {
 		statm, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
 		if err != nil {
 			return // the process ended
@@ -205,16 +207,16 @@ func readProcs(roots []int) procTable {
 				if err != nil {
 					continue
 				}
-				if prog := exe(child); prog != "" && prog == exe(pid) {
-					continue // forked, not yet exec'd: the parent's memory
+				if prog := exe(child); root && prog != "" && prog == exe(pid) {
+					continue // forked, not yet exec'd: the worker's memory
 				}
 				t.children[pid] = append(t.children[pid], child)
-				visit(child)
+				visit(child, false)
 			}
 		}
 	}
 	for _, pid := range roots {
-		visit(pid)
+		visit(pid, true)
 	}
 	return t
 }
@@ -300,5 +302,32 @@ func TestTreeSamplerCountsChildren(t *testing.T) {
 	whole, withoutChildren := procs.tree(self), procs.rss[self]
 	if whole.rss < withoutChildren+procs.rss[sh]+procs.rss[sleep] {
 		t.Fatalf("tree rss %d < self %d + sh %d + sleep %d", whole.rss, withoutChildren, procs.rss[sh], procs.rss[sleep])
+	}
+}
+
+// Below a worker, a child running its parent's program is a process of its
+// own (an ffmpeg fork server's job runs ffmpeg as the server does) and
+// counts; only a worker's own child before its exec is left out.
+func TestTreeSamplerCountsJobsOfAForkServer(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sh -c 'sleep 30; true' & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	outer := cmd.Process.Pid
+	var procs procTable
+	if !testenv.Poll(time.Now().Add(testenv.Within(t, 10*time.Second)), func() bool {
+		procs = readProcs([]int{os.Getpid()})
+		kids := procs.children[outer]
+		return len(kids) == 1 && len(procs.children[kids[0]]) == 1
+	}) {
+		t.Fatalf("sh %d: children %v, want the inner sh (same program) and its sleep", outer, procs.children[outer])
+	}
+	inner := procs.children[outer][0]
+	if procs.comm[inner] != procs.comm[outer] {
+		t.Fatalf("inner %q, outer %q: want the same program", procs.comm[inner], procs.comm[outer])
+	}
+	if procs.tree(outer).pss <= procs.pss[outer] {
+		t.Fatal("the inner sh and its sleep added no memory to the outer sh's tree")
 	}
 }
