@@ -200,7 +200,7 @@ func (z *zygote) start() (*net.UnixConn, *os.Process, chan struct{}, error) {
 	if old := os.Getenv("LD_PRELOAD"); old != "" {
 		preload += " " + old
 	}
-	cmd.Env = append(os.Environ(), "LD_PRELOAD="+preload, "DUBFLOW_ZYGOTE_FD=3")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+preload, "DUBFLOW_ZYGOTE_FD=3", "DUBFLOW_ZYGOTE_TOOL="+z.name)
 	cmd.ExtraFiles = []*os.File{theirs}
 	stderr := &tailBuffer{limit: stderrLimit}
 	cmd.Stderr = stderr

@@ -203,3 +203,34 @@ func TestZygoteOffRunsExec(t *testing.T) {
 		t.Fatal("without a library ffmpeg did not run as its own process")
 	}
 }
+
+// A wrapper script found first on PATH (as TestProcessStarts's shims, or
+// an operator's) runs its shell with the library loaded: the shell must
+// run its script, and the tool it runs serves.
+func TestZygoteBehindAWrapperScript(t *testing.T) {
+	real, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "wrapped")
+	script := "#!/bin/sh\necho started >> '" + marker + "'\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "ffmpeg"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	needZygote(t)
+	for range 3 {
+		out, _, err := run(context.Background(), time.Minute, nil, "ffmpeg", "-version")
+		if err != nil || !bytes.HasPrefix(out, []byte("ffmpeg version")) {
+			t.Fatalf("behind the wrapper: %v %q", err, out)
+		}
+	}
+	if zygoteFor("ffmpeg").pid() == 0 {
+		t.Fatal("no fork server runs behind the wrapper")
+	}
+	raw, err := os.ReadFile(marker)
+	if err != nil || strings.Count(string(raw), "started") != 1 {
+		t.Fatalf("the wrapper ran %q times (%v), want once: the server's start", raw, err)
+	}
+}

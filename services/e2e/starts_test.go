@@ -21,7 +21,10 @@ import (
 // source video again and its own output); now the door's probe is
 // recorded with the task (tasks.source_probe) and reused by extract_audio
 // and mux_video for the same bytes, and mux_video reads its output's
-// length from the MP4 header.
+// length from the MP4 header. With the ffmpeg fork server (FFMPEG_ZYGOTE,
+// libffzygote.so beside the binaries) a shim sees the server's start, one
+// per tool and worker, and none of the jobs it forks: the starts that load
+// the libraries are what this counts.
 var startBudget = map[string]map[string]int{
 	"dubctl":        {"ffprobe": 1, "ffmpeg": 0}, // the door: admit.Limits.Media
 	"extract_audio": {"ffprobe": 0, "ffmpeg": 1}, // the extraction

@@ -258,14 +258,30 @@ static int serve(int argc, char **argv, char **envp) {
 	return 0;
 }
 
+// is_tool reports whether this program is the tool the server is for
+// (DUBFLOW_ZYGOTE_TOOL, the name of its executable): a wrapper script found
+// first on PATH runs its shell with the library loaded too, and that shell
+// must run its script (which runs the tool, which then serves).
+static int is_tool(void) {
+	const char *tool = getenv("DUBFLOW_ZYGOTE_TOOL");
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (!tool || n <= 0)
+		return 0;
+	exe[n] = 0;
+	const char *base = strrchr(exe, '/');
+	return strcmp(base ? base + 1 : exe, tool) == 0;
+}
+
 int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), void (*fini)(void),
                       void (*rtld_fini)(void), void *stack_end) {
 	typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void), void (*)(void), void *);
 	start_fn real_start = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
 	const char *fd = getenv("DUBFLOW_ZYGOTE_FD");
-	if (fd && *fd) {
+	if (fd && *fd && is_tool()) {
 		control_fd = atoi(fd);
 		unsetenv("DUBFLOW_ZYGOTE_FD");
+		unsetenv("DUBFLOW_ZYGOTE_TOOL");
 		unsetenv("LD_PRELOAD");
 		real_main = main;
 		main = serve;
