@@ -400,20 +400,41 @@ func (c *command) startJob(z *zygote) error {
 	if err != nil {
 		return errNotStarted
 	}
-	var stdio [3]*os.File
-	var theirs []*os.File // the child's ends: the server has its own copies once it took the job
-	var copies []func()
-	defer func() {
-		for _, f := range theirs {
-			f.Close()
-		}
-	}()
-	fail := func(err error) error {
-		for _, f := range c.ours {
-			f.Close()
-		}
-		c.ours, c.stdout = nil, nil
+	s, err := c.jobStreams()
+	if err != nil {
 		return err
+	}
+	defer s.closeTheirs() // the server has its own copies once it took the job
+	job, err := z.run(dir, append([]string{c.name}, c.args...), s.stdio)
+	if err != nil {
+		s.closeOurs()
+		return err
+	}
+	c.job, c.ours, c.stdout = job, s.ours, s.stdout
+	for _, f := range s.copies {
+		c.copying.Go(f)
+	}
+	return nil
+}
+
+// jobStreams are a job's standard streams as the server hands them to the
+// child (stdio): the child's ends, which this process closes once the
+// server has them (theirs); this process's ends (ours); the copies between
+// them and Stdin, Stdout, Stderr, run once the job started; and stdout's
+// read end when the caller reads it (pipeOut).
+type jobStreams struct {
+	stdio        [3]*os.File
+	theirs, ours []*os.File
+	copies       []func()
+	stdout       io.ReadCloser
+}
+
+func (c *command) jobStreams() (*jobStreams, error) {
+	s := &jobStreams{}
+	fail := func(err error) (*jobStreams, error) {
+		s.closeTheirs()
+		s.closeOurs()
+		return nil, err
 	}
 	switch in := c.Stdin.(type) {
 	case nil:
@@ -421,56 +442,68 @@ func (c *command) startJob(z *zygote) error {
 		if err != nil {
 			return fail(err)
 		}
-		theirs, stdio[0] = append(theirs, f), f
+		s.theirs, s.stdio[0] = append(s.theirs, f), f
 	case *os.File:
-		stdio[0] = in
+		s.stdio[0] = in
 	default:
 		r, w, err := os.Pipe()
 		if err != nil {
 			return fail(err)
 		}
-		theirs, stdio[0], c.ours = append(theirs, r), r, append(c.ours, w)
-		copies = append(copies, func() {
+		s.theirs, s.stdio[0], s.ours = append(s.theirs, r), r, append(s.ours, w)
+		s.copies = append(s.copies, func() {
 			_, _ = io.Copy(w, in) // a tool that stops reading ends the copy (EPIPE), as with os/exec
 			w.Close()
 		})
 	}
 	for i, dst := range []io.Writer{c.Stdout, c.Stderr} {
-		switch out := dst.(type) {
-		case *os.File:
-			stdio[1+i] = out
-			continue
-		case nil:
-			if i == 0 && c.pipeOut {
-				break
-			}
-			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			if err != nil {
-				return fail(err)
-			}
-			theirs, stdio[1+i] = append(theirs, f), f
-			continue
-		}
-		r, w, err := os.Pipe()
+		f, err := s.output(dst, i == 0 && c.pipeOut)
 		if err != nil {
 			return fail(err)
 		}
-		theirs, stdio[1+i], c.ours = append(theirs, w), w, append(c.ours, r)
-		if dst == nil { // stdout to the caller
-			c.stdout = r
-			continue
+		s.stdio[1+i] = f
+	}
+	return s, nil
+}
+
+// output returns the child's end of an output stream: dst itself when it
+// is a file, the null device when it is nil (and not piped), else a pipe
+// whose read end is copied to dst, or kept as stdout when piped.
+func (s *jobStreams) output(dst io.Writer, piped bool) (*os.File, error) {
+	if f, ok := dst.(*os.File); ok {
+		return f, nil
+	}
+	if dst == nil && !piped {
+		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
 		}
-		copies = append(copies, func() { _, _ = io.Copy(dst, r) })
+		s.theirs = append(s.theirs, f)
+		return f, nil
 	}
-	job, err := z.run(dir, append([]string{c.name}, c.args...), stdio)
+	r, w, err := os.Pipe()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	c.job = job
-	for _, f := range copies {
-		c.copying.Go(f)
+	s.theirs, s.ours = append(s.theirs, w), append(s.ours, r)
+	if dst == nil {
+		s.stdout = r
+	} else {
+		s.copies = append(s.copies, func() { _, _ = io.Copy(dst, r) })
 	}
-	return nil
+	return w, nil
+}
+
+func (s *jobStreams) closeTheirs() {
+	for _, f := range s.theirs {
+		f.Close()
+	}
+}
+
+func (s *jobStreams) closeOurs() {
+	for _, f := range s.ours {
+		f.Close()
+	}
 }
 
 // Wait waits for the tool to end and for its output; an exit other than
