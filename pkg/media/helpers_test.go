@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/rs/zerolog"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -95,9 +96,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	zygoteLibForTests = lib
-	setZygoteLib(lib)
+	setZygoteLib(lib, zerolog.Nop())
 	code := m.Run()
-	setZygoteLib("")
+	setZygoteLib("", zerolog.Nop())
 	if samplesDir != "" {
 		os.RemoveAll(samplesDir)
 	}

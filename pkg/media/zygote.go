@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog/log"
+	"github.com/rs/zerolog"
 )
 
 // ZygoteLibrary is the file name of the fork server library
@@ -34,8 +34,9 @@ var zygoteTools = map[string]bool{"ffmpeg": true, "ffprobe": true}
 // every job (the default until it is called); "" through the fork server
 // library when it lies next to the running program (`make build` and the
 // images put it there), else as "off"; a path names the library, which
-// must exist. It returns the library used, "" for none.
-func UseZygote(setting string) (string, error) {
+// must exist. It returns the library used, "" for none. A server that
+// does not start is reported on logger.
+func UseZygote(setting string, logger zerolog.Logger) (string, error) {
 	lib := ""
 	switch setting = strings.TrimSpace(setting); setting {
 	case "off":
@@ -54,11 +55,11 @@ func UseZygote(setting string) (string, error) {
 		}
 		lib = abs
 	}
-	setZygoteLib(lib)
+	setZygoteLib(lib, logger)
 	if lib != "" {
-		log.Info().Str("library", lib).Msg("ffmpeg and ffprobe run through fork servers (FFMPEG_ZYGOTE)")
+		logger.Info().Str("library", lib).Msg("ffmpeg and ffprobe run through fork servers (FFMPEG_ZYGOTE)")
 	} else {
-		log.Info().Msg("ffmpeg and ffprobe start anew for every job (FFMPEG_ZYGOTE)")
+		logger.Info().Msg("ffmpeg and ffprobe start anew for every job (FFMPEG_ZYGOTE)")
 	}
 	return lib, nil
 }
@@ -69,10 +70,12 @@ func fileExists(p string) bool {
 }
 
 // setZygoteLib makes lib ("" for none) the library of the servers started
-// from now on, ending the ones started with another.
-func setZygoteLib(lib string) {
+// from now on, ending the ones started with another; logger reports
+// the servers that do not start.
+func setZygoteLib(lib string, logger zerolog.Logger) {
 	zygotes.Lock()
 	defer zygotes.Unlock()
+	zygotes.log = logger
 	if lib == zygotes.lib {
 		return
 	}
@@ -87,8 +90,9 @@ func setZygoteLib(lib string) {
 var zygotes = struct {
 	sync.Mutex
 	lib string // the library to preload, "" for none (UseZygote)
+	log zerolog.Logger
 	m   map[string]*zygote
-}{m: map[string]*zygote{}}
+}{m: map[string]*zygote{}, log: zerolog.Nop()}
 
 // zygoteFor returns the fork server for the program name, or nil when it
 // runs as a new process per job (no library, another program, or its
@@ -104,7 +108,7 @@ func zygoteFor(name string) *zygote {
 	}
 	z := zygotes.m[name]
 	if z == nil {
-		z = &zygote{name: name, lib: zygotes.lib}
+		z = &zygote{name: name, lib: zygotes.lib, log: zygotes.log}
 		zygotes.m[name] = z
 	}
 	if z.broken {
@@ -121,6 +125,7 @@ func zygoteFor(name string) *zygote {
 // (a crash or a kill ends that job only), minus the start.
 type zygote struct {
 	name, lib string
+	log       zerolog.Logger
 
 	mu     sync.Mutex
 	ctl    *net.UnixConn // nil until started
@@ -171,7 +176,7 @@ func (z *zygote) control() (*net.UnixConn, error) {
 	ctl, proc, done, err := z.start()
 	if err != nil {
 		z.broken = true
-		log.Warn().Err(err).Str("tool", z.name).Str("library", z.lib).
+		z.log.Warn().Err(err).Str("tool", z.name).Str("library", z.lib).
 			Msg("fork server did not start: the tool starts anew for every job")
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // zygoteLibForTests is the fork server library the tests build (TestMain),
@@ -42,11 +44,11 @@ func useZygote(t *testing.T, lib string) {
 	zygotes.Lock()
 	old := zygotes.lib
 	zygotes.Unlock()
-	setZygoteLib("")
-	setZygoteLib(lib)
+	setZygoteLib("", zerolog.Nop())
+	setZygoteLib(lib, zerolog.Nop())
 	t.Cleanup(func() {
-		setZygoteLib("")
-		setZygoteLib(old)
+		setZygoteLib("", zerolog.Nop())
+		setZygoteLib(old, zerolog.Nop())
 	})
 }
 
@@ -175,20 +177,20 @@ func TestZygoteBrokenLibraryFallsBackToExec(t *testing.T) {
 }
 
 func TestUseZygote(t *testing.T) {
-	t.Cleanup(func() { setZygoteLib(zygoteLibForTests) })
-	if lib, err := UseZygote("off"); lib != "" || err != nil {
+	t.Cleanup(func() { setZygoteLib(zygoteLibForTests, zerolog.Nop()) })
+	if lib, err := UseZygote("off", zerolog.Nop()); lib != "" || err != nil {
 		t.Fatalf("UseZygote(off) = %q, %v", lib, err)
 	}
-	if _, err := UseZygote("/nonexistent/" + ZygoteLibrary); err == nil || !strings.Contains(err.Error(), "FFMPEG_ZYGOTE") {
+	if _, err := UseZygote("/nonexistent/"+ZygoteLibrary, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "FFMPEG_ZYGOTE") {
 		t.Fatalf("a missing library: %v, want an error naming FFMPEG_ZYGOTE", err)
 	}
 	if zygoteLibForTests != "" {
-		if lib, err := UseZygote(zygoteLibForTests); lib != zygoteLibForTests || err != nil {
+		if lib, err := UseZygote(zygoteLibForTests, zerolog.Nop()); lib != zygoteLibForTests || err != nil {
 			t.Fatalf("UseZygote(%s) = %q, %v", zygoteLibForTests, lib, err)
 		}
 	}
 	// "": next to the test binary, where no library lies.
-	if lib, err := UseZygote(""); lib != "" || err != nil {
+	if lib, err := UseZygote("", zerolog.Nop()); lib != "" || err != nil {
 		t.Fatalf(`UseZygote("") = %q, %v with no library next to the program`, lib, err)
 	}
 }

@@ -73,7 +73,7 @@ func (c *Config) Speech() speech.Config {
 // run serves the asr step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
-	if _, err := media.UseZygote(c.FFmpegZygote); err != nil {
+	if _, err := media.UseZygote(c.FFmpegZygote, d.Log); err != nil {
 		return nil, err
 	}
 	engine, err := speech.NewTranscriber(c.Speech())

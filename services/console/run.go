@@ -20,7 +20,7 @@ func run(ctx context.Context, environ map[string]string) error {
 		return err
 	}
 	defer p.Close()
-	if _, err := media.UseZygote(cfg.FFmpegZygote); err != nil {
+	if _, err := media.UseZygote(cfg.FFmpegZygote, p.Log); err != nil {
 		return err
 	}
 	signer, err := cfg.presigner(p.Blob)

@@ -32,7 +32,7 @@ func (c *Config) Validate() error {
 // run serves the extract_audio step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
-	if _, err := media.UseZygote(c.FFmpegZygote); err != nil {
+	if _, err := media.UseZygote(c.FFmpegZygote, d.Log); err != nil {
 		return nil, err
 	}
 	d.Log.Info().Int("max_video_seconds", c.MaxVideoSeconds).Int64("max_video_bytes", c.MaxVideoBytes).

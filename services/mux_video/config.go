@@ -57,7 +57,7 @@ func (c *Config) Mix() media.MixOptions {
 // run serves the mux_video step with the configuration in environ until ctx is
 // cancelled.
 var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, error) {
-	if _, err := media.UseZygote(c.FFmpegZygote); err != nil {
+	if _, err := media.UseZygote(c.FFmpegZygote, d.Log); err != nil {
 		return nil, err
 	}
 	d.Log.Info().Float64("max_speedup", c.MaxSpeedup).Int("max_video_seconds", c.MaxVideoSeconds).
