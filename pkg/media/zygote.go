@@ -361,7 +361,7 @@ type command struct {
 	cmd     *exec.Cmd      // os/exec
 	job     *zjob          // fork server
 	ours    []*os.File     // this process's ends of the job's pipes
-	copying sync.WaitGroup // copies between the pipes and Stdin, Stdout, Stderr
+	copying sync.WaitGroup // copies from the pipes to Stdout and Stderr
 }
 
 // waitDelay bounds the wait for a tool's output to end after it exited
@@ -416,6 +416,11 @@ func (c *command) startJob(z *zygote) error {
 		return err
 	}
 	c.job, c.ours, c.stdout = job, s.ours, s.stdout
+	if s.feed != nil {
+		// Not waited for, as os/exec does not wait for it either: a Stdin
+		// that never ends must not hold Wait once the tool has ended.
+		go s.feed()
+	}
 	for _, f := range s.copies {
 		c.copying.Go(f)
 	}
@@ -424,12 +429,13 @@ func (c *command) startJob(z *zygote) error {
 
 // jobStreams are a job's standard streams as the server hands them to the
 // child (stdio): the child's ends, which this process closes once the
-// server has them (theirs); this process's ends (ours); the copies between
-// them and Stdin, Stdout, Stderr, run once the job started; and stdout's
-// read end when the caller reads it (pipeOut).
+// server has them (theirs); this process's ends (ours); the feed of Stdin
+// into its pipe and the copies from the output pipes, run once the job
+// started; and stdout's read end when the caller reads it (pipeOut).
 type jobStreams struct {
 	stdio        [3]*os.File
 	theirs, ours []*os.File
+	feed         func()
 	copies       []func()
 	stdout       io.ReadCloser
 }
@@ -456,10 +462,10 @@ func (c *command) jobStreams() (*jobStreams, error) {
 			return fail(err)
 		}
 		s.theirs, s.stdio[0], s.ours = append(s.theirs, r), r, append(s.ours, w)
-		s.copies = append(s.copies, func() {
+		s.feed = func() {
 			_, _ = io.Copy(w, in) // a tool that stops reading ends the copy (EPIPE), as with os/exec
 			w.Close()
-		})
+		}
 	}
 	for i, dst := range []io.Writer{c.Stdout, c.Stderr} {
 		f, err := s.output(dst, i == 0 && c.pipeOut)
@@ -533,14 +539,11 @@ func (c *command) Wait() error {
 	select {
 	case <-copied:
 	case <-time.After(waitDelay): // something else holds the pipes open
-		for _, f := range c.ours {
-			f.Close()
-		}
-		<-copied
 	}
 	for _, f := range c.ours {
-		f.Close()
+		f.Close() // ends a copy still reading, and stdin's feed
 	}
+	<-copied
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", c.name, err)

@@ -236,3 +236,28 @@ func TestZygoteBehindAWrapperScript(t *testing.T) {
 		t.Fatalf("the wrapper ran %q times (%v), want once: the server's start", raw, err)
 	}
 }
+
+// A Stdin that never ends does not hold Wait once the tool has ended
+// without reading it (as with os/exec).
+func TestZygoteWaitDoesNotWaitForAnEndlessStdin(t *testing.T) {
+	needZygote(t)
+	in, feed := io.Pipe() // nothing is ever written: the feed blocks reading it
+	t.Cleanup(func() { feed.Close() })
+	c := &command{ctx: context.Background(), name: "ffmpeg", args: []string{"-version"}, Stdin: in}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if c.job == nil {
+		t.Fatal("ffmpeg did not run in its fork server")
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Wait still waits for the stdin that never ends")
+	}
+}
