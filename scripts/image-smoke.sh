@@ -189,6 +189,14 @@ for s in "${SERVICES[@]}"; do
 		done
 		in_image "$root" ffmpeg -hide_banner -f lavfi -i sine=d=0.2 -f wav -y /tmp/smoke.wav >/dev/null 2>&1 ||
 			die "$s: ffmpeg does not run as $UID_GID"
+		# ffmpeg's fork server (FFMPEG_ZYGOTE): the library lies beside the service, loads against the
+		# image's C library and, outside a worker (no control socket), leaves ffmpeg to run as itself.
+		[ -f "$root/app/libffzygote.so" ] || die "$s: /app/libffzygote.so missing (ffmpeg's fork server)"
+		if ! in_image "$root" env LD_PRELOAD=/app/libffzygote.so ffmpeg -hide_banner -f lavfi -i sine=d=0.2 -f wav -y \
+			/tmp/smoke-z.wav >/dev/null 2>"$WORK/zygote-$s.log" || grep -q 'LD_PRELOAD' "$WORK/zygote-$s.log"; then
+			cat "$WORK/zygote-$s.log" >&2
+			die "$s: ffmpeg does not run with /app/libffzygote.so preloaded"
+		fi
 		modes=$(in_image "$root" apertium -l) || die "$s: apertium does not run"
 		[[ $modes == *eng-spa* && $modes == *eng-cat* ]] || die "$s: apertium lacks eng-spa or eng-cat"
 		in_image "$root" espeak-ng -v es -w /tmp/smoke-es.wav "hola" || die "$s: espeak-ng does not speak"
@@ -212,7 +220,7 @@ for s in "${SERVICES[@]}"; do
 	kill -TERM "$pid"
 	wait "$pid" || die "$s: did not exit 0 on SIGTERM"
 	extra=""
-	[[ $MEDIA_SERVICES == *" $s "* ]] && extra=", ffmpeg ffprobe pocketsphinx apertium(eng-spa, eng-cat) espeak-ng run"
+	[[ $MEDIA_SERVICES == *" $s "* ]] && extra=", ffmpeg (also with its fork server's library) ffprobe pocketsphinx apertium(eng-spa, eng-cat) espeak-ng run"
 	RESULT[$s]="/healthz and /readyz 200 as ${user:-65532}, exit 0 on SIGTERM$extra"
 done
 
