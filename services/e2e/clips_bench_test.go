@@ -33,8 +33,9 @@ import (
 // /proc/PID/stat, the worker's utime+stime+cutime+cstime and its live
 // descendants'), the stack's Postgres backends (those of its database),
 // and the shared RabbitMQ and MinIO servers (shared with whatever else
-// runs on the machine: an upper bound), beside the script's CPU per clip
-// (its children's rusage). With BENCH_CLIPS_PERF=FILE the worker trees are
+// runs on the machine: an upper bound), the `dubctl submit` processes with
+// their ffprobe (their rusage), beside the script's CPU per clip (its
+// children's rusage). With BENCH_CLIPS_PERF=FILE the worker trees are
 // sampled by `perf record` during the run and the CPU and process starts
 // are printed by program. The asr worker is built as `make build` builds it
 // (PS_LIB, auto by default: its decoders kept loaded where
@@ -55,11 +56,14 @@ func BenchmarkShortClips(b *testing.B) {
 		before := s.clipsCPU(b, ctx)
 		perf := clipsStartPerf(b, s)
 		start := time.Now()
+		submitted := clipsChildrenCPU(b)
 		ids := s.clipsSubmit(b, ctx, video, clips)
+		submitted = clipsChildrenCPU(b) - submitted // the dubctl processes, ended and reaped
 		s.clipsWait(b, ctx, ids, time.Duration(clips)*time.Minute)
 		wall := time.Since(start)
 		tools := perf.stop(b)
 		used := s.clipsCPU(b, ctx).minus(before)
+		used["dubctl"] = submitted
 		b.StopTimer()
 		// The script again after the pipeline: the machine is shared, and
 		// its speed drifts between the two; the goal takes the median of
@@ -275,6 +279,9 @@ func (u clipsUsage) table(clips, script float64) string {
 	}
 	fmt.Fprintf(&b, "  %-16s %7.3f   (script: %.3f, ratio %.2f)\n", "workers", u.workers()/clips, script, u.workers()/clips/script)
 	fmt.Fprintf(&b, "  %-16s %7.3f   (backends of the stack's database)\n", "postgres", u["postgres"]/clips)
+	if v, ok := u["dubctl"]; ok {
+		fmt.Fprintf(&b, "  %-16s %7.3f   (the submitting processes with their ffprobe: door check, upload, publish)\n", "dubctl", v/clips)
+	}
 	for _, sh := range clipsShared {
 		if v, ok := u[sh.name]; ok {
 			fmt.Fprintf(&b, "  %-16s %7.3f   (whole server, shared with the machine)\n", sh.name, v/clips)
