@@ -210,6 +210,11 @@ staticcheck: $(STATICCHECK) ## Run staticcheck (pinned, installed into .tools/) 
 	GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) work
 	$(if $(LINT_LIB),GOFLAGS='$(GOFLAGS_GIVEN)' $(STATICCHECK) -tags pocketsphinx_lib $(LINT_LIB))
 
+.PHONY: schema
+schema: ## Rewrite migrations/schema.sql (every table and SQL function as the migrations leave them) from a freshly migrated database
+	@$(MIGRATE)
+	scripts/stack.sh with-infra $(GO) test -count=1 -run '^TestSchemaFileIsCurrent$$' ./pkg/store -update
+
 .PHONY: lint
 lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck and the shell scripts
 	@out=$$(gofmt -l $(GOFILES)); \
