@@ -63,6 +63,31 @@ $$;
 
 
 --
+-- Name: claim_step_waited(uuid, text, text, integer, text, interval, text, bytea, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claim_step_waited(p_task uuid, p_step text, p_part text, p_attempt integer, p_worker text, p_lease interval, p_after text, p_message bytea, p_ready timestamp with time zone) RETURNS TABLE(outcome text, step_id bigint, base_attempt integer, held_until timestamp with time zone, queue_wait double precision, project text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    c       record;
+    v_wait  bigint;
+BEGIN
+    SELECT * INTO c FROM claim_step(p_task, p_step, p_part, p_attempt, p_worker, p_lease, p_after, p_message);
+    IF c.outcome = 'claimed' AND p_ready IS NOT NULL THEN
+        UPDATE task_steps s
+           SET queue_wait_ms = greatest(0, round(extract(epoch FROM s.started_at - p_ready) * 1000))::bigint
+         WHERE s.id = c.step_id AND s.queue_wait_ms IS NULL
+        RETURNING s.queue_wait_ms INTO v_wait;
+    END IF;
+    RETURN QUERY SELECT c.outcome, c.step_id, c.base_attempt, c.held_until, v_wait / 1000.0::double precision,
+        CASE WHEN v_wait IS NULL THEN ''
+             ELSE coalesce((SELECT t.project FROM tasks t WHERE t.id = p_task), '') END;
+END
+$$;
+
+
+--
 -- Name: conclude_parent(uuid, uuid, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -851,28 +876,10 @@ CREATE TABLE public.task_steps (
     message bytea,
     wait_reason text DEFAULT ''::text NOT NULL,
     wait_until timestamp with time zone,
+    queue_wait_ms bigint,
     CONSTRAINT task_steps_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT task_steps_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'parked'::text])))
 );
-
-
---
--- Name: task_steps_id_seq; Type: SEQUENCE; Schema: public; Owner: -
---
-
-CREATE SEQUENCE public.task_steps_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
-
---
--- Name: task_steps_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
---
-
-ALTER SEQUENCE public.task_steps_id_seq OWNED BY public.task_steps.id;
 
 
 --
@@ -899,6 +906,92 @@ CREATE TABLE public.tasks (
     source_probe jsonb,
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'compensating'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
 );
+
+
+--
+-- Name: task_metrics; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.task_metrics AS
+ SELECT t.id AS task_id,
+    t.project,
+    t.status,
+    t.parent_task_id,
+    COALESCE(p.created_at, t.created_at) AS created_at,
+    s.first_output_at,
+        CASE
+            WHEN (t.status = 'done'::text) THEN COALESCE(s.muxed_at, t.updated_at)
+            ELSE NULL::timestamp with time zone
+        END AS completed_at,
+    s.parts_done,
+    s.parts_total,
+    s.waited_parts,
+    s.part_wait_seconds
+   FROM ((public.tasks t
+     LEFT JOIN public.tasks p ON ((p.id = t.parent_task_id)))
+     CROSS JOIN LATERAL ( SELECT min(a.first_success) FILTER (WHERE (a.step = 'tts'::text)) AS first_output_at,
+            min(a.first_success) FILTER (WHERE (a.step = 'mux_video'::text)) AS muxed_at,
+            (count(*) FILTER (WHERE (a.first_success IS NOT NULL)))::integer AS parts_done,
+            (count(*))::integer AS parts_total,
+            (count(a.wait_ms))::integer AS waited_parts,
+            (avg(a.wait_ms) / 1000.0) AS part_wait_seconds
+           FROM ( SELECT x.step,
+                    x.part,
+                    min(x.finished_at) FILTER (WHERE (x.status = 'succeeded'::text)) AS first_success,
+                    sum(x.queue_wait_ms) AS wait_ms
+                   FROM ( SELECT ts.step,
+                            ts.part,
+                            ts.status,
+                            ts.finished_at,
+                            ts.queue_wait_ms
+                           FROM public.task_steps ts
+                          WHERE (ts.task_id = t.id)
+                        UNION ALL
+                         SELECT sp.step,
+                            sp.part,
+                            ''::text,
+                            NULL::timestamp with time zone,
+                            NULL::bigint
+                           FROM public.step_parts sp
+                          WHERE (sp.task_id = t.id)) x
+                  GROUP BY x.step, x.part) a) s);
+
+
+--
+-- Name: task_processing_metrics; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.task_processing_metrics AS
+ SELECT m.task_id,
+    m.project,
+    e.status,
+    e.at AS "timestamp",
+    ( SELECT (count(DISTINCT ROW(ts.step, ts.part)))::integer AS count
+           FROM public.task_steps ts
+          WHERE ((ts.task_id = m.task_id) AND (ts.status = 'succeeded'::text) AND (ts.finished_at <= e.at))) AS parts_done,
+    m.parts_total
+   FROM (public.task_metrics m
+     CROSS JOIN LATERAL ( VALUES ('created'::text,m.created_at), ('first_output'::text,m.first_output_at), ('completed'::text,m.completed_at)) e(status, at))
+  WHERE (e.at IS NOT NULL);
+
+
+--
+-- Name: task_steps_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.task_steps_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: task_steps_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.task_steps_id_seq OWNED BY public.task_steps.id;
 
 
 --

@@ -74,13 +74,16 @@ type Publisher interface {
 }
 
 // Publishing is the AMQP message m is published as: persistent JSON carrying
-// its message id.
+// its message id and, in wire.ReadyAtHeader, when it is ready in its work
+// queue (now, or now plus the delay of the delay tier it is published to).
 func (m *Message) Publishing() amqp.Publishing {
+	now := time.Now()
 	return amqp.Publishing{
 		MessageId:    m.MessageID.String(),
 		ContentType:  "application/json",
 		DeliveryMode: amqp.Persistent,
-		Timestamp:    time.Now(),
+		Timestamp:    now,
+		Headers:      amqp.Table{wire.ReadyAtHeader: wire.ReadyAt(m.Exchange, now).UnixMilli()},
 		Body:         m.Body,
 	}
 }

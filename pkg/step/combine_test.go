@@ -82,7 +82,7 @@ func TestCombinerMergesRoundTripsEachAllOrNothing(t *testing.T) {
 			k.Part, k.Attempt = "same", i-n+1
 		}
 		wg.Go(func() {
-			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { attempt.QueueClaim(b, k, "w", time.Minute, "", nil, &claims[i]) })
+			errs[i] = c.do(ctx, k.Part, func(b *pgx.Batch) { attempt.QueueClaim(b, k, "w", time.Minute, "", nil, time.Time{}, &claims[i]) })
 		})
 	}
 	testenv.EventuallyWithin(t, 30*time.Second, "every claim to wait", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.waiting) == 2*n })

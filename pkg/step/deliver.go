@@ -14,7 +14,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 )
 
@@ -74,12 +73,16 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, after, route.Timeout, env.Attempt, env.CreatedAt
 	key := attempt.Key{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
 	var claim attempt.Lease
+	ready := ReadyAt(d.Headers, env)
 	err = r.claims.do(ctx, env.TaskID.String()+"/"+env.Step+"/"+part, func(b *pgx.Batch) {
-		attempt.QueueClaim(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, &claim)
+		attempt.QueueClaim(b, key, r.cfg.Worker, r.cfg.Lease, after, d.Body, ready, &claim)
 	})
 	if err != nil {
 		f.Claim, f.ClaimErr = claimFailed, err
 		return dl
+	}
+	if claim.QueueWait != nil {
+		r.cfg.Metrics.waited(env.Step, claim.Project, *claim.QueueWait)
 	}
 	dl.stepID = claim.StepID
 	f.Claim, f.HeldUntil, f.BaseAttempt = claimResultOf(claim.Outcome), claim.HeldUntil, claim.BaseAttempt
@@ -192,7 +195,7 @@ func (r *Runner) later(ctx context.Context, d Delivery, env *wire.Envelope, wait
 	}
 	o := &outbox.Message{MessageID: id, Exchange: exchange, RoutingKey: wire.RoutingKey(env.Step), Body: d.Body}
 	msg := o.Publishing()
-	msg.Headers = amqp.Table{handBacksHeader: int64(handBacks(d.Headers))}
+	msg.Headers[handBacksHeader] = int64(handBacks(d.Headers))
 	if held {
 		since, ok := heldSince(d.Headers)
 		if !ok {

@@ -8,3 +8,6 @@ func Uncombined(r *Runner) {
 	r.claims = newCombiner(r.cfg.Pool, 1, math.MaxInt)
 	r.commits = newCombiner(r.cfg.Pool, 1, math.MaxInt)
 }
+
+// ObserveWait counts a claimed attempt's queue wait on m, as a claim does.
+func ObserveWait(m *Metrics, step, project string, seconds float64) { m.waited(step, project, seconds) }

@@ -3,6 +3,7 @@ package step
 import (
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -34,6 +35,31 @@ func handBacks(h amqp.Table) int {
 func heldSince(h amqp.Table) (time.Time, bool) {
 	ms := headerInt(h, heldSinceHeader)
 	return time.UnixMilli(int64(ms)), ms > 0
+}
+
+// ReadyAt is when the message of a delivery with headers h and envelope
+// env was ready in its work queue, the start of its queue wait: the
+// publisher's wire.ReadyAtHeader (publish time, plus a delay tier's delay
+// for a message that went through one: that wait is not queue wait); for
+// a first attempt without it (an outside publisher's message), the
+// envelope's created_at; else the zero time, not known.
+func ReadyAt(h amqp.Table, env *wire.Envelope) time.Time {
+	if ms := headerInt64(h, wire.ReadyAtHeader); ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	if env != nil && env.Attempt == 1 {
+		return env.CreatedAt
+	}
+	return time.Time{}
+}
+
+// headerInt64 reads an integer header as int64 (0 when absent or not an
+// integer).
+func headerInt64(h amqp.Table, key string) int64 {
+	if v, ok := h[key].(int64); ok {
+		return v
+	}
+	return int64(headerInt(h, key))
 }
 
 func headerInt(h amqp.Table, key string) int {

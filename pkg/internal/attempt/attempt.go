@@ -94,6 +94,12 @@ type Lease struct {
 	BaseAttempt int
 	// HeldUntil is when the holder's lease ends (Held only).
 	HeldUntil time.Time
+	// QueueWait is how long the message waited in its queue, in seconds,
+	// recorded by the claim that created the attempt (nil otherwise, or
+	// when the message did not say when it was ready); Project is then the
+	// task's project.
+	QueueWait *float64
+	Project   string
 }
 
 // MapError turns the owner's own Postgres errors into sentinel errors:

@@ -33,27 +33,39 @@ func (s Statement) Exec(ctx context.Context, q store.Querier) error {
 // Claim claims the attempt k for worker with a lease, in one
 // compare-and-swap statement (see claim_step in the migrations). after names
 // the step that must have succeeded first ("" for none).
-// message is the envelope, kept with the attempt for re-drives.
+// message is the envelope, kept with the attempt for re-drives. It
+// records no queue wait (QueueClaim does, given when the message was
+// ready).
 func Claim(ctx context.Context, q store.Querier, k Key, worker string, lease time.Duration, after string, message []byte) (Lease, error) {
 	var l Lease
-	err := scanClaim(q.QueryRow(ctx, claimSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message), k, &l)
+	err := scanClaim(q.QueryRow(ctx, claimSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message, nil), k, &l)
 	return l, err
 }
 
-// claimSQL calls claim_step (arguments: task, step, part, attempt,
-// worker, lease, after, message).
-const claimSQL = `SELECT c.outcome, c.step_id, c.base_attempt, c.held_until
-		FROM claim_step($1, $2, $3, $4, $5, $6, $7, $8) c`
+// claimSQL calls claim_step_waited (arguments: task, step, part, attempt,
+// worker, lease, after, message, ready).
+const claimSQL = `SELECT c.outcome, c.step_id, c.base_attempt, c.held_until, c.queue_wait, c.project
+		FROM claim_step_waited($1, $2, $3, $4, $5, $6, $7, $8, $9) c`
 
 // QueueClaim queues Claim's statement on b, so that the claims of
 // several deliveries go to Postgres in one round trip; the claim is read
 // into l when the batch is closed, and its error is returned from the
 // batch's Close, as Claim would return it. Claims queued on one batch
-// share its transaction: one that fails undoes them all.
-func QueueClaim(b *pgx.Batch, k Key, worker string, lease time.Duration, after string, message []byte, l *Lease) {
-	b.Queue(claimSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message).QueryRow(func(row pgx.Row) error {
+// share its transaction: one that fails undoes them all. ready is when
+// the message was ready in its queue (zero: not known); the claim that
+// creates the attempt records its queue wait (claim_step_waited).
+func QueueClaim(b *pgx.Batch, k Key, worker string, lease time.Duration, after string, message []byte, ready time.Time, l *Lease) {
+	b.Queue(claimSQL, k.TaskID, k.Step, k.Part, k.Attempt, worker, lease, after, message, readyArg(ready)).QueryRow(func(row pgx.Row) error {
 		return scanClaim(row, k, l)
 	})
+}
+
+// readyArg is a claim's ready argument: NULL for the zero time.
+func readyArg(ready time.Time) *time.Time {
+	if ready.IsZero() {
+		return nil
+	}
+	return &ready
 }
 
 // scanClaim reads claim_step's row into l.
@@ -62,7 +74,7 @@ func scanClaim(row pgx.Row, k Key, l *Lease) error {
 	var base *int32
 	var held *time.Time
 	*l = Lease{}
-	if err := row.Scan(&l.Outcome, &id, &base, &held); err != nil {
+	if err := row.Scan(&l.Outcome, &id, &base, &held, &l.QueueWait, &l.Project); err != nil {
 		return fmt.Errorf("claim %s/%s part %q attempt %d: %w", k.TaskID, k.Step, k.Part, k.Attempt, err)
 	}
 	if id != nil {
