@@ -42,16 +42,18 @@ $$;
 -- +goose StatementEnd
 
 -- task_metrics: one row per task, seed 003's task metrics derived from the
--- durable records (no writer of its own): created (a child task counts from
--- its parent's submission), first output (the first tts part that
+-- durable records (no writer of its own): created_at (the row's; filter on
+-- it, tasks_created_idx), submitted_at (a child task counts from its
+-- parent's submission), is_parent (a task of several languages, whose
+-- children do the dubbing), first output (the first tts part that
 -- succeeded: its segments' dubbed audio is stored at that commit),
 -- completed (a done task's first mux_video success; for a parent, when it
 -- ended done), the parts known so far and those succeeded, and the queue
 -- wait per part (each part's attempts' queue_wait_ms summed; the mean over
 -- the parts with a measured wait).
 CREATE VIEW task_metrics AS
-SELECT t.id AS task_id, t.project, t.status, t.parent_task_id,
-       coalesce(p.created_at, t.created_at) AS created_at,
+SELECT t.id AS task_id, t.project, t.status, t.parent_task_id, cardinality(t.targets) > 0 AS is_parent,
+       t.created_at, coalesce(p.created_at, t.created_at) AS submitted_at,
        s.first_output_at,
        CASE WHEN t.status = 'done' THEN coalesce(s.muxed_at, t.updated_at) END AS completed_at,
        s.parts_done, s.parts_total, s.waited_parts, s.part_wait_seconds
@@ -84,7 +86,7 @@ SELECT m.task_id, m.project, e.status, e.at AS "timestamp",
          WHERE ts.task_id = m.task_id AND ts.status = 'succeeded' AND ts.finished_at <= e.at) AS parts_done,
        m.parts_total
   FROM task_metrics m
-  CROSS JOIN LATERAL (VALUES ('created', m.created_at), ('first_output', m.first_output_at),
+  CROSS JOIN LATERAL (VALUES ('created', m.submitted_at), ('first_output', m.first_output_at),
                              ('completed', m.completed_at)) e(status, at)
  WHERE e.at IS NOT NULL;
 

@@ -60,7 +60,7 @@ func StepSucceeded(ctx context.Context, db Querier, id uuid.UUID, step string) (
 // once it ended.
 func attemptOf(r attempt.Row) Attempt {
 	a := Attempt{Attempt: r.Attempt, Status: r.Status, Worker: r.Worker, StartedAt: r.StartedAt,
-		FinishedAt: r.FinishedAt, Error: r.Error, WaitReason: r.WaitReason, WaitUntil: r.WaitUntil}
+		FinishedAt: r.FinishedAt, Error: r.Error, WaitReason: r.WaitReason, WaitUntil: r.WaitUntil, QueueWaitMS: r.QueueWaitMS}
 	if a.FinishedAt != nil {
 		ms := a.FinishedAt.Sub(a.StartedAt).Milliseconds()
 		a.DurationMS = &ms

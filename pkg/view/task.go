@@ -121,6 +121,11 @@ type Attempt struct {
 	// step goes on by itself at WaitUntil, without spending a retry.
 	WaitReason string     `json:"waitReason"`
 	WaitUntil  *time.Time `json:"waitUntil"`
+	// QueueWaitMS is how long the attempt's message waited in its work
+	// queue before this attempt claimed it: from when it was ready there
+	// (published; a retry: back from its delay tier) to the claim. Null
+	// when not measured (an outside publisher's retry, an older row).
+	QueueWaitMS *int64 `json:"queueWaitMs"`
 }
 
 // Wait is why a task's step waits for an engine and until when.

@@ -25,6 +25,10 @@ const (
 	EventVersion            = "version"  // an output version was started (Ref: its number; Detail: the new line)
 	EventOperator           = "operator" // an operator's action through the console (Status: cancel, retry, redub…)
 	EventEnded              = "ended"    // the task ended (Status: done, failed, cancelled; Detail: its error)
+	// EventFirstOutput: the task's first dubbed segments were stored (its
+	// first tts part succeeded; seed 003's first_sent), Detail: seconds
+	// since the submission.
+	EventFirstOutput = "first_output"
 	// EventHandBack: a worker gave the message back without an outcome
 	// and without spending a retry (Status: why — shutdown, unavailable,
 	// lease_held, waits_for_predecessor, claim_error, claim_lost,
@@ -104,6 +108,10 @@ SELECT created_at, 4, 'version', '', '', NULL, '', '', coalesce(text, ''), NULL,
 UNION ALL
 SELECT at, 4, 'operator', '', '', NULL, '', action, outcome, NULL, actor, '' FROM console_audit
  WHERE target = $1::text AND action IN ('cancel', 'retry', 'redub', 'submit')
+UNION ALL
+SELECT first_output_at, 3, 'first_output', 'tts', '', NULL, '', '',
+       round(extract(epoch FROM first_output_at - submitted_at)::numeric, 3)::text || ' s after submission', NULL, '', ''
+  FROM task_metrics WHERE task_id = $1 AND first_output_at IS NOT NULL
 UNION ALL
 SELECT updated_at, 5, 'ended', '', '', NULL, '', status, error, NULL, '', '' FROM tasks
  WHERE id = $1 AND status IN ('done', 'failed', 'cancelled')

@@ -46,6 +46,13 @@ func TestTaskDetailAndRealtimeStatusCountParts(t *testing.T) {
 	f.addAttempt(t, id, "translate", "p1", 1, "succeeded", t0.Add(8*time.Second), time.Second)
 	f.addAttempt(t, id, "translate", "p2", 1, "failed", t0.Add(8*time.Second), time.Second)
 	f.addAttempt(t, id, "translate", "p2", 2, "running", t0.Add(10*time.Second), 0)
+	// Queue waits of the parts: extract_audio 3 s, translate p1 1 s, p2
+	// 0.5 s + 1.5 s over its two attempts; asr's not measured.
+	if _, err := f.pool.Exec(ctx, `UPDATE task_steps SET queue_wait_ms = CASE
+		WHEN step = 'extract_audio' THEN 3000 WHEN part = 'p1' THEN 1000 WHEN attempt = 1 THEN 500 ELSE 1500 END
+		WHERE task_id = $1 AND step <> 'asr'`, id); err != nil {
+		t.Fatal(err)
+	}
 
 	var d taskDetail
 	f.doJSON(t, "GET", "/api/tasks/"+id.String(), nil, http.StatusOK, &d)
@@ -61,8 +68,12 @@ func TestTaskDetailAndRealtimeStatusCountParts(t *testing.T) {
 	if rs.TaskID != id || rs.Status != "running" || rs.Progress != want {
 		t.Fatalf("realtime %+v, want progress %+v", rs, want)
 	}
-	if rs.Metrics.Throughput <= 0 || rs.Metrics.EstimatedCompletion == nil || rs.Metrics.AvgWaitTime != 1 {
-		t.Fatalf("metrics %+v, want throughput, an estimate and a wait of 1 s per step", rs.Metrics)
+	if rs.Metrics.Throughput <= 0 || rs.Metrics.EstimatedCompletion == nil || rs.Metrics.AvgWaitTime != 2 || rs.Metrics.WaitedParts != 3 {
+		t.Fatalf("metrics %+v, want throughput, an estimate and a wait of 2 s per part over 3 parts", rs.Metrics)
+	}
+	if tm := rs.TaskMetrics; tm.PartsDone != 3 || tm.PartsTotal != 6 || tm.AvgPartWait == nil || *tm.AvgPartWait != 2 ||
+		tm.FirstOutputAt != nil || tm.CompletedAt != nil || !tm.SubmittedAt.Equal(t0.Truncate(time.Microsecond)) {
+		t.Fatalf("task metrics %+v", tm)
 	}
 	if rs.LastActivity.Before(t0.Add(10 * time.Second).Truncate(time.Millisecond)) {
 		t.Fatalf("last activity %s, before the last attempt started", rs.LastActivity)

@@ -117,19 +117,26 @@ type performance struct {
 
 // healthReport is GET /api/system/health.
 type healthReport struct {
-	Status       string            `json:"status"`
-	Reasons      []string          `json:"reasons"`
-	CheckedAt    time.Time         `json:"checkedAt"`
-	Services     services          `json:"services"`
-	Queues       []queueState      `json:"queues"`
-	Performance  performance       `json:"performance"`
-	Dependencies map[string]string `json:"dependencies"`
+	Status      string       `json:"status"`
+	Reasons     []string     `json:"reasons"`
+	CheckedAt   time.Time    `json:"checkedAt"`
+	Services    services     `json:"services"`
+	Queues      []queueState `json:"queues"`
+	Performance performance  `json:"performance"`
+	// Projects are seed 003's task metrics averaged per project over the
+	// tasks created in the last hour (at most healthProjects, the busiest
+	// first): the mean queue wait of a part, the first-output delay and the
+	// completion time.
+	Projects     []view.ProjectMetrics `json:"projects"`
+	Dependencies map[string]string     `json:"dependencies"`
 }
 
 // Thresholds of a degraded system.
 const (
 	healthWindow      = time.Hour
 	degradedErrorRate = 0.2
+	// healthProjects bounds the projects the health report averages.
+	healthProjects = 50
 )
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
@@ -168,6 +175,12 @@ func (s *server) checkHealth(ctx context.Context) healthReport {
 		h.Dependencies["postgres"] = err.Error()
 	}
 	h.Performance = perf
+	if h.Projects, err = view.ProjectAverages(ctx, s.pool, h.CheckedAt.Add(-healthWindow), healthProjects); err != nil {
+		h.Projects = []view.ProjectMetrics{}
+		if h.Dependencies["postgres"] == "ok" {
+			h.Dependencies["postgres"] = err.Error()
+		}
+	}
 	deriveUnacknowledged(h.Queues, busy)
 	h.Services = servicesOf(h.Queues, busy)
 	if paused, err := worker.PausedSteps(ctx, s.pool); err == nil {

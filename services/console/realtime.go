@@ -20,9 +20,14 @@ type progress struct {
 // rtMetrics are the realtime metrics of one task: mean wait, throughput and
 // the estimated completion.
 type rtMetrics struct {
-	// AvgWaitTime is the mean seconds between a step becoming ready (its
-	// predecessor finished, or the task created) and its first attempt.
+	// AvgWaitTime is the mean over the task's parts of the seconds each
+	// part's messages waited in their work queues: per attempt, from when
+	// its message was ready there (published; a retry: back from its delay
+	// tier) to its claim (the attempts' queueWaitMs), summed per part. 0
+	// when no part's wait was measured (WaitedParts 0).
 	AvgWaitTime float64 `json:"avgWaitTime"`
+	// WaitedParts counts the parts AvgWaitTime is the mean of.
+	WaitedParts int `json:"waitedParts"`
 	// Throughput is parts done per minute since the task was created.
 	Throughput float64 `json:"throughput"`
 	// EstimatedCompletion extrapolates Throughput over the pending parts.
@@ -36,6 +41,17 @@ type realtimeStatus struct {
 	Progress     progress  `json:"progress"`
 	Metrics      rtMetrics `json:"metrics"`
 	LastActivity time.Time `json:"lastActivity"`
+	// TaskMetrics are seed 003's task_processing_metrics of the task:
+	// submitted, first output, completed, and the parts done of the total
+	// (as progress counts them).
+	TaskMetrics taskMetrics `json:"taskMetrics"`
+}
+
+// taskMetrics is the task's row of task_metrics with its parts.
+type taskMetrics struct {
+	view.TaskMetrics
+	PartsDone  int `json:"partsDone"`
+	PartsTotal int `json:"partsTotal"`
 }
 
 func (s *server) realtimeStatus(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +59,14 @@ func (s *server) realtimeStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, computeRealtime(d, time.Now()))
+	tm, err := view.LoadTaskMetrics(r.Context(), s.pool, d.TaskID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rs := computeRealtime(d, time.Now())
+	rs.TaskMetrics = taskMetrics{TaskMetrics: tm, PartsDone: rs.Progress.Done, PartsTotal: rs.Progress.Total}
+	writeJSON(w, http.StatusOK, rs)
 }
 
 // computeRealtime derives the realtime status from a task's detail.
@@ -59,11 +82,8 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 			}
 		}
 	}
-	ready := d.CreatedAt
-	var waits []float64
 	for _, sv := range d.Steps {
-		parts := max(1, len(sv.Parts))
-		rs.Progress.Total += parts
+		rs.Progress.Total += max(1, len(sv.Parts))
 		for _, p := range sv.Parts {
 			switch p.Status {
 			case "succeeded":
@@ -72,20 +92,12 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 				rs.Progress.Failed++
 			}
 		}
-		if sv.StartedAt != nil {
-			waits = append(waits, max(0, sv.StartedAt.Sub(ready).Seconds()))
-		}
-		if sv.FinishedAt != nil {
-			ready = *sv.FinishedAt
-		}
 	}
 	if d.Status == view.Done {
 		rs.Progress.Done, rs.Progress.Failed = rs.Progress.Total, 0
 	}
 	rs.Progress.Pending = max(0, rs.Progress.Total-rs.Progress.Done-rs.Progress.Failed)
-	for _, w := range waits {
-		rs.Metrics.AvgWaitTime += w / float64(len(waits))
-	}
+	rs.Metrics.AvgWaitTime, rs.Metrics.WaitedParts = partWait(d.Steps)
 	end := now
 	if view.Ended(d.Status) {
 		end = rs.LastActivity
@@ -99,6 +111,34 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 		rs.Metrics.EstimatedCompletion = &eta
 	}
 	return rs
+}
+
+// partWait is the mean over the parts of steps of the queue waits of each
+// part's attempts (summed per part), in seconds, and how many parts had a
+// measured wait.
+func partWait(steps []view.Step) (float64, int) {
+	var total float64
+	n := 0
+	for _, sv := range steps {
+		for _, p := range sv.Parts {
+			var ms int64
+			measured := false
+			for _, a := range p.Attempts {
+				if a.QueueWaitMS != nil {
+					ms += *a.QueueWaitMS
+					measured = true
+				}
+			}
+			if measured {
+				total += float64(ms) / 1000
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return total / float64(n), n
 }
 
 // later returns the later of two times.

@@ -126,6 +126,9 @@ type Row struct {
 	// free (no_quota, rate_limit, no_engine): the step goes on at WaitUntil.
 	WaitReason string
 	WaitUntil  *time.Time
+	// QueueWaitMS is how long the attempt's message waited in its queue
+	// before the claim that created the attempt (nil: not measured).
+	QueueWaitMS *int64
 }
 
 // Rows reads the attempts of the tasks that started or finished after
@@ -133,7 +136,7 @@ type Row struct {
 // in the order they started.
 func Rows(ctx context.Context, q Reader, tasks []uuid.UUID, since time.Time, running bool) ([]Row, error) {
 	rows, err := q.Query(ctx, `SELECT id, task_id, step, part, attempt, status, worker, started_at,
-		finished_at, error, wait_reason, wait_until FROM task_steps WHERE task_id = ANY($1)
+		finished_at, error, wait_reason, wait_until, queue_wait_ms FROM task_steps WHERE task_id = ANY($1)
 		AND (($3::boolean AND status = 'running') OR started_at > $2 OR finished_at > $2)
 		ORDER BY started_at, id`, tasks, since, running)
 	if err != nil {
@@ -142,7 +145,7 @@ func Rows(ctx context.Context, q Reader, tasks []uuid.UUID, since time.Time, run
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var a Row
 		return a, r.Scan(&a.ID, &a.TaskID, &a.Step, &a.Part, &a.Attempt, &a.Status, &a.Worker, &a.StartedAt,
-			&a.FinishedAt, &a.Error, &a.WaitReason, &a.WaitUntil)
+			&a.FinishedAt, &a.Error, &a.WaitReason, &a.WaitUntil, &a.QueueWaitMS)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read step attempts: %w", err)
