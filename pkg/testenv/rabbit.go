@@ -142,3 +142,19 @@ func redactURL(uri amqp.URI) string {
 	uri.Password = "xxx"
 	return uri.String()
 }
+
+// Policy sets the RabbitMQ policy name (definition: JSON, such as
+// {"max-length": 1}) on the queues matching pattern in the virtual host of
+// url, a URL AMQP returned, with rabbitmqctl, as an operator would; it goes
+// with the virtual host when the test ends.
+func Policy(t testing.TB, url, name, pattern, definition string) {
+	t.Helper()
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		t.Fatalf("testenv: parse %s: %v", redactURL(uri), err)
+	}
+	if err := rabbitctl(os.Getenv("RABBITMQ_NODENAME"), "set_policy", "-p", uri.Vhost, "--apply-to", "queues",
+		name, pattern, definition); err != nil {
+		t.Fatalf("testenv: set policy %s on %s: %v", name, uri.Vhost, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -89,6 +90,7 @@ func TestTTS(t *testing.T) {
 	t.Run("synthesizes what is missing and emits mux_video", func(t *testing.T) { synthesizes(t, s) })
 	t.Run("a part synthesizes its segments; the last part emits mux_video once", func(t *testing.T) { parts(t, s) })
 	t.Run("a message without segment ids covers the parts", func(t *testing.T) { covers(t, s) })
+	t.Run("seed 001's task.tts from an outside publisher covers the batches' parts", func(t *testing.T) { seedShaped(t, s) })
 	stop()
 
 	var calls atomic.Int32
@@ -307,5 +309,47 @@ func covers(t *testing.T, s *testenv.Stack) {
 	var p wire.MuxVideo
 	if m := s.NextMessage(t, "task.mux_video", &p); m.TaskID != id {
 		t.Errorf("mux_video message %+v", m)
+	}
+}
+
+// seedShaped: seed 001's tts message — one for the whole task, after every
+// translation, its payload exactly as the seed's example, published as an
+// outside publisher does (no message id, no x-dubflow-ready-at, plain
+// AMQP) — is accepted while the task's translate batches have registered
+// their own tts parts (pending): it synthesizes every segment, covers the
+// parts, and emits mux_video once; the batches' part messages arriving
+// after it are skipped and emit nothing more.
+func seedShaped(t *testing.T, s *testenv.Stack) {
+	id := partTask(s, []row{
+		{startMS: 0, endMS: 1000, mt: ptr("Hola.")},
+		{startMS: 1500, endMS: 2500, mt: ptr("Buenos días.")},
+		{startMS: 3000, endMS: 4000, mt: ptr("Adiós.")},
+	}, "seg-0,seg-1", "seg-2")
+	body := `{"task_id": "` + id.String() + `", "step": "tts", "attempt": 1, "trace_id": "trace-123456",
+		"created_at": "` + time.Now().UTC().Format(time.RFC3339) + `",
+		"payload": {"task_id": "` + id.String() + `", "batch_size": 20, "max_concurrency": 4, "max_retries": 3,
+		"retry_delay_sec": 2.0, "speaker_id": "default"}}`
+	s.PublishRaw("task.tts", []byte(body))
+	if got := waitPart(s, id, ""); got != "succeeded" {
+		t.Fatalf("seed-shaped tts %s: %+v", got, s.Task(id))
+	}
+	for i, r := range segments(s, id) {
+		if r.key == nil || *r.key != wire.SegmentKey(id, i) {
+			t.Errorf("segment %d: key %v, want synthesized", i, r.key)
+		}
+	}
+	var p wire.MuxVideo
+	if m := s.NextMessage(t, "task.mux_video", &p); m.TaskID != id || m.TraceID != "trace-123456" {
+		t.Errorf("mux_video message %+v, want the task's, on the seed message's trace", m)
+	}
+	publishTTS(s, id, wire.TTS{SegmentIDs: []string{"seg-0", "seg-1"}})
+	publishTTS(s, id, wire.TTS{SegmentIDs: []string{"seg-2"}})
+	s.WaitFor("the batches' parts to be consumed", func() bool { return s.Depth("task.tts") == 0 })
+	waitQuiet(s)
+	if n := s.Depth("task.mux_video"); n != 0 {
+		t.Errorf("%d more mux_video messages after the batches' parts, want exactly one in all", n)
+	}
+	if n := s.Depth("task.dlq"); n != 0 {
+		t.Errorf("%d dead letters: the seed's message was refused", n)
 	}
 }
