@@ -137,6 +137,16 @@ pools-proof: ## Engine pools at the issue's scale: POOLS_TASKS tasks, two replic
 	cd services/e2e && ../../scripts/stack.sh with-infra env DUBFLOW_POOLS_TASKS=$(POOLS_TASKS) \
 		$(GO) test -count=1 -v -timeout $(POOLS_TIMEOUT) -run '^TestEnginePools$$' .
 
+# SEED003_TASKS: how many tasks `make seed003-bench` dubs (20); SEED003_TIMEOUT bounds it.
+SEED003_TASKS ?= 20
+SEED003_TIMEOUT ?= 60m
+
+.PHONY: seed003-bench
+seed003-bench: ## Seed 003's targets measured: chain parts/hour beside the raw relay, queue-wait p50/p95, console API p99 under load (engines answering at once; not in `make test`)
+	@$(MIGRATE)
+	cd services/e2e && ../../scripts/stack.sh with-infra env DUBFLOW_SEED003=1 SEED003_TASKS=$(SEED003_TASKS) \
+		$(GO) test -count=1 -v -timeout $(SEED003_TIMEOUT) -run '^TestSeed003$$' .
+
 # CAPACITY_CLIPS copies of the 44 s clip and a CAPACITY_LONG_MINUTES video; HOURS_PER_DAY is the target.
 CAPACITY_CLIPS ?= 8
 CAPACITY_LONG_MINUTES ?= 5

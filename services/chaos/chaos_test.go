@@ -178,3 +178,19 @@ func TestServiceEnvPassesSettings(t *testing.T) {
 		t.Fatalf("env: %v", env)
 	}
 }
+
+// TestSeed003Figures: the summary prints completion (done / tasks) and
+// availability (confirmed / requested submissions) against seed 003's
+// targets.
+func TestSeed003Figures(t *testing.T) {
+	s := &summary{Requested: 200, Submitted: 199, Tasks: 240, Done: 238}
+	want := "seed 003:                   completion 99.17 % (done 238 / tasks 240; target > 99 %), availability 99.50 % (submissions confirmed 199 / requested 200; target 99.9 %)"
+	if got := s.seed003(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	var out strings.Builder
+	s.print(&out)
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("the summary does not print it:\n%s", out.String())
+	}
+}

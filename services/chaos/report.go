@@ -102,6 +102,7 @@ func (s *summary) print(w io.Writer) bool {
 	fmt.Fprintf(w, "tasks:                      %d requested, %d submitted, %d in the database (%d of several languages and their %d children)\n",
 		s.Requested, s.Submitted, s.Tasks, s.Parents, s.Children)
 	fmt.Fprintf(w, "done / failed / stuck:      %d / %d / %d\n", s.Done, len(s.Failed), len(s.Stuck))
+	fmt.Fprintln(w, s.seed003())
 	fmt.Fprintf(w, "valid outputs:              %d of %d done (ffprobe: video and audio streams; a parent: one child per language)\n", s.ValidOutputs, s.Done)
 	fmt.Fprintf(w, "tasks with >1 success event: %d (of which %d with distinct message ids)\n", len(s.MultiSuccess), len(s.MultiSuccessDistinct))
 	fmt.Fprintf(w, "done tasks without success event: %d\n", len(s.MissingSuccess))
@@ -167,4 +168,22 @@ func countsF(m map[string]float64) string {
 		parts[i] = fmt.Sprintf("%s=%g", k, m[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// seed003 is the run's figures against seed 003's targets: completion
+// (tasks done of those in the database, > 99 %) and availability (the
+// submissions the system confirmed of those requested, under the faults,
+// 99.9 %).
+func (s *summary) seed003() string {
+	completion, availability := ratio(s.Done, s.Tasks), ratio(s.Submitted, s.Requested)
+	return fmt.Sprintf("seed 003:                   completion %.2f %% (done %d / tasks %d; target > 99 %%), availability %.2f %% (submissions confirmed %d / requested %d; target 99.9 %%)",
+		100*completion, s.Done, s.Tasks, 100*availability, s.Submitted, s.Requested)
+}
+
+// ratio is a/b, 0 when b is.
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
