@@ -917,7 +917,9 @@ CREATE VIEW public.task_metrics AS
     t.project,
     t.status,
     t.parent_task_id,
-    COALESCE(p.created_at, t.created_at) AS created_at,
+    (cardinality(t.targets) > 0) AS is_parent,
+    t.created_at,
+    COALESCE(p.created_at, t.created_at) AS submitted_at,
     s.first_output_at,
         CASE
             WHEN (t.status = 'done'::text) THEN COALESCE(s.muxed_at, t.updated_at)
@@ -971,7 +973,7 @@ CREATE VIEW public.task_processing_metrics AS
           WHERE ((ts.task_id = m.task_id) AND (ts.status = 'succeeded'::text) AND (ts.finished_at <= e.at))) AS parts_done,
     m.parts_total
    FROM (public.task_metrics m
-     CROSS JOIN LATERAL ( VALUES ('created'::text,m.created_at), ('first_output'::text,m.first_output_at), ('completed'::text,m.completed_at)) e(status, at))
+     CROSS JOIN LATERAL ( VALUES ('created'::text,m.submitted_at), ('first_output'::text,m.first_output_at), ('completed'::text,m.completed_at)) e(status, at))
   WHERE (e.at IS NOT NULL);
 
 
