@@ -3,16 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,61 +18,14 @@ import (
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
-	"github.com/minio/minio-go/v7/pkg/signer"
 )
 
 // withPresignUser gives the console a presign user of its own, created on
-// the test's bucket by the real migrate (as `make up` and the Kubernetes
-// Job do) and removed when the test ends.
+// the test's bucket by the real migrate (testenv.PresignUser).
 func withPresignUser(t *testing.T) func(*Config) {
 	return func(c *Config) {
 		t.Helper()
-		dir, err := testenv.SharedBinaries("migrate")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := config.S3Presign{AccessKey: "presign-" + uuid.NewString()[:8], SecretKey: uuid.NewString()}
-		cmd := exec.Command(filepath.Join(dir, "migrate"), "-skip-db", "-skip-amqp")
-		cmd.Env = []string{"S3_ENDPOINT=" + c.S3.Endpoint, "S3_ACCESS_KEY=" + c.S3.AccessKey, "S3_SECRET_KEY=" + c.S3.SecretKey,
-			"S3_BUCKET=" + c.S3.Bucket, "S3_USE_SSL=" + strconv.FormatBool(c.S3.UseSSL),
-			"S3_PRESIGN_ACCESS_KEY=" + p.AccessKey, "S3_PRESIGN_SECRET_KEY=" + p.SecretKey}
-		t.Cleanup(func() {
-			minioAdmin(t, c.S3, "remove-user", "accessKey", p.AccessKey)
-			minioAdmin(t, c.S3, "remove-canned-policy", "name", "dubflow-presign-"+c.S3.Bucket)
-		})
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("migrate: %v\n%s", err, out)
-		}
-		c.PresignUser = p
-	}
-}
-
-// minioAdmin sends one DELETE of MinIO's admin API (what madmin-go does
-// for RemoveUser and RemoveCannedPolicy), signed as the test's
-// administrator.
-func minioAdmin(t *testing.T, s3 config.S3, op, param, value string) {
-	t.Helper()
-	scheme := "http"
-	if s3.UseSSL {
-		scheme = "https"
-	}
-	u := scheme + "://" + s3.Endpoint + "/minio/admin/v3/" + op + "?" + url.Values{param: {value}}.Encode()
-	req, err := http.NewRequest(http.MethodDelete, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(nil)
-	req.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
-	req = signer.SignV4(*req, s3.AccessKey, s3.SecretKey, "", blob.DefaultRegion)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Errorf("minio admin %s: %v", op, err)
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Errorf("minio admin %s %s: %d %s", op, value, resp.StatusCode, b)
+		c.PresignUser = testenv.PresignUser(t, c.S3)
 	}
 }
 
