@@ -161,3 +161,27 @@ func TestListAndOpen(t *testing.T) {
 		t.Fatalf("Open of a missing object: %v, want ErrNotFound", err)
 	}
 }
+
+// TestExpirePrefixKeepsOtherRules: ExpirePrefix sets its rule, replaces it
+// when run again, and leaves the bucket's other rules as they were.
+func TestExpirePrefixKeepsOtherRules(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if got, err := s.Expiries(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("a new bucket's expiries: %v, %v", got, err)
+	}
+	if err := s.ExpirePrefix(ctx, "other", "tmp/", 7); err != nil {
+		t.Fatal(err)
+	}
+	for _, days := range []int{3, 1} {
+		if err := s.ExpirePrefix(ctx, "uploads", "uploads/", days); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Expiries(ctx)
+	want := []blob.Expiry{{ID: "other", Prefix: "tmp/", Days: 7}, {ID: "uploads", Prefix: "uploads/", Days: 1}}
+	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("expiries %+v, %v; want %+v", got, err, want)
+	}
+}

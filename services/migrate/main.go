@@ -1,7 +1,8 @@
 // Command migrate prepares dubflow's backing services: it applies the
-// Postgres migrations, creates the S3 bucket (and, with
-// S3_PRESIGN_ACCESS_KEY, the storage user that signs what clients get: see
-// storageuser.go) and declares the RabbitMQ topology. Every part is
+// Postgres migrations, creates the S3 bucket (with a lifecycle rule that
+// expires uploads/ after a day and, with S3_PRESIGN_ACCESS_KEY, the
+// storage user that signs what clients get: see storageuser.go) and
+// declares the RabbitMQ topology. Every part is
 // idempotent; the Kubernetes Job and `make up` run it before the workers
 // start.
 package main
@@ -98,6 +99,14 @@ func prepareS3(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	log.Info().Str("bucket", bs.Bucket()).Msg("bucket ready")
+	// A backstop behind the console's sweeper, which removes untaken
+	// uploads minutes after their policy expired: should no console run
+	// for a day, the store removes them itself.
+	if err := bs.ExpirePrefix(ctx, uploadsRule, uploadsPrefix, uploadsDays); err != nil {
+		log.Warn().Err(err).Msg("no lifecycle rule for uploads/: the console's sweeper alone removes them")
+	} else {
+		log.Info().Str("prefix", uploadsPrefix).Int("days", uploadsDays).Msg("uploads expire")
+	}
 	if !cfg.Presign.Set() {
 		log.Warn().Msg("no S3_PRESIGN_ACCESS_KEY: no presign user created; the console signs with S3_ACCESS_KEY")
 		return nil
@@ -108,3 +117,9 @@ func prepareS3(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	log.Info().Str("user", cfg.Presign.AccessKey).Str("policy", presignPolicyName(cfg.S3.Bucket)).Msg("presign user ready")
 	return nil
 }
+
+// The bucket lifecycle rule that expires uploads nobody took.
+const (
+	uploadsRule = "dubflow-uploads"
+	uploadsDays = 1
+)

@@ -66,6 +66,11 @@ func TestPresignUserWritesUploadsAndReadsOutputsOnly(t *testing.T) {
 	b, p, environ := presignUser(t)
 	migrateS3(t, environ) // idempotent: a second run changes nothing
 	ctx := context.Background()
+	store := b.Store(t)
+	if rules, err := store.Expiries(ctx); err != nil || len(rules) != 1 ||
+		rules[0] != (blob.Expiry{ID: uploadsRule, Prefix: uploadsPrefix, Days: uploadsDays}) {
+		t.Fatalf("bucket lifecycle %+v, %v: want uploads/ expiring after %d day", rules, err, uploadsDays)
+	}
 	for _, k := range []string{"videos/t/source.mp4", "outputs/t/final.mp4", "tts/t/dub.wav"} {
 		if _, err := b.Client.PutObject(ctx, b.Name, k, strings.NewReader("data"), 4, minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
