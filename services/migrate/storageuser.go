@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/minio/madmin-go/v3"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Prefixes the presign user reaches: it writes uploads (the console's
@@ -48,7 +49,7 @@ func presignPolicy(bucket string) []byte {
 // presignPolicy attached. Every part is idempotent: a second run changes
 // nothing, a changed secret is set anew.
 func ensurePresignUser(ctx context.Context, store config.S3, p config.S3Presign) error {
-	adm, err := madmin.New(store.Endpoint, store.AccessKey, store.SecretKey, store.UseSSL)
+	adm, err := adminClient(store)
 	if err != nil {
 		return fmt.Errorf("presign user: admin client for %s: %w", store.Endpoint, err)
 	}
@@ -70,4 +71,12 @@ func ensurePresignUser(ctx context.Context, store config.S3, p config.S3Presign)
 		return fmt.Errorf("presign user: attach policy %s to %s: %w", name, p.AccessKey, err)
 	}
 	return nil
+}
+
+// adminClient reaches MinIO's admin API as store's user.
+func adminClient(store config.S3) (*madmin.AdminClient, error) {
+	return madmin.NewWithOptions(store.Endpoint, &madmin.Options{
+		Creds:  credentials.NewStaticV4(store.AccessKey, store.SecretKey, ""),
+		Secure: store.UseSSL,
+	})
 }

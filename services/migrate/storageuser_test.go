@@ -14,7 +14,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/google/uuid"
-	"github.com/minio/madmin-go/v3"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -29,7 +28,7 @@ func presignUser(t *testing.T) (*testenv.Bucket, config.S3Presign, map[string]st
 	environ := map[string]string{"S3_ENDPOINT": b.Endpoint, "S3_ACCESS_KEY": b.AccessKey, "S3_SECRET_KEY": b.SecretKey,
 		"S3_BUCKET": b.Name, "S3_USE_SSL": strconv.FormatBool(b.UseSSL),
 		"S3_PRESIGN_ACCESS_KEY": p.AccessKey, "S3_PRESIGN_SECRET_KEY": p.SecretKey}
-	adm, err := madmin.New(b.Endpoint, b.AccessKey, b.SecretKey, b.UseSSL)
+	adm, err := adminClient(config.S3{Endpoint: b.Endpoint, AccessKey: b.AccessKey, SecretKey: b.SecretKey, UseSSL: b.UseSSL})
 	if err != nil {
 		t.Fatal(err)
 	}
