@@ -30,7 +30,7 @@ const (
 var credentialVars = []string{"AMQP_URL", "DATABASE_URL", "S3_ACCESS_KEY", "S3_SECRET_KEY"}
 
 // externalSecrets are created by the operator in production (deploy/README.md).
-var externalSecrets = []string{"dubflow-credentials", "dubflow-dispatcher", "dubflow-console", "dubflow-engines"}
+var externalSecrets = []string{"dubflow-credentials", "dubflow-dispatcher", "dubflow-console", "dubflow-engines", "dubflow-presign"}
 
 // TestOverlays renders every overlay, decodes each object strictly and
 // checks the deployment rules on it: every service covered, one namespace,

@@ -27,6 +27,12 @@
 #   S3_BUCKET, S3_USE_SSL   the stack (defaults as in the README's configuration table)
 #   DISPATCHER_API_TOKEN     kept in .devstack/ when unset (generated once)
 #   DUBFLOW_API_TOKEN        the console's token, kept in .devstack/ when unset (generated once)
+#   S3_PRESIGN_ACCESS_KEY, S3_PRESIGN_SECRET_KEY
+#                            the storage user the console signs uploads and links as (write
+#                            uploads/, read outputs/ only; migrate creates it on MinIO):
+#                            dubflow-presign and a secret kept in .devstack/ when unset;
+#                            S3_PRESIGN_ACCESS_KEY= (empty) for none (the console then signs
+#                            with S3_ACCESS_KEY and warns)
 #   CONSOLE_HTTP_ADDR        where the console listens (127.0.0.1:8080)
 #   STACK_WAIT_SECONDS       how long to wait for a service to be ready (90)
 #   DOWN_GRACE_SECONDS       how long a worker gets to exit on SIGTERM (30)
@@ -694,6 +700,13 @@ write_env() {
 	fi
 	local console_addr=${CONSOLE_HTTP_ADDR:-127.0.0.1:8080}
 	local dispatcher_addr=${DISPATCHER_HTTP_ADDR:-127.0.0.1:8090}
+	local presign_user=${S3_PRESIGN_ACCESS_KEY-dubflow-presign} presign_secret=${S3_PRESIGN_SECRET_KEY:-}
+	if [[ -n $presign_user && -z $presign_secret ]]; then
+		if [[ ! -s $DEV/presign_secret ]]; then
+			(umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$DEV/presign_secret")
+		fi
+		presign_secret=$(cat "$DEV/presign_secret")
+	fi
 	{
 		echo "# Written by scripts/stack.sh; source it to use the local stack."
 		export_line AMQP_URL "$AMQP_URL"
@@ -703,6 +716,11 @@ write_env() {
 		export_line S3_SECRET_KEY "$S3_SECRET_KEY"
 		export_line S3_BUCKET "$S3_BUCKET"
 		export_line S3_USE_SSL "$S3_USE_SSL"
+		if [[ -n $presign_user ]]; then
+			echo "# The console signs uploads and links as this user (write uploads/, read outputs/ only)."
+			export_line S3_PRESIGN_ACCESS_KEY "$presign_user"
+			export_line S3_PRESIGN_SECRET_KEY "$presign_secret"
+		fi
 		export_line DISPATCHER_API_TOKEN "$token"
 		export_line DISPATCHER_HTTP_ADDR "$dispatcher_addr"
 		export_line DISPATCHER_URL "http://127.0.0.1:${dispatcher_addr##*:}"
@@ -728,7 +746,7 @@ migrate() {
 		log "migrate: neither bin/migrate nor services/migrate exists yet; bucket, schema and topology skipped"
 		return
 	fi
-	log "migrate: schema, bucket and broker topology"
+	log "migrate: schema, bucket, presign user and broker topology"
 	(
 		set -a
 		# shellcheck source=/dev/null

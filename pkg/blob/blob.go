@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/fault"
@@ -178,6 +179,8 @@ func (s *Store) Get(ctx context.Context, key string, maxBytes int64) ([]byte, er
 type Info struct {
 	Size        int64
 	ContentType string
+	// Modified is when the object was last written.
+	Modified time.Time
 }
 
 // Stat describes key; a missing object is ErrNotFound.
@@ -186,7 +189,7 @@ func (s *Store) Stat(ctx context.Context, key string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("stat %s: %w", key, mapErr(err))
 	}
-	return Info{Size: st.Size, ContentType: st.ContentType}, nil
+	return Info{Size: st.Size, ContentType: st.ContentType, Modified: st.LastModified}, nil
 }
 
 // Remove deletes key; a missing key is not an error.

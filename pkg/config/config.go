@@ -23,6 +23,45 @@ type S3 struct {
 	UseSSL    bool   `env:"S3_USE_SSL" envDefault:"false"`
 }
 
+// S3Presign is the storage user that signs what clients get from the
+// console (upload policies, download links): a user of the object store
+// that may only write uploads/ and read outputs/ (services/migrate creates
+// it on MinIO). Unset, the main credentials (S3) sign, which the console
+// warns about: a leaked or mis-signed URL then reaches the whole bucket.
+type S3Presign struct {
+	AccessKey string `env:"S3_PRESIGN_ACCESS_KEY"`
+	SecretKey string `env:"S3_PRESIGN_SECRET_KEY"`
+}
+
+// Set reports whether a presign user is configured.
+func (p S3Presign) Set() bool { return p.AccessKey != "" }
+
+// Validate checks the presign user against the main credentials: both
+// settings or neither, a secret of at least 8 characters (MinIO's
+// minimum), and another user than main's.
+func (p S3Presign) Validate(main S3) error {
+	switch {
+	case p.AccessKey == "" && p.SecretKey == "":
+		return nil
+	case p.AccessKey == "" || p.SecretKey == "":
+		return errors.New("S3_PRESIGN_ACCESS_KEY and S3_PRESIGN_SECRET_KEY go together: set both or neither")
+	case len(p.SecretKey) < 8:
+		return errors.New("S3_PRESIGN_SECRET_KEY: want at least 8 characters")
+	case p.AccessKey == main.AccessKey:
+		return errors.New("S3_PRESIGN_ACCESS_KEY must name another user than S3_ACCESS_KEY")
+	}
+	return nil
+}
+
+// Signing returns s with the presign user's credentials (s itself when
+// none is set).
+func (p S3Presign) Signing(s S3) S3 {
+	if p.Set() {
+		s.AccessKey, s.SecretKey = p.AccessKey, p.SecretKey
+	}
+	return s
+}
+
 // Common is the configuration of every service.
 type Common struct {
 	AMQPURL     string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/"`

@@ -44,6 +44,11 @@ type Config struct {
 	// (signing needs it; us-east-1 when empty, MinIO's default).
 	PublicS3URL    string `env:"CONSOLE_PUBLIC_S3_URL"`
 	PublicS3Region string `env:"CONSOLE_PUBLIC_S3_REGION"`
+	// PresignUser is the storage user that signs upload policies and download
+	// links (S3_PRESIGN_ACCESS_KEY, S3_PRESIGN_SECRET_KEY): it may only
+	// write uploads/ and read outputs/. Unset: the main credentials sign,
+	// with a warning at start.
+	PresignUser config.S3Presign
 	// DispatcherURL and DispatcherToken reach the dispatcher's API for the
 	// waiting-queue view (empty: the view answers 503).
 	DispatcherURL   string `env:"DISPATCHER_URL"`
@@ -56,7 +61,7 @@ type Config struct {
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Limits.Validate()}
-	errs = append(errs, c.validateTokens())
+	errs = append(errs, c.validateTokens(), c.PresignUser.Validate(c.S3))
 	if c.ReadToken != "" && len(c.ReadToken) < minTokenLength {
 		errs = append(errs, fmt.Errorf("DUBFLOW_API_READ_TOKEN: want at least %d characters (or unset)", minTokenLength))
 	}
@@ -96,13 +101,11 @@ func (c *Config) Validate() error {
 // Presign is PresignSeconds as a duration.
 func (c *Config) Presign() time.Duration { return time.Duration(c.PresignSeconds) * time.Second }
 
-// presigner signs the links and uploads browsers use: at PublicS3URL
-// when set, else at the store's own endpoint.
-func (c *Config) presigner(objects *blob.Store) (*blob.Presigner, error) {
-	if c.PublicS3URL == "" {
-		return objects.Presigner(), nil
-	}
-	return blob.NewPresigner(c.S3, c.PublicS3URL, c.PublicS3Region)
+// presigner signs the links and uploads browsers use, as the presign
+// user (the main credentials when none is set): at PublicS3URL when set,
+// else at the store's own endpoint.
+func (c *Config) presigner() (*blob.Presigner, error) {
+	return blob.NewPresigner(c.PresignUser.Signing(c.S3), c.PublicS3URL, c.PublicS3Region)
 }
 
 // Session is SessionHours as a duration.

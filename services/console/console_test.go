@@ -63,17 +63,11 @@ func TestPresignedUploadThenCreate(t *testing.T) {
 	f := setup(t)
 	var up upload
 	f.doJSON(t, "POST", "/api/uploads", map[string]any{}, http.StatusCreated, &up)
+	if up.ContentType != defaultUploadType {
+		t.Fatalf("upload without a content type: %q, want %s", up.ContentType, defaultUploadType)
+	}
 	f.doJSON(t, "POST", "/api/tasks", map[string]any{"sourceVideoKey": up.SourceVideoKey}, http.StatusBadRequest, nil)
-	b, err := readFile(sampleVideo(t, "1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPut, up.UploadURL, strings.NewReader(string(b)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT to the presigned URL: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	postTo(t, up, sampleVideo(t, "1"))
 	var c created
 	f.doJSON(t, "POST", "/api/tasks", map[string]any{"sourceVideoKey": up.SourceVideoKey, "target": "fr"}, http.StatusCreated, &c)
 	if c.TaskID != up.TaskID {

@@ -76,7 +76,7 @@ func setup(t *testing.T, edit ...func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := cfg.presigner(objects)
+	signer, err := cfg.presigner()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,21 +239,9 @@ func amqpMsg(body string) amqp.Publishing {
 	return amqp.Publishing{ContentType: "application/json", Body: []byte(body)}
 }
 
-// presignedUpload reserves an upload (POST /api/uploads) and PUTs the
-// video at path to its presigned URL.
+// presignedUpload reserves an upload (POST /api/uploads) and posts the
+// video at path to its policy.
 func (f *fixture) presignedUpload(t *testing.T, path string) upload {
 	t.Helper()
-	var up upload
-	f.doJSON(t, "POST", "/api/uploads", map[string]any{"contentType": "video/mp4"}, http.StatusCreated, &up)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPut, up.UploadURL, bytes.NewReader(b))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT to the presigned URL: %v %v", err, resp)
-	}
-	resp.Body.Close()
-	return up
+	return postUpload(t, f, path)
 }

@@ -14,11 +14,14 @@ type links = view.Links
 // subtitleLink is one subtitle file.
 type subtitleLink = view.SubtitleLink
 
-// linksOf presigns the task's source and, once dubbed, its outputs, and
-// those of each of its children that is done.
+// linksOf presigns, once dubbed, the task's outputs and those of each of
+// its children that is done; the source video and the dub's audio, which
+// the presign user may not read, are console paths (taskfiles.go).
 func (s *server) linksOf(ctx context.Context, d *taskDetail) {
 	d.Links = s.outputLinks(ctx, view.OutputOf(d.Result))
-	d.Links.Source = s.presign(ctx, d.SourceVideoKey)
+	id := d.TaskID.String()
+	d.Links.Source = taskFileLink(id, d.SourceVideoKey, sourceVideoPath)
+	d.Links.DubAudio = taskFileLink(id, view.OutputOf(d.Result).DubAudioKey, dubAudioPath)
 	for i := range d.ChildrenOf() {
 		c := &d.Languages.Children[i]
 		if c.Status != view.Done {
@@ -29,11 +32,10 @@ func (s *server) linksOf(ctx context.Context, d *taskDetail) {
 	}
 }
 
-// outputLinks presigns the outputs a result names.
+// outputLinks presigns the outputs a result names (under outputs/).
 func (s *server) outputLinks(ctx context.Context, res view.Output) links {
 	l := links{Subtitles: []subtitleLink{}}
 	l.Output = s.presign(ctx, res.OutputVideoKey)
-	l.DubAudio = s.presign(ctx, res.DubAudioKey)
 	l.TimingReport = s.presign(ctx, res.TimingReportKey)
 	langs := make([]string, 0, len(res.Subtitles))
 	for lang := range res.Subtitles {

@@ -23,9 +23,12 @@ func run(ctx context.Context, environ map[string]string) error {
 	if _, err := media.UseZygote(cfg.FFmpegZygote, p.Log); err != nil {
 		return err
 	}
-	signer, err := cfg.presigner(p.Blob)
+	signer, err := cfg.presigner()
 	if err != nil {
 		return err
+	}
+	if !cfg.PresignUser.Set() {
+		p.Log.Warn().Str("user", cfg.S3.AccessKey).Msg("no S3_PRESIGN_ACCESS_KEY: upload policies and download links are signed with S3_ACCESS_KEY, who reaches the whole bucket")
 	}
 	p.Log.Info().Str("http_addr", cfg.HTTPAddr).Bool("read_token", cfg.ReadToken != "").
 		Bool("dispatcher", cfg.DispatcherURL != "").Str("public_s3", signer.Origin()).Msg("console starting")
@@ -35,7 +38,7 @@ func run(ctx context.Context, environ map[string]string) error {
 	p.Registry.MustRegister(newQueueCollector(s.queues))
 	return p.Run(ctx,
 		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },
-		s.events.run, sampler{s: s, now: time.Now}.run, s.refusalLoop)
+		s.events.run, sampler{s: s, now: time.Now}.run, s.refusalLoop, s.sweepUploads)
 }
 
 // serveAPI serves the API and page on CONSOLE_HTTP_ADDR until ctx is

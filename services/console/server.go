@@ -99,6 +99,8 @@ func (s *server) taskRoutes() []route {
 		read("/segments", s.taskSegments),
 		read("/versions", s.taskVersions),
 		read("/timeline", s.taskTimeline),
+		read(sourceVideoPath, s.serveTaskFile(sourceVideoKey)),
+		read(dubAudioPath, s.serveTaskFile(dubAudioKey)),
 		command("cancel", taskCommand(s, http.StatusOK, s.cancelTask)),
 		command("retry", s.retryTask),
 		command("redub", taskCommand(s, http.StatusAccepted, s.redubTask)),

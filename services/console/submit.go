@@ -225,7 +225,7 @@ func formError(err error, limit int64) error {
 }
 
 // uploadedTask is the JSON body of POST /api/tasks for a video already
-// PUT to an upload URL.
+// posted to an upload URL (POST /api/uploads).
 type uploadedTask struct {
 	SourceVideoKey string `json:"sourceVideoKey"`
 	Source         string `json:"source"`
@@ -241,12 +241,11 @@ type uploadedTask struct {
 
 // existingUpload starts a task from {"sourceVideoKey", "source", "target",
 // "targetLanguages", "speaker", "glossary"}, the key an upload of POST
-// /api/uploads was PUT to. It admits the fields, then — holding the
-// upload's lock, so that two requests never race for it — downloads the
-// upload, admits the video (the same probe as multipart), stores the
-// probed file as the task's own videos/{taskId}/source.mp4, creates the
-// task and removes the upload. A later PUT to the upload URL changes
-// nothing the task reads, and the same upload cannot start a second task.
+// /api/uploads was posted to. It admits the fields, then — holding the
+// upload's lock, so that two requests never race for it — takes the
+// upload (takeUpload). A refusal of the fields leaves the upload for a
+// corrected request (until the sweeper's deadline, uploads.go); a refusal
+// of the upload itself removes it at once.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
 	var body uploadedTask
 	if err := decodeJSON(r, &body); err != nil {
@@ -268,9 +267,23 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 		return sub, err
 	}
 	defer unlock()
-	if exists, err := s.taskExists(ctx, id); err != nil || exists {
+	sub, err = s.takeUpload(ctx, body.SourceVideoKey, sub)
+	if refused(err) {
+		s.dropUpload(ctx, body.SourceVideoKey, dropRefused)
+	}
+	return sub, err
+}
+
+// takeUpload, under the upload's lock, downloads the upload at key,
+// admits the video (the same probe as multipart), stores the probed file
+// as the task's own videos/{taskId}/source.mp4, creates the task and
+// removes the upload. A later POST to the upload's policy changes nothing
+// the task reads, and the same upload cannot start a second task: a task
+// of its id exists already (409).
+func (s *server) takeUpload(ctx context.Context, key string, sub submission) (submission, error) {
+	if exists, err := s.taskExists(ctx, sub.id); err != nil || exists {
 		if err == nil {
-			err = conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", id))
+			err = conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", sub.id))
 		}
 		return sub, err
 	}
@@ -280,7 +293,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	}
 	defer os.RemoveAll(dir)
 	path := dir + "/source"
-	if err := s.fetchUpload(ctx, body.SourceVideoKey, path); err != nil {
+	if err := s.fetchUpload(ctx, key, path); err != nil {
 		return sub, err
 	}
 	info, err := s.limits().Media(ctx, path)
@@ -294,10 +307,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	if err := s.submit(ctx, sub); err != nil {
 		return sub, err
 	}
-	if err := s.objects.Remove(ctx, body.SourceVideoKey); err != nil {
-		// The task has its own copy; the upload is only clutter now.
-		s.log.Warn().Err(err).Str("key", body.SourceVideoKey).Msg("remove the used upload")
-	}
+	s.dropUpload(ctx, key, dropTaken)
 	return sub, nil
 }
 
@@ -308,9 +318,12 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	info, err := s.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (PUT the file to the uploadUrl first)", key))
+		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
 		return unavailable("object store: " + err.Error())
+	}
+	if err := s.uploadExpired(info.Modified, time.Now()); err != nil {
+		return err
 	}
 	if err := lim.Size(info.Size); err != nil {
 		return err
@@ -320,7 +333,7 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	case errors.Is(err, blob.ErrTooLarge):
 		return lim.Size(lim.MaxBytes + 1)
 	case errors.Is(err, blob.ErrNotFound):
-		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (PUT the file to the uploadUrl first)", key))
+		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
 		return unavailable("read the upload: " + err.Error())
 	}
@@ -397,20 +410,31 @@ func (s *server) submit(ctx context.Context, sub submission) error {
 	return nil
 }
 
-// upload is what POST /api/uploads answers.
+// upload is what POST /api/uploads answers: a presigned POST policy
+// (blob.Upload) for the task's video.
 type upload struct {
-	TaskID         uuid.UUID         `json:"taskId"`
-	SourceVideoKey string            `json:"sourceVideoKey"`
-	UploadURL      string            `json:"uploadUrl"`
-	Method         string            `json:"method"`
-	Headers        map[string]string `json:"headers"`
-	ExpiresAt      time.Time         `json:"expiresAt"`
+	TaskID         uuid.UUID `json:"taskId"`
+	SourceVideoKey string    `json:"sourceVideoKey"`
+	// UploadURL takes one multipart/form-data POST: Fields, then the file
+	// as FileField (last).
+	UploadURL string            `json:"uploadUrl"`
+	Method    string            `json:"method"`
+	Fields    map[string]string `json:"fields"`
+	FileField string            `json:"fileField"`
+	// MaxBytes and ContentType are the policy's bounds: the store refuses
+	// a larger file or another type.
+	MaxBytes    int64     `json:"maxBytes"`
+	ContentType string    `json:"contentType"`
+	ExpiresAt   time.Time `json:"expiresAt"`
 }
 
-// createUpload reserves a task id and returns a presigned PUT URL, valid
-// for at most 15 minutes, for its video at uploads/{taskId}/source.mp4;
-// POST /api/tasks {sourceVideoKey} checks the upload and starts the task
-// from its own copy.
+// createUpload reserves a task id and returns a presigned POST policy,
+// valid for at most 15 minutes, for its video at
+// uploads/{taskId}/source.mp4: the store takes one file of 1 byte to
+// MAX_VIDEO_BYTES of the content type asked for (a video type; video/mp4
+// when none), under that key only. POST /api/tasks {sourceVideoKey}
+// checks the upload and starts the task from its own copy (uploads.go
+// says what becomes of uploads nobody takes).
 func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ContentType string `json:"contentType"`
@@ -419,16 +443,23 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	id := uuid.New()
-	key := uploadKey(id)
-	expiry := s.uploadExpiry()
-	u, err := s.signer.PresignPut(r.Context(), key, expiry)
+	ct, err := uploadContentType(body.ContentType)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, upload{TaskID: id, SourceVideoKey: key, UploadURL: u.String(), Method: http.MethodPut,
-		Headers: map[string]string{}, ExpiresAt: time.Now().Add(expiry).UTC().Truncate(time.Second)})
+	id := uuid.New()
+	key := uploadKey(id)
+	expiry := s.uploadExpiry()
+	pol := blob.UploadPolicy{Key: key, Expiry: expiry, MaxBytes: s.cfg.Limits.MaxVideoBytes, ContentType: ct}
+	up, err := s.signer.PresignPost(r.Context(), pol)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, upload{TaskID: id, SourceVideoKey: key, UploadURL: up.URL.String(), Method: http.MethodPost,
+		Fields: up.Fields, FileField: blob.UploadFileField, MaxBytes: pol.MaxBytes, ContentType: ct,
+		ExpiresAt: time.Now().Add(expiry).UTC().Truncate(time.Second)})
 }
 
 // uploadExpiry is the lifetime of an upload URL: CONSOLE_PRESIGN_SECONDS,

@@ -1,11 +1,15 @@
 // Command migrate prepares dubflow's backing services: it applies the
-// Postgres migrations, creates the S3 bucket and declares the RabbitMQ
-// topology. Every part is idempotent; the Kubernetes Job and `make up` run
-// it before the workers start.
+// Postgres migrations, creates the S3 bucket (with a lifecycle rule that
+// expires uploads/ after a day and, with S3_PRESIGN_ACCESS_KEY, the
+// storage user that signs what clients get: see storageuser.go) and
+// declares the RabbitMQ topology. Every part is
+// idempotent; the Kubernetes Job and `make up` run it before the workers
+// start.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -32,13 +36,13 @@ func main() {
 func run(ctx context.Context, args []string, environ map[string]string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	skipDB := fs.Bool("skip-db", false, "do not apply the Postgres migrations")
-	skipS3 := fs.Bool("skip-s3", false, "do not create the bucket")
+	skipS3 := fs.Bool("skip-s3", false, "do not create the bucket nor the presign user")
 	skipAMQP := fs.Bool("skip-amqp", false, "do not declare the RabbitMQ topology")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var cfg config.Common
+	var cfg Config
 	if err := config.Load(environ, &cfg); err != nil {
 		return err
 	}
@@ -57,14 +61,9 @@ func run(ctx context.Context, args []string, environ map[string]string) error {
 		log.Info().Msg("database migrated")
 	}
 	if !*skipS3 {
-		bs, err := blob.New(cfg.S3)
-		if err != nil {
+		if err := prepareS3(ctx, cfg, log); err != nil {
 			return err
 		}
-		if err := bs.EnsureBucket(ctx); err != nil {
-			return err
-		}
-		log.Info().Str("bucket", bs.Bucket()).Msg("bucket ready")
 	}
 	if !*skipAMQP {
 		topo := broker.Topology{DeliveryLimit: cfg.DeliveryLimit}
@@ -77,3 +76,50 @@ func run(ctx context.Context, args []string, environ map[string]string) error {
 	}
 	return nil
 }
+
+// Config is what migrate reads: the shared settings and the presign user.
+type Config struct {
+	config.Common
+	Presign config.S3Presign
+}
+
+// Validate checks what parsing cannot.
+func (c *Config) Validate() error {
+	return errors.Join(c.Common.Validate(), c.Presign.Validate(c.S3))
+}
+
+// prepareS3 creates the bucket and, when one is configured, the presign
+// user.
+func prepareS3(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	bs, err := blob.New(cfg.S3)
+	if err != nil {
+		return err
+	}
+	if err := bs.EnsureBucket(ctx); err != nil {
+		return err
+	}
+	log.Info().Str("bucket", bs.Bucket()).Msg("bucket ready")
+	// A backstop behind the console's sweeper, which removes untaken
+	// uploads minutes after their policy expired: should no console run
+	// for a day, the store removes them itself.
+	if err := bs.ExpirePrefix(ctx, uploadsRule, uploadsPrefix, uploadsDays); err != nil {
+		log.Warn().Err(err).Msg("no lifecycle rule for uploads/: the console's sweeper alone removes them")
+	} else {
+		log.Info().Str("prefix", uploadsPrefix).Int("days", uploadsDays).Msg("uploads expire")
+	}
+	if !cfg.Presign.Set() {
+		log.Warn().Msg("no S3_PRESIGN_ACCESS_KEY: no presign user created; the console signs with S3_ACCESS_KEY")
+		return nil
+	}
+	if err := ensurePresignUser(ctx, cfg.S3, cfg.Presign); err != nil {
+		return err
+	}
+	log.Info().Str("user", cfg.Presign.AccessKey).Str("policy", presignPolicyName(cfg.S3.Bucket)).Msg("presign user ready")
+	return nil
+}
+
+// The bucket lifecycle rule that expires uploads nobody took.
+const (
+	uploadsRule = "dubflow-uploads"
+	uploadsDays = 1
+)

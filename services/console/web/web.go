@@ -45,7 +45,7 @@ func Handler() http.Handler { return HandlerFor("") }
 // HandlerFor serves the page shell for the page routes and the assets
 // under /static/ (fingerprinted: /static/app.js?v=HASH is cached for a
 // year); storage (scheme://host[:port], or "") is the object store's
-// origin, which the page may PUT large uploads to.
+// origin, which the page may post large uploads to.
 func HandlerFor(storage string) http.Handler {
 	csp := contentSecurityPolicy(storage)
 	sub, err := fs.Sub(static, "static")

@@ -109,7 +109,7 @@ func TestScriptUsesNoExternalOrigin(t *testing.T) {
 }
 
 // TestPolicyLetsThePageUploadToTheObjectStore: the page may connect to the
-// object store's origin (presigned PUT of a large video), and only there.
+// object store's origin (presigned POST of a large video), and only there.
 func TestPolicyLetsThePageUploadToTheObjectStore(t *testing.T) {
 	csp := get(t, HandlerFor("http://127.0.0.1:9000"), "/upload").Header.Get("Content-Security-Policy")
 	if !strings.Contains(csp, "connect-src 'self' http://127.0.0.1:9000;") {

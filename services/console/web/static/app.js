@@ -44,7 +44,7 @@
   const ACTIVE = new Set(['queued', 'running', 'compensating', 'redubbing']);
   const PAGE_SIZE = 25;
   // Videos larger than this go straight to the object store (a presigned
-  // PUT from POST /api/uploads), not through the console.
+  // POST policy from POST /api/uploads), not through the console.
   const PRESIGN_ABOVE = 32 << 20;
 
   const enc = encodeURIComponent;
@@ -840,9 +840,11 @@
 
   // ---- upload ----
   // A small file goes as multipart/form-data to POST /api/tasks; a large
-  // one is PUT to the object store at a presigned URL (POST /api/uploads),
-  // then POST /api/tasks {sourceVideoKey} starts the task. Both through
-  // XMLHttpRequest, the one browser API that reports upload progress.
+  // one is posted to the object store with a presigned POST policy (POST
+  // /api/uploads: the store takes one file of at most maxBytes, of the
+  // type asked for, under the upload's key), then POST /api/tasks
+  // {sourceVideoKey} starts the task. Both through XMLHttpRequest, the one
+  // browser API that reports upload progress.
   function pageUpload(main) {
     const file = h('input', {type: 'file', id: 'video', name: 'video', accept: 'video/*,.mp4,.mkv,.mov,.webm', required: true});
     const langs = (id, val) => h('input', {type: 'text', id, name: id, value: val, required: true, size: 6, pattern: '[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*', title: 'a language code such as en, es or pt-BR'});
@@ -911,22 +913,34 @@
     };
     xhr.upload.onload = () => { status.textContent = 'Uploaded; creating the task…'; };
   }
-  // presignedUpload reserves a task id and an upload URL, PUTs the file to
-  // the object store and starts the task from the stored object.
+  // presignedUpload reserves a task id and an upload policy, posts the
+  // file to the object store with it and starts the task from the stored
+  // object.
   async function presignedUpload(video, fields, bar, status) {
     status.textContent = 'Reserving the upload…';
-    const up = await api(API.uploads, {method: 'POST', body: {contentType: video.type || 'video/mp4'}});
+    const type = (video.type || '').startsWith('video/') ? video.type : 'video/mp4';
+    const up = await api(API.uploads, {method: 'POST', body: {contentType: type}});
+    const max = pick(up, 'maxBytes');
+    if (max && video.size > max) throw new Error(`The video is ${bytes(video.size)}, larger than the limit of ${bytes(max)} (MAX_VIDEO_BYTES).`);
+    const form = new FormData();
+    for (const [k, v] of Object.entries(pick(up, 'fields') || {})) form.append(k, v);
+    form.append(pick(up, 'fileField') || 'file', video); // last: the store reads the rest as the file
     await new Promise((resolve, reject) => {
       const xhr = new XMLHttpRequest();
-      xhr.open(pick(up, 'method') || 'PUT', pick(up, 'uploadUrl'));
-      for (const [k, v] of Object.entries(pick(up, 'headers') || {})) xhr.setRequestHeader(k, v);
+      xhr.open(pick(up, 'method') || 'POST', pick(up, 'uploadUrl'));
       showProgressOf(xhr, bar, status);
       xhr.onerror = () => reject(new Error('The upload to the object store failed: the network, or the store does not allow this page (CONSOLE_PUBLIC_S3_URL, CORS: see the console README).'));
-      xhr.onload = () => (xhr.status >= 200 && xhr.status < 300 ? resolve() : reject(new Error(`object store: HTTP ${xhr.status}`)));
-      xhr.send(video);
+      xhr.onload = () => (xhr.status >= 200 && xhr.status < 300 ? resolve()
+        : reject(new Error(`object store: HTTP ${xhr.status}${storeError(xhr.responseText)}`)));
+      xhr.send(form);
     });
     const out = await api(API.tasks, {method: 'POST', body: Object.assign({sourceVideoKey: pick(up, 'sourceVideoKey'), fileName: video.name}, fields)});
     return pick(out, 'taskId');
+  }
+  // storeError reads the message of an S3 error answer (XML), if any.
+  function storeError(text) {
+    const m = /<Message>([^<]*)<\/Message>/.exec(text || '');
+    return m ? ': ' + m[1] : '';
   }
   function sendUpload(fd, bar, status) {
     return new Promise((resolve, reject) => {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/view"
+)
+
+// A task's source video and its dub's audio live where the presign user
+// may not read (videos/, tts/: it reads outputs/ only), so no presigned
+// link reaches them: the console serves them itself, to whoever may read
+// the task, with range requests (a player seeks). Their links are these
+// paths on the console.
+const (
+	sourceVideoPath = "/source-video"
+	dubAudioPath    = "/dub-audio"
+)
+
+// taskFileLink is the console's path of a task file, nil when the task has
+// no such object.
+func taskFileLink(id, key, file string) *string {
+	if key == "" {
+		return nil
+	}
+	p := "/api/tasks/" + id + file
+	return &p
+}
+
+// sourceVideoKey and dubAudioKey name the object a task file route serves.
+func sourceVideoKey(d *taskDetail) string { return d.SourceVideoKey }
+func dubAudioKey(d *taskDetail) string    { return view.OutputOf(d.Result).DubAudioKey }
+
+// serveTaskFile answers GET /api/tasks/{id}/source-video or /dub-audio:
+// the object keyOf names, streamed from the store (inline, with its file
+// name), 404 when the task has none (yet).
+func (s *server) serveTaskFile(keyOf func(*taskDetail) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		d, ok := s.requestedDetail(w, r)
+		if !ok {
+			return
+		}
+		key := keyOf(d)
+		if key == "" {
+			s.fail(w, r, notFound("this task has no such file (yet)"))
+			return
+		}
+		obj, info, err := s.objects.Open(r.Context(), key)
+		switch {
+		case errors.Is(err, blob.ErrNotFound):
+			s.fail(w, r, notFound("the file is no longer in storage"))
+			return
+		case err != nil:
+			s.log.Warn().Err(err).Str("key", key).Msg("open a task file")
+			s.fail(w, r, unavailable("object store: the file cannot be read now"))
+			return
+		}
+		defer obj.Close()
+		name := path.Base(key)
+		w.Header().Set("Content-Type", mediaType(info.ContentType, name))
+		w.Header().Set("Content-Disposition", mime.FormatMediaType("inline", map[string]string{"filename": name}))
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		http.ServeContent(w, r, name, info.Modified, obj)
+	}
+}
+
+// mediaType is the stored content type when it is audio or video, else
+// the one name's extension gives (never something a browser would run).
+func mediaType(stored, name string) string {
+	if strings.HasPrefix(stored, "video/") || strings.HasPrefix(stored, "audio/") {
+		return stored
+	}
+	if strings.HasSuffix(name, ".wav") {
+		return "audio/wav"
+	}
+	return "video/mp4"
+}
