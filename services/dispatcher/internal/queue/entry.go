@@ -91,27 +91,30 @@ const (
 // project's waiting entries (1 = next to be served) and 0 once the entry has
 // left the queue.
 type Entry struct {
-	ID              uuid.UUID       `json:"id"`
-	EntryID         uuid.UUID       `json:"entry_id"`
-	ProjectID       uuid.UUID       `json:"project_id"`
-	VisitorID       uuid.UUID       `json:"visitor_id"`
-	SessionID       string          `json:"session_id"`
-	AssignedStaffID *uuid.UUID      `json:"assigned_staff_id"`
-	Source          Source          `json:"source"`
-	Urgency         Urgency         `json:"urgency"`
-	Position        int             `json:"position"`
-	Priority        int             `json:"priority"`
-	Status          Status          `json:"status"`
-	VisitorMessage  string          `json:"visitor_message"`
-	Reason          string          `json:"reason"`
-	ChannelID       string          `json:"channel_id"`
-	ChannelType     *int            `json:"channel_type"`
-	ExtraMetadata   json.RawMessage `json:"extra_metadata"`
-	RetryCount      int             `json:"retry_count"`
-	LastAttemptAt   *time.Time      `json:"last_attempt_at"`
-	EnteredAt       time.Time       `json:"entered_at"`
-	AssignedAt      *time.Time      `json:"assigned_at"`
-	ExitedAt        *time.Time      `json:"exited_at"`
+	ID              uuid.UUID  `json:"id"`
+	EntryID         uuid.UUID  `json:"entry_id"`
+	ProjectID       uuid.UUID  `json:"project_id"`
+	VisitorID       uuid.UUID  `json:"visitor_id"`
+	SessionID       string     `json:"session_id"`
+	AssignedStaffID *uuid.UUID `json:"assigned_staff_id"`
+	Source          Source     `json:"source"`
+	Urgency         Urgency    `json:"urgency"`
+	Position        int        `json:"position"`
+	Priority        int        `json:"priority"`
+	Status          Status     `json:"status"`
+	VisitorMessage  string     `json:"visitor_message"`
+	// VisitorMessageTruncated says that VisitorMessage holds only the
+	// start of the message (in a list: see ProjectStatus.Entries).
+	VisitorMessageTruncated bool            `json:"visitor_message_truncated"`
+	Reason                  string          `json:"reason"`
+	ChannelID               string          `json:"channel_id"`
+	ChannelType             *int            `json:"channel_type"`
+	ExtraMetadata           json.RawMessage `json:"extra_metadata"`
+	RetryCount              int             `json:"retry_count"`
+	LastAttemptAt           *time.Time      `json:"last_attempt_at"`
+	EnteredAt               time.Time       `json:"entered_at"`
+	AssignedAt              *time.Time      `json:"assigned_at"`
+	ExitedAt                *time.Time      `json:"exited_at"`
 	// ReservedUntil is when an unconfirmed assignment (a reservation of the
 	// agent's capacity) expires; nil once confirmed or released.
 	ReservedUntil *time.Time `json:"reserved_until"`
