@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
 	"github.com/google/uuid"
@@ -161,4 +162,23 @@ func TestUnconfirmedReservationsCountAsAttempts(t *testing.T) {
 		t.Fatalf("agent load %d after the entry expired", st.CurrentLoad)
 	}
 	checkLoads(t, pool)
+}
+
+// TestFractionalReservationTimeout: a reservation timeout with a fraction
+// of a second reserves for that long (it was read as an integer, and 0.2 s
+// confirmed assignments at once).
+func TestFractionalReservationTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := reservingConfig
+	cfg.ReservationTimeout = 1500 * time.Millisecond
+	q, _ := setup(t, cfg)
+	project, _ := staffedProject(t, q, 1)
+	enqueue(t, q, project, queue.UrgencyNormal)
+	got, err := q.Match(context.Background(), project)
+	if err != nil || len(got) != 1 || got[0].ReservedUntil == nil || got[0].ConfirmedAt != nil {
+		t.Fatalf("match: %+v %v, want a reservation", got, err)
+	}
+	if d := got[0].ReservedUntil.Sub(*got[0].AssignedAt); d != cfg.ReservationTimeout {
+		t.Fatalf("reserved for %s, want %s", d, cfg.ReservationTimeout)
+	}
 }
