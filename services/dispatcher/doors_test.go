@@ -132,6 +132,20 @@ func TestBothDoorsRefuseTheSameRequests(t *testing.T) {
 	if n := o.count(t, `SELECT count(*) FROM visitor_waiting_queue`); n != 0 {
 		t.Fatalf("%d entries after refused requests, want none", n)
 	}
+	// A refused message left nothing that makes its corrected copy (same
+	// task_id, same attempt) a duplicate.
+	fixed := uuid.NewString()
+	ask := map[string]any{"project_id": uuid.NewString(), "visitor_id": uuid.NewString(), "reason": "needs\x00help"}
+	o.publishRaw(t, "waiting.enqueue", wire.StepWaitingEnqueue, fixed, ask)
+	if dl := o.deadLetter(t); dl.ErrorClass != wire.ClassInvalid {
+		t.Fatalf("dead letter %s", dl.ErrorClass)
+	}
+	ask["reason"] = "needs help"
+	o.publishRaw(t, "waiting.enqueue", wire.StepWaitingEnqueue, fixed, ask)
+	testenv.EventuallyWithin(t, 20*time.Second, "the corrected message's entry", func() bool {
+		var e entryJSON
+		return o.d.call(t, "GET", "/queue/entries/"+fixed, nil, &e) == 200 && e.Status == "waiting"
+	})
 	// Limits count characters: 255 CJK characters of reason (765 bytes)
 	// and a channel of 255 are taken by both doors.
 	long := map[string]any{"reason": strings.Repeat("字", 255), "session_id": strings.Repeat("频", 255) + "@1"}
