@@ -74,35 +74,11 @@ func openDoors(t *testing.T) doors {
 // TestBothDoorsRefuseTheSameRequests runs one table of bad requests for a
 // human agent through POST /internal/ai/events and waiting.enqueue: each is
 // a 400 VALIDATION_ERROR over HTTP and dead-lettered at once as invalid
-// over AMQP, with no entry and no step row; then the same message,
-// corrected, runs (it is not taken for a duplicate of the refused one).
+// over AMQP, with no entry and no step row.
 func TestBothDoorsRefuseTheSameRequests(t *testing.T) {
 	t.Parallel()
 	o := openDoors(t)
-	id := uuid.NewString()
-	cases := []struct {
-		name    string
-		payload map[string]any // beside project_id and visitor_id
-		ids     map[string]string
-		reason  string
-	}{
-		{"nil project", nil, map[string]string{"project_id": uuid.Nil.String()}, "project_id"},
-		{"nil visitor", nil, map[string]string{"visitor_id": uuid.Nil.String()}, "visitor_id"},
-		{"braced visitor", nil, map[string]string{"visitor_id": "{" + id + "}"}, "visitor_id"},
-		{"urn visitor", nil, map[string]string{"visitor_id": "urn:uuid:" + id}, "visitor_id"},
-		{"unhyphenated project", nil, map[string]string{"project_id": strings.ReplaceAll(id, "-", "")}, "project_id"},
-		{"NUL in reason", map[string]any{"reason": "needs\x00help"}, nil, "reason"},
-		{"escape in reason", map[string]any{"reason": "\x1b[2Jhelp"}, nil, "reason"},
-		{"newline in reason", map[string]any{"reason": "two\nlines"}, nil, "reason"},
-		{"NUL in visitor_message", map[string]any{"visitor_message": "hi\x00"}, nil, "visitor_message"},
-		{"NUL in a metadata value", map[string]any{"metadata": map[string]any{"k": []any{"ok", "a\x00"}}}, nil, "metadata"},
-		{"NUL in a metadata key", map[string]any{"metadata": map[string]any{"k\x00": 1}}, nil, "control character"},
-		{"metadata of 16 KiB", map[string]any{"metadata": map[string]any{"k": strings.Repeat("v", 16400)}}, nil, "metadata"},
-		{"256 characters of reason", map[string]any{"reason": strings.Repeat("字", 256)}, nil, "reason"},
-		{"65537 characters of visitor_message", map[string]any{"visitor_message": strings.Repeat("m", 65537)}, nil, "visitor_message"},
-		{"control character in session_id", map[string]any{"session_id": "chan\x01@1"}, nil, "session_id"},
-	}
-	for _, c := range cases {
+	for _, c := range badAsks() {
 		project, visitor := uuid.NewString(), uuid.NewString()
 		payload := map[string]any{"project_id": project, "visitor_id": visitor}
 		for k, v := range c.payload {
@@ -132,6 +108,14 @@ func TestBothDoorsRefuseTheSameRequests(t *testing.T) {
 	if n := o.count(t, `SELECT count(*) FROM visitor_waiting_queue`); n != 0 {
 		t.Fatalf("%d entries after refused requests, want none", n)
 	}
+}
+
+// TestRefusedMessageLeavesNothingBehind: a refused waiting.enqueue's
+// corrected copy (same task_id, same attempt) runs; and limits count
+// characters on both doors.
+func TestRefusedMessageLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	o := openDoors(t)
 	// A refused message left nothing that makes its corrected copy (same
 	// task_id, same attempt) a duplicate.
 	fixed := uuid.NewString()
@@ -160,6 +144,37 @@ func TestBothDoorsRefuseTheSameRequests(t *testing.T) {
 	testenv.EventuallyWithin(t, 20*time.Second, "255 characters over AMQP", func() bool {
 		return o.d.call(t, "GET", "/queue/entries/"+task, nil, &e) == 200
 	})
+}
+
+// badAsk is a request for a human agent that both doors must refuse:
+// payload fields beside the ids, ids to replace, and a word the refusal
+// must say.
+type badAsk struct {
+	name    string
+	payload map[string]any
+	ids     map[string]string
+	reason  string
+}
+
+func badAsks() []badAsk {
+	id := uuid.NewString()
+	return []badAsk{
+		{"nil project", nil, map[string]string{"project_id": uuid.Nil.String()}, "project_id"},
+		{"nil visitor", nil, map[string]string{"visitor_id": uuid.Nil.String()}, "visitor_id"},
+		{"braced visitor", nil, map[string]string{"visitor_id": "{" + id + "}"}, "visitor_id"},
+		{"urn visitor", nil, map[string]string{"visitor_id": "urn:uuid:" + id}, "visitor_id"},
+		{"unhyphenated project", nil, map[string]string{"project_id": strings.ReplaceAll(id, "-", "")}, "project_id"},
+		{"NUL in reason", map[string]any{"reason": "needs\x00help"}, nil, "reason"},
+		{"escape in reason", map[string]any{"reason": "\x1b[2Jhelp"}, nil, "reason"},
+		{"newline in reason", map[string]any{"reason": "two\nlines"}, nil, "reason"},
+		{"NUL in visitor_message", map[string]any{"visitor_message": "hi\x00"}, nil, "visitor_message"},
+		{"NUL in a metadata value", map[string]any{"metadata": map[string]any{"k": []any{"ok", "a\x00"}}}, nil, "metadata"},
+		{"NUL in a metadata key", map[string]any{"metadata": map[string]any{"k\x00": 1}}, nil, "control character"},
+		{"metadata of 16 KiB", map[string]any{"metadata": map[string]any{"k": strings.Repeat("v", 16400)}}, nil, "metadata"},
+		{"256 characters of reason", map[string]any{"reason": strings.Repeat("字", 256)}, nil, "reason"},
+		{"65537 characters of visitor_message", map[string]any{"visitor_message": strings.Repeat("m", 65537)}, nil, "visitor_message"},
+		{"control character in session_id", map[string]any{"session_id": "chan\x01@1"}, nil, "session_id"},
+	}
 }
 
 // TestNilTaskIDLosesNoVisitor is the issue's case: waiting.enqueue with

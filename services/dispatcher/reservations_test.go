@@ -135,21 +135,28 @@ func TestReservationAPI(t *testing.T) {
 	if code := d.call(t, "POST", "/queue/entries/"+uuid.NewString()+"/release", nil, &errBody); code != 404 || errBody.Code != "NOT_FOUND" {
 		t.Fatalf("release of an unknown entry: %d %+v", code, errBody)
 	}
-	// The released entry says so, and confirming it says why not.
-	if d.call(t, "GET", "/queue/entries/"+a.EntryID.String(), nil, &got); got.Status != "released" || got.Position != 0 {
+	checkReleasedAndBusy(t, d, a.EntryID, staff, project)
+}
+
+// checkReleasedAndBusy: the released entry says so, confirming it says why
+// not, and its agent, which still holds a conversation, is not moved to
+// another project.
+func checkReleasedAndBusy(t *testing.T, d dispatcher, released, staff, project uuid.UUID) {
+	t.Helper()
+	var got, errBody entryJSON
+	if d.call(t, "GET", "/queue/entries/"+released.String(), nil, &got); got.Status != "released" || got.Position != 0 {
 		t.Fatalf("released entry: %+v", got)
 	}
-	errBody = entryJSON{}
-	if code := d.call(t, "POST", "/queue/entries/"+a.EntryID.String()+"/confirm", nil, &errBody); code != 409 ||
+	if code := d.call(t, "POST", "/queue/entries/"+released.String()+"/confirm", nil, &errBody); code != 409 ||
 		errBody.Code != "BUSINESS_NOT_ASSIGNED" || !strings.Contains(errBody.Error, "released at") || strings.Contains(errBody.Error, "(assigned)") {
 		t.Fatalf("confirm of a released entry: %d %+v", code, errBody)
 	}
-	// The agent holds b: it is not moved to another project.
 	errBody = entryJSON{}
 	if code := d.call(t, "PUT", "/staff/"+staff.String(), map[string]any{"project_id": uuid.New(), "availability": "online", "max_concurrent": 1}, &errBody); code != 409 ||
 		errBody.Code != "BUSINESS_AGENT_BUSY" {
 		t.Fatalf("move of a busy agent: %d %+v", code, errBody)
 	}
+	var st staffJSON
 	if d.call(t, "GET", "/staff/"+staff.String(), nil, &st); st.ProjectID != project || st.CurrentLoad != 1 {
 		t.Fatalf("agent after the refused move: %+v", st)
 	}

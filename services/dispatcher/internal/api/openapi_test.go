@@ -48,29 +48,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 			t.Errorf("%s is served but not in openapi.json", key)
 			continue
 		}
-		var query []string
-		for _, p := range op.Parameters {
-			switch {
-			case p.In == "query" && p.Name == "limit":
-				if p.Schema.Maximum == nil || *p.Schema.Maximum != rt.Limit || p.Schema.Default == nil || *p.Schema.Default != rt.Limit {
-					t.Errorf("%s: limit documented up to %v (default %v), served up to %d", key, p.Schema.Maximum, p.Schema.Default, rt.Limit)
-				}
-				query = append(query, "limit")
-			case p.In == "query":
-				query = append(query, p.Name)
-			case p.In == "path" && !strings.Contains(rt.Path, "{"+p.Name+"}"):
-				t.Errorf("%s: documents path parameter %s it does not have", key, p.Name)
-			}
-		}
-		want := slices.Clone(rt.Query)
-		if rt.Limit > 0 {
-			want = append(want, "limit")
-		}
-		slices.Sort(query)
-		slices.Sort(want)
-		if !slices.Equal(query, want) {
-			t.Errorf("%s: query parameters documented %v, served %v", key, query, want)
-		}
+		checkParameters(t, key, rt, op.Parameters)
 		if (op.RequestBody != nil) != rt.Body {
 			t.Errorf("%s: request body documented %v, read %v", key, op.RequestBody != nil, rt.Body)
 		}
@@ -94,6 +72,36 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 		if _, ok := doc.Components.Responses[name]; !ok {
 			t.Errorf("components.responses.%s missing: every path answers it", name)
 		}
+	}
+}
+
+// checkParameters compares a route's documented parameters with what it
+// takes: the query parameters (limit with its bound and default) and the
+// path's names.
+func checkParameters(t *testing.T, key string, rt Route, params []param) {
+	t.Helper()
+	var query []string
+	for _, p := range params {
+		switch {
+		case p.In == "query" && p.Name == "limit":
+			if p.Schema.Maximum == nil || *p.Schema.Maximum != rt.Limit || p.Schema.Default == nil || *p.Schema.Default != rt.Limit {
+				t.Errorf("%s: limit documented up to %v (default %v), served up to %d", key, p.Schema.Maximum, p.Schema.Default, rt.Limit)
+			}
+			query = append(query, "limit")
+		case p.In == "query":
+			query = append(query, p.Name)
+		case p.In == "path" && !strings.Contains(rt.Path, "{"+p.Name+"}"):
+			t.Errorf("%s: documents path parameter %s it does not have", key, p.Name)
+		}
+	}
+	want := slices.Clone(rt.Query)
+	if rt.Limit > 0 {
+		want = append(want, "limit")
+	}
+	slices.Sort(query)
+	slices.Sort(want)
+	if !slices.Equal(query, want) {
+		t.Errorf("%s: query parameters documented %v, served %v", key, query, want)
 	}
 }
 
