@@ -57,6 +57,10 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 		dl.facts.Invalid = fmt.Errorf("invalid message: step %q is not served on queue %s", env.Step, r.cfg.Queue)
 		return dl
 	}
+	if err := admit(d.RoutingKey, env, route); err != nil {
+		dl.facts.Invalid = fmt.Errorf("invalid message: %w", err)
+		return dl
+	}
 	part, err := PartOf(env)
 	if err != nil {
 		dl.facts.Invalid = fmt.Errorf("invalid message: %w", err)
@@ -87,6 +91,22 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	dl.stepID = claim.StepID
 	f.Claim, f.HeldUntil, f.BaseAttempt = claimResultOf(claim.Outcome), claim.HeldUntil, claim.BaseAttempt
 	return dl
+}
+
+// admit refuses a message whose routing key names another step than its
+// envelope (a waiting.cancel carrying a waiting_enqueue would otherwise run
+// as an enqueue), then runs the route's own Admit. A routing key that names
+// no step (a queue's name, through the default exchange) is not compared.
+func admit(routingKey string, env *wire.Envelope, route Route) error {
+	for _, s := range wire.Steps() {
+		if routingKey == wire.RoutingKey(s) && s != env.Step {
+			return fmt.Errorf("routing key %s is for step %s, the envelope's step is %s", routingKey, s, env.Step)
+		}
+	}
+	if route.Admit != nil {
+		return route.Admit(env)
+	}
+	return nil
 }
 
 // claimResultOf names a claim outcome for the decisions.

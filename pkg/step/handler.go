@@ -41,6 +41,12 @@ type Route struct {
 	Timeout time.Duration
 	// Handler does the work.
 	Handler Handler
+	// Admit, when set, checks a decoded message before its attempt is
+	// claimed (what the schema cannot say). A message it refuses is
+	// rejected as invalid: dead-lettered at once, never retried, and no
+	// step row is written, so it is never taken for a duplicate of a
+	// later message with the same ids.
+	Admit func(env *wire.Envelope) error
 }
 
 // Message is one decoded task message handed to a Handler. Besides reading

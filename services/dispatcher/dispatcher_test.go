@@ -28,6 +28,26 @@ const testToken = "test-token-0123456789abcdef"
 type dispatcher struct {
 	base string // the public API
 	ops  string // health, readiness and metrics
+	// log is what a process (startProcess) wrote so far.
+	log *lockedBuffer
+}
+
+// lockedBuffer is a process's output, read while it is written.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // call sends a request with the token and decodes a JSON answer into out
@@ -105,8 +125,8 @@ func startProcess(t *testing.T, bin string, env map[string]string) dispatcher {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +144,8 @@ func startProcess(t *testing.T, bin string, env map[string]string) dispatcher {
 			t.Errorf("dispatcher did not stop on SIGINT; output:\n%s", out.String())
 		}
 	})
-	d := dispatcher{base: "http://" + env["DISPATCHER_HTTP_ADDR"], ops: "http://" + env["OPS_ADDR"]}
-	waitReady(t, d, done, &out)
+	d := dispatcher{base: "http://" + env["DISPATCHER_HTTP_ADDR"], ops: "http://" + env["OPS_ADDR"], log: out}
+	waitReady(t, d, done, out)
 	return d
 }
 
@@ -146,7 +166,7 @@ func startInProcess(t *testing.T, env map[string]string) dispatcher {
 	return d
 }
 
-func waitReady(t *testing.T, d dispatcher, done chan error, out *bytes.Buffer) {
+func waitReady(t *testing.T, d dispatcher, done chan error, out *lockedBuffer) {
 	t.Helper()
 	testenv.EventuallyWithin(t, 60*time.Second, "the dispatcher at "+d.ops+" to be ready", func() bool {
 		select {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -77,5 +78,26 @@ func TestDefaultAddressIsLoopback(t *testing.T) {
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		t.Fatalf("default DISPATCHER_HTTP_ADDR %q listens beyond loopback", cfg.HTTPAddr)
+	}
+}
+
+// TestListenersAreNamedInTheLog: the API's listener logs as the API
+// server, the ops port's as ops, each with its own address.
+func TestListenersAreNamedInTheLog(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	env := testEnv(t, db.URL, testenv.AMQP(t), map[string]string{"LOG_LEVEL": "info", "LOG_FORMAT": "json"})
+	d := startProcess(t, buildBinary(t), env)
+	found := map[string]string{}
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		var l struct {
+			Message, Server, Addr string
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Message == "listening" {
+			found[l.Server] = l.Addr
+		}
+	}
+	if found["api"] != env["DISPATCHER_HTTP_ADDR"] || found["ops"] != env["OPS_ADDR"] {
+		t.Fatalf("listening lines by server: %v, want api on %s and ops on %s", found, env["DISPATCHER_HTTP_ADDR"], env["OPS_ADDR"])
 	}
 }

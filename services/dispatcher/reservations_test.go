@@ -135,4 +135,63 @@ func TestReservationAPI(t *testing.T) {
 	if code := d.call(t, "POST", "/queue/entries/"+uuid.NewString()+"/release", nil, &errBody); code != 404 || errBody.Code != "NOT_FOUND" {
 		t.Fatalf("release of an unknown entry: %d %+v", code, errBody)
 	}
+	checkReleasedAndBusy(t, d, a.EntryID, staff, project)
+}
+
+// checkReleasedAndBusy: the released entry says so, confirming it says why
+// not, and its agent, which still holds a conversation, is not moved to
+// another project.
+func checkReleasedAndBusy(t *testing.T, d dispatcher, released, staff, project uuid.UUID) {
+	t.Helper()
+	var got, errBody entryJSON
+	if d.call(t, "GET", "/queue/entries/"+released.String(), nil, &got); got.Status != "released" || got.Position != 0 {
+		t.Fatalf("released entry: %+v", got)
+	}
+	if code := d.call(t, "POST", "/queue/entries/"+released.String()+"/confirm", nil, &errBody); code != 409 ||
+		errBody.Code != "BUSINESS_NOT_ASSIGNED" || !strings.Contains(errBody.Error, "released at") || strings.Contains(errBody.Error, "(assigned)") {
+		t.Fatalf("confirm of a released entry: %d %+v", code, errBody)
+	}
+	errBody = entryJSON{}
+	if code := d.call(t, "PUT", "/staff/"+staff.String(), map[string]any{"project_id": uuid.New(), "availability": "online", "max_concurrent": 1}, &errBody); code != 409 ||
+		errBody.Code != "BUSINESS_AGENT_BUSY" {
+		t.Fatalf("move of a busy agent: %d %+v", code, errBody)
+	}
+	var st staffJSON
+	if d.call(t, "GET", "/staff/"+staff.String(), nil, &st); st.ProjectID != project || st.CurrentLoad != 1 {
+		t.Fatalf("agent after the refused move: %+v", st)
+	}
+}
+
+// TestNeverConfirmedEntryExpires: an agent who never confirms gets the
+// visitor back each time the reservation expires, and the entry expires
+// once QUEUE_PROCESS_MAX_RETRIES reservations have, instead of going
+// round for ever.
+func TestNeverConfirmedEntryExpires(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	amqpURL := testenv.AMQP(t)
+	events := collectEvents(t, amqpURL)
+	d := startInProcess(t, testEnv(t, db.URL, amqpURL, map[string]string{
+		"QUEUE_RESERVATION_TIMEOUT_SECONDS": "0.2", "QUEUE_PROCESS_MAX_RETRIES": "3"}))
+	project, staff := uuid.New(), uuid.New()
+	d.call(t, "PUT", "/staff/"+staff.String(), map[string]any{"project_id": project, "availability": "online", "max_concurrent": 1}, nil)
+	var e entryJSON
+	if code := d.call(t, "POST", "/internal/ai/events", aiEvent(project, uuid.New(), "normal"), &e); code != 200 || e.Status != "assigned" {
+		t.Fatalf("enqueue: %d %+v", code, e)
+	}
+	testenv.EventuallyWithin(t, 30*time.Second, "the entry to expire", func() bool {
+		return d.call(t, "GET", "/queue/entries/"+e.EntryID.String(), nil, &e) == 200 && e.Status == "expired"
+	})
+	if e.RetryCount != 3 {
+		t.Fatalf("expired after %d attempts, want 3", e.RetryCount)
+	}
+	testenv.EventuallyWithin(t, 20*time.Second, "the expired event and three reservation_expired", func() bool {
+		n, _ := events.count("waiting.expired")
+		r, _ := events.count("waiting.reservation_expired")
+		return n == 1 && r == 3
+	})
+	var st staffJSON
+	if d.call(t, "GET", "/staff/"+staff.String(), nil, &st); st.CurrentLoad != 0 {
+		t.Fatalf("agent load %d after the entry expired", st.CurrentLoad)
+	}
 }

@@ -58,13 +58,23 @@ func run(ctx context.Context, environ map[string]string) error {
 
 // serveAPI returns the job serving the public port: the API (behind the
 // token) and a bare liveness answer; readiness and metrics are on the ops
-// port only.
+// port only. Its log lines say "server":"api" (the ops port's say "ops").
 func serveAPI(p *service.Process, apiServer *api.Server, m *metrics, addr string) service.Job {
 	apiServer.Assigned = func(n int) { m.assigned.Add(float64(n)) }
-	mux := http.NewServeMux()
-	mux.Handle("GET /healthz", ops.Handler(p.Registry, nil))
-	mux.Handle("/", apiServer.Handler())
-	return func(ctx context.Context) error { return ops.Serve(ctx, addr, mux, p.Log) }
+	health, apiHandler := ops.Handler(p.Registry, nil), apiServer.Handler()
+	// Not a ServeMux: it would answer a path with '.' or '..' segments with
+	// a redirect to its cleaned form before the API could refuse it.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			health.ServeHTTP(w, r)
+			return
+		}
+		apiHandler.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		MaxHeaderBytes: 64 << 10}
+	log := p.Log.With().Str("server", "api").Logger()
+	return func(ctx context.Context) error { return ops.ServeHTTP(ctx, addr, srv, 5*time.Second, log) }
 }
 
 // logStart logs the settings the dispatcher starts with.

@@ -67,7 +67,8 @@ type QueueStatus struct {
 	QueuedCount int       `json:"queuedCount"`
 	Capacity    int       `json:"capacity"`
 	Available   int       `json:"available"`
-	// Items are the queued items in arrival order.
+	// Items are the first queued items in arrival order (at most the
+	// limit asked for; QueuedCount counts them all).
 	Items []Item `json:"items"`
 }
 
@@ -200,14 +201,19 @@ func decrement(ctx context.Context, tx pgx.Tx, agent uuid.UUID) error {
 	return err
 }
 
-// Status reads the agent's queue from one snapshot. An agent never seen has
-// an empty queue.
-func (q *Queue) Status(ctx context.Context, agent uuid.UUID) (QueueStatus, error) {
+// Status reads the agent's queue from one snapshot: the counts, and its
+// first limit queued items in arrival order. An agent never seen has an
+// empty queue.
+func (q *Queue) Status(ctx context.Context, agent uuid.UUID, limit int) (QueueStatus, error) {
 	st := QueueStatus{AgentID: agent, Capacity: q.capacity, Items: []Item{}}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, q.pool, opts, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM agent_queue_items
+			WHERE agent_id = $1 AND status = 'queued'`, agent).Scan(&st.QueuedCount); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, `SELECT `+itemColumns+` FROM agent_queue_items
-			WHERE agent_id = $1 AND status = 'queued' ORDER BY seq`, agent)
+			WHERE agent_id = $1 AND status = 'queued' ORDER BY seq LIMIT $2`, agent, limit)
 		if err != nil {
 			return err
 		}
@@ -225,7 +231,6 @@ func (q *Queue) Status(ctx context.Context, agent uuid.UUID) (QueueStatus, error
 	if err != nil {
 		return QueueStatus{}, fmt.Errorf("status of agent %s: %w", agent, err)
 	}
-	st.QueuedCount = len(st.Items)
 	st.Available = max(0, q.capacity-st.QueuedCount)
 	return st, nil
 }

@@ -55,7 +55,7 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 	if _, err := q.Enqueue(ctx, uuid.New(), orders[0], uuid.New()); err != nil {
 		t.Fatalf("same order for another agent: %v", err)
 	}
-	st, err := q.Status(ctx, agent)
+	st, err := q.Status(ctx, agent, 1000)
 	if err != nil || st.QueuedCount != 3 || st.Capacity != 3 || st.Available != 0 || len(st.Items) != 3 {
 		t.Fatalf("status: %+v %v", st, err)
 	}
@@ -63,6 +63,10 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 		if it.OrderID != orders[i] || it.Position != i+1 {
 			t.Fatalf("status item %d: %+v, want order %s at %d", i, it, orders[i], i+1)
 		}
+	}
+	// A limit bounds the items, not the counts.
+	if st, err := q.Status(ctx, agent, 2); err != nil || st.QueuedCount != 3 || len(st.Items) != 2 || st.Items[1].OrderID != orders[1] {
+		t.Fatalf("status with limit 2: %+v %v", st, err)
 	}
 
 	// Cancel the middle one (twice: the second is a quiet no-op), and an
@@ -109,7 +113,7 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 		t.Fatalf("enqueue a consumed order again: %v", err)
 	}
 	checkSizes(t, pool, capacity)
-	if st, _ := q.Status(ctx, agent); st.QueuedCount != 1 || st.Available != 2 {
+	if st, _ := q.Status(ctx, agent, 1000); st.QueuedCount != 1 || st.Available != 2 {
 		t.Fatalf("status at the end: %+v", st)
 	}
 }

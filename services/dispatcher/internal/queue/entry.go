@@ -72,10 +72,16 @@ func (u Urgency) Priority() (p int, ok bool) {
 // Status is an entry's state.
 type Status string
 
-// The statuses. Only waiting is active; the others are final.
+// The statuses. A waiting entry is in the queue; an assigned one holds a
+// unit of its agent's capacity (reserved until confirmed, or confirmed)
+// until it is released, or goes back to waiting when its reservation
+// expires; released, cancelled and expired are final.
 const (
-	StatusWaiting   Status = "waiting"
-	StatusAssigned  Status = "assigned"
+	StatusWaiting  Status = "waiting"
+	StatusAssigned Status = "assigned"
+	// StatusReleased: the assigned conversation ended and the agent's unit
+	// was given back (ReleasedAt says when; AssignedStaffID who served).
+	StatusReleased  Status = "released"
 	StatusCancelled Status = "cancelled"
 	StatusExpired   Status = "expired"
 )
@@ -85,27 +91,30 @@ const (
 // project's waiting entries (1 = next to be served) and 0 once the entry has
 // left the queue.
 type Entry struct {
-	ID              uuid.UUID       `json:"id"`
-	EntryID         uuid.UUID       `json:"entry_id"`
-	ProjectID       uuid.UUID       `json:"project_id"`
-	VisitorID       uuid.UUID       `json:"visitor_id"`
-	SessionID       string          `json:"session_id"`
-	AssignedStaffID *uuid.UUID      `json:"assigned_staff_id"`
-	Source          Source          `json:"source"`
-	Urgency         Urgency         `json:"urgency"`
-	Position        int             `json:"position"`
-	Priority        int             `json:"priority"`
-	Status          Status          `json:"status"`
-	VisitorMessage  string          `json:"visitor_message"`
-	Reason          string          `json:"reason"`
-	ChannelID       string          `json:"channel_id"`
-	ChannelType     *int            `json:"channel_type"`
-	ExtraMetadata   json.RawMessage `json:"extra_metadata"`
-	RetryCount      int             `json:"retry_count"`
-	LastAttemptAt   *time.Time      `json:"last_attempt_at"`
-	EnteredAt       time.Time       `json:"entered_at"`
-	AssignedAt      *time.Time      `json:"assigned_at"`
-	ExitedAt        *time.Time      `json:"exited_at"`
+	ID              uuid.UUID  `json:"id"`
+	EntryID         uuid.UUID  `json:"entry_id"`
+	ProjectID       uuid.UUID  `json:"project_id"`
+	VisitorID       uuid.UUID  `json:"visitor_id"`
+	SessionID       string     `json:"session_id"`
+	AssignedStaffID *uuid.UUID `json:"assigned_staff_id"`
+	Source          Source     `json:"source"`
+	Urgency         Urgency    `json:"urgency"`
+	Position        int        `json:"position"`
+	Priority        int        `json:"priority"`
+	Status          Status     `json:"status"`
+	VisitorMessage  string     `json:"visitor_message"`
+	// VisitorMessageTruncated says that VisitorMessage holds only the
+	// start of the message (in a list: see ProjectStatus.Entries).
+	VisitorMessageTruncated bool            `json:"visitor_message_truncated"`
+	Reason                  string          `json:"reason"`
+	ChannelID               string          `json:"channel_id"`
+	ChannelType             *int            `json:"channel_type"`
+	ExtraMetadata           json.RawMessage `json:"extra_metadata"`
+	RetryCount              int             `json:"retry_count"`
+	LastAttemptAt           *time.Time      `json:"last_attempt_at"`
+	EnteredAt               time.Time       `json:"entered_at"`
+	AssignedAt              *time.Time      `json:"assigned_at"`
+	ExitedAt                *time.Time      `json:"exited_at"`
 	// ReservedUntil is when an unconfirmed assignment (a reservation of the
 	// agent's capacity) expires; nil once confirmed or released.
 	ReservedUntil *time.Time `json:"reserved_until"`
@@ -167,9 +176,12 @@ var (
 	ErrNotWaiting = errors.New("entry is not waiting")
 	// ErrNothingToRelease: the agent holds no conversation.
 	ErrNothingToRelease = errors.New("agent has no conversation to release")
-	// ErrNotAssigned: the entry is not assigned (waiting, cancelled or
-	// expired), so there is nothing to confirm or release.
+	// ErrNotAssigned: the entry is not assigned (waiting, released,
+	// cancelled or expired), so there is nothing to confirm or release.
 	ErrNotAssigned = errors.New("entry is not assigned")
+	// ErrAgentBusy: an agent that holds open conversations in its project
+	// cannot be moved to another one.
+	ErrAgentBusy = errors.New("agent holds open conversations in its project")
 )
 
 // DuplicateError is returned by Enqueue when the visitor already has an
@@ -185,8 +197,9 @@ func (e *DuplicateError) Error() string {
 }
 
 // ParseSessionID reads a session id as the seed writes them: the AI
-// assistant's "channel_123@1" — a channel id (1..255 bytes, neither
-// "@" nor white space) and its numeric type (0..999999999), returned — or
+// assistant's "channel_123@1" — a channel id (1..255 characters, neither
+// "@" nor white space nor a control character) and its numeric type
+// (0..999999999), returned — or
 // the id of a conversation session, a UUID (no channel). Empty gives
 // neither. Anything else ("nope", "c@x", "@1") is refused, naming the value
 // (at most 100 characters of it).
@@ -199,7 +212,7 @@ func ParseSessionID(sessionID string) (channelID string, channelType *int, err e
 	}
 	id, typ, found := strings.Cut(sessionID, "@")
 	n, nerr := strconv.Atoi(typ)
-	if !found || id == "" || len(id) > 255 || strings.ContainsFunc(id, badChannelRune) ||
+	if !found || id == "" || utf8.RuneCountInString(id) > MaxChannelID || strings.ContainsFunc(id, badChannelRune) ||
 		nerr != nil || len(typ) > 9 || strings.Trim(typ, "0123456789") != "" {
 		shown := sessionID
 		if r := []rune(shown); len(r) > 100 {

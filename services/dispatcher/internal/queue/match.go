@@ -12,7 +12,9 @@ import (
 
 // assignSQL claims the head of a project's queue and reserves one unit of
 // the best agent's capacity in one statement (arguments: project id, the
-// reservation timeout in seconds, 0 for an assignment confirmed at once). The
+// reservation timeout in seconds, fractions kept (float8: an untyped $2
+// compared with 0 would be read as an integer, and 0.2 s would confirm at
+// once), 0 for an assignment confirmed at once). The
 // agent is the online one with the most free capacity, ties to the one idle
 // longest; rows another transaction holds are skipped (SKIP LOCKED), and the
 // reservation is a conditional update re-checked on the latest row version,
@@ -40,8 +42,8 @@ const assignSQL = `WITH agent AS (
 UPDATE visitor_waiting_queue e
 SET status = 'assigned', assigned_staff_id = reserved.id, assigned_at = now(),
     exited_at = now(), last_attempt_at = now(), updated_at = now(),
-    reserved_until = CASE WHEN $2 > 0 THEN now() + make_interval(secs => $2) END,
-    confirmed_at = CASE WHEN $2 > 0 THEN NULL ELSE now() END,
+    reserved_until = CASE WHEN $2::float8 > 0 THEN now() + make_interval(secs => $2::float8) END,
+    confirmed_at = CASE WHEN $2::float8 > 0 THEN NULL ELSE now() END,
     released_at = NULL
 FROM reserved, entry
 WHERE e.id = entry.id AND e.status = 'waiting'

@@ -91,6 +91,26 @@ type Ask struct {
 	VisitorMessage string          `json:"visitor_message"`
 }
 
+// Admit is the EnqueueRequest of the visitor named visitor in the project
+// named project asking a, as every door admits it: both ids canonical,
+// non-nil UUIDs (ParseID), then Request and Validate. Errors wrap
+// ErrInvalid.
+func (a Ask) Admit(project, visitor string, source Source) (EnqueueRequest, error) {
+	p, err := ParseID("project_id", project)
+	if err != nil {
+		return EnqueueRequest{}, err
+	}
+	v, err := ParseID("visitor_id", visitor)
+	if err != nil {
+		return EnqueueRequest{}, err
+	}
+	r, err := a.Request(p, v, source)
+	if err != nil {
+		return EnqueueRequest{}, err
+	}
+	return r, r.Validate()
+}
+
 // Request is the EnqueueRequest of visitor in project asking a: an empty
 // source is source, an empty urgency normal and an empty visitor message
 // the reason; the session id names the channel (ParseSessionID, whose
@@ -98,7 +118,7 @@ type Ask struct {
 func (a Ask) Request(project, visitor uuid.UUID, source Source) (EnqueueRequest, error) {
 	channelID, channelType, err := ParseSessionID(a.SessionID)
 	if err != nil {
-		return EnqueueRequest{}, err
+		return EnqueueRequest{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return EnqueueRequest{
 		ProjectID:      project,
@@ -122,30 +142,40 @@ func orDefault(v, def string) string {
 	return v
 }
 
-// Validate checks the request's fields.
+// Validate checks the request's fields: non-nil ids, a known source and
+// urgency, the texts within their limits in characters and free of control
+// characters (the reason and the channel a single line, the visitor's
+// message free text), the metadata as MetadataJSON wants it. Errors wrap
+// ErrInvalid.
 func (r EnqueueRequest) Validate() error {
 	if r.ProjectID == uuid.Nil {
-		return errors.New("project_id is required")
+		return invalidf("project_id is required")
 	}
 	if r.VisitorID == uuid.Nil {
-		return errors.New("visitor_id is required")
+		return invalidf("visitor_id is required")
 	}
 	if !r.Source.Valid() {
-		return fmt.Errorf("unknown source %q", r.Source)
+		return invalidf("unknown source %s (want ai_request, visitor, transfer, system or no_staff)", shown(string(r.Source)))
 	}
 	if _, ok := r.Urgency.Priority(); !ok {
-		return fmt.Errorf("unknown urgency %q", r.Urgency)
+		return invalidf("unknown urgency %s (want low, normal, high or urgent)", shown(string(r.Urgency)))
 	}
-	if len(r.Reason) > 255 || len(r.ChannelID) > 255 {
-		return errors.New("reason and channel_id are limited to 255 characters")
-	}
-	if len(r.Metadata) > 0 {
-		var obj map[string]any
-		if err := json.Unmarshal(r.Metadata, &obj); err != nil {
-			return fmt.Errorf("metadata must be a JSON object: %w", err)
+	for _, c := range []struct {
+		field, value string
+		max          int
+		check        func(field, s string, max int) error
+	}{
+		{"reason", r.Reason, MaxReason, CheckLine},
+		{"visitor_message", r.VisitorMessage, MaxVisitorMessage, CheckText},
+		{"session_id", r.SessionID, MaxSessionID, CheckLine},
+		{"channel_id", r.ChannelID, MaxChannelID, CheckLine},
+	} {
+		if err := c.check(c.field, c.value, c.max); err != nil {
+			return err
 		}
 	}
-	return nil
+	_, err := MetadataJSON(r.Metadata)
+	return err
 }
 
 // Enqueue adds a waiting entry. A visitor with an active entry in the
@@ -154,23 +184,23 @@ func (r EnqueueRequest) Validate() error {
 // callers follow it with Process.
 func (q *Queue) Enqueue(ctx context.Context, r EnqueueRequest) (Entry, error) {
 	if err := r.Validate(); err != nil {
-		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Entry{}, err
 	}
 	if r.ID == uuid.Nil {
 		r.ID = uuid.New()
 	}
 	priority, _ := r.Urgency.Priority()
-	meta := r.Metadata
-	if len(meta) == 0 || string(meta) == "null" {
-		meta = json.RawMessage(`{}`)
+	meta, err := MetadataJSON(r.Metadata)
+	if err != nil {
+		return Entry{}, err
 	}
 	const insert = `INSERT INTO visitor_waiting_queue
 		(id, project_id, visitor_id, session_id, source, urgency, priority,
 		 visitor_message, reason, channel_id, channel_type, extra_metadata)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (id) DO NOTHING`
-	_, err := q.pool.Exec(ctx, insert, r.ID, r.ProjectID, r.VisitorID, r.SessionID, r.Source,
-		r.Urgency, priority, r.VisitorMessage, r.Reason, r.ChannelID, r.ChannelType, []byte(meta))
+	_, err = q.pool.Exec(ctx, insert, r.ID, r.ProjectID, r.VisitorID, r.SessionID, r.Source,
+		r.Urgency, priority, r.VisitorMessage, r.Reason, r.ChannelID, r.ChannelType, meta)
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == "visitor_waiting_queue_active_visitor" {
 		existing, ferr := q.activeEntry(ctx, r.ProjectID, r.VisitorID)

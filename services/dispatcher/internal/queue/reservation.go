@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/google/uuid"
@@ -24,11 +25,11 @@ const EventReservationExpired = "event.waiting.reservation_expired"
 // Confirm confirms an assignment: the reservation becomes final and no
 // longer expires. Confirming twice is confirming once. An entry that is not
 // assigned (never was, or its reservation already expired) or whose
-// conversation was released gives ErrNotAssigned.
+// conversation was released gives ErrNotAssigned, saying which.
 func (q *Queue) Confirm(ctx context.Context, id uuid.UUID) (Entry, error) {
 	tag, err := q.pool.Exec(ctx, `UPDATE visitor_waiting_queue
 		SET confirmed_at = now(), reserved_until = NULL, updated_at = now()
-		WHERE id = $1 AND status = 'assigned' AND released_at IS NULL AND confirmed_at IS NULL`, id)
+		WHERE id = $1 AND status = 'assigned' AND confirmed_at IS NULL`, id)
 	if err != nil {
 		return Entry{}, fmt.Errorf("confirm entry %s: %w", id, err)
 	}
@@ -36,23 +37,28 @@ func (q *Queue) Confirm(ctx context.Context, id uuid.UUID) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	if tag.RowsAffected() == 0 && (e.Status != StatusAssigned || e.ReleasedAt != nil) {
-		return e, fmt.Errorf("confirm entry %s (%s): %w", id, e.Status, ErrNotAssigned)
+	switch {
+	case tag.RowsAffected() > 0 || e.Status == StatusAssigned:
+		return e, nil
+	case e.Status == StatusReleased:
+		return e, fmt.Errorf("confirm entry %s: its conversation ended (released at %s), there is nothing to confirm: %w",
+			id, e.ReleasedAt.UTC().Format(time.RFC3339), ErrNotAssigned)
 	}
-	return e, nil
+	return e, fmt.Errorf("confirm entry %s (%s): %w", id, e.Status, ErrNotAssigned)
 }
 
-// ReleaseAssignment ends the entry's assigned conversation and gives the
-// agent's unit back, in one transaction. Releasing a released assignment
-// changes nothing and reports released = false (twice = once). An entry
-// that is not assigned gives ErrNotAssigned. Callers follow a release with
-// Match on the entry's project.
+// ReleaseAssignment ends the entry's assigned conversation (the entry is
+// released) and gives the agent's unit back, in one transaction. Releasing
+// a released entry changes nothing and reports released = false (twice =
+// once). An entry that was never assigned, or no longer is, gives
+// ErrNotAssigned. Callers follow a release with Match on the entry's
+// project.
 func (q *Queue) ReleaseAssignment(ctx context.Context, id uuid.UUID) (e Entry, released bool, err error) {
 	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		var staff uuid.UUID
 		err := tx.QueryRow(ctx, `UPDATE visitor_waiting_queue
-			SET released_at = now(), reserved_until = NULL, updated_at = now()
-			WHERE id = $1 AND status = 'assigned' AND released_at IS NULL
+			SET status = 'released', released_at = now(), reserved_until = NULL, updated_at = now()
+			WHERE id = $1 AND status = 'assigned'
 			RETURNING assigned_staff_id`, id).Scan(&staff)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -69,7 +75,7 @@ func (q *Queue) ReleaseAssignment(ctx context.Context, id uuid.UUID) (e Entry, r
 	if e, err = q.Entry(ctx, id); err != nil {
 		return Entry{}, false, err
 	}
-	if !released && e.Status != StatusAssigned {
+	if !released && e.Status != StatusReleased {
 		return e, false, fmt.Errorf("release entry %s (%s): %w", id, e.Status, ErrNotAssigned)
 	}
 	return e, released, nil
@@ -87,50 +93,18 @@ func giveBack(ctx context.Context, tx pgx.Tx, staff uuid.UUID) error {
 }
 
 // SweepReservations expires up to limit overdue reservations, oldest first,
-// each in its own transaction: the entry goes back to waiting at its place
-// (arrival_seq is kept; or expires when the visitor queued anew meanwhile),
-// the agent's unit is given back, and event.waiting.reservation_expired is
-// added. Several replicas may sweep at once: rows another one holds are
-// skipped. It returns the entries as they are afterwards; the caller matches
-// their projects.
+// each in its own transaction (expireReservation). Several replicas may
+// sweep at once: rows another one holds are skipped. It returns the entries
+// as they are afterwards; the caller matches their projects.
 func (q *Queue) SweepReservations(ctx context.Context, limit int) ([]Entry, error) {
 	var out []Entry
 	for len(out) < limit {
 		var e Entry
 		var found bool
 		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-			var id, staff uuid.UUID
-			err := tx.QueryRow(ctx, `SELECT id, assigned_staff_id FROM visitor_waiting_queue
-				WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
-				  AND reserved_until < now()
-				ORDER BY reserved_until
-				LIMIT 1
-				FOR UPDATE SKIP LOCKED`).Scan(&id, &staff)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			found = true
-			e, err = scanEntry(tx.QueryRow(ctx, `UPDATE visitor_waiting_queue e
-				SET status = CASE WHEN again THEN 'expired' ELSE 'waiting' END,
-				    exited_at = CASE WHEN again THEN now() END,
-				    assigned_staff_id = NULL, assigned_at = NULL, reserved_until = NULL,
-				    updated_at = now()
-				FROM (SELECT EXISTS (
-					SELECT 1 FROM visitor_waiting_queue o, visitor_waiting_queue me
-					WHERE me.id = $1 AND o.project_id = me.project_id AND o.visitor_id = me.visitor_id
-					  AND o.status = 'waiting' AND o.id <> me.id) AS again) visitor
-				WHERE e.id = $1
-				RETURNING `+entryColumnsQualified, id), false)
-			if err != nil {
-				return err
-			}
-			if err := giveBack(ctx, tx, staff); err != nil {
-				return err
-			}
-			return addEvent(ctx, tx, EventReservationExpired, e)
+			var err error
+			e, found, err = q.expireReservation(ctx, tx)
+			return err
 		})
 		if err != nil {
 			return out, fmt.Errorf("sweep reservations: %w", err)
@@ -141,6 +115,59 @@ func (q *Queue) SweepReservations(ctx context.Context, limit int) ([]Entry, erro
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// expireReservationSQL ends the reservation of entry $1: an unconfirmed
+// assignment is an unsuccessful attempt, so it is counted (retry_count,
+// last_attempt_at) and the entry goes back to waiting at its place
+// (arrival_seq is kept) — or expires, when that was attempt $2
+// (QUEUE_PROCESS_MAX_RETRIES) or the visitor queued anew meanwhile.
+const expireReservationSQL = `UPDATE visitor_waiting_queue e
+	SET status = CASE WHEN again OR e.retry_count + 1 >= $2 THEN 'expired' ELSE 'waiting' END,
+	    exited_at = CASE WHEN again OR e.retry_count + 1 >= $2 THEN now() END,
+	    retry_count = e.retry_count + 1, last_attempt_at = now(),
+	    assigned_staff_id = NULL, assigned_at = NULL, reserved_until = NULL,
+	    updated_at = now()
+	FROM (SELECT EXISTS (
+		SELECT 1 FROM visitor_waiting_queue o, visitor_waiting_queue me
+		WHERE me.id = $1 AND o.project_id = me.project_id AND o.visitor_id = me.visitor_id
+		  AND o.status = 'waiting' AND o.id <> me.id) AS again) visitor
+	WHERE e.id = $1
+	RETURNING ` + entryColumnsQualified
+
+// expireReservation expires the oldest overdue reservation no other
+// transaction holds, inside tx: the entry is attempted once more and waits
+// again or expires (expireReservationSQL), the agent's unit is given back,
+// and event.waiting.reservation_expired is added — with
+// event.waiting.expired too when the entry ran out of attempts. found is
+// false when no reservation is overdue.
+func (q *Queue) expireReservation(ctx context.Context, tx pgx.Tx) (e Entry, found bool, err error) {
+	var id, staff uuid.UUID
+	err = tx.QueryRow(ctx, `SELECT id, assigned_staff_id FROM visitor_waiting_queue
+		WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
+		  AND reserved_until < now()
+		ORDER BY reserved_until
+		LIMIT 1
+		FOR UPDATE SKIP LOCKED`).Scan(&id, &staff)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	if e, err = scanEntry(tx.QueryRow(ctx, expireReservationSQL, id, q.cfg.MaxRetries), false); err != nil {
+		return Entry{}, false, err
+	}
+	if err := giveBack(ctx, tx, staff); err != nil {
+		return Entry{}, false, err
+	}
+	if err := addEvent(ctx, tx, EventReservationExpired, e); err != nil {
+		return Entry{}, false, err
+	}
+	if e.Status == StatusExpired && e.RetryCount >= q.cfg.MaxRetries {
+		err = addEvent(ctx, tx, EventExpired, e)
+	}
+	return e, true, err
 }
 
 // StuckEntries counts the entries no replica is moving on: waiting entries

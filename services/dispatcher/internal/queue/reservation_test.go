@@ -244,7 +244,7 @@ func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
 		t.Fatalf("assignments by recovery: %v, want %s and %s once each", seen, w.ID, r.ID)
 	}
 	checkLoads(t, pool)
-	if st, _ := aq.Status(ctx, agent); st.QueuedCount != 3 {
+	if st, _ := aq.Status(ctx, agent, 1000); st.QueuedCount != 3 {
 		t.Fatalf("agent queue after recovery: %+v", st)
 	}
 	var size int

@@ -58,7 +58,8 @@ type ScanResult struct {
 }
 
 // Scan is the periodic pass over the whole queue: it first
-// expires up to BatchSize overdue reservations, then matches every project
+// expires up to BatchSize overdue reservations (each an unsuccessful
+// attempt, see SweepReservations), then matches every project
 // that has both waiting entries and free capacity,
 // then processes up to BatchSize due entries, MaxWorkers at a time. Several
 // replicas may scan at once: an attempt is recorded only while it is due,
@@ -70,6 +71,13 @@ func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	res.ReservationsExpired = expired
 	if err != nil {
 		errs = append(errs, err)
+	}
+	for _, e := range expired {
+		// An unconfirmed reservation is an attempt: the last one expires
+		// the entry.
+		if e.Status == StatusExpired && e.RetryCount >= q.cfg.MaxRetries {
+			res.Expired = append(res.Expired, e)
+		}
 	}
 	a, err := q.matchAll(ctx)
 	res.Assigned = a

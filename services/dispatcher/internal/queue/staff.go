@@ -81,29 +81,54 @@ func (u StaffUpdate) Validate() error {
 
 // PutStaff creates or updates an agent. Lowering max_concurrent below the
 // current load takes no conversation away; the agent just gets no new one
-// until its load is under the new maximum. Callers follow it with Match on
-// the agent's project, since an agent coming online or gaining capacity
-// frees capacity.
+// until its load is under the new maximum. An agent is moved to another
+// project only while it holds no open conversation (ErrAgentBusy
+// otherwise): its load counts assignments of its project, so a move would
+// carry them into a project they are not part of, where their releases
+// would free capacity the old project's matching never sees. The check and
+// the move are one statement on the agent's locked row, so no assignment
+// slips in between. Callers follow it with Match on the agent's project,
+// since an agent coming online or gaining capacity frees capacity.
 func (q *Queue) PutStaff(ctx context.Context, u StaffUpdate) (Staff, error) {
 	if err := u.Validate(); err != nil {
 		return Staff{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	row := q.pool.QueryRow(ctx, `INSERT INTO staff (id, project_id, availability, max_concurrent)
-		VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET
-			project_id = EXCLUDED.project_id,
-			availability = EXCLUDED.availability,
-			max_concurrent = EXCLUDED.max_concurrent,
-			idle_since = CASE WHEN staff.availability <> 'online' AND EXCLUDED.availability = 'online'
-			                  THEN now() ELSE staff.idle_since END,
-			updated_at = now()
-		RETURNING `+staffColumns, u.ID, u.ProjectID, u.Availability, u.MaxConcurrent)
-	s, err := scanStaff(row)
-	if err != nil {
-		return Staff{}, fmt.Errorf("put staff %s: %w", u.ID, err)
+	for try := 0; ; try++ {
+		s, err := scanStaff(q.pool.QueryRow(ctx, putStaffSQL, u.ID, u.ProjectID, u.Availability, u.MaxConcurrent))
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return Staff{}, fmt.Errorf("put staff %s: %w", u.ID, err)
+		}
+		// The agent is in another project with open conversations, or
+		// was a moment ago: read it to say so, or try again (bounded) if
+		// its last conversation ended meanwhile.
+		now, err := q.Staff(ctx, u.ID)
+		if err != nil {
+			return Staff{}, fmt.Errorf("put staff %s: %w", u.ID, err)
+		}
+		if now.CurrentLoad > 0 || try == 2 {
+			return Staff{}, fmt.Errorf("move staff %s to project %s: it holds %d open conversation(s) in project %s; "+
+				"release them first: %w", u.ID, u.ProjectID, now.CurrentLoad, now.ProjectID, ErrAgentBusy)
+		}
 	}
-	return s, nil
 }
+
+// putStaffSQL creates or updates an agent (arguments: id, project,
+// availability, max_concurrent), unless that moves an agent holding open
+// conversations to another project: then it returns no row.
+const putStaffSQL = `INSERT INTO staff (id, project_id, availability, max_concurrent)
+	VALUES ($1, $2, $3, $4)
+	ON CONFLICT (id) DO UPDATE SET
+		project_id = EXCLUDED.project_id,
+		availability = EXCLUDED.availability,
+		max_concurrent = EXCLUDED.max_concurrent,
+		idle_since = CASE WHEN staff.availability <> 'online' AND EXCLUDED.availability = 'online'
+		                  THEN now() ELSE staff.idle_since END,
+		updated_at = now()
+	WHERE staff.project_id = EXCLUDED.project_id OR staff.current_load = 0
+	RETURNING ` + staffColumns
 
 // Staff returns an agent.
 func (q *Queue) Staff(ctx context.Context, id uuid.UUID) (Staff, error) {
@@ -128,8 +153,9 @@ const releaseOldestSQL = `WITH one AS (
 	LIMIT 1
 	FOR UPDATE SKIP LOCKED
 ), released AS (
-	UPDATE visitor_waiting_queue e SET released_at = now(), reserved_until = NULL, updated_at = now()
-	FROM one WHERE e.id = one.id AND e.released_at IS NULL
+	UPDATE visitor_waiting_queue e
+	SET status = 'released', released_at = now(), reserved_until = NULL, updated_at = now()
+	FROM one WHERE e.id = one.id AND e.status = 'assigned'
 	RETURNING e.assigned_staff_id
 )
 UPDATE staff s SET current_load = s.current_load - 1, updated_at = now()

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,16 +25,23 @@ type ProjectStatus struct {
 	AvailableAgents int `json:"available_agents"`
 	// FreeCapacity sums their free capacity.
 	FreeCapacity int `json:"free_capacity"`
-	// Agents lists the project's agents.
+	// AgentCount counts the project's agents.
+	AgentCount int `json:"agent_count"`
+	// Agents lists the project's agents (at most the limit asked for).
 	Agents []Staff `json:"agents"`
 	// Entries is the queue in service order, with positions 1, 2, …
-	// (at most the limit asked for).
+	// (at most the limit asked for), each summarised: its visitor_message
+	// cut to ListedMessageChars characters (VisitorMessageTruncated says
+	// so) and its extra_metadata left out (null); the entry itself has both
+	// whole.
 	Entries []Entry `json:"entries"`
 }
 
-// Status reads a project's queue: counts, the longest wait, its agents and
-// up to limit waiting entries in service order. All of it comes from one
-// snapshot (a repeatable-read, read-only transaction).
+// Status reads a project's queue: counts, the longest wait, up to limit of
+// its agents and up to limit waiting entries in service order (summarised,
+// see ProjectStatus.Entries), so that the answer stays bounded whatever
+// the queue holds. All of it comes from one snapshot (a repeatable-read,
+// read-only transaction).
 func (q *Queue) Status(ctx context.Context, project uuid.UUID, limit int) (ProjectStatus, error) {
 	st := ProjectStatus{ProjectID: project, WaitingByPriority: map[string]int{},
 		Agents: []Staff{}, Entries: []Entry{}}
@@ -42,7 +50,7 @@ func (q *Queue) Status(ctx context.Context, project uuid.UUID, limit int) (Proje
 		if err := st.readWaiting(ctx, tx); err != nil {
 			return err
 		}
-		if err := st.readAgents(ctx, tx); err != nil {
+		if err := st.readAgents(ctx, tx, limit); err != nil {
 			return err
 		}
 		return st.readEntries(ctx, tx, limit)
@@ -76,9 +84,18 @@ func (st *ProjectStatus) readWaiting(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// readAgents lists the project's agents and sums their free capacity.
-func (st *ProjectStatus) readAgents(ctx context.Context, tx pgx.Tx) error {
-	rows, err := tx.Query(ctx, `SELECT `+staffColumns+` FROM staff WHERE project_id = $1 ORDER BY id`, st.ProjectID)
+// readAgents counts the project's agents and their free capacity, and
+// lists up to limit of them.
+func (st *ProjectStatus) readAgents(ctx context.Context, tx pgx.Tx, limit int) error {
+	err := tx.QueryRow(ctx, `SELECT count(*),
+			count(*) FILTER (WHERE availability = 'online' AND max_concurrent > current_load),
+			coalesce(sum(max_concurrent - current_load)
+				FILTER (WHERE availability = 'online' AND max_concurrent > current_load), 0)
+		FROM staff WHERE project_id = $1`, st.ProjectID).Scan(&st.AgentCount, &st.AvailableAgents, &st.FreeCapacity)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, `SELECT `+staffColumns+` FROM staff WHERE project_id = $1 ORDER BY id LIMIT $2`, st.ProjectID, limit)
 	if err != nil {
 		return err
 	}
@@ -86,19 +103,24 @@ func (st *ProjectStatus) readAgents(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range agents {
-		if s.FreeCapacity > 0 {
-			st.AvailableAgents++
-			st.FreeCapacity += s.FreeCapacity
-		}
-	}
 	st.Agents = append(st.Agents, agents...)
 	return nil
 }
 
-// readEntries reads up to limit waiting entries in service order.
+// ListedMessageChars is how much of an entry's visitor_message a list
+// (a project's status) shows.
+const ListedMessageChars = 200
+
+// listedColumns is entryColumns as a list reads them: one character of
+// the visitor_message more than is shown (to tell a cut one), no metadata.
+var listedColumns = strings.NewReplacer(
+	"visitor_message", fmt.Sprintf("left(visitor_message, %d)", ListedMessageChars+1),
+	"extra_metadata", "NULL::jsonb").Replace(entryColumns)
+
+// readEntries reads up to limit waiting entries in service order,
+// summarised.
 func (st *ProjectStatus) readEntries(ctx context.Context, tx pgx.Tx, limit int) error {
-	rows, err := tx.Query(ctx, `SELECT `+entryColumns+`,
+	rows, err := tx.Query(ctx, `SELECT `+listedColumns+`,
 			row_number() OVER (ORDER BY priority DESC, arrival_seq)
 		FROM visitor_waiting_queue
 		WHERE project_id = $1 AND status = 'waiting'
@@ -107,7 +129,13 @@ func (st *ProjectStatus) readEntries(ctx context.Context, tx pgx.Tx, limit int) 
 	if err != nil {
 		return err
 	}
-	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) { return scanEntry(r, true) })
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		e, err := scanEntry(r, true)
+		if m := []rune(e.VisitorMessage); len(m) > ListedMessageChars {
+			e.VisitorMessage, e.VisitorMessageTruncated = string(m[:ListedMessageChars]), true
+		}
+		return e, err
+	})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
@@ -24,6 +25,7 @@ func TestStatusCountsWaitsAgentsAndOrder(t *testing.T) {
 	putStaff(t, q, b, project, queue.Away, 2)
 	putStaff(t, q, c, project, queue.Online, 1)
 	exec(t, pool, `UPDATE staff SET current_load = 1 WHERE id IN ($1, $2)`, a, c)
+	exec(t, pool, `UPDATE visitor_waiting_queue SET visitor_message = repeat('字', 300), extra_metadata = '{"k": "v"}' WHERE id = $1`, urgent.ID)
 	st, err := q.Status(ctx, project, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -35,11 +37,19 @@ func TestStatusCountsWaitsAgentsAndOrder(t *testing.T) {
 	if st.OldestEnteredAt == nil || st.LongestWaitSeconds < 89 || st.LongestWaitSeconds > 150 {
 		t.Fatalf("oldest %v, longest wait %.1f s, want about 90 s", st.OldestEnteredAt, st.LongestWaitSeconds)
 	}
-	if st.AvailableAgents != 1 || st.FreeCapacity != 2 || len(st.Agents) != 3 {
-		t.Fatalf("available %d, free %d, agents %d; want 1, 2, 3", st.AvailableAgents, st.FreeCapacity, len(st.Agents))
+	// The counts are totals; the limit bounds the lists.
+	if st.AvailableAgents != 1 || st.FreeCapacity != 2 || st.AgentCount != 3 || len(st.Agents) != 1 {
+		t.Fatalf("available %d, free %d, agents %d listed %d; want 1, 2, 3, 1", st.AvailableAgents, st.FreeCapacity, st.AgentCount, len(st.Agents))
 	}
 	if len(st.Entries) != 1 || st.Entries[0].ID != urgent.ID || st.Entries[0].Position != 1 {
 		t.Fatalf("entries %+v, want the urgent entry at 1 (limit 1)", st.Entries)
+	}
+	// A listed entry is a summary: its message cut, no metadata.
+	if e := st.Entries[0]; e.VisitorMessage != strings.Repeat("字", queue.ListedMessageChars) || !e.VisitorMessageTruncated || e.ExtraMetadata != nil {
+		t.Fatalf("listed entry: message of %d characters (truncated %v), metadata %s", len([]rune(e.VisitorMessage)), e.VisitorMessageTruncated, e.ExtraMetadata)
+	}
+	if e, _ := q.Entry(ctx, urgent.ID); len([]rune(e.VisitorMessage)) != 300 || e.VisitorMessageTruncated || string(e.ExtraMetadata) != `{"k": "v"}` {
+		t.Fatalf("the entry itself: message of %d characters, metadata %s", len([]rune(e.VisitorMessage)), e.ExtraMetadata)
 	}
 	empty, err := q.Status(ctx, uuid.New(), 10)
 	if err != nil || empty.Waiting != 0 || empty.OldestEnteredAt != nil || empty.LongestWaitSeconds != 0 ||
