@@ -1079,11 +1079,12 @@ CREATE TABLE public.visitor_waiting_queue (
     reserved_until timestamp with time zone,
     confirmed_at timestamp with time zone,
     released_at timestamp with time zone,
-    CONSTRAINT visitor_waiting_queue_check CHECK (((status = 'assigned'::text) = (assigned_staff_id IS NOT NULL))),
     CONSTRAINT visitor_waiting_queue_priority_check CHECK (((priority >= 0) AND (priority <= 3))),
+    CONSTRAINT visitor_waiting_queue_released_check CHECK (((status = 'released'::text) = (released_at IS NOT NULL))),
     CONSTRAINT visitor_waiting_queue_retry_count_check CHECK ((retry_count >= 0)),
     CONSTRAINT visitor_waiting_queue_source_check CHECK ((source = ANY (ARRAY['ai_request'::text, 'visitor'::text, 'transfer'::text, 'system'::text, 'no_staff'::text]))),
-    CONSTRAINT visitor_waiting_queue_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'assigned'::text, 'cancelled'::text, 'expired'::text]))),
+    CONSTRAINT visitor_waiting_queue_staff_check CHECK (((status = ANY (ARRAY['assigned'::text, 'released'::text])) = (assigned_staff_id IS NOT NULL))),
+    CONSTRAINT visitor_waiting_queue_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'assigned'::text, 'released'::text, 'cancelled'::text, 'expired'::text]))),
     CONSTRAINT visitor_waiting_queue_urgency_check CHECK ((urgency = ANY (ARRAY['low'::text, 'normal'::text, 'high'::text, 'urgent'::text])))
 );
 
