@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // installed are capabilities as the embedded engines of the test machine
@@ -53,6 +54,9 @@ func TestCheckRefusesEveryBadRequestWithItsText(t *testing.T) {
 		{"glossary 3 fields", Request{Glossary: "source,target\nqueue,cola,extra\n"}, `glossary: line 2: 3 fields, want source,target`, Invalid},
 		{"glossary 1001 terms", Request{Glossary: terms1001.String()}, `glossary: 1001 terms, at most 1000`, Invalid},
 		{"glossary 201-char term", Request{Glossary: strings.Repeat("a", 201) + ",b\n"}, `glossary: line 1: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"...: 201 characters, at most 200`, Invalid},
+		{"glossary not UTF-8", Request{Glossary: "source,target\nqueue,cola\ncaf\xe9,caf\xe9\n"}, `glossary: line 3: not valid UTF-8; save the file as UTF-8`, Invalid},
+		{"glossary term twice", Request{Glossary: "\ufeffsource,target\ntry,a\nTRY,b\n"}, `glossary: line 3: source term "TRY" is already on line 2; give each term once`, Invalid},
+		{"glossary with an override", Request{Glossary: "try,\u202eab\n"}, `glossary: line 1: target term "\u202eab": U+202E (RIGHT-TO-LEFT OVERRIDE) at character 1: bidirectional overrides and isolates reorder what is shown after them`, Invalid},
 		{"glossary over 1 MiB", Request{Glossary: strings.Repeat("#", MaxGlossaryBytes+1)}, `glossary: more than 1048576 bytes`, TooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,4 +243,18 @@ func kindOf(err error) Kind {
 		return e.Kind
 	}
 	return 0
+}
+
+// TestGlossaryOfAPayload: terms that arrive parsed are held to the CSV's
+// rules, with the term's position.
+func TestGlossaryOfAPayload(t *testing.T) {
+	t.Parallel()
+	if err := Glossary(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := Glossary([]wire.Term{{Source: "ok"}, {Source: "evil\u202e", Target: "x"}})
+	if e, ok := As(err); !ok || e.Kind != Invalid ||
+		err.Error() != `glossary: term 2: source term "evil\u202e": U+202E (RIGHT-TO-LEFT OVERRIDE) at character 5: bidirectional overrides and isolates reorder what is shown after them` {
+		t.Fatalf("Glossary = %v", err)
+	}
 }
