@@ -155,8 +155,9 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
-// isTerminal reports whether w is a terminal (a progress bar makes sense).
+// isTerminal reports whether w (or the writer under its escaper) is a
+// terminal (a progress bar makes sense).
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := rawWriter(w).(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -63,6 +63,7 @@ func usageError(err error) error { return withCode(exitUsage, err) }
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	stdout, stderr = newEscaper(stdout), newEscaper(stderr) // escape.go
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
