@@ -17,14 +17,20 @@ import (
 // nothing left to run, one without a recorded message to run from.
 var ErrNotRetriable = errors.New("task cannot be retried")
 
-// notRetriable is a refusal of RetryTask; its text is the reason alone.
-type notRetriable struct{ msg string }
+// refusal is an error whose text is its reason alone and that is its
+// sentinel (ErrNotRetriable, ErrBadFilter) for errors.Is: a door answers
+// the reason as it is.
+type refusal struct {
+	msg      string
+	sentinel error
+}
 
-func (e *notRetriable) Error() string        { return e.msg }
-func (e *notRetriable) Is(target error) bool { return target == ErrNotRetriable }
+func (e *refusal) Error() string        { return e.msg }
+func (e *refusal) Is(target error) bool { return target == e.sentinel }
 
+// refuseRetry is a refusal of RetryTask.
 func refuseRetry(format string, args ...any) error {
-	return &notRetriable{msg: fmt.Sprintf(format, args...)}
+	return &refusal{msg: fmt.Sprintf(format, args...), sentinel: ErrNotRetriable}
 }
 
 // Retried is what a retry of a task started, in the read model's JSON (the
