@@ -31,8 +31,9 @@ func TestNewRootCmdBuildsIndependentTrees(t *testing.T) {
 	}
 }
 
-// TestListOptions: both modes' `list` refuse an unknown status and a limit
-// out of the mode's range as usage errors.
+// TestListOptions: both modes' `list` refuse an unknown status, a limit
+// out of the mode's range and a since or until that is no time as usage
+// errors.
 func TestListOptions(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -45,8 +46,11 @@ func TestListOptions(t *testing.T) {
 		{listOptions{status: "done", limit: 5000, maxLimit: 10000}, true},
 		{listOptions{status: "finished", limit: 20, maxLimit: 10000}, false},
 		{listOptions{status: "", limit: 0, maxLimit: 10000}, false},
+		{listOptions{since: "2h", until: "2024-01-02", limit: 20, maxLimit: 20}, true},
+		{listOptions{since: "yesterday", limit: 20, maxLimit: 20}, false},
+		{listOptions{until: "-2h", limit: 20, maxLimit: 20}, false},
 	} {
-		err := c.o.check()
+		_, err := c.o.filter()
 		if (err == nil) != c.ok {
 			t.Errorf("%+v: error %v, want ok=%v", c.o, err, c.ok)
 		}
