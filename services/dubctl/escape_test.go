@@ -11,7 +11,7 @@ import (
 func TestEscapeText(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"plain, ñandú, 日本":       "plain, ñandú, 日本",
+		"plain, ñandú, 日本":        "plain, ñandú, 日本",
 		"red \x1b[31mtext\x1b[0m": `red \u001b[31mtext\u001b[0m`,
 		"ab\u202ecd":              `ab\u202ecd`,
 		"c1 \u0085 del \x7f":      `c1 \u0085 del \u007f`,

@@ -109,10 +109,10 @@ func span(from, to *time.Time) string {
 // filters of GET /api/tasks.
 type listOptions struct {
 	status, query, language, since, until, errText string
-	children                                      bool
-	limit                                         int
-	asJSON                                        bool
-	maxLimit                                      int
+	children                                       bool
+	limit                                          int
+	asJSON                                         bool
+	maxLimit                                       int
 }
 
 // bind adds the flags to cmd.
