@@ -48,7 +48,8 @@ func (d *dbBackend) Close() {
 	d.clients.close()
 }
 
-// Task loads the task (view.Load) with its timing report.
+// Task loads the task (view.Load) with its links, signed as the console
+// signs them (view.SignLinks), and its timing report.
 func (d *dbBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
@@ -57,6 +58,13 @@ func (d *dbBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) 
 	t, err := view.Load(ctx, pool, id)
 	if err != nil {
 		return nil, err
+	}
+	signer, err := d.presigner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := view.SignLinks(ctx, signer, t, time.Duration(d.cfg.PresignSeconds)*time.Second); err != nil {
+		d.warnf("%v", err)
 	}
 	if view.OutputOf(t.Result).TimingReportKey != "" {
 		objects, err := d.blob(ctx)
