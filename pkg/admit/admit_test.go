@@ -258,3 +258,51 @@ func TestGlossaryOfAPayload(t *testing.T) {
 		t.Fatalf("Glossary = %v", err)
 	}
 }
+
+// TestFileChecksTheContainerWithoutFFprobe: what a door checks without
+// ffprobe admits the containers ffmpeg writes and refuses text, an image,
+// random bytes, an empty or too large file.
+func TestFileChecksTheContainerWithoutFFprobe(t *testing.T) {
+	t.Parallel()
+	good := video(t, "1", true)
+	lim := Limits{MaxBytes: 50 << 20}
+	for _, ext := range []string{"mkv", "webm", "avi", "ts", "mov", "flv", "mpg", "ogv"} {
+		out := filepath.Join(t.TempDir(), "v."+ext)
+		args := []string{"-hide_banner", "-loglevel", "error", "-i", good, "-t", "1", "-r", "25", out}
+		if b, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg %s: %v: %s", ext, err, b)
+		}
+		if err := lim.File(out); err != nil {
+			t.Errorf("%s: %v", ext, err)
+		}
+	}
+	if err := lim.File(good); err != nil {
+		t.Errorf("mp4: %v", err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	random := make([]byte, 4096)
+	rand.Read(random)
+	random[0] = 0 // not by chance a sync byte
+	fi, _ := os.Stat(good)
+	for name, tc := range map[string]struct {
+		lim  Limits
+		path string
+		want string
+	}{
+		"text":         {lim, write("notes.mp4", []byte("just some text, not a video\n")), "video: not a media container dubflow knows"},
+		"png":          {lim, write("a.mp4", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")), "video: not a media container dubflow knows"},
+		"random bytes": {lim, write("r.mp4", random), "video: not a media container dubflow knows"},
+		"empty":        {lim, write("e.mp4", nil), "video: empty file"},
+		"too large":    {Limits{MaxBytes: fi.Size() - 1}, good, "video: larger than"},
+	} {
+		if err := tc.lim.File(tc.path); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q...", name, err, tc.want)
+		}
+	}
+}

@@ -24,7 +24,9 @@
 //   - Limits.Media: the video in a local file (at most MAX_VIDEO_BYTES,
 //     readable by ffprobe, an audio and a video stream, at most
 //     MAX_VIDEO_SECONDS); Limits.Size for a door that counts bytes while it
-//     receives them.
+//     receives them; Limits.File for a door told not to run ffprobe
+//     (dubctl submit --no-validate): the size and a known container's
+//     signature (Container), so that garbage is refused there too.
 //
 // Loading is separate: LoadCapabilities reads what the workers announced
 // (Announce; pkg/worker renews it every RefreshInterval): asr the languages
