@@ -50,7 +50,9 @@ const sniffBytes = 3 * 192
 // MOV, 3GP, M4V), Matroska and WebM, AVI, MPEG transport (188- and
 // 192-byte packets) and program streams, FLV, ASF (WMV), Ogg and MXF.
 func Container(head []byte) bool {
-	at := func(off int, sig string) bool { return len(head) >= off+len(sig) && string(head[off:off+len(sig)]) == sig }
+	at := func(off int, sig string) bool {
+		return len(head) >= off+len(sig) && string(head[off:off+len(sig)]) == sig
+	}
 	switch {
 	case len(head) >= 8 && isoBox(head[4:8]):
 		return true
