@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -76,7 +75,7 @@ failed or cancelled children. A task that did not fail is refused (exit 1).
 }
 
 // printRetried writes what a retry republished.
-func printRetried(w io.Writer, r dlq.Retried) {
+func printRetried(w io.Writer, r retried) {
 	fmt.Fprintf(w, "task %s %s\n", r.TaskID, r.Status)
 	t := newTable(w, "  TASK", "STEP", "PART", "ATTEMPT")
 	for _, p := range r.Replayed {

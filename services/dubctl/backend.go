@@ -45,7 +45,7 @@ type actor interface {
 	Submit(ctx context.Context, s submission) (uuid.UUID, error)
 	Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error)
 	Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error)
-	Retry(ctx context.Context, id uuid.UUID, speaker string) (dlq.Retried, error)
+	Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error)
 	Replay(ctx context.Context, id int64, force bool) (view.Replayed, error)
 	// Bulk replays (purge false) or purges the dead letters b selects.
 	Bulk(ctx context.Context, purge bool, b dlq.BulkRequest) (dlq.BulkResult, error)

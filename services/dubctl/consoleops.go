@@ -24,8 +24,8 @@ func (c *consoleBackend) Cancel(ctx context.Context, id uuid.UUID, reason string
 
 // Retry sends POST /api/tasks/{id}/retry, with the voice to retry with
 // when one is given.
-func (c *consoleBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (dlq.Retried, error) {
-	var r dlq.Retried
+func (c *consoleBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error) {
+	var r retried
 	if speaker == "" {
 		return r, c.do(ctx, http.MethodPost, taskPath(id, "/retry"), "", nil, &r)
 	}

@@ -46,21 +46,21 @@ var errSpeakerUnsupported = errors.New("--speaker: retrying with another voice i
 
 // Retry runs a failed or cancelled task again from its failed step
 // (dlq.RetryTask, what POST /api/tasks/{id}/retry runs).
-func (d *dbBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (dlq.Retried, error) {
+func (d *dbBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error) {
 	if speaker != "" {
-		return dlq.Retried{}, usageError(errSpeakerUnsupported)
+		return retried{}, usageError(errSpeakerUnsupported)
 	}
 	pool, err := d.db(ctx)
 	if err != nil {
-		return dlq.Retried{}, err
+		return retried{}, err
 	}
 	if _, err := d.publisher(ctx); err != nil {
-		return dlq.Retried{}, err
+		return retried{}, err
 	}
 	out, err := dlq.RetryTask(ctx, pool, id, "dubctl retry")
 	d.record(ctx, actionOf("retry", id.String(), http.StatusOK), err)
 	if err != nil {
-		return dlq.Retried{}, err
+		return retried{}, err
 	}
 	d.flush(ctx, out.Outbox)
 	return out, nil

@@ -23,6 +23,10 @@ type taskTimeline struct {
 	Events []view.Event `json:"events"`
 }
 
+// retried is POST /api/tasks/{id}/retry: what a retry republished (the
+// shared retry's answer, dlq.RetryTask).
+type retried = dlq.Retried
+
 // requeued is POST /api/compensations/requeue: the tasks re-driven.
 type requeued struct {
 	Requeued []requeuedTask `json:"requeued"`
