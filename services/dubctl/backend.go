@@ -24,7 +24,7 @@ import (
 // console.go). The commands above it are written once.
 
 // reader reads tasks, their lines, outputs and timelines, dead letters,
-// compensating tasks and the audit log.
+// compensating tasks, the audit log and the worker processes.
 type reader interface {
 	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
 	List(ctx context.Context, f listFilter) (view.Page, error)
@@ -35,6 +35,7 @@ type reader interface {
 	DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, error)
 	Compensations(ctx context.Context, limit int) ([]view.Compensation, error)
 	Audit(ctx context.Context, f auditFilter) (audit.Page, error)
+	Workers(ctx context.Context) (workerList, error)
 }
 
 // actor changes things, as the console's audited routes do: a new task, a

@@ -83,3 +83,10 @@ func (c *consoleBackend) Audit(ctx context.Context, f auditFilter) (audit.Page, 
 	var p audit.Page
 	return p, c.get(ctx, "/api/audit?"+query(q), &p)
 }
+
+// Workers reads GET /api/workers.
+func (c *consoleBackend) Workers(ctx context.Context) (workerList, error) {
+	var w workerList
+	err := c.get(ctx, "/api/workers", &w)
+	return workersOf(w.Workers), err
+}

@@ -171,3 +171,13 @@ func (d *dbBackend) Audit(ctx context.Context, f auditFilter) (audit.Page, error
 	}
 	return p, err
 }
+
+// Workers reads the worker processes (worker.Processes).
+func (d *dbBackend) Workers(ctx context.Context) (workerList, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return workerList{}, err
+	}
+	procs, err := worker.Processes(ctx, pool)
+	return workersOf(procs), err
+}

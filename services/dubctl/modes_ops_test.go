@@ -165,14 +165,19 @@ func TestEveryActionInBothModes(t *testing.T) {
 	})
 	t.Run("reads of the same rows", func(t *testing.T) {
 		single := queued["database"]
+		e.exec(t, `INSERT INTO worker_processes (id, service, host, pid, version, steps, consumers, started_at)
+			VALUES ('tts-1', 'tts', 'host-a', 42, 'v1', '{tts}', 1, now() - interval '1 minute')`)
 		for _, args := range [][]string{
 			{"list", "--json", "-q", single.String()[:8]}, {"search", single.String()[:8], "--json"},
 			{"list", "--json", "--language", "es", "--since", "1h"}, {"list", "--json", "--error", "BOOM", "--children"},
 			{"list", "--json", "--status", "cancelled", "--until", "2999-01-01"},
 			{"timeline", failed["console"].String(), "--json"}, {"audit", "--json"}, {"audit", "--json", "--action", "cancel"},
-			{"status", failed["database"].String(), "--json"},
+			{"status", failed["database"].String(), "--json"}, {"workers", "--json"},
 		} {
 			m.sameJSON(t, 0, nil, args...)
+		}
+		if v := m.sameJSON(t, 0, nil, "workers", "--json").(map[string]any); len(v["workers"].([]any)) != 1 {
+			t.Errorf("workers: %v", v)
 		}
 		if v := m.sameJSON(t, 0, nil, "search", single.String()[:8], "--json").([]any); len(v) != 1 {
 			t.Errorf("search by id prefix found %d tasks", len(v))

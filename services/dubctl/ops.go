@@ -205,3 +205,30 @@ func printAudit(w io.Writer, p audit.Page) error {
 	}
 	return t.flush()
 }
+
+// workersCmd builds `dubctl workers`.
+func workersCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "workers [--json]",
+		Short: "List the worker processes heard from in the last hour, with what they run now",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return show(cmd, asJSON, func(ctx context.Context, b backend) (workerList, error) {
+				return b.Workers(ctx)
+			}, printWorkers)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (the console's GET /api/workers)")
+	return cmd
+}
+
+// printWorkers writes the processes as a table.
+func printWorkers(w io.Writer, l workerList) error {
+	t := newTable(w, "SERVICE", "HOST", "PID", "STATUS", "STEPS", "RUNNING", "DONE", "FAILED", "HEARTBEAT")
+	for _, p := range l.Workers {
+		t.row(p.Service, p.Host, p.PID, p.Status, strings.Join(p.Steps, ","), len(p.Running), p.Done, p.Failed,
+			p.HeartbeatAt.Local().Format(time.DateTime))
+	}
+	return t.flush()
+}

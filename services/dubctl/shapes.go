@@ -9,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 )
 
@@ -48,6 +49,23 @@ func requeuedOf(tasks []compensation.Task) requeued {
 			Attempt: t.Attempt})
 	}
 	return out
+}
+
+// workerList is GET /api/workers: every worker process heard from in the
+// last hour (pkg/worker's heartbeats), with what it runs now.
+type workerList struct {
+	Workers          []worker.Process `json:"workers"`
+	HeartbeatSeconds float64          `json:"heartbeatSeconds"`
+	LostAfterSeconds float64          `json:"lostAfterSeconds"`
+}
+
+// workersOf is the list of procs.
+func workersOf(procs []worker.Process) workerList {
+	if procs == nil {
+		procs = []worker.Process{}
+	}
+	return workerList{Workers: procs, HeartbeatSeconds: worker.HeartbeatInterval.Seconds(),
+		LostAfterSeconds: worker.LostAfter.Seconds()}
 }
 
 // listFilter is a task list's filter: the read model's, and since and
