@@ -16,7 +16,7 @@ func TestCheckTextRefusesControlsAndOverrides(t *testing.T) {
 		text, want string
 	}{
 		{"hola", ""},
-		{"مرحبا \u200f123", ""},                // a right-to-left mark is kept: Arabic needs it
+		{"مرحبا \u200f123", ""},            // a right-to-left mark is kept: Arabic needs it
 		{"👩\u200d💻 zero width joiner", ""}, // emoji and Indic scripts need it
 		{"ab\u202ecd", "U+202E (RIGHT-TO-LEFT OVERRIDE) at character 3: bidirectional overrides and isolates reorder what is shown after them"},
 		{"\u2066x", "U+2066 (LEFT-TO-RIGHT ISOLATE) at character 1"},
