@@ -41,7 +41,7 @@ type reader interface {
 // actor changes things, as the console's audited routes do: a new task, a
 // re-dub, a cancel, a retry, replays and purges of dead letters, a pause
 // of a step, a re-drive of compensating tasks. In database mode each
-// writes the audit row the console writes (audit.go).
+// writes the audit row the console writes (dbaudit.go).
 type actor interface {
 	Submit(ctx context.Context, s submission) (uuid.UUID, error)
 	Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error)
