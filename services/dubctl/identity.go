@@ -1,8 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
+	"os"
 	"os/user"
 	"unicode/utf8"
 
@@ -14,8 +14,9 @@ const maxActorLength = 64
 
 // actorName is who acts in database mode, as the audit log (and a pause's
 // changed_by, a purge's purged_by) names them: --as when given, else the
-// operating-system user (USER, LOGNAME when the user database has none).
-// The console names its token's instead.
+// operating-system user (USER, LOGNAME when the user database has none,
+// else "uid N": a container's user may have no name). The console names
+// its token's instead.
 func actorName(as string, getenv func(string) string) (string, error) {
 	if as != "" {
 		if utf8.RuneCountInString(as) > maxActorLength {
@@ -34,5 +35,5 @@ func actorName(as string, getenv func(string) string) (string, error) {
 			return v, nil
 		}
 	}
-	return "", usageError(errors.New("who acts is unknown (no user name): give --as NAME"))
+	return fmt.Sprintf("uid %d", os.Getuid()), nil
 }

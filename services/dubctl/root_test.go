@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -58,5 +59,23 @@ func TestListOptions(t *testing.T) {
 		if err != nil && (!errors.As(err, &e) || e.code != exitUsage) {
 			t.Errorf("%+v: %v is not a usage error", c.o, err)
 		}
+	}
+}
+
+// TestActorName: --as names who acts (checked like people's text), else
+// the operating-system user; never nothing.
+func TestActorName(t *testing.T) {
+	t.Parallel()
+	none := func(string) string { return "" }
+	if got, err := actorName("ana", none); err != nil || got != "ana" {
+		t.Errorf("--as ana: %q, %v", got, err)
+	}
+	for _, bad := range []string{"ana\x1b[2J", "a\u202eb", strings.Repeat("x", maxActorLength+1)} {
+		if _, err := actorName(bad, none); err == nil {
+			t.Errorf("--as %q admitted", bad)
+		}
+	}
+	if got, err := actorName("", none); err != nil || got == "" {
+		t.Errorf("no --as: %q, %v", got, err)
 	}
 }
