@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // installed are capabilities as the embedded engines of the test machine
@@ -53,6 +54,9 @@ func TestCheckRefusesEveryBadRequestWithItsText(t *testing.T) {
 		{"glossary 3 fields", Request{Glossary: "source,target\nqueue,cola,extra\n"}, `glossary: line 2: 3 fields, want source,target`, Invalid},
 		{"glossary 1001 terms", Request{Glossary: terms1001.String()}, `glossary: 1001 terms, at most 1000`, Invalid},
 		{"glossary 201-char term", Request{Glossary: strings.Repeat("a", 201) + ",b\n"}, `glossary: line 1: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"...: 201 characters, at most 200`, Invalid},
+		{"glossary not UTF-8", Request{Glossary: "source,target\nqueue,cola\ncaf\xe9,caf\xe9\n"}, `glossary: line 3: not valid UTF-8; save the file as UTF-8`, Invalid},
+		{"glossary term twice", Request{Glossary: "\ufeffsource,target\ntry,a\nTRY,b\n"}, `glossary: line 3: source term "TRY" is already on line 2; give each term once`, Invalid},
+		{"glossary with an override", Request{Glossary: "try,\u202eab\n"}, `glossary: line 1: target term "\u202eab": U+202E (RIGHT-TO-LEFT OVERRIDE) at character 1: bidirectional overrides and isolates reorder what is shown after them`, Invalid},
 		{"glossary over 1 MiB", Request{Glossary: strings.Repeat("#", MaxGlossaryBytes+1)}, `glossary: more than 1048576 bytes`, TooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,4 +243,66 @@ func kindOf(err error) Kind {
 		return e.Kind
 	}
 	return 0
+}
+
+// TestGlossaryOfAPayload: terms that arrive parsed are held to the CSV's
+// rules, with the term's position.
+func TestGlossaryOfAPayload(t *testing.T) {
+	t.Parallel()
+	if err := Glossary(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := Glossary([]wire.Term{{Source: "ok"}, {Source: "evil\u202e", Target: "x"}})
+	if e, ok := As(err); !ok || e.Kind != Invalid ||
+		err.Error() != `glossary: term 2: source term "evil\u202e": U+202E (RIGHT-TO-LEFT OVERRIDE) at character 5: bidirectional overrides and isolates reorder what is shown after them` {
+		t.Fatalf("Glossary = %v", err)
+	}
+}
+
+// TestFileChecksTheContainerWithoutFFprobe: what a door checks without
+// ffprobe admits the containers ffmpeg writes and refuses text, an image,
+// random bytes, an empty or too large file.
+func TestFileChecksTheContainerWithoutFFprobe(t *testing.T) {
+	t.Parallel()
+	good := video(t, "1", true)
+	lim := Limits{MaxBytes: 50 << 20}
+	for _, ext := range []string{"mkv", "webm", "avi", "ts", "mov", "flv", "mpg", "ogv"} {
+		out := filepath.Join(t.TempDir(), "v."+ext)
+		args := []string{"-hide_banner", "-loglevel", "error", "-i", good, "-t", "1", "-r", "25", out}
+		if b, err := exec.Command("ffmpeg", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg %s: %v: %s", ext, err, b)
+		}
+		if err := lim.File(out); err != nil {
+			t.Errorf("%s: %v", ext, err)
+		}
+	}
+	if err := lim.File(good); err != nil {
+		t.Errorf("mp4: %v", err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	random := make([]byte, 4096)
+	rand.Read(random)
+	random[0] = 0 // not by chance a sync byte
+	fi, _ := os.Stat(good)
+	for name, tc := range map[string]struct {
+		lim  Limits
+		path string
+		want string
+	}{
+		"text":         {lim, write("notes.mp4", []byte("just some text, not a video\n")), "video: not a media container dubflow knows"},
+		"png":          {lim, write("a.mp4", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")), "video: not a media container dubflow knows"},
+		"random bytes": {lim, write("r.mp4", random), "video: not a media container dubflow knows"},
+		"empty":        {lim, write("e.mp4", nil), "video: empty file"},
+		"too large":    {Limits{MaxBytes: fi.Size() - 1}, good, "video: larger than"},
+	} {
+		if err := tc.lim.File(tc.path); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q...", name, err, tc.want)
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/dub"
@@ -218,7 +217,8 @@ func parseGlossary(text string) ([]wire.Term, error) {
 const MaxFileNameBytes = 255
 
 // CleanFileName is the file name a task keeps of name: its last path
-// element (either slash), without control characters, trimmed, at most
+// element (either slash), without the characters the text rule refuses
+// (dub.Unsafe: control characters, bidirectional overrides), trimmed, at most
 // MaxFileNameBytes bytes of valid UTF-8. A name is shown and searched,
 // never used as a path, so nothing else is refused.
 func CleanFileName(name string) string {
@@ -226,7 +226,7 @@ func CleanFileName(name string) string {
 		name = name[i+1:]
 	}
 	name = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if dub.Unsafe(r) {
 			return -1
 		}
 		return r

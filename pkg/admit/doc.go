@@ -12,13 +12,21 @@
 //     MaxTargets targets, each once; each possible with the configured
 //     engines), the speaker (the wire contract's voice name) and the
 //     glossary (CSV "source,target" parsed by dub.ParseGlossaryCSV, at most
-//     MaxGlossaryTerms terms of MaxTermLength characters). It returns the
-//     admitted Task, whose Payload is the extract_audio payload to submit.
+//     MaxGlossaryTerms terms of MaxTermLength characters; a byte-order mark
+//     skipped; bytes that are not UTF-8, a source term given twice and the
+//     characters the text rule refuses — control characters, bidirectional
+//     overrides and isolates, dub.CheckText — refused with their line). It
+//     returns the admitted Task, whose Payload is the extract_audio payload
+//     to submit.
+//   - Glossary: the glossary rules for terms that arrived parsed (an
+//     outside publisher's payload; extract_audio).
 //   - Languages: the language part of Check alone (extract_audio).
 //   - Limits.Media: the video in a local file (at most MAX_VIDEO_BYTES,
 //     readable by ffprobe, an audio and a video stream, at most
 //     MAX_VIDEO_SECONDS); Limits.Size for a door that counts bytes while it
-//     receives them.
+//     receives them; Limits.File for a door told not to run ffprobe
+//     (dubctl submit --no-validate): the size and a known container's
+//     signature (Container), so that garbage is refused there too.
 //
 // Loading is separate: LoadCapabilities reads what the workers announced
 // (Announce; pkg/worker renews it every RefreshInterval): asr the languages

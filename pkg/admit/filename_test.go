@@ -8,7 +8,7 @@ import (
 )
 
 // TestCleanFileName: a kept file name is the path's last element, without
-// control characters or surrounding spaces, at most MaxFileNameBytes of
+// control characters, bidirectional overrides or surrounding spaces, at most MaxFileNameBytes of
 // valid UTF-8; Check fills it in.
 func TestCleanFileName(t *testing.T) {
 	t.Parallel()
@@ -20,6 +20,7 @@ func TestCleanFileName(t *testing.T) {
 		"  spaced name.mp4 \n":       "spaced name.mp4",
 		"bell\x07and\x00nul.mp4":     "bellandnul.mp4",
 		"bad\xffutf8.mp4":            "badutf8.mp4",
+		"invoice\u202egpj.exe":       "invoicegpj.exe", // a right-to-left override would show "exe.jpg"
 		"dir/":                       "",
 		"":                           "",
 		long:                         strings.Repeat("é", admit.MaxFileNameBytes/2),

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // GlossaryFile reads a glossary file (dubctl's --glossary) as the text of
@@ -34,4 +37,17 @@ func GlossaryFile(path string) (string, error) {
 // (MAX_VIDEO_BYTES, MAX_VIDEO_SECONDS).
 func LimitsOf(l config.Limits) Limits {
 	return Limits{MaxBytes: l.MaxVideoBytes, MaxSeconds: l.MaxVideoSeconds}
+}
+
+// Glossary checks a glossary that arrived as terms rather than CSV text
+// (an outside publisher's extract_audio payload; the doors send CSV, which
+// Check parses) by the rules the CSV parser applies: each term follows the
+// text rule (dub.CheckText) and no source term is given twice. The
+// refusal names the term by its position, from 1.
+func Glossary(terms []wire.Term) error {
+	if err := dub.CheckTerms(terms); err != nil {
+		return &Error{Field: "glossary", Reason: strings.TrimPrefix(err.Error(), dub.ErrInvalidGlossary.Error()+": "),
+			Kind: Invalid, Err: err}
+	}
+	return nil
 }

@@ -60,18 +60,12 @@ func NewPresigner(cfg config.S3, publicURL, region string) (*Presigner, error) {
 // AccessKey names the user the presigner signs as.
 func (p *Presigner) AccessKey() string { return p.accessKey }
 
-// PresignGet returns a URL that downloads key without credentials until
-// expiry; download, when not empty, names the file a browser saves.
+// PresignGet returns a URL that downloads key without credentials for at
+// least expiry (at most LinkWindow more: links are aligned to it, the same
+// URL for the same object in the same window); download, when not empty,
+// names the file a browser saves.
 func (p *Presigner) PresignGet(ctx context.Context, key string, expiry time.Duration, download string) (*url.URL, error) {
-	params := url.Values{}
-	if download != "" {
-		params.Set("response-content-disposition", fmt.Sprintf("attachment; filename=%q", download))
-	}
-	u, err := p.client.PresignedGetObject(ctx, p.bucket, key, expiry, params)
-	if err != nil {
-		return nil, fmt.Errorf("presign get %s: %w", key, err)
-	}
-	return u, nil
+	return p.presignGetAt(ctx, key, expiry, download, time.Now())
 }
 
 // UploadPolicy is what a presigned upload allows: one object, its key

@@ -2,7 +2,10 @@ package dlq
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/store"
@@ -82,4 +85,124 @@ func Purge(ctx context.Context, q store.Querier, m Match, by string) ([]int64, e
 		return nil, fmt.Errorf("purge dead letters: %w", err)
 	}
 	return ids, nil
+}
+
+// BulkRequest is a bulk replay or purge as a door receives it (the body of
+// POST /api/dead-letters/replay and /purge; dubctl dlq replay --all and dlq
+// purge): a filter, every field optional (since and until in ParseSince's
+// forms), and DryRun, which only counts.
+type BulkRequest struct {
+	Step       string `json:"step"`
+	ErrorClass string `json:"errorClass"`
+	Since      string `json:"since"`
+	Until      string `json:"until"`
+	Pending    bool   `json:"pending"`
+	DryRun     bool   `json:"dryRun"`
+}
+
+// ErrBadFilter is what BulkRequest.Match's error is (errors.Is) for a
+// filter it cannot read; the error's text is the reason alone.
+var ErrBadFilter = errors.New("bad filter")
+
+// Match checks the filter and reads it as a Match (since and until
+// relative to now). Its error is ErrBadFilter; its text is the same at
+// every door.
+func (b BulkRequest) Match(now time.Time) (Match, error) {
+	if b.Step != "" && wire.RoutingKey(b.Step) == "" {
+		return Match{}, &refusal{msg: fmt.Sprintf("step %q: want one of %v", shortValue(b.Step), wire.Pipeline), sentinel: ErrBadFilter}
+	}
+	m := Match{Step: b.Step, ErrorClass: b.ErrorClass, Pending: b.Pending}
+	var err error
+	if m.Since, err = ParseSince(b.Since, now); err != nil {
+		return Match{}, &refusal{msg: err.Error(), sentinel: ErrBadFilter}
+	}
+	if m.Until, err = ParseSince(b.Until, now); err != nil {
+		return Match{}, &refusal{msg: strings.Replace(err.Error(), "since", "until", 1), sentinel: ErrBadFilter}
+	}
+	return m, nil
+}
+
+// filter is the request's filter as BulkResult echoes it.
+func (b BulkRequest) filter() map[string]string {
+	return map[string]string{"step": b.Step, "errorClass": b.ErrorClass, "since": b.Since, "until": b.Until,
+		"pending": fmt.Sprint(b.Pending)}
+}
+
+// shortValue cuts a value echoed in an error to a readable length.
+func shortValue(v string) string {
+	if r := []rune(v); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return v
+}
+
+// BulkResult is what a bulk replay or purge did, in the read model's JSON:
+// Matched counts the dead letters the filter selects; a replay republishes
+// the Replayable ones (pending, with a task), a purge archives and deletes
+// every matched one. With DryRun nothing is changed and Replayed and
+// Purged are null.
+type BulkResult struct {
+	DryRun     bool              `json:"dryRun"`
+	Matched    int               `json:"matched"`
+	Replayable int               `json:"replayable"`
+	Replayed   []Replayed        `json:"replayed"`
+	Purged     []int64           `json:"purged"`
+	Errors     []string          `json:"errors,omitempty"`
+	Filter     map[string]string `json:"filter"`
+}
+
+// AuditDetail is what the audit log records of r (audit.Entry's Detail),
+// the same from every door.
+func (r BulkResult) AuditDetail() map[string]any {
+	d := map[string]any{"filter": r.Filter, "dryRun": r.DryRun, "matched": r.Matched}
+	switch {
+	case r.DryRun:
+	case r.Purged != nil:
+		d["purged"] = len(r.Purged)
+	default:
+		d["replayed"] = len(r.Replayed)
+	}
+	return d
+}
+
+// BulkReplay replays every pending dead letter with a task that m matches
+// (ReplayMatching), or with b.DryRun counts them. Dead letters that could
+// not be replayed are named in the result's Errors, the others replayed.
+func BulkReplay(ctx context.Context, pool *pgxpool.Pool, pub Publisher, b BulkRequest, m Match) (BulkResult, error) {
+	out, err := countBulk(ctx, pool, b, m)
+	if err != nil || b.DryRun {
+		return out, err
+	}
+	res, err := ReplayMatching(ctx, pool, pub, m)
+	if err != nil {
+		out.Errors = append(out.Errors, err.Error())
+	}
+	out.Replayed = make([]Replayed, 0, len(res))
+	out.Replayed = append(out.Replayed, res...)
+	return out, nil
+}
+
+// BulkPurge deletes every dead letter m matches, keeping each in
+// dead_letters_archive with by (Purge), or with b.DryRun counts them.
+func BulkPurge(ctx context.Context, pool *pgxpool.Pool, b BulkRequest, m Match, by string) (BulkResult, error) {
+	out, err := countBulk(ctx, pool, b, m)
+	if err != nil || b.DryRun {
+		return out, err
+	}
+	if out.Purged, err = Purge(ctx, pool, m, by); err != nil {
+		return out, err
+	}
+	out.Matched = len(out.Purged)
+	if out.Purged == nil {
+		out.Purged = []int64{}
+	}
+	return out, nil
+}
+
+// countBulk starts a bulk result: the filter and what it matches.
+func countBulk(ctx context.Context, pool *pgxpool.Pool, b BulkRequest, m Match) (BulkResult, error) {
+	out := BulkResult{DryRun: b.DryRun, Filter: b.filter()}
+	var err error
+	out.Matched, out.Replayable, err = Count(ctx, pool, m)
+	return out, err
 }

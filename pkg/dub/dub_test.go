@@ -100,6 +100,10 @@ func TestRedubRefuses(t *testing.T) {
 		{4, "x", dub.ErrNoSegment},
 		{1, strings.Repeat("a", dub.MaxTextLength+1), dub.ErrInvalidText},
 		{1, "  ", dub.ErrInvalidText}, // a line is not made silent by mistake
+		{1, "hola \u202eadiós", dub.ErrInvalidText},
+		{1, "hola\n\n2\n00:00:00,000 --> 00:00:09,000\nfalse cue", dub.ErrInvalidText},
+		{1, "caf\xe9", dub.ErrInvalidText},
+		{1, "caf\ufffd", dub.ErrInvalidText},
 	} {
 		if _, err := dub.Redub(ctx, pool, id, tc.n, tc.text); !errors.Is(err, tc.want) {
 			t.Errorf("redub segment %d: %v, want %v", tc.n, err, tc.want)

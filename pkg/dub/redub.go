@@ -24,7 +24,7 @@ const MaxTextLength = 2000
 var ErrNoSegment = errors.New("no such segment")
 
 // ErrInvalidText is returned by Redub for a text it refuses (empty, too
-// long).
+// long, against the text rule: CheckText).
 var ErrInvalidText = errors.New("invalid text")
 
 // ErrParent is returned by Redub for a parent task (one that dubs into
@@ -67,10 +67,14 @@ type Redubbed struct {
 // mux_video, which writes the new output under outputs/{task_id}/v<n>/ and
 // sets the task done again. A task that is not done is refused
 // (task.ErrRefused), a parent task ErrParent naming its children, an empty
-// or too long text ErrInvalidText; a missing task is ErrNotFound, a missing
-// segment ErrNoSegment.
+// or too long text, or one the text rule refuses (CheckText: not UTF-8, a
+// control character, a bidirectional override), ErrInvalidText; a missing
+// task is ErrNotFound, a missing segment ErrNoSegment.
 func Redub(ctx context.Context, db Beginner, taskID uuid.UUID, n int, text string) (*Redubbed, error) {
-	text = strings.TrimSpace(wire.CleanText(text))
+	text = strings.TrimSpace(text)
+	if err := CheckText(text); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidText, err)
+	}
 	if n < 1 {
 		return nil, fmt.Errorf("segment %d: %w: segments are numbered from 1", n, ErrNoSegment)
 	}

@@ -3,49 +3,26 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dlq"
-	"github.com/jackc/pgx/v5"
 )
 
-// auditEntry is one row of console_audit: who (the token's name and role)
-// did what (action) to what (target), when, and how it ended.
-type auditEntry struct {
-	ID     int64     `json:"id"`
-	At     time.Time `json:"at"`
-	Actor  string    `json:"actor"`
-	Role   string    `json:"role"`
-	Action string    `json:"action"`
-	Target string    `json:"target"`
-	// Outcome is "ok", or the error's code and message as answered.
-	Outcome string         `json:"outcome"`
-	Status  int            `json:"status"`
-	Detail  map[string]any `json:"detail"`
-}
+// auditEntry is one row of console_audit (pkg/audit, which dubctl's
+// database mode writes too): who (the token's name and role) did what
+// (action) to what (target), when, and how it ended.
+type auditEntry = audit.Entry
 
-// recordAudit writes e to console_audit (At: now when zero). A failure is
+// recordAudit writes e to console_audit (audit.Record). A failure is
 // logged and does not fail the request it records: the action happened.
 func (s *server) recordAudit(ctx context.Context, e auditEntry) {
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	if e.Outcome == "" {
-		e.Outcome = "ok"
-	}
-	detail, _ := json.Marshal(e.Detail)
-	if e.Detail == nil {
-		detail = []byte("{}")
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO console_audit (at, actor, role, action, target, outcome, status, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, e.At, e.Actor, e.Role, e.Action, e.Target, e.Outcome, e.Status, detail)
-	if err != nil {
+	if err := audit.Record(ctx, s.pool, e); err != nil {
 		s.log.Error().Err(err).Str("action", e.Action).Str("target", e.Target).Msg("audit record")
 	}
 }
@@ -154,19 +131,7 @@ func (r *statusRecorder) outcome() string {
 }
 
 // auditPage is what GET /api/audit answers, newest first.
-type auditPage struct {
-	Entries    []auditEntry `json:"entries"`
-	NextCursor *string      `json:"nextCursor"`
-}
-
-// auditFilter selects entries: ?action=&actor=&target=&since=&until=&limit=&cursor=.
-type auditFilter struct {
-	action, actor, target string
-	since, until          *time.Time
-	afterAt               *time.Time
-	afterID               int64
-	limit                 int
-}
+type auditPage = audit.Page
 
 // listAudit answers GET /api/audit.
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
@@ -183,25 +148,15 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-func readAuditFilter(r *http.Request) (auditFilter, error) {
+func readAuditFilter(r *http.Request) (audit.Filter, error) {
 	q := r.URL.Query()
-	f := auditFilter{action: q.Get("action"), actor: q.Get("actor"), target: q.Get("target")}
+	f := audit.Filter{Action: q.Get("action"), Actor: q.Get("actor"), Target: q.Get("target"), Cursor: q.Get("cursor")}
 	var err error
-	if f.since, f.until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
+	if f.Since, f.Until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
 		return f, err
 	}
-	if f.limit, err = queryLimit(r, defaultPage, maxPage); err != nil {
+	if f.Limit, err = queryLimit(r, defaultPage, maxPage); err != nil {
 		return f, err
-	}
-	if c := q.Get("cursor"); c != "" {
-		raw, _ := base64.RawURLEncoding.DecodeString(c)
-		ts, id, _ := strings.Cut(string(raw), ",")
-		at, terr := time.Parse(time.RFC3339Nano, ts)
-		n, ierr := strconv.ParseInt(id, 10, 64)
-		if terr != nil || ierr != nil {
-			return f, badRequest("cursor: not a cursor of this API (use nextCursor as given)")
-		}
-		f.afterAt, f.afterID = &at, n
 	}
 	return f, nil
 }
@@ -224,34 +179,10 @@ func timeRange(since, until string) (*time.Time, *time.Time, error) {
 	return out[0], out[1], nil
 }
 
-func (s *server) readAudit(ctx context.Context, f auditFilter) (auditPage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, role, action, target, outcome, status, detail
-		FROM console_audit
-		WHERE ($1 = '' OR action = $1) AND ($2 = '' OR actor = $2) AND ($3 = '' OR target = $3)
-		  AND ($4::timestamptz IS NULL OR at >= $4) AND ($5::timestamptz IS NULL OR at < $5)
-		  AND ($6::timestamptz IS NULL OR (at, id) < ($6, $7))
-		ORDER BY at DESC, id DESC LIMIT $8`, f.action, f.actor, f.target, f.since, f.until, f.afterAt, f.afterID, f.limit+1)
-	if err != nil {
-		return auditPage{}, fmt.Errorf("read audit: %w", err)
+func (s *server) readAudit(ctx context.Context, f audit.Filter) (auditPage, error) {
+	page, err := audit.List(ctx, s.pool, f)
+	if errors.Is(err, audit.ErrBadCursor) {
+		return page, badRequest(err.Error())
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditEntry, error) {
-		var e auditEntry
-		err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Role, &e.Action, &e.Target, &e.Outcome, &e.Status, &e.Detail)
-		return e, err
-	})
-	if err != nil {
-		return auditPage{}, fmt.Errorf("read audit: %w", err)
-	}
-	page := auditPage{Entries: list}
-	if len(list) > f.limit {
-		page.Entries = list[:f.limit]
-		last := list[f.limit-1]
-		c := base64.RawURLEncoding.EncodeToString([]byte(last.At.UTC().Format(time.RFC3339Nano) + "," +
-			strconv.FormatInt(last.ID, 10)))
-		page.NextCursor = &c
-	}
-	if page.Entries == nil {
-		page.Entries = []auditEntry{}
-	}
-	return page, nil
+	return page, err
 }

@@ -24,6 +24,11 @@ func TestRedubChangesOneLineOfADoneTask(t *testing.T) {
 	path := "/api/tasks/" + id.String() + "/redub"
 	f.doJSON(t, "POST", path, map[string]any{"segment": 2, "text": "x"}, http.StatusBadRequest, nil)
 	f.doJSON(t, "POST", "/api/tasks/"+uuid.NewString()+"/redub", map[string]any{"segment": 1, "text": "x"}, http.StatusNotFound, nil)
+	// The text rule (dub.CheckText): no override, no escape, no line break
+	// that would start a subtitle cue of its own.
+	for _, text := range []string{"ho\u202ela", "\x1b[2Jhola", "hola\n\n2\n00:00:00,000 --> 00:00:09,000\nfalse"} {
+		f.doJSON(t, "POST", path, map[string]any{"segment": 1, "text": text}, http.StatusBadRequest, nil)
+	}
 
 	var r dub.Redubbed
 	f.doJSON(t, "POST", path, map[string]any{"segment": 1, "text": "buenas"}, http.StatusAccepted, &r)

@@ -15,21 +15,11 @@ import (
 // may not read (videos/, tts/: it reads outputs/ only), so no presigned
 // link reaches them: the console serves them itself, to whoever may read
 // the task, with range requests (a player seeks). Their links are these
-// paths on the console.
+// paths on the console (view.SignLinks).
 const (
-	sourceVideoPath = "/source-video"
-	dubAudioPath    = "/dub-audio"
+	sourceVideoPath = view.SourceVideoPath
+	dubAudioPath    = view.DubAudioPath
 )
-
-// taskFileLink is the console's path of a task file, nil when the task has
-// no such object.
-func taskFileLink(id, key, file string) *string {
-	if key == "" {
-		return nil
-	}
-	p := "/api/tasks/" + id + file
-	return &p
-}
 
 // sourceVideoKey and dubAudioKey name the object a task file route serves.
 func sourceVideoKey(d *taskDetail) string { return d.SourceVideoKey }

@@ -152,3 +152,31 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 		}
 	}
 }
+
+// TestNoValidateStillRefusesGarbage: --no-validate skips ffprobe, not the
+// checks that need none: a text file, an empty one and one over
+// MAX_VIDEO_BYTES are refused with the same text in both modes and leave
+// nothing behind; a real video passes.
+func TestNoValidateStillRefusesGarbage(t *testing.T) {
+	t.Setenv("MAX_VIDEO_BYTES", strconv.Itoa(1<<20))
+	e := setup(t)
+	m := &modes{e: e, console: startConsole(t, e)}
+	big := make([]byte, 1<<20+1)
+	copy(big[4:], "ftyp")
+	for _, tc := range []struct{ name, path, want string }{
+		{"text", writeFile(t, "notes.mp4", []byte("not a video at all\n")), "video: not a media container dubflow knows"},
+		{"empty", writeFile(t, "empty.mp4", nil), "video: empty file"},
+		{"too large", writeFile(t, "big.mp4", big), "video: larger than 1048576 bytes (MAX_VIDEO_BYTES)"},
+	} {
+		for mode, r := range m.both(t, "submit", "--input", tc.path, "--no-validate") {
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "dubctl: "+tc.want) {
+				t.Errorf("%s mode: %s: exit %d, %q; want %d %q", mode, tc.name, r.code, r.stderr, exitUsage, tc.want)
+			}
+		}
+		e.nothingLeft(t)
+	}
+	m.use(t, "database")
+	if _, stderr, code := run(t, "submit", "--input", ffmpegVideo(t, 1, false), "--no-validate"); code != 0 {
+		t.Fatalf("a video without the probe: exit %d: %s", code, stderr)
+	}
+}

@@ -7,9 +7,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -21,22 +23,35 @@ import (
 // console's API, which answers the same read model (consoleBackend,
 // console.go). The commands above it are written once.
 
-// reader reads tasks, their lines and outputs, and dead letters.
+// reader reads tasks, their lines, outputs and timelines, dead letters,
+// compensating tasks, the audit log and the worker processes.
 type reader interface {
 	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
-	List(ctx context.Context, f view.Filter) (view.Page, error)
+	List(ctx context.Context, f listFilter) (view.Page, error)
 	Segments(ctx context.Context, id uuid.UUID) ([]view.Segment, error)
 	Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error)
+	Timeline(ctx context.Context, id uuid.UUID) (taskTimeline, error)
 	DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error)
 	DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, error)
+	Compensations(ctx context.Context, limit int) ([]view.Compensation, error)
+	Audit(ctx context.Context, f auditFilter) (audit.Page, error)
+	Workers(ctx context.Context) (workerList, error)
 }
 
-// actor changes things: a new task, a re-dub, a replay.
+// actor changes things, as the console's audited routes do: a new task, a
+// re-dub, a cancel, a retry, replays and purges of dead letters, a pause
+// of a step, a re-drive of compensating tasks. In database mode each
+// writes the audit row the console writes (dbaudit.go).
 type actor interface {
 	Submit(ctx context.Context, s submission) (uuid.UUID, error)
 	Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error)
+	Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error)
+	Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error)
 	Replay(ctx context.Context, id int64, force bool) (view.Replayed, error)
-	ReplayAll(ctx context.Context, step string) ([]view.Replayed, error)
+	// Bulk replays (purge false) or purges the dead letters b selects.
+	Bulk(ctx context.Context, purge bool, b dlq.BulkRequest) (dlq.BulkResult, error)
+	SetPaused(ctx context.Context, step string, paused bool) (worker.Pause, error)
+	Requeue(ctx context.Context, limit int) (requeued, error)
 }
 
 // follower is what wait needs beyond reading the task: to sleep until it
@@ -64,17 +79,26 @@ var errNoObject = errors.New("no such object")
 
 // openBackend picks the mode from the environment: the console when
 // CONSOLE_URL and DUBFLOW_API_TOKEN are set and DATABASE_URL is not, the
-// database otherwise. Warnings go to warn.
-func openBackend(getenv func(string) string, warn io.Writer) (backend, error) {
+// database otherwise. as is --as: who acts, for the audit log of the
+// database mode (the console names its token's). Warnings go to warn.
+func openBackend(getenv func(string) string, warn io.Writer, as string) (backend, error) {
 	if c := consoleFromEnv(getenv); c != nil {
+		if as != "" {
+			return nil, usageError(errors.New("--as names who acts in database mode; through the console the audit log names the token"))
+		}
 		return c, nil
 	}
-	return newDBBackend(warn)
+	who, err := actorName(as, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return newDBBackend(warn, who)
 }
 
 // withBackend runs do on the mode the environment selects and closes it.
 func withBackend(cmd *cobra.Command, do func(ctx context.Context, b backend) error) error {
-	b, err := openBackend(os.Getenv, cmd.ErrOrStderr())
+	as, _ := cmd.Flags().GetString("as")
+	b, err := openBackend(os.Getenv, cmd.ErrOrStderr(), as)
 	if err != nil {
 		return err
 	}

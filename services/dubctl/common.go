@@ -23,9 +23,42 @@ import (
 const connectTimeout = 10 * time.Second
 
 // Config is dubctl's configuration: the workers' common settings, read from
-// the environment.
+// the environment, and the console's settings of presigned links, which
+// database mode signs as the console does (view.SignLinks), so that
+// `status --json` shows the same links in both modes.
 type Config struct {
 	config.Common
+	// PresignSeconds, PublicS3URL and PublicS3Region are the console's
+	// (CONSOLE_PRESIGN_SECONDS, CONSOLE_PUBLIC_S3_URL,
+	// CONSOLE_PUBLIC_S3_REGION): the lifetime of links and the object
+	// store as their readers reach it.
+	PresignSeconds int    `env:"CONSOLE_PRESIGN_SECONDS" envDefault:"3600"`
+	PublicS3URL    string `env:"CONSOLE_PUBLIC_S3_URL"`
+	PublicS3Region string `env:"CONSOLE_PUBLIC_S3_REGION"`
+	// PresignUser is the console's signing user (S3_PRESIGN_*): links are
+	// signed as it, as the console signs them.
+	PresignUser config.S3Presign
+}
+
+// Validate checks what parsing cannot.
+func (c *Config) Validate() error {
+	errs := []error{c.Common.Validate(), c.PresignUser.Validate(c.S3)}
+	if c.PresignSeconds < 60 || c.PresignSeconds > 7*24*3600 {
+		errs = append(errs, fmt.Errorf("CONSOLE_PRESIGN_SECONDS %d: want 60..604800", c.PresignSeconds))
+	}
+	if c.PublicS3URL != "" {
+		if _, err := blob.NewPresigner(c.S3, c.PublicS3URL, c.PublicS3Region); err != nil {
+			errs = append(errs, fmt.Errorf("CONSOLE_PUBLIC_S3_URL: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// presigner signs links as the console does: as the presign user (the
+// main credentials when none is set), at PublicS3URL when set, else at the
+// store's own endpoint.
+func (c *clients) presigner(context.Context) (*blob.Presigner, error) {
+	return blob.NewPresigner(c.cfg.PresignUser.Signing(c.cfg.S3), c.cfg.PublicS3URL, c.cfg.PublicS3Region)
 }
 
 // loadConfig reads the configuration from the process environment.
@@ -155,8 +188,9 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
-// isTerminal reports whether w is a terminal (a progress bar makes sense).
+// isTerminal reports whether w (or the writer under its escaper) is a
+// terminal (a progress bar makes sense).
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := rawWriter(w).(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/dubflow/dubflow/pkg/admit"
-	"github.com/dubflow/dubflow/pkg/config"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/view"
@@ -53,8 +54,10 @@ type consoleError struct {
 	Message string `json:"message"`
 }
 
-// do sends a request and decodes a JSON answer into out; an answer other
-// than 2xx is an error with the console's message (400 a usage error).
+// do sends a request and decodes a JSON answer into out. An answer other
+// than 2xx is an error whose text is the console's message as it is — the
+// text the same error has in database mode — a usage error (exit 2) for
+// 400 and 413.
 func (c *consoleBackend) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
@@ -70,16 +73,7 @@ func (c *consoleBackend) do(ctx context.Context, method, path, contentType strin
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		var e consoleError
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e) != nil || e.Message == "" {
-			e.Message = strings.TrimSpace(string(b))
-		}
-		err := fmt.Errorf("console: %s (HTTP %d)", e.Message, resp.StatusCode)
-		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge {
-			return usageError(err)
-		}
-		return err
+		return answerError(resp)
 	}
 	if out == nil {
 		return nil
@@ -88,6 +82,25 @@ func (c *consoleBackend) do(ctx context.Context, method, path, contentType strin
 		return fmt.Errorf("console %s %s: decode: %w", method, path, err)
 	}
 	return nil
+}
+
+// answerError is the error of an answer other than 2xx: the console's
+// message; an answer that is not the console's error (a proxy's page) is
+// named by its status.
+func answerError(resp *http.Response) error {
+	var e consoleError
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var err error
+	if json.Unmarshal(b, &e) == nil && e.Message != "" {
+		err = errors.New(e.Message)
+	} else {
+		err = fmt.Errorf("console %s: HTTP %d: %s", resp.Request.URL.Redacted(), resp.StatusCode,
+			shorten(strings.TrimSpace(string(b)), 200))
+	}
+	if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge {
+		return usageError(err)
+	}
+	return err
 }
 
 // get reads path into out.
@@ -112,12 +125,23 @@ func (c *consoleBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, er
 	return &t, c.get(ctx, taskPath(id, ""), &t)
 }
 
-// List reads GET /api/tasks.
-func (c *consoleBackend) List(ctx context.Context, f view.Filter) (view.Page, error) {
+// List reads GET /api/tasks with the search.
+func (c *consoleBackend) List(ctx context.Context, f listFilter) (view.Page, error) {
 	q := url.Values{"status": {f.Status}, "limit": {fmt.Sprint(f.Limit)}, "cursor": {f.Cursor},
-		"includeChildren": {fmt.Sprint(f.WithChildren)}}
+		"includeChildren": {fmt.Sprint(f.WithChildren)}, "q": {f.Q}, "language": {f.Language}, "error": {f.Error},
+		"since": {f.since}, "until": {f.until}}
 	var p view.Page
-	return p, c.get(ctx, "/api/tasks?"+q.Encode(), &p)
+	return p, c.get(ctx, "/api/tasks?"+query(q), &p)
+}
+
+// query encodes q without its empty values.
+func query(q url.Values) string {
+	for k, v := range q {
+		if len(v) == 1 && v[0] == "" {
+			delete(q, k)
+		}
+	}
+	return q.Encode()
 }
 
 // Segments reads GET /api/tasks/{id}/segments.
@@ -214,28 +238,6 @@ func (c *consoleBackend) Redub(ctx context.Context, id uuid.UUID, n int, text st
 func (c *consoleBackend) Replay(ctx context.Context, id int64, force bool) (view.Replayed, error) {
 	var r view.Replayed
 	return r, c.post(ctx, fmt.Sprintf("/api/dead-letters/%d/replay", id), map[string]bool{"force": force}, &r)
-}
-
-// ReplayAll replays each dead letter not replayed yet (of step, when
-// given), as many as one page of the list holds; what was replayed before
-// an error is returned with it.
-func (c *consoleBackend) ReplayAll(ctx context.Context, step string) ([]view.Replayed, error) {
-	list, err := c.DeadLetters(ctx, dlq.Filter{Step: step, Pending: true, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
-	out := []view.Replayed{}
-	for _, d := range list {
-		if d.TaskID == nil {
-			continue
-		}
-		r, err := c.Replay(ctx, d.ID, false)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }
 
 // Changed waits within: the console's task is read again after it.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
@@ -25,14 +27,17 @@ type dbBackend struct {
 	*clients
 	warn    io.Writer
 	changes *task.Listener
+	// actor is who acts (--as, else the operating-system user): the audit
+	// log's actor of every change (dbaudit.go).
+	actor string
 }
 
-func newDBBackend(warn io.Writer) (*dbBackend, error) {
+func newDBBackend(warn io.Writer, actor string) (*dbBackend, error) {
 	c, err := newClients()
 	if err != nil {
 		return nil, err
 	}
-	return &dbBackend{clients: c, warn: warn}, nil
+	return &dbBackend{clients: c, warn: warn, actor: actor}, nil
 }
 
 // Close stops listening and closes the connections.
@@ -43,7 +48,8 @@ func (d *dbBackend) Close() {
 	d.clients.close()
 }
 
-// Task loads the task (view.Load) with its timing report.
+// Task loads the task (view.Load) with its links, signed as the console
+// signs them (view.SignLinks), and its timing report.
 func (d *dbBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
@@ -52,6 +58,13 @@ func (d *dbBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) 
 	t, err := view.Load(ctx, pool, id)
 	if err != nil {
 		return nil, err
+	}
+	signer, err := d.presigner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := view.SignLinks(ctx, signer, t, time.Duration(d.cfg.PresignSeconds)*time.Second); err != nil {
+		d.warnf("%v", err)
 	}
 	if view.OutputOf(t.Result).TimingReportKey != "" {
 		objects, err := d.blob(ctx)
@@ -64,12 +77,12 @@ func (d *dbBackend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) 
 }
 
 // List reads one page of tasks.
-func (d *dbBackend) List(ctx context.Context, f view.Filter) (view.Page, error) {
+func (d *dbBackend) List(ctx context.Context, f listFilter) (view.Page, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
 		return view.Page{}, err
 	}
-	return view.List(ctx, pool, f)
+	return view.List(ctx, pool, f.Filter)
 }
 
 // Segments reads the task's lines.
@@ -154,6 +167,11 @@ func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error)
 		return uuid.Nil, err
 	}
 	ids, err := task.SubmitProbed(ctx, pool, env, p, s.task.FileName, s.probe)
+	target := id.String()
+	if err != nil {
+		target = ""
+	}
+	d.record(ctx, actionOf("submit", target, http.StatusCreated), err)
 	if err != nil {
 		return uuid.Nil, err
 	}
@@ -170,8 +188,13 @@ func (d *dbBackend) flush(ctx context.Context, ids []int64) {
 		err = outbox.Flush(ctx, pool, pub, ids)
 	}
 	if err != nil {
-		fmt.Fprintf(d.warn, "dubctl: warning: publish deferred to the outbox sweep: %v\n", err)
+		d.warnf("publish deferred to the outbox sweep: %v", err)
 	}
+}
+
+// warnf prints a warning: something that did not stop the command.
+func (d *dbBackend) warnf(format string, args ...any) {
+	fmt.Fprintf(d.warn, "dubctl: warning: "+format+"\n", args...)
 }
 
 // Redub changes one line (dub.Redub) and publishes the re-dub.
@@ -184,6 +207,7 @@ func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string)
 		return nil, err
 	}
 	r, err := dub.Redub(ctx, pool, id, n, text)
+	d.record(ctx, actionOf("redub", id.String(), http.StatusAccepted), err)
 	if errors.Is(err, dub.ErrNoSegment) || errors.Is(err, dub.ErrInvalidText) {
 		return nil, usageError(err)
 	}
@@ -205,25 +229,13 @@ func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (view.Repl
 		return view.Replayed{}, err
 	}
 	r, err := dlq.Replay(ctx, pool, pub, id, dlq.Options{Force: force})
+	if err != nil && r.Attempt != 0 {
+		// Replayed; its message waits for the outbox sweep.
+		d.warnf("publish deferred to the outbox sweep: %v", err)
+		err = nil
+	}
+	d.record(ctx, actionOf("replay", strconv.FormatInt(id, 10), http.StatusOK), err)
 	return view.ReplayedOf(r), err
-}
-
-// ReplayAll replays every dead letter not replayed yet (dlq.ReplayAll).
-func (d *dbBackend) ReplayAll(ctx context.Context, step string) ([]view.Replayed, error) {
-	pool, err := d.db(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pub, err := d.publisher(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := dlq.ReplayAll(ctx, pool, pub, step)
-	out := make([]view.Replayed, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, view.ReplayedOf(r))
-	}
-	return out, err
 }
 
 // Changed waits for a change of the task's status (task.Listener, LISTEN

@@ -20,13 +20,13 @@ import (
 func dlqCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "Inspect and replay dead letters",
+		Short: "Inspect, replay and purge dead letters",
 		Long: `dlq shows the dead letters the dlq_recorder stored (messages a worker gave up on,
 and messages the broker dead-lettered by itself) and replays them after the
 cause is fixed: the original message is published again with a fresh retry
 budget, the task runs again, and the dead letter is marked replayed.`,
 	}
-	cmd.AddCommand(dlqListCmd(), dlqShowCmd(), dlqReplayCmd())
+	cmd.AddCommand(dlqListCmd(), dlqShowCmd(), dlqReplayCmd(), dlqPurgeCmd())
 	return cmd
 }
 
@@ -153,7 +153,7 @@ func printDeadLetter(w io.Writer, d *view.DeadLetter) error {
 // dlqReplayOptions are the flags of `dubctl dlq replay`.
 type dlqReplayOptions struct {
 	all, force, json bool
-	step             string
+	bulk             bulkOptions
 }
 
 // check refuses arguments and flags that do not go together.
@@ -163,57 +163,52 @@ func (o *dlqReplayOptions) check(args []string) error {
 		return usageError(errors.New("give an ID or --all, not both"))
 	case !o.all && len(args) != 1:
 		return usageError(errors.New("give one dead letter ID, or --all"))
-	case !o.all && o.step != "":
-		return usageError(errors.New("--step goes with --all"))
+	case !o.all && o.bulk.filtered():
+		return usageError(errors.New("--step, --error-class, --since, --until and --dry-run go with --all"))
 	case o.all && o.force:
 		return usageError(errors.New("--force goes with one ID"))
 	}
-	return checkStep(o.step)
+	return checkStep(o.bulk.req.Step)
 }
 
 func dlqReplayCmd() *cobra.Command {
 	var o dlqReplayOptions
 	cmd := &cobra.Command{
-		Use:   "replay ID | --all [--step S]",
+		Use:   "replay ID [--force] | --all [--step S] [--error-class C] [--since T] [--until T] [--dry-run]",
 		Short: "Publish dead letters' messages again with a fresh retry budget",
 		Long: `replay publishes the original message of a dead letter again, with a fresh retry
 budget (earlier attempts stay in the step attempts as history), sets its failed task
 running again and marks the dead letter replayed. A dead letter is replayed
 once: replaying it again needs --force. --all replays every dead letter not
-replayed yet (of one step with --step).`,
+replayed yet that has a task (oldest first, one part once), of those the
+filters select; --dry-run only counts them.`,
 		Args: func(cmd *cobra.Command, args []string) error { return o.check(args) },
 		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, args, o) },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.all, "all", false, "replay every dead letter not replayed yet")
-	f.StringVar(&o.step, "step", "", "with --all: only dead letters of this step")
+	f.BoolVar(&o.all, "all", false, "replay every dead letter not replayed yet (that the filters select)")
 	f.BoolVar(&o.force, "force", false, "replay a dead letter that was replayed before")
 	f.BoolVar(&o.json, "json", false, "print what was replayed as JSON")
+	o.bulk.register(cmd, false)
 	return cmd
 }
 
-// runReplay replays one dead letter (args[0]) or, with --all, every one
-// not replayed yet, and prints what it republished; what was replayed
-// before an error is printed too.
+// runReplay replays one dead letter (args[0]) or, with --all, the bulk
+// replay; what was replayed before an error is printed too.
 func runReplay(cmd *cobra.Command, args []string, o dlqReplayOptions) error {
-	var id int64
-	if !o.all {
-		var err error
-		if id, err = parseID(args[0]); err != nil {
-			return err
-		}
+	if o.all {
+		o.bulk.req.Pending = true
+		return runBulk(cmd, false, o.bulk, o.json)
+	}
+	id, err := parseID(args[0])
+	if err != nil {
+		return err
 	}
 	return withBackend(cmd, func(ctx context.Context, b backend) error {
 		var replayed []view.Replayed
-		var err error
-		if o.all {
-			replayed, err = b.ReplayAll(ctx, o.step)
-		} else {
-			var r view.Replayed
-			r, err = b.Replay(ctx, id, o.force)
-			if r.Attempt > 0 {
-				replayed = append(replayed, r)
-			}
+		r, err := b.Replay(ctx, id, o.force)
+		if r.Attempt > 0 {
+			replayed = append(replayed, r)
 		}
 		if o.json {
 			if replayed == nil {
@@ -225,9 +220,6 @@ func runReplay(cmd *cobra.Command, args []string, o dlqReplayOptions) error {
 			return err
 		}
 		printReplayed(cmd.OutOrStdout(), replayed)
-		if o.all && len(replayed) == 0 && err == nil {
-			fmt.Fprintln(cmd.OutOrStdout(), "no dead letters to replay")
-		}
 		return err
 	})
 }

@@ -41,6 +41,9 @@ Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
 	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd())
+	root.AddCommand(searchCmd(), cancelCmd(), retryCmd(), timelineCmd(), queuesCmd(), compensationsCmd(), auditCmd())
+	root.AddCommand(workersCmd())
+	root.PersistentFlags().String("as", "", "database mode: who acts, as the audit log names them (default: the operating-system user)")
 	return root
 }
 
@@ -63,6 +66,7 @@ func usageError(err error) error { return withCode(exitUsage, err) }
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	stdout, stderr = newEscaper(stdout), newEscaper(stderr) // escape.go
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/view"
@@ -104,57 +105,89 @@ func span(from, to *time.Time) string {
 	return to.Sub(*from).Round(time.Millisecond).String()
 }
 
-// listOptions are the flags of `dubctl list`.
+// listOptions are the flags of `dubctl list` and `dubctl search`: the
+// filters of GET /api/tasks.
 type listOptions struct {
-	status   string
-	limit    int
-	asJSON   bool
-	maxLimit int
+	status, query, language, since, until, errText string
+	children                                       bool
+	limit                                          int
+	asJSON                                         bool
+	maxLimit                                       int
 }
 
 // bind adds the flags to cmd.
 func (o *listOptions) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.status, "status", "", "only tasks with this status")
+	f.StringVarP(&o.query, "query", "q", "", "only tasks whose id starts with it, or whose file name or source key contains it")
+	f.StringVar(&o.language, "language", "", "only tasks from or to this language")
+	f.StringVar(&o.since, "since", "", "only tasks created since: an RFC 3339 time, a date, or a duration back (2h, 7d)")
+	f.StringVar(&o.until, "until", "", "only tasks created before (as --since)")
+	f.StringVar(&o.errText, "error", "", "only tasks whose error, or an error of a step attempt, contains it")
+	f.BoolVar(&o.children, "children", false, "list the tasks of each language of a parent too")
 	f.IntVar(&o.limit, "limit", 20, fmt.Sprintf("at most this many tasks (1..%d)", o.maxLimit))
 	f.BoolVar(&o.asJSON, "json", false, "print a JSON array")
 }
 
-// check refuses a status that is none and a limit out of range.
-func (o *listOptions) check() error {
-	if err := (view.Filter{Status: o.status, Limit: 1}).Check(); err != nil {
-		return usageError(fmt.Errorf("--status %q: want one of %v", o.status, view.Statuses))
+// filter checks the flags and reads them as the list's filter.
+func (o *listOptions) filter() (listFilter, error) {
+	f := listFilter{Filter: view.Filter{Status: o.status, Q: strings.TrimSpace(o.query), Language: o.language,
+		Error: o.errText, WithChildren: o.children, Limit: 1}, since: o.since, until: o.until}
+	if err := f.Check(); err != nil {
+		return f, usageError(fmt.Errorf("--status %q: want one of %v", o.status, view.Statuses))
 	}
 	if o.limit < 1 || o.limit > o.maxLimit {
-		return usageError(fmt.Errorf("--limit %d: want 1..%d", o.limit, o.maxLimit))
+		return f, usageError(fmt.Errorf("--limit %d: want 1..%d", o.limit, o.maxLimit))
 	}
-	return nil
+	var err error
+	f.Since, f.Until, err = timeRange(o.since, o.until)
+	return f, err
 }
 
 // listCmd builds `dubctl list`.
 func listCmd() *cobra.Command {
 	o := &listOptions{maxLimit: 10000}
 	cmd := &cobra.Command{
-		Use:   "list [--status S] [--limit N] [--json]",
-		Short: "List recent tasks, newest first",
+		Use:   "list [--status S] [-q TEXT] [--language L] [--since T] [--until T] [--error TEXT] [--limit N] [--json]",
+		Short: "List recent tasks, newest first, or those a search finds",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.check(); err != nil {
-				return err
-			}
-			return show(cmd, o.asJSON, func(ctx context.Context, b backend) ([]view.Summary, error) {
-				return listTasks(ctx, b, o.status, o.limit)
-			}, printTasks)
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runList(cmd, o) },
 	}
 	o.bind(cmd)
 	return cmd
 }
 
+// searchCmd builds `dubctl search`: list with a query.
+func searchCmd() *cobra.Command {
+	o := &listOptions{maxLimit: 10000}
+	cmd := &cobra.Command{
+		Use:   "search TEXT [--language L] [--since T] [--status S] [--json]",
+		Short: "Find tasks by id prefix, file name or source key (list -q TEXT)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.query = args[0]
+			return runList(cmd, o)
+		},
+	}
+	o.bind(cmd)
+	_ = cmd.Flags().MarkHidden("query")
+	return cmd
+}
+
+// runList reads and prints the tasks o selects.
+func runList(cmd *cobra.Command, o *listOptions) error {
+	f, err := o.filter()
+	if err != nil {
+		return err
+	}
+	return show(cmd, o.asJSON, func(ctx context.Context, b backend) ([]view.Summary, error) {
+		return listTasks(ctx, b, f, o.limit)
+	}, printTasks)
+}
+
 // listTasks reads up to limit tasks, page after page.
-func listTasks(ctx context.Context, b backend, status string, limit int) ([]view.Summary, error) {
+func listTasks(ctx context.Context, b backend, f listFilter, limit int) ([]view.Summary, error) {
 	out := []view.Summary{}
-	f := view.Filter{Status: status}
 	for len(out) < limit {
 		f.Limit = min(view.MaxPage, limit-len(out))
 		page, err := b.List(ctx, f)

@@ -86,7 +86,7 @@ With --wait it then follows the task like "dubctl wait".`,
 	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE, or the console's); several separated by commas (es,ca): transcribed once, one child task per language")
 	f.StringVar(&o.speaker, "speaker", "", "voice of the dub (the synthesis engine's default when empty)")
 	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
-	f.BoolVar(&o.noValidate, "no-validate", false, "upload without the local ffprobe check (the workers still check)")
+	f.BoolVar(&o.noValidate, "no-validate", false, "skip the local ffprobe check: only the file's size and container are checked here (the workers still check)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
 	o.waitOpts.register(cmd)
 	_ = cmd.MarkFlagRequired("input")
@@ -120,7 +120,8 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 		return s, err
 	}
 	if o.noValidate {
-		return s, nil
+		// No ffprobe; what needs none still refuses garbage, in both modes.
+		return s, refused(limits.File(o.input))
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

@@ -22,11 +22,12 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-// row adds a row; each cell is printed as fmt.Sprint prints it.
+// row adds a row; each cell is printed as fmt.Sprint prints it, with
+// unsafe characters, tabs and line feeds escaped (cell).
 func (t *table) row(cells ...any) {
 	s := make([]string, len(cells))
 	for i, c := range cells {
-		s[i] = fmt.Sprint(c)
+		s[i] = cell(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(s, "\t"))
 }

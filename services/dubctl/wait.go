@@ -342,6 +342,10 @@ type progressLine struct {
 func newProgressLine(w io.Writer, terminal bool) progressLine {
 	p := progressLine{w: w}
 	if terminal {
+		// The bar draws with control characters of its own: it writes
+		// past the escaper, and what it shows of the task is escaped
+		// before (show).
+		w := rawWriter(w)
 		p.bar = progressbar.NewOptions(1,
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetWidth(20),
@@ -361,6 +365,7 @@ func (p *progressLine) show(t *view.Task) {
 		return
 	}
 	desc, done, total := progressOf(t)
+	desc = cell(desc)
 	text := fmt.Sprintf("%s, %d/%d units done", desc, done, total)
 	if text == p.last {
 		return

@@ -67,9 +67,11 @@ func TestExtractAudio(t *testing.T) {
 }
 
 // impossibleLanguagesRefused: an outside publisher's message naming a
-// target no engine can do is dead-lettered on its first attempt with the
-// admission's text (pkg/admit), before any audio is extracted or any asr
-// runs; a possible one still passes.
+// target no engine can do, or carrying a glossary the doors would refuse
+// (a bidirectional override, an escape, a source term twice), is
+// dead-lettered on its first attempt with the admission's text (pkg/admit),
+// before any audio is extracted or any asr runs; a possible one still
+// passes.
 func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
 	caps := admit.Capabilities{}
@@ -84,20 +86,30 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 		caps = append(caps, c)
 	}
 	video := sample(t, "Hello there.", media.SampleSpeech)
-	for _, c := range []struct{ name, source, target string }{
-		{"target xx", "en", "xx"}, {"target tlh", "en", "tlh"}, {"source zz", "zz", "es"}, {"source = target", "es", "es"},
+	for _, c := range []struct {
+		name, source, target string
+		glossary             []wire.Term
+	}{
+		{"target xx", "en", "xx", nil}, {"target tlh", "en", "tlh", nil}, {"source zz", "zz", "es", nil},
+		{"source = target", "es", "es", nil},
+		{"glossary with a right-to-left override", "en", "es", []wire.Term{{Source: "try", Target: "pro\u202ebar"}}},
+		{"glossary with an escape", "en", "es", []wire.Term{{Source: "a\x1b[31mred"}}},
+		{"glossary with a term twice", "en", "es", []wire.Term{{Source: "Try", Target: "a"}, {Source: "x"}, {Source: "try", Target: "b"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			want := admit.Languages(c.source, []string{c.target}, caps)
+			want := admit.Glossary(c.glossary)
 			if want == nil {
-				t.Fatalf("pkg/admit admits %s→%s", c.source, c.target)
+				want = admit.Languages(c.source, []string{c.target}, caps)
+			}
+			if want == nil {
+				t.Fatalf("pkg/admit admits %s→%s with %v", c.source, c.target, c.glossary)
 			}
 			id := uuid.New()
 			keys := wire.DefaultKeys(id)
 			upload(s, keys.SourceVideo, video)
 			asrBefore := s.Depth("task.asr")
 			env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{SourceVideoKey: keys.SourceVideo,
-				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target})
+				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target, Glossary: c.glossary})
 			if err != nil {
 				t.Fatal(err)
 			}

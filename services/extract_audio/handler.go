@@ -128,10 +128,14 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 
 // admit refuses, as a permanent error, a task whose languages the
 // engines cannot handle — pkg/admit's check, the one every door runs, by
-// what the asr, translate and tts workers announced — before anything is
-// downloaded or transcribed. An outside publisher's message reaches no
-// other door.
+// what the asr, translate and tts workers announced — or whose glossary
+// breaks the glossary's rules (admit.Glossary: the text rule, each source
+// term once), before anything is downloaded or transcribed. An outside
+// publisher's message reaches no other door.
 func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error {
+	if err := admit.Glossary(p.Glossary); err != nil {
+		return fault.Permanent(err)
+	}
 	caps, err := admit.LoadCapabilities(ctx, h.db)
 	if err != nil {
 		return err

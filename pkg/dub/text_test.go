@@ -1,0 +1,94 @@
+package dub_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/wire"
+)
+
+func TestCheckTextRefusesControlsAndOverrides(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		text, want string
+	}{
+		{"hola", ""},
+		{"مرحبا \u200f123", ""},            // a right-to-left mark is kept: Arabic needs it
+		{"👩\u200d💻 zero width joiner", ""}, // emoji and Indic scripts need it
+		{"ab\u202ecd", "U+202E (RIGHT-TO-LEFT OVERRIDE) at character 3: bidirectional overrides and isolates reorder what is shown after them"},
+		{"\u2066x", "U+2066 (LEFT-TO-RIGHT ISOLATE) at character 1"},
+		{"red \x1b[31m", "U+001B (ESCAPE) at character 5: control characters and line breaks are not allowed"},
+		{"two\nlines", "U+000A (LINE FEED) at character 4"},
+		{"nul\x00", "U+0000 (NUL) at character 4"},
+		{"c1 \u0085", "U+0085 (a control character) at character 4"},
+		{"sep\u2028", "U+2028 (LINE SEPARATOR)"},
+		{"in\ufeffside", "U+FEFF (BYTE ORDER MARK) at character 3: a byte-order mark belongs only at the start of a file"},
+		{"bro\ufffdken", "U+FFFD (REPLACEMENT CHARACTER) at character 4: the text was damaged by a conversion"},
+		{"latin1 \xe9", "not valid UTF-8; send it as UTF-8"},
+	} {
+		err := dub.CheckText(tc.text)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckText(%q) = %v, want nil", tc.text, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("CheckText(%q) = %v, want %q...", tc.text, err, tc.want)
+		}
+	}
+}
+
+func TestParseGlossaryCSV(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, csv string
+		want      []wire.Term
+		err       string
+	}{
+		{name: "a spreadsheet's byte-order mark and header", csv: "\ufeffsource,target\r\ntry,prueba\r\n",
+			want: []wire.Term{{Source: "try", Target: "prueba"}}},
+		{name: "a byte-order mark before the first term", csv: "\ufefftry,prueba\n",
+			want: []wire.Term{{Source: "try", Target: "prueba"}}},
+		{name: "comments, blank lines, a quoted comma", csv: "# terms\n\n\"New York, NY\",Nueva York\ndubflow,\n",
+			want: []wire.Term{{Source: "New York, NY", Target: "Nueva York"}, {Source: "dubflow"}}},
+		{name: "invalid UTF-8 names its line", csv: "a,b\n# note\ncaf\xe9,caf\xe9\n", err: "line 3: not valid UTF-8; save the file as UTF-8"},
+		{name: "a repeated source names both lines", csv: "source,target\nTry,a\n# x\nqueue,cola\ntry,b\n",
+			err: `line 5: source term "try" is already on line 2; give each term once`},
+		{name: "an override in a target", csv: "a,b\ntry,pro\u202ebar\n",
+			err: `line 2: target term "pro\u202ebar": U+202E (RIGHT-TO-LEFT OVERRIDE) at character 4`},
+		{name: "an isolate in a source", csv: "\u2067try,b\n", err: `line 1: source term "\u2067try": U+2067 (RIGHT-TO-LEFT ISOLATE)`},
+		{name: "an escape sequence", csv: "red\x1b[31m,rojo\n", err: `line 1: source term "red\x1b[31m": U+001B (ESCAPE)`},
+		{name: "a line break in a quoted field, counted by its line", csv: "a,b\n\n\"two\nlines\",c\n",
+			err: `line 3: source term "two\nlines": U+000A (LINE FEED)`},
+		{name: "three fields", csv: "a,b\nq,c,x\n", err: "line 2: 3 fields, want source,target"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dub.ParseGlossaryCSV(strings.NewReader(tc.csv))
+			if tc.err != "" {
+				if !errors.Is(err, dub.ErrInvalidGlossary) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseGlossaryCSV = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ParseGlossaryCSV = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckTermsNamesTheTerm(t *testing.T) {
+	t.Parallel()
+	if err := dub.CheckTerms([]wire.Term{{Source: "a", Target: "b"}, {Source: "dubflow"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := dub.CheckTerms([]wire.Term{{Source: "Try"}, {Source: "b"}, {Source: " try ", Target: "x"}})
+	if !errors.Is(err, dub.ErrInvalidGlossary) || !strings.HasSuffix(err.Error(), `term 3: source term " try " is already term 1; give each term once`) {
+		t.Fatalf("a term twice: %v", err)
+	}
+	err = dub.CheckTerms([]wire.Term{{Source: "a"}, {Source: "b", Target: "\u202dx"}})
+	if !strings.HasSuffix(err.Error(), `term 2: target term "\u202dx": U+202D (LEFT-TO-RIGHT OVERRIDE) at character 1: bidirectional overrides and isolates reorder what is shown after them`) {
+		t.Fatalf("an override: %v", err)
+	}
+}
