@@ -764,3 +764,50 @@ func TestHeldPartsNothingReleasedAreLetIn(t *testing.T) {
 		t.Errorf("released again: %+v", acts)
 	}
 }
+
+// TestStrandedChildrenAreCancelled: a child that an operator's cancel of
+// its parent skipped (its row was held) is cancelled by the next pass with
+// the parent's reason; a child of a parent its children ended cancelled,
+// and an ended child, are left alone.
+func TestStrandedChildrenAreCancelled(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	cancelled, concluded := uuid.New(), uuid.New()
+	stranded, retried, ended := uuid.New(), uuid.New(), uuid.New()
+	for _, row := range []struct {
+		id             uuid.UUID
+		status, errTxt string
+		parent         *uuid.UUID
+	}{
+		{cancelled, "cancelled", "cancelled: by an operator in the console", nil},
+		{concluded, "cancelled", "languages: es: cancelled: x", nil},
+		{stranded, "running", "", &cancelled},
+		{ended, "done", "", &cancelled},
+		{retried, "running", "", &concluded},
+	} {
+		if _, err := f.pool.Exec(ctx, `INSERT INTO tasks (id, status, error, parent_task_id, target_language) VALUES ($1, $2, $3, $4, $5)`,
+			row.id, row.status, row.errTxt, row.parent, "l"+row.id.String()[:2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acts := passes(t, f.reconciler(), 1)
+	var got []uuid.UUID
+	for _, a := range acts {
+		if a.Kind == actionCancelled {
+			got = append(got, a.TaskID)
+		}
+	}
+	if len(got) != 1 || got[0] != stranded {
+		t.Fatalf("cancelled %v, want only the stranded child %s", got, stranded)
+	}
+	for id, want := range map[uuid.UUID]string{stranded: "cancelled: by an operator in the console", retried: "", ended: ""} {
+		var status, errTxt string
+		if err := f.pool.QueryRow(ctx, `SELECT status, error FROM tasks WHERE id = $1`, id).Scan(&status, &errTxt); err != nil {
+			t.Fatal(err)
+		}
+		if errTxt != want {
+			t.Errorf("task %s is %s (%q), want error %q", id, status, errTxt, want)
+		}
+	}
+}
