@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-
 // fired waits for wt to fire and checks the status it names.
 func fired(t *testing.T, wt *task.Watch, what, want string) {
 	t.Helper()
