@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,6 +138,13 @@ func TestCancelStopsTheRunningStep(t *testing.T) {
 		t.Errorf("the attempt ended %s after the cancel committed, want within %s", took, stopBound)
 	}
 	stop()
+	evs, err := view.Timeline(context.Background(), h.db.Pool, env.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Kind != view.EventEnded || last.Status != task.Cancelled {
+		t.Errorf("the timeline ends with %s %s, want ended cancelled: %+v", last.Kind, last.Status, evs)
+	}
 	if n := h.effects(env.TaskID); n != 0 {
 		t.Errorf("%d effects of the stopped step committed", n)
 	}
