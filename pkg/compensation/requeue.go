@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -144,7 +145,7 @@ func redrive(ctx context.Context, tx pgx.Tx, c *candidate) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	fresh, id, err := step.Replay(ctx, tx, env, fmt.Sprintf("tts_requeue: %d segments without audio", len(c.Missing)))
+	fresh, id, err := step.Replay(ctx, tx, env, fmt.Sprintf("%s %d segments without audio", RequeueReasonPrefix, len(c.Missing)))
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +163,23 @@ func redrive(ctx context.Context, tx pgx.Tx, c *candidate) ([]int64, error) {
 		ids = append(ids, res.EventID)
 	}
 	return ids, nil
+}
+
+// RequeueReasonPrefix starts the reason of every replay of a task's tts
+// step that Requeue records (step_replays): Requeues counts them.
+const RequeueReasonPrefix = "tts_requeue:"
+
+// RetryReasonPrefix starts the reason of an operator's retry of a task
+// (pkg/retry): the requeues of its speech synthesis are counted again from
+// there.
+const RetryReasonPrefix = "retry"
+
+// Requeues counts the re-drives of the task's speech synthesis (Requeue)
+// since an operator last retried it: the tts worker fails a task whose
+// synthesis still fails after TTS_MAX_REQUEUES of them, rather than
+// setting it compensating again.
+func Requeues(ctx context.Context, q store.Querier, taskID uuid.UUID) (int, error) {
+	return attempt.CountReplays(ctx, q, taskID, wire.StepTTS, RequeueReasonPrefix, RetryReasonPrefix)
 }
 
 // errDryRun rolls back a dry run's transaction.

@@ -67,7 +67,7 @@ func TestExtractAudio(t *testing.T) {
 }
 
 // impossibleLanguagesRefused: an outside publisher's message naming a
-// target no engine can do is dead-lettered on its first attempt with the
+// target no engine can do, or a speaker no tts engine has, is dead-lettered on its first attempt with the
 // admission's text (pkg/admit), before any audio is extracted or any asr
 // runs; a possible one still passes.
 func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
@@ -76,7 +76,7 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 	for _, c := range []admit.Capability{
 		{Step: wire.StepASR, Worker: "asr-1", Engine: "pocketsphinx", Languages: []string{"en"}},
 		{Step: wire.StepTranslate, Worker: "translate-1", Engine: "apertium", Languages: []string{"en|es", "es|en"}},
-		{Step: wire.StepTTS, Worker: "tts-1", Engine: "espeak", Languages: []string{"en", "es"}},
+		{Step: wire.StepTTS, Worker: "tts-1", Engine: "espeak", Languages: []string{"en", "es"}, Voices: []string{"en", "es", "+m3"}},
 	} {
 		if err := admit.Announce(ctx, s.DB.Pool, c); err != nil {
 			t.Fatal(err)
@@ -84,20 +84,24 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 		caps = append(caps, c)
 	}
 	video := sample(t, "Hello there.", media.SampleSpeech)
-	for _, c := range []struct{ name, source, target string }{
-		{"target xx", "en", "xx"}, {"target tlh", "en", "tlh"}, {"source zz", "zz", "es"}, {"source = target", "es", "es"},
+	for _, c := range []struct{ name, source, target, speaker string }{
+		{"target xx", "en", "xx", ""}, {"target tlh", "en", "tlh", ""}, {"source zz", "zz", "es", ""}, {"source = target", "es", "es", ""},
+		{"speaker zz9+nonexistent", "en", "es", "zz9+nonexistent"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := admit.Languages(c.source, []string{c.target}, caps)
 			if want == nil {
-				t.Fatalf("pkg/admit admits %s→%s", c.source, c.target)
+				want = admit.Speaker(c.speaker, caps)
+			}
+			if want == nil {
+				t.Fatalf("pkg/admit admits %s→%s speaker %q", c.source, c.target, c.speaker)
 			}
 			id := uuid.New()
 			keys := wire.DefaultKeys(id)
 			upload(s, keys.SourceVideo, video)
 			asrBefore := s.Depth("task.asr")
 			env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{SourceVideoKey: keys.SourceVideo,
-				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target})
+				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target, SpeakerID: c.speaker})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -127,7 +127,7 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 }
 
 // admit refuses, as a permanent error, a task whose languages the
-// engines cannot handle — pkg/admit's check, the one every door runs, by
+// engines cannot handle, or whose speaker no tts engine has as a voice — pkg/admit's check, the one every door runs, by
 // what the asr, translate and tts workers announced — before anything is
 // downloaded or transcribed. An outside publisher's message reaches no
 // other door.
@@ -141,6 +141,9 @@ func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error 
 		targets = []string{t.targetLanguage}
 	}
 	if err := admit.Languages(t.sourceLanguage, targets, caps); err != nil {
+		return fault.Permanent(err)
+	}
+	if err := admit.Speaker(t.speakerID, caps); err != nil {
 		return fault.Permanent(err)
 	}
 	return nil
