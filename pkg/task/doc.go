@@ -17,6 +17,8 @@
 //	Retry       failed, cancelled, queued          running, compensating  task.retried
 //	            → running
 //	Redub       done → running                                            task.redubbing
+//	ChangeSpeaker failed, cancelled, compensating: the speaker changes, the
+//	            status is kept (a retry with another voice)
 //	Spawn       (no row) → queued: a child     an existing child      task.queued
 //	            of a task with several
 //	            languages (languages.go;

@@ -157,6 +157,14 @@ func Retry(ref Ref) Transition {
 	return retry.transition(ref, nil, nil)
 }
 
+// ChangeSpeaker records speaker as the voice of a task an operator retries
+// with another voice (pkg/retry): failed, cancelled or compensating; its
+// status is kept and nothing is announced (the retry's own transition
+// announces it). Any other status is refused.
+func ChangeSpeaker(ref Ref, speaker string) Transition {
+	return changeSpeaker.transition(ref, map[string]any{"speaker": speaker}, nil)
+}
+
 // Redub sets a done task running again (task.redubbing): an operator
 // re-dubs part of it. Any other status is refused.
 func Redub(ref Ref) Transition {
@@ -207,7 +215,9 @@ var (
 		set: "error = @error", event: wire.EventTaskCancelled, concludes: true, cascade: cancelChildrenSQL})
 	retry = newRule(rule{name: "retry", from: []string{Failed, Cancelled, Queued}, to: Running,
 		keep: []string{Running, Compensating}, set: "error = ''", event: wire.EventTaskRetried})
-	redub = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: wire.EventTaskRedubbing})
+	redub         = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: wire.EventTaskRedubbing})
+	changeSpeaker = newRule(rule{name: "change_speaker", from: []string{Failed, Cancelled, Compensating},
+		set: "speaker_id = @speaker"})
 )
 
 func newRule(r rule) *rule {

@@ -178,6 +178,7 @@ func TestEveryDoorRefusesTheSameBadInputsWithTheSameText(t *testing.T) {
 		{"glossary of 1001 terms", map[string]string{"glossary": terms1001.String()}, good, 400, `glossary: 1001 terms, at most 1000`},
 		{"glossary term of 201 characters", map[string]string{"glossary": strings.Repeat("é", 201) + ",x\n"}, good, 400, `glossary: line 1:`},
 		{"speaker with a newline", map[string]string{"speaker": "es\nf3"}, good, 400, `speaker: want a voice name`},
+		{"speaker no voice has", map[string]string{"speaker": "zz9+nonexistent"}, good, 400, `speaker "zz9+nonexistent": no such voice (installed: `},
 		{"random bytes", nil, random, 400, `video: not a media file`},
 		{"video without audio", nil, silent, 400, `video: no audio stream`},
 		{"over MAX_VIDEO_SECONDS", nil, long, 413, `video: 3s long, at most 2s (MAX_VIDEO_SECONDS=2)`},
