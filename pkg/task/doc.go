@@ -24,6 +24,27 @@
 //	            languages (languages.go;
 //	            the asr worker spawns)
 //
+// The state machine, and the way out of every status (Ways, which the
+// README's operator section shows as a table):
+//
+//	queued        → running (extract_audio's success); an operator's Cancel;
+//	                failed by the reconciler after RECONCILE_TASK_MAX_IDLE_SECONDS
+//	running       → done, compensating, failed (its steps); Cancel; failed by
+//	                the reconciler after RECONCILE_TASK_MAX_IDLE_SECONDS
+//	                without progress and no step running
+//	compensating  → running (tts_requeue, a retry with another speaker:
+//	                Resume); Cancel; failed by tts once TTS_MAX_REQUEUES
+//	                requeues still fail, or by the reconciler after
+//	                RECONCILE_COMPENSATING_MAX_SECONDS
+//	done          → running (Redub)
+//	failed        → running (Retry: a retry, a dead letter's replay)
+//	cancelled     → running (Retry)
+//
+// A task that was cancelled or failed also stops its work: no step of it is
+// claimed any more, and a running one is interrupted (Watcher; the
+// migrations' task_stopped, which a parent an operator cancelled extends to
+// its children).
+//
 // A task ends done, failed or cancelled (Ended). Succeed, Fail and Cancel
 // of a child task also conclude its parent when the child is the last of
 // its siblings to end, in the same statement: done if all are done, failed

@@ -17,7 +17,9 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
+	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -808,6 +810,54 @@ func TestStrandedChildrenAreCancelled(t *testing.T) {
 		}
 		if errTxt != want {
 			t.Errorf("task %s is %s (%q), want error %q", id, status, errTxt, want)
+		}
+	}
+}
+
+// TestEveryBoundEndsItsTask runs the state machine's bounds (task.Ways):
+// a task left in each status that has not ended, with nothing moving it,
+// is not ended before its bound (with the service's defaults) and is
+// ended, where the table says, by the first pass after it.
+func TestEveryBoundEndsItsTask(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	var cfg Config
+	if err := config.Load(map[string]string{}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	set := cfg.Settings()
+	bounds := map[string]time.Duration{"RECONCILE_TASK_MAX_IDLE_SECONDS": set.TaskMaxIdle,
+		"RECONCILE_COMPENSATING_MAX_SECONDS": set.CompensatingMax}
+	for _, w := range task.Ways {
+		if task.Ended(w.Status) {
+			continue
+		}
+		setting, _, _ := strings.Cut(w.Bound, " ")
+		bound, ok := bounds[setting]
+		if !ok {
+			t.Errorf("%s: bound %q is none of the reconciler's settings %v", w.Status, w.Bound, bounds)
+			continue
+		}
+		id := f.task(t, 0)
+		f.exec(t, `UPDATE tasks SET status = $2 WHERE id = $1`, id, w.Status)
+		for _, c := range []struct {
+			after time.Duration
+			want  string
+		}{{bound - time.Minute, w.Status}, {bound + time.Minute, w.BoundTo}} {
+			rec := f.reconciler()
+			rec.set.TaskMaxIdle, rec.set.CompensatingMax = set.TaskMaxIdle, set.CompensatingMax
+			at(t, f, rec, c.after)
+			if _, err := rec.overdueTasks(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var status string
+			if err := f.pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			if status != c.want {
+				t.Errorf("%s, %s later: %s, want %s (%s)", w.Status, c.after, status, c.want, w.Bound)
+			}
 		}
 	}
 }
