@@ -12,6 +12,8 @@
 //	Fail        queued, running, compensating      done, cancelled; a     task.failed
 //	            → failed                           part that succeeded
 //	                                               since
+//	FailNoSpeech queued, running → failed: "asr: no speech   task.failed
+//	            found in the audio" (Fail's rules)
 //	Cancel      queued, running, compensating                             task.cancelled
 //	            → cancelled
 //	Retry       failed, cancelled, queued          running, compensating  task.retried

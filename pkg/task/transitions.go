@@ -141,6 +141,24 @@ func Fail(ref Ref, part, reason string) Transition {
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
+// NoSpeech is the error of a task whose audio holds no speech (FailNoSpeech),
+// the same at every door.
+const NoSpeech = "no speech found in the audio"
+
+// FailNoSpeech fails a task whose audio holds no speech, with the error
+// "<ref.Step>: no speech found in the audio" (task.failed): there is
+// nothing to dub, and a video without a dub is not done. The step that
+// found it (asr) applies it with its own success, so its part's success
+// does not keep the task as Fail's stale dead letter would.
+func FailNoSpeech(ref Ref) Transition {
+	reason := NoSpeech
+	if ref.Step != "" {
+		reason = ref.Step + ": " + reason
+	}
+	return fail.transition(ref, map[string]any{"error": reason, "step": "", "part": ""},
+		func(e *wire.Event) { e.Error = wire.Reason(reason) })
+}
+
 // Cancel ends a task that is not finished: it becomes cancelled with the
 // error "cancelled: <reason>" (task.cancelled, status cancelled). A task
 // done, failed or cancelled already is refused.
