@@ -65,19 +65,22 @@ func partOf(step string) string {
 	return ""
 }
 
+// speakerOf reads the task's speaker.
+func speakerOf(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), `SELECT speaker_id FROM tasks WHERE id = $1`, id).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestRetry runs the retries every door shares (console, dubctl).
 func TestRetry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testenv.Postgres(t).Pool
 	admittest.AnnounceInstalled(t, pool)
-	speakerOf := func(id uuid.UUID) string {
-		var s string
-		if err := pool.QueryRow(ctx, `SELECT speaker_id FROM tasks WHERE id = $1`, id).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 
 	t.Run("a compensating task with another speaker", func(t *testing.T) {
 		id := seed(t, pool, task.Compensating, "zz9+nonexistent", wire.StepTTS, "parked")
@@ -98,35 +101,40 @@ func TestRetry(t *testing.T) {
 		id := seed(t, pool, task.Failed, "", wire.StepTranslate, "failed")
 		r, err := retry.Task(ctx, pool, id, retry.Options{Speaker: "en-us+f3"})
 		if err != nil || r.Status != task.Running || len(r.Replayed) != 1 || r.Replayed[0].Step != wire.StepTranslate ||
-			r.Replayed[0].Part != "seg-0" || speakerOf(id) != "en-us+f3" {
-			t.Fatalf("retry: %+v, %v (speaker %q)", r, err, speakerOf(id))
+			r.Replayed[0].Part != "seg-0" || speakerOf(t, pool, id) != "en-us+f3" {
+			t.Fatalf("retry: %+v, %v (speaker %q)", r, err, speakerOf(t, pool, id))
 		}
 	})
-	t.Run("refusals", func(t *testing.T) {
-		muxed := seed(t, pool, task.Failed, "es", wire.StepMuxVideo, "failed")
-		running := seed(t, pool, task.Running, "", wire.StepTTS, "failed")
-		compensating := seed(t, pool, task.Compensating, "es", wire.StepTTS, "parked")
-		for _, c := range []struct {
-			name string
-			id   uuid.UUID
-			opts retry.Options
-			is   error
-			text string
-		}{
-			{"a new speaker once the speech is synthesized", muxed, retry.Options{Speaker: "es+m3"}, retry.ErrRefused, "its speech was synthesized already"},
-			{"a running task", running, retry.Options{}, retry.ErrRefused, "is running; only a failed, cancelled or compensating task is retried"},
-			{"a speaker no voice has", compensating, retry.Options{Speaker: "zz9+nonexistent"}, nil, `speaker "zz9+nonexistent": no such voice (installed: `},
-			{"a task that does not exist", uuid.New(), retry.Options{}, task.ErrNotFound, "no such task"},
-		} {
-			_, err := retry.Task(ctx, pool, c.id, c.opts)
-			var refusal *admit.Error
-			if err == nil || (c.is != nil && !errors.Is(err, c.is)) || (c.is == nil && !errors.As(err, &refusal)) ||
-				!strings.Contains(err.Error(), c.text) {
-				t.Errorf("%s: %v, want %v saying %q", c.name, err, c.is, c.text)
-			}
+	t.Run("refusals", func(t *testing.T) { refusals(t, pool) })
+}
+
+// refusals: what cannot be retried is refused, saying why, and changes
+// nothing.
+func refusals(t *testing.T, pool *pgxpool.Pool) {
+	ctx := context.Background()
+	muxed := seed(t, pool, task.Failed, "es", wire.StepMuxVideo, "failed")
+	running := seed(t, pool, task.Running, "", wire.StepTTS, "failed")
+	compensating := seed(t, pool, task.Compensating, "es", wire.StepTTS, "parked")
+	for _, c := range []struct {
+		name string
+		id   uuid.UUID
+		opts retry.Options
+		is   error
+		text string
+	}{
+		{"a new speaker once the speech is synthesized", muxed, retry.Options{Speaker: "es+m3"}, retry.ErrRefused, "its speech was synthesized already"},
+		{"a running task", running, retry.Options{}, retry.ErrRefused, "is running; only a failed, cancelled or compensating task is retried"},
+		{"a speaker no voice has", compensating, retry.Options{Speaker: "zz9+nonexistent"}, nil, `speaker "zz9+nonexistent": no such voice (installed: `},
+		{"a task that does not exist", uuid.New(), retry.Options{}, task.ErrNotFound, "no such task"},
+	} {
+		_, err := retry.Task(ctx, pool, c.id, c.opts)
+		var refusal *admit.Error
+		if err == nil || (c.is != nil && !errors.Is(err, c.is)) || (c.is == nil && !errors.As(err, &refusal)) ||
+			!strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.is, c.text)
 		}
-		if speakerOf(muxed) != "es" || speakerOf(compensating) != "es" {
-			t.Errorf("a refused retry changed the speaker: %q, %q", speakerOf(muxed), speakerOf(compensating))
-		}
-	})
+	}
+	if speakerOf(t, pool, muxed) != "es" || speakerOf(t, pool, compensating) != "es" {
+		t.Errorf("a refused retry changed the speaker: %q, %q", speakerOf(t, pool, muxed), speakerOf(t, pool, compensating))
+	}
 }

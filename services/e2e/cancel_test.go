@@ -61,31 +61,7 @@ func TestCancelDuringASRStopsTheChain(t *testing.T) {
 	t.Logf("the asr worker's processes quiet (< %.1f CPU-s in %s) from %s after the cancel", quietCPU, quietWindow, quiet.Round(10*time.Millisecond))
 	// Every asr attempt running at the cancel (the chunks of the clip)
 	// ends stopped, within the bound.
-	type ended struct {
-		part, status, reason string
-		after                time.Duration
-	}
-	var stopped []ended
-	testenv.EventuallyWithin(t, 30*time.Second, "the asr attempts closed", func() bool {
-		rows, err := s.db.Pool.Query(ctx, `SELECT part, status, error, coalesce(finished_at - $2, interval '1 hour')
-			FROM task_steps WHERE task_id = $1 AND step = 'asr' AND (finished_at IS NULL OR finished_at > $2)`, id, committed)
-		if err != nil {
-			return false
-		}
-		stopped = stopped[:0]
-		var e ended
-		_, err = pgx.ForEachRow(rows, []any{&e.part, &e.status, &e.reason, &e.after}, func() error {
-			stopped = append(stopped, e)
-			return nil
-		})
-		for _, e := range stopped {
-			if e.status == "running" {
-				return false
-			}
-		}
-		return err == nil && len(stopped) > 0
-	})
-	for _, e := range stopped {
+	for _, e := range s.asrEndedAfter(t, ctx, id, committed) {
 		if e.status != "failed" || e.reason != "task cancelled while the step ran; step stopped" {
 			t.Errorf("asr %s ended %s (%q), want failed: stopped by the cancel", e.part, e.status, e.reason)
 		}
@@ -95,6 +71,40 @@ func TestCancelDuringASRStopsTheChain(t *testing.T) {
 		t.Logf("asr %s ended %s after the cancel committed", e.part, e.after.Round(time.Millisecond))
 	}
 	s.checkNothingAfterASR(t, ctx, id)
+}
+
+// ended is an attempt that ended after a time: its part, status and error,
+// and how long after that time it ended.
+type ended struct {
+	part, status, reason string
+	after                time.Duration
+}
+
+// asrEndedAfter waits until every asr attempt of the task that was running
+// at since has ended, and returns them.
+func (s *stack) asrEndedAfter(t *testing.T, ctx context.Context, id uuid.UUID, since time.Time) []ended {
+	t.Helper()
+	var out []ended
+	testenv.EventuallyWithin(t, 30*time.Second, "the asr attempts closed", func() bool {
+		rows, err := s.db.Pool.Query(ctx, `SELECT part, status, error, coalesce(finished_at - $2, interval '1 hour')
+			FROM task_steps WHERE task_id = $1 AND step = 'asr' AND (finished_at IS NULL OR finished_at > $2)`, id, since)
+		if err != nil {
+			return false
+		}
+		out = out[:0]
+		var e ended
+		_, err = pgx.ForEachRow(rows, []any{&e.part, &e.status, &e.reason, &e.after}, func() error {
+			out = append(out, e)
+			return nil
+		})
+		for _, e := range out {
+			if e.status == "running" {
+				return false
+			}
+		}
+		return err == nil && len(out) > 0
+	})
+	return out
 }
 
 // waitStep waits until an attempt of the task's step has status.
