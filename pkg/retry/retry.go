@@ -115,6 +115,9 @@ func Task(ctx context.Context, db Beginner, id uuid.UUID, opts Options) (*Retrie
 		if len(children) > 0 {
 			return retryParent(ctx, tx, id, children, opts, out)
 		}
+		if err := refuseCancelledParent(ctx, tx, id); err != nil {
+			return err
+		}
 		return retryOne(ctx, tx, id, opts, out)
 	})
 	if err != nil {
@@ -169,6 +172,22 @@ func retryParent(ctx context.Context, tx pgx.Tx, id uuid.UUID, children []task.C
 		}
 	}
 	return finish(ctx, tx, id, task.Retry(task.Ref{ID: id}), out)
+}
+
+// refuseCancelledParent refuses a child whose parent an operator
+// cancelled: its steps would be refused (the migrations' task_stopped);
+// the parent is retried instead, its failed and cancelled children with it.
+func refuseCancelledParent(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	var parent uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT p.id FROM tasks c JOIN tasks p ON p.id = c.parent_task_id
+		WHERE c.id = $1 AND p.status = 'cancelled' AND p.error LIKE 'cancelled:%'`, id).Scan(&parent)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the parent of task %s: %w", id, err)
+	}
+	return refused("task %s: its parent %s was cancelled; retry the parent", id, parent)
 }
 
 // retryOne retries a task that has no children.

@@ -115,6 +115,13 @@ func refusals(t *testing.T, pool *pgxpool.Pool) {
 	muxed := seed(t, pool, task.Failed, "es", wire.StepMuxVideo, "failed")
 	running := seed(t, pool, task.Running, "", wire.StepTTS, "failed")
 	compensating := seed(t, pool, task.Compensating, "es", wire.StepTTS, "parked")
+	parent, child := seed(t, pool, task.Cancelled, "", wire.StepTranslate, "failed"), seed(t, pool, task.Cancelled, "", wire.StepTranslate, "failed")
+	if _, err := pool.Exec(ctx, `UPDATE tasks SET parent_task_id = $2 WHERE id = $1`, child, parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE tasks SET error = 'cancelled: by an operator' WHERE id = $1`, parent); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		id   uuid.UUID
@@ -126,6 +133,7 @@ func refusals(t *testing.T, pool *pgxpool.Pool) {
 		{"a running task", running, retry.Options{}, retry.ErrRefused, "is running; only a failed, cancelled or compensating task is retried"},
 		{"a speaker no voice has", compensating, retry.Options{Speaker: "zz9+nonexistent"}, nil, `speaker "zz9+nonexistent": no such voice (installed: `},
 		{"a task that does not exist", uuid.New(), retry.Options{}, task.ErrNotFound, "no such task"},
+		{"a child whose parent an operator cancelled", child, retry.Options{}, retry.ErrRefused, "was cancelled; retry the parent"},
 	} {
 		_, err := retry.Task(ctx, pool, c.id, c.opts)
 		var refusal *admit.Error
