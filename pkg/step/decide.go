@@ -320,7 +320,7 @@ func (p policy) result(f facts, err error) decision {
 	}
 	reason := err.Error()
 	if class != wire.ClassPermanent {
-		reason = fmt.Sprintf("%s (retried %d times)", reason, used-1)
+		reason = fmt.Sprintf("%s (%s)", reason, retried(used-1))
 	}
 	return decision{Action: actRecord, Record: recDeadLettered, Err: err, Class: class, Reason: reason, Retries: used - 1,
 		Metric: recDeadLettered, Why: "step failed; dead-lettered", Level: sevError}
@@ -365,6 +365,18 @@ func (p policy) afterCommit(f facts) decision {
 		return decision{Action: actHandBack, Back: backCommit, Release: true, Err: f.CommitErr,
 			Why: "commit failed; message handed back", Level: sevError}
 	}
+}
+
+// retried says how often a step was retried, as a dead letter's reason
+// says it: "not retried", "retried once", "retried 3 times".
+func retried(n int) string {
+	switch n {
+	case 0:
+		return "not retried"
+	case 1:
+		return "retried once"
+	}
+	return fmt.Sprintf("retried %d times", n)
 }
 
 // reject dead-letters a message that never reached its handler.

@@ -284,6 +284,21 @@ func play(t *testing.T, f facts, res facts, commits []commitResult, pubFails boo
 	t.Fatalf("%+v: no end after a run and two commits", f)
 }
 
+// TestDeadLetterReasonsCountRetriesTruly: a dead letter's reason says how
+// often the step was really retried, whatever the budget.
+func TestDeadLetterReasonsCountRetriesTruly(t *testing.T) {
+	t.Parallel()
+	transient := errors.New("engine down")
+	for retries, want := range map[int]string{0: "engine down (not retried)", 1: "engine down (retried once)", 3: "engine down (retried 3 times)"} {
+		p := testPolicy
+		p.maxRetries = retries
+		d := p.decide(ran(retries+1, transient))
+		if d.Record != recDeadLettered || d.Reason != want || d.Retries != retries {
+			t.Errorf("budget %d: %s %q (retries %d), want dead-lettered %q", retries, d.Record, d.Reason, d.Retries, want)
+		}
+	}
+}
+
 func TestHandBackPause(t *testing.T) {
 	t.Parallel()
 	for n, want := range map[int32]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second,
