@@ -95,7 +95,7 @@ type Beginner interface {
 //
 // Any other status is a *RefusedError; a task that does not exist
 // task.ErrNotFound; a speaker that is no announced voice an *admit.Error.
-func Task(ctx context.Context, db Beginner, id uuid.UUID, opts Options) (*Retried, error) {
+func Task(ctx context.Context, db Beginner, id uuid.UUID, opts Options) (Retried, error) {
 	out := &Retried{TaskID: id, Replayed: []Part{}}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		out.Replayed, out.Outbox = []Part{}, nil
@@ -121,9 +121,9 @@ func Task(ctx context.Context, db Beginner, id uuid.UUID, opts Options) (*Retrie
 		return retryOne(ctx, tx, id, opts, out)
 	})
 	if err != nil {
-		return nil, err
+		return Retried{}, err
 	}
-	return out, nil
+	return *out, nil
 }
 
 // reason is the replay's reason: it starts with
