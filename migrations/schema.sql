@@ -19,6 +19,10 @@ DECLARE
     v_base   integer;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
+    IF task_stopped(p_task) IS NOT NULL THEN
+        RETURN QUERY SELECT 'ended'::text, NULL::bigint, NULL::integer, NULL::timestamptz;
+        RETURN;
+    END IF;
     IF EXISTS (SELECT 1 FROM task_steps s WHERE s.task_id = p_task AND s.step = p_step
                AND s.part = p_part AND s.status = 'succeeded') THEN
         RETURN QUERY SELECT 'done'::text, NULL::bigint, NULL::integer, NULL::timestamptz;
@@ -391,6 +395,22 @@ CREATE FUNCTION public.step_succeeded(p_task uuid, p_step text) RETURNS boolean
 $$;
 
 
+--
+-- Name: task_stopped(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.task_stopped(p_task uuid) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE
+             WHEN t.status IN ('cancelled', 'failed') THEN t.status
+             WHEN p.status = 'cancelled' AND p.error LIKE 'cancelled:%' THEN 'cancelled'
+           END
+      FROM tasks t LEFT JOIN tasks p ON p.id = t.parent_task_id
+     WHERE t.id = p_task
+$$;
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -567,8 +587,10 @@ CREATE TABLE public.engine_capabilities (
     engine text NOT NULL,
     languages jsonb NOT NULL,
     seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    voices jsonb,
     CONSTRAINT engine_capabilities_languages_check CHECK ((jsonb_typeof(languages) = 'array'::text)),
-    CONSTRAINT engine_capabilities_step_check CHECK ((step = ANY (ARRAY['asr'::text, 'translate'::text, 'tts'::text])))
+    CONSTRAINT engine_capabilities_step_check CHECK ((step = ANY (ARRAY['asr'::text, 'translate'::text, 'tts'::text]))),
+    CONSTRAINT engine_capabilities_voices_check CHECK (((voices IS NULL) OR (jsonb_typeof(voices) = 'array'::text)))
 );
 
 

@@ -306,3 +306,48 @@ func TestFileChecksTheContainerWithoutFFprobe(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeakerIsJudgedByTheAnnouncedVoices: a speaker must be a voice a tts
+// engine announced — its name and its variant, without regard to case —
+// unless no engine announced voices or one takes any; the voices are kept
+// and loaded with the announcement.
+func TestSpeakerIsJudgedByTheAnnouncedVoices(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.Postgres(t)
+	if err := Announce(ctx, db.Pool, Capability{Step: "tts", Worker: "t1", Engine: "espeak", Languages: []string{"en", "es"},
+		Voices: []string{"en-us", "es", "es-419", "+m3", "+f3"}}); err != nil {
+		t.Fatal(err)
+	}
+	caps, err := LoadCapabilities(ctx, db.Pool)
+	if err != nil || len(caps) != 1 || len(caps[0].Voices) != 5 {
+		t.Fatalf("loaded %+v, %v", caps, err)
+	}
+	for _, ok := range []string{"", "es", "es+m3", "ES+F3", "en-us", "es-419+m3"} {
+		if _, err := Check(Request{Targets: []string{"es"}, Speaker: ok}, Rules{DefaultSource: "en", Capabilities: caps}); err != nil {
+			t.Errorf("speaker %q: %v, want admitted", ok, err)
+		}
+	}
+	for speaker, want := range map[string]string{
+		"zz9+nonexistent": `speaker "zz9+nonexistent": no such voice (installed: en-us, es, es-419; variants: +f3, +m3)`,
+		"es+nonexistent":  `speaker "es+nonexistent": no such voice (installed: en-us, es, es-419; variants: +f3, +m3)`,
+		"de":              `speaker "de": no such voice`,
+	} {
+		_, err := Check(Request{Targets: []string{"es"}, Speaker: speaker}, Rules{DefaultSource: "en", Capabilities: caps})
+		if e, ok := As(err); !ok || e.Kind != Invalid || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("speaker %q: %v, want %s (invalid)", speaker, err, want)
+		}
+	}
+	// Without voices announced (an older worker), or with an engine that
+	// takes any name, the speaker is not judged.
+	now := time.Now()
+	for name, c := range map[string]Capabilities{
+		"no voices": {{Step: "tts", Worker: "old", Languages: []string{"es"}, SeenAt: now}},
+		"any voice": {{Step: "tts", Worker: "remote", Languages: []string{"*"}, Voices: []string{"*"}, SeenAt: now},
+			{Step: "tts", Worker: "espeak", Languages: []string{"es"}, Voices: []string{"es"}, SeenAt: now}},
+	} {
+		if err := Speaker("zz9+nonexistent", c); err != nil {
+			t.Errorf("%s: %v, want the speaker not judged", name, err)
+		}
+	}
+}

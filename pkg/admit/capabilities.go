@@ -25,8 +25,12 @@ type Capability struct {
 	// Languages: for asr the languages it hears, for tts those it speaks,
 	// for translate its pairs "from|to" (speech.Pair); speech.AnyLanguage
 	// for any. Codes are speech.BaseLanguage's.
-	Languages []string  `json:"languages"`
-	SeenAt    time.Time `json:"seen_at"`
+	Languages []string `json:"languages"`
+	// Voices (tts only): the voice names a task's speaker may be, variants
+	// as "+variant" (speech.Voices), lower case; speech.AnyLanguage for
+	// any. Nil: not announced (the speaker is not judged by this one).
+	Voices []string  `json:"voices,omitempty"`
+	SeenAt time.Time `json:"seen_at"`
 }
 
 // Capabilities are the announcements the doors judge languages by.
@@ -71,6 +75,69 @@ func (c Capabilities) judge(source string, targets []string) error {
 		}
 	}
 	return nil
+}
+
+// judgeSpeaker checks that a tts engine announced within Window of the
+// newest tts announcement has speaker as a voice: its name (before a "+")
+// and its variant (after it), compared without case. Announcements without
+// voices judge nothing; with none, the speaker is not judged.
+func (c Capabilities) judgeSpeaker(speaker string) error {
+	if speaker == "" {
+		return nil
+	}
+	voices, ok := c.voices()
+	if !ok || slices.Contains(voices, speech.AnyLanguage) {
+		return nil
+	}
+	name, variant, _ := strings.Cut(strings.ToLower(speaker), "+")
+	if !slices.Contains(voices, name) || variant != "" && !slices.Contains(voices, "+"+variant) {
+		return refuse("speaker", speaker, fmt.Sprintf("no such voice (installed: %s)", listVoices(voices)))
+	}
+	return nil
+}
+
+// voices returns the union of the tts announcements' voices within Window
+// of the newest tts announcement, and whether any announced voices.
+func (c Capabilities) voices() ([]string, bool) {
+	var newest time.Time
+	for _, a := range c {
+		if a.Step == wire.StepTTS && a.SeenAt.After(newest) {
+			newest = a.SeenAt
+		}
+	}
+	var out []string
+	found := false
+	for _, a := range c {
+		if a.Step != wire.StepTTS || a.Voices == nil || a.SeenAt.Before(newest.Add(-Window)) {
+			continue
+		}
+		found = true
+		for _, v := range a.Voices {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, found
+}
+
+// listVoices writes voices for an error: names first, then the variants,
+// at most maxListed of each.
+func listVoices(voices []string) string {
+	var names, variants []string
+	for _, v := range voices {
+		if strings.HasPrefix(v, "+") {
+			variants = append(variants, v)
+		} else {
+			names = append(names, v)
+		}
+	}
+	out := list(names, "")
+	if len(variants) > 0 {
+		out += "; variants: " + list(variants, "")
+	}
+	return out
 }
 
 // of returns the union of step's announcements within Window of its
@@ -158,10 +225,16 @@ func Announce(ctx context.Context, db Execer, c Capability) error {
 	if err != nil {
 		return fmt.Errorf("announce capabilities: %w", err)
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO engine_capabilities (step, worker, engine, languages, seen_at)
-		VALUES ($1, $2, $3, $4, now())
+	var voices []byte
+	if c.Voices != nil {
+		if voices, err = json.Marshal(c.Voices); err != nil {
+			return fmt.Errorf("announce capabilities: %w", err)
+		}
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO engine_capabilities (step, worker, engine, languages, voices, seen_at)
+		VALUES ($1, $2, $3, $4, $5, now())
 		ON CONFLICT (step, worker) DO UPDATE SET engine = EXCLUDED.engine, languages = EXCLUDED.languages,
-			seen_at = EXCLUDED.seen_at`, c.Step, c.Worker, c.Engine, b); err != nil {
+			voices = EXCLUDED.voices, seen_at = EXCLUDED.seen_at`, c.Step, c.Worker, c.Engine, b, voices); err != nil {
 		return fmt.Errorf("announce capabilities of %s %s: %w", c.Step, c.Worker, err)
 	}
 	if _, err := db.Exec(ctx, `DELETE FROM engine_capabilities WHERE seen_at < now() - $1 * interval '1 second'`, forget.Seconds()); err != nil {
@@ -172,18 +245,23 @@ func Announce(ctx context.Context, db Execer, c Capability) error {
 
 // LoadCapabilities reads the engines' announcements (engine_capabilities).
 func LoadCapabilities(ctx context.Context, db Querier) (Capabilities, error) {
-	rows, err := db.Query(ctx, `SELECT step, worker, engine, languages, seen_at FROM engine_capabilities
+	rows, err := db.Query(ctx, `SELECT step, worker, engine, languages, voices, seen_at FROM engine_capabilities
 		WHERE seen_at > now() - $1 * interval '1 second' ORDER BY step, worker`, forget.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("read engine capabilities: %w", err)
 	}
 	var caps Capabilities
 	var c Capability
-	var langs []byte
-	if _, err := pgx.ForEachRow(rows, []any{&c.Step, &c.Worker, &c.Engine, &langs, &c.SeenAt}, func() error {
-		c.Languages = nil
+	var langs, voices []byte
+	if _, err := pgx.ForEachRow(rows, []any{&c.Step, &c.Worker, &c.Engine, &langs, &voices, &c.SeenAt}, func() error {
+		c.Languages, c.Voices = nil, nil
 		if err := json.Unmarshal(langs, &c.Languages); err != nil {
 			return fmt.Errorf("languages of %s %s: %w", c.Step, c.Worker, err)
+		}
+		if voices != nil {
+			if err := json.Unmarshal(voices, &c.Voices); err != nil {
+				return fmt.Errorf("voices of %s %s: %w", c.Step, c.Worker, err)
+			}
 		}
 		caps = append(caps, c)
 		return nil

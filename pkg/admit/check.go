@@ -78,7 +78,8 @@ type Task struct {
 // Check admits req or returns the first refusal as an *Error, checking in
 // this order: the source, the targets (syntax, each once, at most
 // MaxTargets, none the source's language), what the engines can do
-// (Rules.Capabilities), the speaker, the glossary. It is pure: the media
+// (Rules.Capabilities), the speaker (a voice the engines announced), the
+// glossary. It is pure: the media
 // are checked by Media, the capabilities loaded by LoadCapabilities.
 func Check(req Request, rules Rules) (Task, error) {
 	t := Task{Source: strings.TrimSpace(req.Source), Speaker: strings.TrimSpace(req.Speaker),
@@ -93,7 +94,7 @@ func Check(req Request, rules Rules) (Task, error) {
 	if err := Languages(t.Source, t.Targets, rules.Capabilities); err != nil {
 		return Task{}, err
 	}
-	if err := checkSpeaker(t.Speaker); err != nil {
+	if err := Speaker(t.Speaker, rules.Capabilities); err != nil {
 		return Task{}, err
 	}
 	if t.Glossary, err = parseGlossary(req.Glossary); err != nil {
@@ -180,6 +181,18 @@ func checkLanguage(field, code string) error {
 		return refuse(field, code, "want a language code such as en, es or pt-BR")
 	}
 	return nil
+}
+
+// Speaker checks a task's speaker (its voice; "" for the engine's
+// default): a voice name (the wire contract's speakerId) that a tts engine
+// caps describes has. Check calls it for the doors; extract_audio and tts
+// for a message an outside publisher sent; a retry with another speaker
+// (pkg/retry) for the new one.
+func Speaker(s string, caps Capabilities) error {
+	if err := checkSpeaker(s); err != nil {
+		return err
+	}
+	return caps.judgeSpeaker(s)
 }
 
 // checkSpeaker checks a voice name: the wire contract's speakerId.

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -140,28 +141,89 @@ func findCandidates(ctx context.Context, tx pgx.Tx, opts Options) ([]candidate, 
 // its compensations requeued, inside tx. It sets c.Attempt and returns the
 // outbox ids to publish after the commit.
 func redrive(ctx context.Context, tx pgx.Tx, c *candidate) ([]int64, error) {
-	env, err := ttsMessage(ctx, tx, c.TaskID, c.trace, c.speaker)
-	if err != nil {
-		return nil, err
+	attempt, ids, err := redriveTTS(ctx, tx, c.TaskID, c.trace, c.speaker, "",
+		fmt.Sprintf("%s %d segments without audio", RequeueReasonPrefix, len(c.Missing)))
+	c.Attempt = attempt
+	return ids, err
+}
+
+// Redrive re-drives, inside tx, the speech synthesis of the task id (one
+// that is compensating: an operator's retry) as Requeue does — the task's
+// tts message replayed with a fresh retry budget, the task running again,
+// its compensations marked requeued — with speaker as the message's voice
+// when it is not "" (the task row's speaker is the caller's to change), and
+// reason recorded with the replay. It returns the attempt published and
+// the outbox ids to publish after the commit.
+func Redrive(ctx context.Context, tx pgx.Tx, id uuid.UUID, speaker, reason string) (int, []int64, error) {
+	var trace, current string
+	if err := tx.QueryRow(ctx, `SELECT trace_id, speaker_id FROM tasks WHERE id = $1`, id).Scan(&trace, &current); err != nil {
+		return 0, nil, fmt.Errorf("read task %s: %w", id, err)
 	}
-	fresh, id, err := step.Replay(ctx, tx, env, fmt.Sprintf("tts_requeue: %d segments without audio", len(c.Missing)))
+	return redriveTTS(ctx, tx, id, trace, current, speaker, reason)
+}
+
+// redriveTTS stages the replay of the task's tts message (with voice, when
+// not "", as its speaker), resumes the task and marks its compensations
+// requeued, inside tx.
+func redriveTTS(ctx context.Context, tx pgx.Tx, id uuid.UUID, trace, speaker, voice, reason string) (int, []int64, error) {
+	env, err := ttsMessage(ctx, tx, id, trace, speaker)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	res, err := task.Apply(ctx, tx, task.Resume(task.Ref{ID: c.TaskID, Step: wire.StepTTS, Trace: c.trace}))
+	if voice != "" {
+		if env, err = withSpeaker(env, voice); err != nil {
+			return 0, nil, err
+		}
+	}
+	fresh, msgID, err := step.Replay(ctx, tx, env, reason)
 	if err != nil {
-		return nil, fmt.Errorf("set task %s running: %w", c.TaskID, err)
+		return 0, nil, err
+	}
+	res, err := task.Apply(ctx, tx, task.Resume(task.Ref{ID: id, Step: wire.StepTTS, Trace: trace}))
+	if err != nil {
+		return 0, nil, fmt.Errorf("set task %s running: %w", id, err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE tts_compensations SET requeued_at = now()
-		WHERE task_id = $1 AND requeued_at IS NULL`, c.TaskID); err != nil {
-		return nil, fmt.Errorf("mark compensations of %s requeued: %w", c.TaskID, err)
+		WHERE task_id = $1 AND requeued_at IS NULL`, id); err != nil {
+		return 0, nil, fmt.Errorf("mark compensations of %s requeued: %w", id, err)
 	}
-	c.Attempt = fresh.Attempt
-	ids := []int64{id}
+	ids := []int64{msgID}
 	if res.EventID != 0 {
 		ids = append(ids, res.EventID)
 	}
-	return ids, nil
+	return fresh.Attempt, ids, nil
+}
+
+// withSpeaker returns the tts message env with speaker as its voice.
+func withSpeaker(env *wire.Envelope, speaker string) (*wire.Envelope, error) {
+	var p wire.TTS
+	if err := env.UnmarshalPayload(&p); err != nil {
+		return nil, fmt.Errorf("read tts message of %s: %w", env.TaskID, err)
+	}
+	p.SpeakerID = speaker
+	out, err := wire.New(wire.StepTTS, env.TaskID, env.TraceID, p)
+	if err != nil {
+		return nil, fmt.Errorf("build tts message of %s: %w", env.TaskID, err)
+	}
+	out.Attempt = env.Attempt
+	return out, nil
+}
+
+// RequeueReasonPrefix starts the reason of every replay of a task's tts
+// step that Requeue records (step_replays): Requeues counts them.
+const RequeueReasonPrefix = "tts_requeue:"
+
+// RetryReasonPrefix starts the reason of an operator's retry of a task
+// (pkg/retry): the requeues of its speech synthesis are counted again from
+// there.
+const RetryReasonPrefix = "retry"
+
+// Requeues counts the re-drives of the task's speech synthesis (Requeue)
+// since an operator last retried it: the tts worker fails a task whose
+// synthesis still fails after TTS_MAX_REQUEUES of them, rather than
+// setting it compensating again.
+func Requeues(ctx context.Context, q store.Querier, taskID uuid.UUID) (int, error) {
+	return attempt.CountReplays(ctx, q, taskID, wire.StepTTS, RequeueReasonPrefix, RetryReasonPrefix)
 }
 
 // errDryRun rolls back a dry run's transaction.

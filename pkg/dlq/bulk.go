@@ -206,3 +206,14 @@ func countBulk(ctx context.Context, pool *pgxpool.Pool, b BulkRequest, m Match) 
 	out.Matched, out.Replayable, err = Count(ctx, pool, m)
 	return out, err
 }
+
+// refusal is an error whose text is its reason alone and that is its
+// sentinel (ErrBadFilter) for errors.Is: a door answers the reason as it
+// is.
+type refusal struct {
+	msg      string
+	sentinel error
+}
+
+func (e *refusal) Error() string        { return e.msg }
+func (e *refusal) Is(target error) bool { return target == e.sentinel }

@@ -147,3 +147,10 @@ func WaitOf(err error) (reason string, until time.Time, ok bool) {
 	}
 	return w.reason, w.until, true
 }
+
+// ErrTaskStopped is the cause (context.Cause) of a step's context that the
+// step runtime cancelled because the step's task stopped while it ran: it
+// was cancelled or failed. Whatever the step did is discarded; an engine
+// pool gives back the quota of a call it cut short (pkg/pool), since the
+// call's result is thrown away.
+var ErrTaskStopped = errors.New("the task stopped (cancelled or failed) while the step ran")

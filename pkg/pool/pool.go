@@ -36,12 +36,17 @@ var errRace = errors.New("engine taken meanwhile")
 // unit): the best engine free now; on a 429 or a spent quota the engine
 // cools down and the next one is tried, on a server error the breaker
 // counts and the next one is tried. When no engine can serve, Do returns
-// fault.Wait with the reason and the time the pool can serve again.
+// fault.Wait with the reason and the time the pool can serve again. A call
+// whose context ended (its step stopped: the task was cancelled or failed,
+// the step timed out, the worker stops) reserves nothing more.
 func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Context, engine string) error) error {
 	tried := map[string]bool{}
 	var last error
 	var waited time.Duration
 	for {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s pool: %w", p.Sched.Step, context.Cause(ctx))
+		}
 		cands := p.untried(tried)
 		if len(cands) == 0 {
 			return p.wait(ctx, p.names(), units, last, true)
@@ -108,7 +113,10 @@ func (p *Pool) classify(ctx context.Context, err error) (result, bool) {
 	case err == nil:
 		return result{ok: true}, false
 	case ctx.Err() != nil:
-		return result{neutral: true}, false // cut short by the step: not the engine's fault
+		// Cut short by the step: not the engine's fault. When the task
+		// stopped (cancelled or failed), the call's result is thrown away
+		// and its units are given back: no quota is spent on an ended task.
+		return result{neutral: true, refund: errors.Is(context.Cause(ctx), fault.ErrTaskStopped)}, false
 	case errors.As(err, &herr) && quotaSpent(herr):
 		next := p.Sched.Cfg.WindowStart(now).AddDate(0, 0, 1)
 		return result{refund: true, coolUntil: next, errText: err.Error()}, true

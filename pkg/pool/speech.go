@@ -107,12 +107,23 @@ func (s *Synthesizer) Capabilities(ctx context.Context) ([]string, error) {
 	return union(ctx, s.Engines)
 }
 
+// Voices implements speech.Voiced: the voices of any member.
+func (s *Synthesizer) Voices(ctx context.Context) ([]string, error) {
+	return unionOf(ctx, s.Engines, speech.Voices)
+}
+
 // union is every capability of the engines, sorted; "*" alone when one
 // serves any language.
 func union[E any](ctx context.Context, engines map[string]E) ([]string, error) {
+	return unionOf(ctx, engines, speech.Capabilities)
+}
+
+// unionOf is every value of of(engine) of the engines, sorted; "*" alone
+// when one says any.
+func unionOf[E any](ctx context.Context, engines map[string]E, of func(context.Context, any) ([]string, error)) ([]string, error) {
 	set := map[string]bool{}
 	for _, e := range engines {
-		caps, err := speech.Capabilities(ctx, e)
+		caps, err := of(ctx, e)
 		if err != nil {
 			return nil, err
 		}

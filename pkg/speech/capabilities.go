@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -187,4 +188,78 @@ func (t *TTSService) Capabilities(context.Context) ([]string, error) {
 // Capabilities implements Capable: the server is asked for any language.
 func (o *OpenAISynthesizer) Capabilities(context.Context) ([]string, error) {
 	return []string{AnyLanguage}, nil
+}
+
+// Voiced is a synthesizer that can list the voices a request may name
+// (SynthesisRequest.Voice, a task's speaker): voice names as the engine
+// takes them, and variants (a voice "name+variant") as "+variant"; or
+// AnyLanguage when it takes any name.
+type Voiced interface {
+	Voices(ctx context.Context) ([]string, error)
+}
+
+// Voices asks a synthesizer which voices it has (Voiced); one that cannot
+// say takes any name (AnyLanguage).
+func Voices(ctx context.Context, engine any) ([]string, error) {
+	if v, ok := engine.(Voiced); ok {
+		return v.Voices(ctx)
+	}
+	return []string{AnyLanguage}, nil
+}
+
+// Voices implements Voiced: the voices of `espeak-ng --voices` by
+// language code ("en-us", and the codes of its Other Languages column; not
+// by file, "gmw/en-US", which no task's speaker can name), and the
+// variants of `espeak-ng --voices=variant` ("+m3", "+alex"), all lower
+// case: espeak-ng takes "es+m3" and "EN-US".
+func (e *Espeak) Voices(ctx context.Context) ([]string, error) {
+	cmdName := e.Command
+	if cmdName == "" {
+		cmdName = "espeak-ng"
+	}
+	voices, err := run(ctx, nil, cmdName, "--voices")
+	if err != nil {
+		return nil, fmt.Errorf("espeak-ng --voices: %w", err)
+	}
+	variants, err := run(ctx, nil, cmdName, "--voices=variant")
+	if err != nil {
+		return nil, fmt.Errorf("espeak-ng --voices=variant: %w", err)
+	}
+	return espeakVoiceNames(string(voices), string(variants)), nil
+}
+
+// otherLanguage is an entry "(code priority)" of the Other Languages
+// column of `espeak-ng --voices`.
+var otherLanguage = regexp.MustCompile(`\(([^ ()]+) [0-9]+\)`)
+
+// espeakVoiceNames reads the voice names out of `espeak-ng --voices` and
+// `espeak-ng --voices=variant`, each once, sorted.
+func espeakVoiceNames(voices, variants string) []string {
+	var out []string
+	add := func(name string) {
+		if name = strings.ToLower(name); name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	sc := bufio.NewScanner(strings.NewReader(voices))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] == "Pty" {
+			continue
+		}
+		add(f[1])
+		for _, m := range otherLanguage.FindAllStringSubmatch(strings.Join(f[5:], " "), -1) {
+			add(m[1])
+		}
+	}
+	sc = bufio.NewScanner(strings.NewReader(variants))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] == "Pty" {
+			continue
+		}
+		add("+" + strings.TrimPrefix(f[4], "!v/"))
+	}
+	slices.Sort(out)
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,6 +52,12 @@ type Config struct {
 	HandBackPause func(n int32) time.Duration
 	// SweepInterval and SweepAge drive the outbox sweep (defaults 2s, 10s).
 	SweepInterval, SweepAge time.Duration
+	// Watch tells the runner when the work of a task it runs stopped (the
+	// task was cancelled or failed): the step's context is cancelled at
+	// once and the attempt closed without retry or dead letter. One per
+	// process (pkg/worker makes it); nil: only the lease heartbeat, which
+	// reads the same, notices it (within a third of the lease).
+	Watch *task.Watcher
 	// ShutdownGrace is how long in-flight steps may finish after shutdown
 	// begins before their contexts are cancelled (default 30s).
 	ShutdownGrace time.Duration

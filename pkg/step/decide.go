@@ -45,6 +45,7 @@ const (
 	claimFinished                        // this attempt already failed or was parked
 	claimWaiting                         // the predecessor step has not succeeded yet
 	claimHeld                            // another live worker holds an attempt of the part
+	claimEnded                           // the task's work stopped: it was cancelled or failed
 	claimUnknown                         // an outcome this runtime does not know
 )
 
@@ -83,6 +84,10 @@ const (
 	// ends waiting with its reason and time, and a delay tier re-offers the
 	// step then without spending a retry.
 	recWaited = "waited"
+	// recRefused: the task's work stopped while the step ran (it was
+	// cancelled or failed); the attempt ends failed, nothing it staged is
+	// committed, and the message is acked without retry or dead letter.
+	recRefused = "refused"
 )
 
 // facts is what the runner knows about a delivery when it asks decide. Each
@@ -112,11 +117,13 @@ type facts struct {
 	BaseAttempt int       // the first attempt of the current retry budget
 
 	// Ran: the handler ran and returned Err; Lost is what the heartbeat
-	// found; Interrupted: shutdown cut the step short.
+	// found; Interrupted: shutdown cut the step short; Stopped: the task's
+	// work stopped while the step ran, and how it ended (cancelled, failed).
 	Ran         bool
 	Err         error
 	Lost        loss
 	Interrupted bool
+	Stopped     string
 
 	// Commits counts the outcomes committed or tried; the last one recorded
 	// Recorded and found Commit (CommitErr), then publishing the messages it
@@ -223,6 +230,8 @@ func (p policy) afterClaim(f facts) decision {
 			Why: "claim failed; message handed back", Level: sevError}
 	case claimDone, claimFinished:
 		return decision{Action: actAck, Metric: "duplicate", Why: "duplicate message skipped"}
+	case claimEnded:
+		return decision{Action: actAck, Metric: "ended", Why: "task cancelled or failed; message dropped"}
 	case claimWaiting:
 		age := f.Now.Sub(f.CreatedAt)
 		if age > p.dependencyWait {
@@ -261,6 +270,11 @@ func (p policy) afterRun(f facts) decision {
 		// Nobody else holds the attempt: its row is gone. Retry, never ack.
 		return decision{Action: actHandBack, Back: backClaimLost, Metric: "claim_lost",
 			Why: "claim lost during the step (a database crash?); message handed back", Level: sevWarn}
+	case f.Stopped != "":
+		// Whatever the run came to, its task's work stopped: nothing of it
+		// is kept, nothing is retried.
+		return decision{Action: actRecord, Record: recRefused, Err: fmt.Errorf("task %s while the step ran; step stopped", f.Stopped),
+			Metric: recRefused, Why: "task cancelled or failed while the step ran; step stopped", Level: sevWarn}
 	case f.Interrupted:
 		// Shutdown cut the step short: hand it back for another worker.
 		return decision{Action: actHandBack, Back: backShutdown, Release: true, Err: f.Err, Metric: "handed_back",
@@ -306,7 +320,7 @@ func (p policy) result(f facts, err error) decision {
 	}
 	reason := err.Error()
 	if class != wire.ClassPermanent {
-		reason = fmt.Sprintf("%s (retried %d times)", reason, used-1)
+		reason = fmt.Sprintf("%s (%s)", reason, retried(used-1))
 	}
 	return decision{Action: actRecord, Record: recDeadLettered, Err: err, Class: class, Reason: reason, Retries: used - 1,
 		Metric: recDeadLettered, Why: "step failed; dead-lettered", Level: sevError}
@@ -326,6 +340,11 @@ func (p policy) afterCommit(f facts) decision {
 		// outage under the handler; the delivery limit bounds the wait.
 		return decision{Action: actHandBack, Back: backUnavailable, Release: true, Err: f.CommitErr, Metric: "unavailable",
 			Why: "database unavailable at commit; handed back without spending a retry", Level: sevWarn}
+	case f.Recorded == recRefused && f.Commit != commitSettled:
+		// The stopped attempt could not be closed: hand the message back
+		// (its lease freed); its next delivery finds the task ended.
+		return decision{Action: actHandBack, Back: backCommit, Release: true, Err: f.CommitErr,
+			Why: "closing a stopped step failed; message handed back", Level: sevWarn}
 	case f.Commits == 1 && (f.Commit == commitFailed || f.Commit == commitClaimLost):
 		// The outcome cannot be committed (a statement the handler staged
 		// fails, say). Record the attempt as failed for that reason
@@ -346,6 +365,18 @@ func (p policy) afterCommit(f facts) decision {
 		return decision{Action: actHandBack, Back: backCommit, Release: true, Err: f.CommitErr,
 			Why: "commit failed; message handed back", Level: sevError}
 	}
+}
+
+// retried says how often a step was retried, as a dead letter's reason
+// says it: "not retried", "retried once", "retried 3 times".
+func retried(n int) string {
+	switch n {
+	case 0:
+		return "not retried"
+	case 1:
+		return "retried once"
+	}
+	return fmt.Sprintf("retried %d times", n)
 }
 
 // reject dead-letters a message that never reached its handler.

@@ -119,6 +119,8 @@ func TestDecide(t *testing.T) {
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "handed back 20 times"},
 		{"an unknown claim outcome hands back", with(claimed(1), func(f *facts) { f.Claim = claimUnknown }),
 			decision{Action: actHandBack, Back: backUnknownClaim}, ""},
+		{"a message of a task cancelled or failed is acked, neither retried nor dead-lettered", with(claimed(3), func(f *facts) { f.Claim = claimEnded }),
+			decision{Action: actAck, Metric: "ended"}, ""},
 
 		// Ran.
 		{"success is recorded with what the handler staged", ran(1, nil),
@@ -159,6 +161,14 @@ func TestDecide(t *testing.T) {
 			decision{Action: actHandBack, Back: backClaimLost, Metric: "claim_lost"}, ""},
 		{"a step cut short by shutdown hands back and frees its lease", with(ran(1, context.Canceled), func(f *facts) { f.Interrupted = true }),
 			decision{Action: actHandBack, Back: backShutdown, Release: true, Metric: "handed_back"}, "canceled"},
+		{"a step whose task was cancelled while it ran is closed, not retried", with(ran(1, context.Canceled), func(f *facts) { f.Stopped = "cancelled" }),
+			decision{Action: actRecord, Record: recRefused, Metric: recRefused}, "task cancelled while the step ran"},
+		{"a step whose task failed while it ran is closed even if it succeeded", with(ran(1, nil), func(f *facts) { f.Stopped = "failed" }),
+			decision{Action: actRecord, Record: recRefused, Metric: recRefused}, "task failed while the step ran"},
+		{"a stopped task wins over a shutdown", with(ran(2, context.Canceled), func(f *facts) { f.Stopped, f.Interrupted = "cancelled", true }),
+			decision{Action: actRecord, Record: recRefused, Metric: recRefused}, "task cancelled"},
+		{"a stopped task at the last try is still not dead-lettered", with(ran(4, fault.Permanent(errors.New("x"))), func(f *facts) { f.Stopped = "cancelled" }),
+			decision{Action: actRecord, Record: recRefused, Metric: recRefused}, "task cancelled"},
 
 		// Committed.
 		{"committed and published acks", recorded(1, recSucceeded, committed, nil), decision{Action: actAck}, ""},
@@ -180,6 +190,13 @@ func TestDecide(t *testing.T) {
 			decision{Action: actHandBack, Back: backCommit, Release: true}, "refused"},
 		{"an outcome settled elsewhere acks", recorded(1, recSucceeded, commitSettled, errors.New("step lease lost")),
 			decision{Action: actAck, Metric: "lease_lost"}, "lease lost"},
+		{"a stopped step closed acks", recorded(1, recRefused, committed, nil), decision{Action: actAck}, ""},
+		{"a stopped step whose close fails hands back with its lease freed", recorded(1, recRefused, commitFailed, errDown),
+			decision{Action: actHandBack, Back: backCommit, Release: true}, "refused"},
+		{"a stopped step whose close finds the database gone hands back", recorded(1, recRefused, commitFailed, fault.Unavailable(errDown)),
+			decision{Action: actHandBack, Back: backUnavailable, Release: true, Metric: "unavailable"}, "refused"},
+		{"a stopped step whose claim row is gone hands back, never acks", recorded(1, recRefused, commitClaimLost, errors.New("step claim lost")),
+			decision{Action: actHandBack, Back: backCommit, Release: true}, "claim lost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := testPolicy.decide(tc.f)
@@ -211,10 +228,11 @@ func shape(d decision) string {
 // hand-back, a delay or a dead letter within a run and two commits.
 func TestEveryDeliveryEnds(t *testing.T) {
 	t.Parallel()
-	claims := []claimResult{claimFailed, claimClaimed, claimDone, claimFinished, claimWaiting, claimHeld, claimUnknown}
+	claims := []claimResult{claimFailed, claimClaimed, claimDone, claimFinished, claimWaiting, claimHeld, claimEnded, claimUnknown}
 	results := []facts{
 		{Err: nil}, {Err: errors.New("x")}, {Err: fault.Permanent(errors.New("x"))}, {Err: fault.Park(errors.New("x"))}, {Err: fault.Wait(errors.New("x"), fault.WaitNoQuota, time.Time{})},
 		{Err: context.Canceled, Lost: leaseLost}, {Err: context.Canceled, Lost: claimLost}, {Err: context.Canceled, Interrupted: true},
+		{Err: context.Canceled, Stopped: "cancelled"}, {Err: nil, Stopped: "failed"},
 	}
 	commits := []commitResult{committed, commitSettled, commitClaimLost, commitFailed}
 	for _, c := range claims {
@@ -242,7 +260,7 @@ func play(t *testing.T, f facts, res facts, commits []commitResult, pubFails boo
 			if f.Ran {
 				t.Fatalf("%+v: runs twice", f)
 			}
-			f.Ran, f.Err, f.Lost, f.Interrupted = true, res.Err, res.Lost, res.Interrupted
+			f.Ran, f.Err, f.Lost, f.Interrupted, f.Stopped = true, res.Err, res.Lost, res.Interrupted, res.Stopped
 		case actRecord:
 			if f.Commits == len(commits) {
 				t.Fatalf("%+v: commits a third time", f)
@@ -264,6 +282,21 @@ func play(t *testing.T, f facts, res facts, commits []commitResult, pubFails boo
 		}
 	}
 	t.Fatalf("%+v: no end after a run and two commits", f)
+}
+
+// TestDeadLetterReasonsCountRetriesTruly: a dead letter's reason says how
+// often the step was really retried, whatever the budget.
+func TestDeadLetterReasonsCountRetriesTruly(t *testing.T) {
+	t.Parallel()
+	transient := errors.New("engine down")
+	for retries, want := range map[int]string{0: "engine down (not retried)", 1: "engine down (retried once)", 3: "engine down (retried 3 times)"} {
+		p := testPolicy
+		p.maxRetries = retries
+		d := p.decide(ran(retries+1, transient))
+		if d.Record != recDeadLettered || d.Reason != want || d.Retries != retries {
+			t.Errorf("budget %d: %s %q (retries %d), want dead-lettered %q", retries, d.Record, d.Reason, d.Retries, want)
+		}
+	}
 }
 
 func TestHandBackPause(t *testing.T) {
@@ -306,6 +339,7 @@ func TestOutcomesArePkgAttempts(t *testing.T) {
 		recRetried:      {attempt.Retried, attempt.StatusFailed},
 		recDeadLettered: {attempt.DeadLettered, attempt.StatusFailed},
 		recWaited:       {attempt.Waited, attempt.StatusFailed},
+		recRefused:      {attempt.Refused, attempt.StatusFailed},
 	} {
 		if got := attempt.Outcome(rec); got != want.outcome || got.Status() != want.status {
 			t.Errorf("outcome %q ends with status %q, want attempt's %q ending %q", rec, got.Status(), want.outcome, want.status)

@@ -20,10 +20,12 @@ import (
 // delivery is one message on its way through the runner: what was read from
 // it, the claimed attempt, and the facts its decisions are taken from.
 type delivery struct {
-	env     *wire.Envelope // nil when not even the task id is readable
-	route   Route
-	msg     *Message
-	stepID  int64
+	env    *wire.Envelope // nil when not even the task id is readable
+	route  Route
+	msg    *Message
+	stepID int64
+	// watch fires when the task's work stops (nil until the claim).
+	watch   *task.Watch
 	elapsed time.Duration // how long the handler ran
 	log     zerolog.Logger
 	facts   facts
@@ -76,6 +78,9 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 	}
 	f.Step, f.After, f.Timeout, f.Attempt, f.CreatedAt = env.Step, after, route.Timeout, env.Attempt, env.CreatedAt
 	key := attempt.Key{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: env.Attempt}
+	// Watched before the claim reads the task's status, so that a cancel
+	// committed after that read still stops the run.
+	dl.watch = r.cfg.Watch.Watch(env.TaskID)
 	var claim attempt.Lease
 	ready := ReadyAt(d.Headers, env)
 	err = r.claims.do(ctx, env.TaskID.String()+"/"+env.Step+"/"+part, func(b *pgx.Batch) {
@@ -122,6 +127,8 @@ func claimResultOf(outcome string) claimResult {
 		return claimWaiting
 	case attempt.Held:
 		return claimHeld
+	case attempt.Ended:
+		return claimEnded
 	}
 	return claimUnknown
 }

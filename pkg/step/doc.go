@@ -11,6 +11,13 @@
 // attempt's outcome and publish what it added (record.go, commit.go), ack,
 // republish through a delay tier, dead-letter or hand back (deliver.go) —
 // asking again after each run and commit until the delivery is settled.
+//
+// A task that stopped — cancelled or failed, or its parent cancelled by an
+// operator — takes no new attempt (claim_step answers "ended"; the message
+// is acked), and a step running it is cut short: its context is cancelled
+// with fault.ErrTaskStopped when the process's task.Watcher hears of it
+// (Config.Watch) or the lease heartbeat reads it, and the attempt ends
+// failed without retry or dead letter.
 package step
 
 import "context"

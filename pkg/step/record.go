@@ -107,6 +107,8 @@ func (r *Runner) statements(dl *delivery, dec decision) []stmt {
 		return []stmt{finish, r.retry(dl, dec)}
 	case recWaited:
 		return []stmt{finish, statement(attempt.Wait(dl.stepID, dec.WaitReason, dec.WaitUntil)), r.retry(dl, dec)}
+	case recRefused:
+		return []stmt{finish}
 	default: // recDeadLettered
 		original, _ := json.Marshal(env)
 		fail := task.Fail(task.RefOf(env), dl.msg.Part, env.Step+": "+dec.Reason)

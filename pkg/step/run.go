@@ -8,20 +8,37 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/rs/zerolog"
 )
 
 // run runs the handler of a claimed step under its timeout, with a heartbeat
-// that keeps the lease, and adds what it found to the delivery's facts.
+// that keeps the lease, and adds what it found to the delivery's facts. The
+// step is cut short when its task's work stops (dl.watch, or the
+// heartbeat's read): its context is cancelled with fault.ErrTaskStopped.
 func (r *Runner) run(ctx context.Context, dl *delivery) {
 	start := time.Now()
-	runCtx, cancel := context.WithTimeoutCause(ctx, dl.route.Timeout,
+	stopCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	runCtx, cancel := context.WithTimeoutCause(stopCtx, dl.route.Timeout,
 		fmt.Errorf("step %s timed out after %s: %w", dl.env.Step, dl.route.Timeout, context.DeadlineExceeded))
-	lost := r.heartbeat(runCtx, cancel, dl.stepID, dl.log)
-	err := r.call(runCtx, dl.route.Handler, dl.msg)
+	watch := dl.watch // set by read before the claim
+	go func() {
+		select {
+		case <-watch.Done():
+			stop(fmt.Errorf("task %s: %w", watch.Status(), fault.ErrTaskStopped))
+		case <-runCtx.Done():
+		}
+	}()
+	lost := r.heartbeat(runCtx, cancel, watch, dl.stepID, dl.log)
+	var err error
+	if watch.Status() == "" {
+		err = r.call(runCtx, dl.route.Handler, dl.msg)
+	}
 	if err != nil && runCtx.Err() != nil && !errors.Is(err, context.Cause(runCtx)) {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
 	}
@@ -31,6 +48,7 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 	// An outage of the database under the handler's own queries is waited
 	// for like any unavailable service, not counted as the step's failure.
 	f.Ran, f.Err, f.Lost = true, store.MarkUnavailable(err), loss(lost.Load())
+	f.Stopped = watch.Status()
 	f.Interrupted = err != nil && ctx.Err() != nil
 }
 
@@ -51,9 +69,11 @@ func panicError(p any) error { return fmt.Errorf("handler panic: %v", p) }
 
 // heartbeat extends the lease while the step runs; when the lease or the
 // claim is lost it cancels the step and records which (a loss) in the
-// returned value.
-func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepID int64, log zerolog.Logger) *atomic.Int32 {
+// returned value; when the task's work stopped it stops watch (the
+// fallback of a status notification that was missed).
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, watch *task.Watch, stepID int64, log zerolog.Logger) *atomic.Int32 {
 	lost := new(atomic.Int32)
+	var stopped *attempt.StoppedError
 	// Lease extensions come with the step's time, not its work: counted
 	// apart, so statements per task do not swing with the machine's load.
 	ctx = store.WithStep(ctx, store.StepOf(ctx)+LeaseSuffix)
@@ -66,6 +86,8 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelFunc, stepI
 		case errors.Is(err, attempt.ErrClaimLost):
 			lost.Store(int32(claimLost))
 			cancel()
+		case errors.As(err, &stopped):
+			watch.Stop(stopped.Status)
 		case err != nil && ctx.Err() == nil:
 			log.Warn().Err(err).Msg("extend lease")
 		}

@@ -145,6 +145,9 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 		return
 	}
 	dl := r.read(ctx, d)
+	if dl.watch != nil {
+		defer dl.watch.Close()
+	}
 	for {
 		dl.facts.Now = r.now()
 		dec := r.policy.decide(dl.facts)

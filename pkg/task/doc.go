@@ -12,15 +12,40 @@
 //	Fail        queued, running, compensating      done, cancelled; a     task.failed
 //	            → failed                           part that succeeded
 //	                                               since
+//	FailNoSpeech queued, running → failed: "asr: no speech   task.failed
+//	            found in the audio" (Fail's rules)
 //	Cancel      queued, running, compensating                             task.cancelled
 //	            → cancelled
 //	Retry       failed, cancelled, queued          running, compensating  task.retried
 //	            → running
 //	Redub       done → running                                            task.redubbing
+//	ChangeSpeaker failed, cancelled, compensating: the speaker changes, the
+//	            status is kept (a retry with another voice)
 //	Spawn       (no row) → queued: a child     an existing child      task.queued
 //	            of a task with several
 //	            languages (languages.go;
 //	            the asr worker spawns)
+//
+// The state machine, and the way out of every status (Ways, which the
+// README's operator section shows as a table):
+//
+//	queued        → running (extract_audio's success); an operator's Cancel;
+//	                failed by the reconciler after RECONCILE_TASK_MAX_IDLE_SECONDS
+//	running       → done, compensating, failed (its steps); Cancel; failed by
+//	                the reconciler after RECONCILE_TASK_MAX_IDLE_SECONDS
+//	                without progress and no step running
+//	compensating  → running (tts_requeue, a retry with another speaker:
+//	                Resume); Cancel; failed by tts once TTS_MAX_REQUEUES
+//	                requeues still fail, or by the reconciler after
+//	                RECONCILE_COMPENSATING_MAX_SECONDS
+//	done          → running (Redub)
+//	failed        → running (Retry: a retry, a dead letter's replay)
+//	cancelled     → running (Retry)
+//
+// A task that was cancelled or failed also stops its work: no step of it is
+// claimed any more, and a running one is interrupted (Watcher; the
+// migrations' task_stopped, which a parent an operator cancelled extends to
+// its children).
 //
 // A task ends done, failed or cancelled (Ended). Succeed, Fail and Cancel
 // of a child task also conclude its parent when the child is the last of

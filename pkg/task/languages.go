@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,6 +98,52 @@ func Children(ctx context.Context, q RowQuerier, parent uuid.UUID) ([]Child, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read children of task %s: %w", parent, err)
+	}
+	return out, nil
+}
+
+// Stranded is a child CancelStranded cancelled.
+type Stranded struct {
+	ID, Parent uuid.UUID
+	// EventID is the outbox row of its event.task.cancelled.
+	EventID int64
+}
+
+// CancelStranded cancels, in tx, up to limit children that have not ended
+// of parents an operator cancelled: Cancel of a parent skips a child whose
+// row another transaction holds at that moment (cancelChildrenSQL), and
+// such a child's steps are refused from then on (task_stopped), so nothing
+// else would end it. Each gets its parent's error and its own
+// event.task.cancelled. Rows another transaction holds are skipped
+// (replicas of the reconciler share the work).
+func CancelStranded(ctx context.Context, tx pgx.Tx, limit int) ([]Stranded, error) {
+	rows, err := tx.Query(ctx, `SELECT c.id, p.id, p.error FROM tasks c JOIN tasks p ON p.id = c.parent_task_id
+		 WHERE c.status IN ('queued', 'running', 'compensating')
+		   AND p.status = 'cancelled' AND p.error LIKE 'cancelled:%'
+		 ORDER BY c.updated_at LIMIT $1
+		 FOR UPDATE OF c SKIP LOCKED`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find children of cancelled parents: %w", err)
+	}
+	type found struct {
+		child, parent uuid.UUID
+		reason        string
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (found, error) {
+		var f found
+		return f, row.Scan(&f.child, &f.parent, &f.reason)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find children of cancelled parents: %w", err)
+	}
+	out := make([]Stranded, 0, len(list))
+	for _, f := range list {
+		reason := strings.TrimPrefix(f.reason, "cancelled: ")
+		res, err := Apply(ctx, tx, Cancel(Ref{ID: f.child}, reason))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Stranded{ID: f.child, Parent: f.parent, EventID: res.EventID})
 	}
 	return out, nil
 }

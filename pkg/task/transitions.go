@@ -141,6 +141,24 @@ func Fail(ref Ref, part, reason string) Transition {
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
 
+// NoSpeech is the error of a task whose audio holds no speech (FailNoSpeech),
+// the same at every door.
+const NoSpeech = "no speech found in the audio"
+
+// FailNoSpeech fails a task whose audio holds no speech, with the error
+// "<ref.Step>: no speech found in the audio" (task.failed): there is
+// nothing to dub, and a video without a dub is not done. The step that
+// found it (asr) applies it with its own success, so its part's success
+// does not keep the task as Fail's stale dead letter would.
+func FailNoSpeech(ref Ref) Transition {
+	reason := NoSpeech
+	if ref.Step != "" {
+		reason = ref.Step + ": " + reason
+	}
+	return fail.transition(ref, map[string]any{"error": reason, "step": "", "part": ""},
+		func(e *wire.Event) { e.Error = wire.Reason(reason) })
+}
+
 // Cancel ends a task that is not finished: it becomes cancelled with the
 // error "cancelled: <reason>" (task.cancelled, status cancelled). A task
 // done, failed or cancelled already is refused.
@@ -155,6 +173,14 @@ func Cancel(ref Ref, reason string) Transition {
 // running or compensating is kept; a task done is refused.
 func Retry(ref Ref) Transition {
 	return retry.transition(ref, nil, nil)
+}
+
+// ChangeSpeaker records speaker as the voice of a task an operator retries
+// with another voice (pkg/retry): failed, cancelled or compensating; its
+// status is kept and nothing is announced (the retry's own transition
+// announces it). Any other status is refused.
+func ChangeSpeaker(ref Ref, speaker string) Transition {
+	return changeSpeaker.transition(ref, map[string]any{"speaker": speaker}, nil)
 }
 
 // Redub sets a done task running again (task.redubbing): an operator
@@ -207,7 +233,9 @@ var (
 		set: "error = @error", event: wire.EventTaskCancelled, concludes: true, cascade: cancelChildrenSQL})
 	retry = newRule(rule{name: "retry", from: []string{Failed, Cancelled, Queued}, to: Running,
 		keep: []string{Running, Compensating}, set: "error = ''", event: wire.EventTaskRetried})
-	redub = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: wire.EventTaskRedubbing})
+	redub         = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: wire.EventTaskRedubbing})
+	changeSpeaker = newRule(rule{name: "change_speaker", from: []string{Failed, Cancelled, Compensating},
+		set: "speaker_id = @speaker"})
 )
 
 func newRule(r rule) *rule {

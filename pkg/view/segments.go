@@ -80,7 +80,9 @@ func Segments(ctx context.Context, db Querier, taskID uuid.UUID) ([]Segment, err
 
 // Version is one output of a task: the first dub or a re-dub.
 type Version struct {
-	Version        int    `json:"version"`
+	Version int `json:"version"`
+	// OutputVideoKey and DubAudioKey name the version's objects once it is
+	// Ready ("" before: they do not exist yet).
 	OutputVideoKey string `json:"outputVideoKey"`
 	DubAudioKey    string `json:"dubAudioKey"`
 	// Ready reports whether the version's video was written (its
@@ -96,22 +98,29 @@ type Version struct {
 }
 
 // Versions returns the task's outputs, oldest first. A task never re-dubbed
-// has no recorded version: its output, once done, is listed as version 1.
+// has no recorded version: its output, once its mux_video succeeded, is
+// listed as version 1 (a task done without one — one that found no speech
+// before that was a failure — lists none). A version whose video is not
+// written yet (Ready false) lists no keys: every key listed names an object
+// that exists.
 func Versions(ctx context.Context, db Querier, taskID uuid.UUID) ([]Version, error) {
 	if err := exists(ctx, db, taskID); err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, `SELECT v.version, v.output_video_key, v.dub_audio_key,
-		`+attempt.SucceededSQL("v.task_id", "'mux_video'", "CASE WHEN v.version = 1 THEN '' ELSE 'v' || v.version END")+`,
+	rows, err := db.Query(ctx, `SELECT version, CASE WHEN ready THEN output_video_key ELSE '' END,
+		CASE WHEN ready THEN dub_audio_key ELSE '' END, ready, segment, previous_text, text, created_at FROM (
+	SELECT v.version, v.output_video_key, v.dub_audio_key,
+		`+attempt.SucceededSQL("v.task_id", "'mux_video'", "CASE WHEN v.version = 1 THEN '' ELSE 'v' || v.version END")+` AS ready,
 		CASE WHEN v.segment_idx IS NULL THEN NULL ELSE
-		  (SELECT count(*)::int FROM segments g WHERE g.task_id = v.task_id AND g.idx <= v.segment_idx) END,
+		  (SELECT count(*)::int FROM segments g WHERE g.task_id = v.task_id AND g.idx <= v.segment_idx) END AS segment,
 		v.previous_text, v.text, v.created_at
 		FROM output_versions v WHERE v.task_id = $1
 	UNION ALL
 	SELECT 1, t.output_video_key, '', true, NULL, NULL, NULL, t.updated_at FROM tasks t
-	 WHERE t.id = $1 AND t.status = 'done' AND cardinality(t.targets) = 0
-	   AND NOT EXISTS (SELECT 1 FROM output_versions v WHERE v.task_id = t.id)
-	ORDER BY 1`, taskID)
+	 WHERE t.id = $1 AND t.status = 'done' AND cardinality(t.targets) = 0 AND t.output_video_key <> ''
+	   AND `+attempt.SucceededSQL("t.id", "'mux_video'", "''")+`
+	   AND NOT EXISTS (SELECT 1 FROM output_versions v WHERE v.task_id = t.id)) vs
+	ORDER BY version`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("read versions of %s: %w", taskID, err)
 	}

@@ -24,7 +24,12 @@ const (
 	EventCompensationQueued = "compensation_requeued"
 	EventVersion            = "version"  // an output version was started (Ref: its number; Detail: the new line)
 	EventOperator           = "operator" // an operator's action through the console (Status: cancel, retry, redub…)
-	EventEnded              = "ended"    // the task ended (Status: done, failed, cancelled; Detail: its error)
+	// EventEnded: the task ended (Status: done, failed, cancelled; Detail:
+	// its error), at the time its status changed. It is always the last
+	// event of an ended task's timeline: what the end stopped (a running
+	// attempt cut short by a cancel) and what operators did after it are
+	// listed before it.
+	EventEnded = "ended"
 	// EventFirstOutput: the task's first dubbed segments were stored (its
 	// first tts part succeeded; seed 003's first_sent), Detail: seconds
 	// since the submission.
@@ -64,7 +69,8 @@ type Event struct {
 // timelineSQL derives the timeline from the durable records: the task row,
 // every attempt of the task and its hand-backs, step_replays, dead letters
 // (and purged ones in the archive), TTS compensations, output versions and
-// the console's audit log. The rank orders events of the same instant.
+// the console's audit log. The rank orders events of the same instant; the
+// ended event comes last whatever its time.
 var timelineSQL = `
 WITH a AS (
   ` + attempt.SequenceSQL("$1") + `
@@ -116,10 +122,11 @@ UNION ALL
 SELECT updated_at, 5, 'ended', '', '', NULL, '', status, error, NULL, '', '' FROM tasks
  WHERE id = $1 AND status IN ('done', 'failed', 'cancelled')
 )
+SELECT * FROM (
 SELECT ev.*, NULL::int AS count, NULL::timestamptz AS until FROM ev
 UNION ALL
 SELECT first_at, 3, 'hand_back', step, part, attempt, worker, reason, detail, NULL, '', '', count, last_at FROM hb
-ORDER BY 1, 2, 6 NULLS FIRST`
+) t ORDER BY kind = 'ended', at, rank, attempt NULLS FIRST`
 
 // Timeline returns every event of the task in the order it happened,
 // derived from durable records (the outbox's events are deleted once

@@ -19,6 +19,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,9 +84,13 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 	pauses := newPauseWatch(d.Pool, d.Log)
 	pauses.poll(ctx)
 	track := newTracker()
+	// One LISTEN per process tells every consumer's running step when its
+	// task was cancelled or failed (task.Watcher).
+	watch := task.NewWatcher(d.Pool, d.Log)
 	runners, err := Runners(ctx, d.Process, queue, routes, func(sc *step.Config) {
 		sc.Source = pauses.source(stepName, sc.Source)
 		sc.Routes = tracked(track, sc.Worker, sc.Routes)
+		sc.Watch = watch
 	})
 	if err != nil {
 		return err
@@ -103,7 +108,7 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 	d.exportState(stepName, pauses, track)
 	hb := &heartbeat{db: d.Pool, log: d.Log, id: strings.TrimSuffix(runners[0].Worker(), "-1"), service: d.Name,
 		steps: routeSteps(routes), consumers: len(runners), started: time.Now().UTC(), track: track}
-	return d.Run(ctx, append(Jobs(runners), append(d.jobs, pauses.run, hb.run)...)...)
+	return d.Run(ctx, append(Jobs(runners), append(d.jobs, pauses.run, hb.run, watch.Run)...)...)
 }
 
 // tracked returns a copy of routes whose handlers tell track what consumer

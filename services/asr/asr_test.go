@@ -72,7 +72,7 @@ func TestASR(t *testing.T) {
 	s := testenv.NewStack(t, run, map[string]string{"TRANSLATE_BATCH_SIZE": "3"})
 	s.Start()
 	t.Run("speech becomes segments, asr.json and translate batches", func(t *testing.T) { speechToSegments(t, s) })
-	t.Run("silence finishes the task with no_speech", func(t *testing.T) { silenceIsNoSpeech(t, s) })
+	t.Run("silence fails the task: no speech found", func(t *testing.T) { silenceIsNoSpeech(t, s) })
 }
 
 func speechToSegments(t *testing.T, s *testenv.Stack) {
@@ -155,6 +155,9 @@ func speechToSegments(t *testing.T, s *testenv.Stack) {
 	}
 }
 
+// silenceIsNoSpeech: audio without speech fails its task with "asr: no
+// speech found in the audio" (event.task.failed), without translate
+// messages or dead letters; asr.json records no segments.
 func silenceIsNoSpeech(t *testing.T, s *testenv.Stack) {
 	wav := filepath.Join(t.TempDir(), "silence.wav")
 	f, err := os.Create(wav)
@@ -178,17 +181,22 @@ func silenceIsNoSpeech(t *testing.T, s *testenv.Stack) {
 	if got := s.WaitStep(env.TaskID, wire.StepASR, "succeeded", "failed"); got != "succeeded" {
 		t.Fatalf("asr %s: %+v", got, s.Task(env.TaskID))
 	}
+	// Nothing to dub: the task fails saying so (not done without a video),
+	// and the asr step itself succeeded — nothing is dead-lettered.
 	task := s.Task(env.TaskID)
-	if task.Status != "done" || task.Result["no_speech"] != true {
-		t.Errorf("task = %+v, want done with no_speech", task)
+	if task.Status != "failed" || task.Error != "asr: no speech found in the audio" {
+		t.Errorf("task = %+v, want failed: asr: no speech found in the audio", task)
 	}
 	ev, err := wire.DecodeEvent(s.Next(s.Events, 10e9))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Event != wire.EventTaskSucceeded || ev.TaskID != env.TaskID || ev.Status != "done" ||
-		string(ev.Data) != `{"no_speech":true}` {
-		t.Errorf("event = %+v data %s", ev, ev.Data)
+	if ev.Event != wire.EventTaskFailed || ev.TaskID != env.TaskID || ev.Status != "failed" ||
+		ev.Error != "asr: no speech found in the audio" || ev.Step != wire.StepASR {
+		t.Errorf("event = %+v", ev)
+	}
+	if n := s.Depth(wire.QueueDLQ); n != 0 {
+		t.Errorf("%d dead letters for silence", n)
 	}
 	if n := s.Depth("task.translate") - translates; n != 0 {
 		t.Errorf("%d translate messages for silence", n)

@@ -450,13 +450,13 @@ func (h *handler) emitTTSParts(ctx context.Context, msg *step.Message, t taskInf
 	return nil
 }
 
-// noSpeech is the result of a task whose audio holds no speech.
-var noSpeech = json.RawMessage(`{"no_speech":true}`)
-
-// finishWithoutSpeech ends a task with no speech: it is done, with nothing to
-// dub, and integrators hear so.
+// finishWithoutSpeech ends a task whose audio holds no speech: it fails
+// with "asr: no speech found in the audio" (task.FailNoSpeech) in the
+// step's own commit — there is nothing to dub, and a task done without a
+// video would promise one. The asr step itself succeeded: nothing is
+// dead-lettered, nothing retried.
 func finishWithoutSpeech(msg *step.Message) error {
-	msg.Apply(task.Succeed(task.RefOf(msg.Envelope), noSpeech, ""))
-	msg.Log.Info().Msg("no speech in the audio; task done")
+	msg.Apply(task.FailNoSpeech(task.RefOf(msg.Envelope)))
+	msg.Log.Info().Msg("no speech in the audio; task failed")
 	return nil
 }

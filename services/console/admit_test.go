@@ -168,6 +168,7 @@ func TestEveryDoorRefusesTheSameBadInputsWithTheSameText(t *testing.T) {
 		{"glossary with an override", map[string]string{"glossary": "try,pro\u202ebar\n"}, good, 400, `glossary: line 1: target term "pro\u202ebar": U+202E (RIGHT-TO-LEFT OVERRIDE)`},
 		{"glossary not UTF-8", map[string]string{"glossary": "a,b\ncaf\xe9,x\n"}, good, 400, `glossary: line 2: not valid UTF-8`},
 		{"speaker with a newline", map[string]string{"speaker": "es\nf3"}, good, 400, `speaker: want a voice name`},
+		{"speaker no voice has", map[string]string{"speaker": "zz9+nonexistent"}, good, 400, `speaker "zz9+nonexistent": no such voice (installed: `},
 		{"random bytes", nil, random, 400, `video: not a media file`},
 		{"video without audio", nil, silent, 400, `video: no audio stream`},
 		{"over MAX_VIDEO_SECONDS", nil, long, 413, `video: 3s long, at most 2s (MAX_VIDEO_SECONDS=2)`},

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -259,7 +260,7 @@ func TestCancelAndRetryFromTheFailedStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var r retried
+	var r retry.Retried
 	f.doJSON(t, "POST", "/api/tasks/"+id.String()+"/retry", nil, http.StatusOK, &r)
 	if r.Status != "running" || len(r.Replayed) != 1 || r.Replayed[0].Step != "asr" || r.Replayed[0].Attempt != 3 {
 		t.Fatalf("retry: %+v", r)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
-	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 )
@@ -64,30 +66,34 @@ func (s *server) flush(ctx context.Context, id uuid.UUID, ids []int64) {
 	}
 }
 
-// retried is what POST /api/tasks/{id}/retry answers.
-type retried = dlq.Retried
+// retryBody is what POST /api/tasks/{id}/retry reads: an optional JSON
+// object; an empty body retries with the task's voice.
+type retryBody struct {
+	// Speaker, when given, is the voice the task is dubbed with from now
+	// on (a voice the tts workers announced, as at submit).
+	Speaker string `json:"speaker"`
+}
 
-// retryTask runs a failed (or cancelled) task again from its failed step
-// (dlq.RetryTask, which dubctl's database mode calls too): the first step
-// of the pipeline that has not succeeded publishes each of its unfinished
-// parts again with a fresh retry budget (earlier attempts stay as
-// history), the task becomes running, and the step's dead letters are
-// marked replayed — in one transaction. A parent whose children were
-// spawned is retried through them. A task that cannot be retried is 409.
+// retryTask is POST /api/tasks/{id}/retry (retryWith).
 func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
-	id, err := taskID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	taskCommand(s, http.StatusOK, s.retryWith)(w, r)
+}
+
+// retryWith runs a failed or cancelled task again from its failed step, or
+// a compensating task's speech synthesis, optionally with another speaker
+// (retry.Task, which dubctl retry calls too), then publishes what it
+// staged and answers what it replayed.
+func (s *server) retryWith(ctx context.Context, id uuid.UUID, body retryBody) (any, error) {
+	res, err := retry.Task(ctx, s.pool, id, retry.Options{Speaker: strings.TrimSpace(body.Speaker), By: "console"})
+	var refusal *admit.Error
+	switch {
+	case errors.As(err, &refusal):
+		return nil, badRequest(refusal.Error())
+	case errors.Is(err, retry.ErrRefused):
+		return nil, conflict(err.Error())
+	case err != nil:
+		return nil, err
 	}
-	out, err := dlq.RetryTask(r.Context(), s.pool, id, "console retry")
-	if errors.Is(err, dlq.ErrNotRetriable) {
-		err = conflict(err.Error())
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.flush(r.Context(), id, out.Outbox)
-	writeJSON(w, http.StatusOK, out)
+	s.flush(ctx, id, res.Outbox)
+	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -104,7 +105,7 @@ func TestCancelAndRetryOfAParentApplyToTheChildren(t *testing.T) {
 		t.Fatalf("parent after cancel: %s %q", st, errText)
 	}
 
-	var r retried
+	var r retry.Retried
 	f.doJSON(t, "POST", "/api/tasks/"+parent.String()+"/retry", nil, http.StatusOK, &r)
 	if r.Status != "running" || len(r.Replayed) != 1 || r.Replayed[0].TaskID == nil || *r.Replayed[0].TaskID != ca ||
 		r.Replayed[0].Step != "translate" || r.Replayed[0].Attempt != 3 {

@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -86,7 +87,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "bad_request"
 	case anyIs(err, task.ErrNotFound, view.ErrNotFound, dlq.ErrNotFound, dub.ErrNotFound, worker.ErrUnknownStep):
 		return http.StatusNotFound, "not_found"
-	case anyIs(err, task.ErrRefused, dlq.ErrReplayed, dlq.ErrTaskDone, dlq.ErrNotReplayable, dlq.ErrNotRetriable,
+	case anyIs(err, task.ErrRefused, dlq.ErrReplayed, dlq.ErrTaskDone, dlq.ErrNotReplayable, retry.ErrRefused,
 		dub.ErrParent):
 		return http.StatusConflict, "conflict"
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
+	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -40,16 +43,10 @@ func (d *dbBackend) Cancel(ctx context.Context, id uuid.UUID, reason string) (vi
 	return view.LoadSummary(ctx, pool, id)
 }
 
-// errSpeakerUnsupported refuses retry --speaker in database mode until
-// the shared retry takes a voice (see README).
-var errSpeakerUnsupported = errors.New("--speaker: retrying with another voice is not available in database mode yet; use the console (CONSOLE_URL)")
-
-// Retry runs a failed or cancelled task again from its failed step
-// (dlq.RetryTask, what POST /api/tasks/{id}/retry runs).
+// Retry runs a failed or cancelled task again from its failed step, or a
+// compensating task's speech synthesis, optionally with another speaker
+// (retry.Task, what POST /api/tasks/{id}/retry runs).
 func (d *dbBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error) {
-	if speaker != "" {
-		return retried{}, usageError(errSpeakerUnsupported)
-	}
 	pool, err := d.db(ctx)
 	if err != nil {
 		return retried{}, err
@@ -57,7 +54,11 @@ func (d *dbBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (re
 	if _, err := d.publisher(ctx); err != nil {
 		return retried{}, err
 	}
-	out, err := dlq.RetryTask(ctx, pool, id, "dubctl retry")
+	out, err := retry.Task(ctx, pool, id, retry.Options{Speaker: strings.TrimSpace(speaker), By: "dubctl"})
+	var refusal *admit.Error
+	if errors.As(err, &refusal) {
+		err = usageError(refusal)
+	}
 	d.record(ctx, actionOf("retry", id.String(), http.StatusOK), err)
 	if err != nil {
 		return retried{}, err

@@ -8,6 +8,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -25,8 +26,8 @@ type taskTimeline struct {
 }
 
 // retried is POST /api/tasks/{id}/retry: what a retry republished (the
-// shared retry's answer, dlq.RetryTask).
-type retried = dlq.Retried
+// shared retry's answer, retry.Task).
+type retried = retry.Retried
 
 // requeued is POST /api/compensations/requeue: the tasks re-driven.
 type requeued struct {

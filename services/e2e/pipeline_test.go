@@ -107,7 +107,8 @@ func testBadInputs(t *testing.T, ctx context.Context, s *stack, dir string) {
 		{"text renamed mp4", text, true, "failed", "not a media file"},
 		{"no audio track", paths["noaudio"], true, "failed", "no audio stream"},
 		{"truncated", paths["truncated"], true, "failed", "truncated"},
-		{"silent", paths["silent"], false, "done", ""},
+		// No speech, nothing to dub: a failure that says so (issue 47).
+		{"silent", paths["silent"], false, "failed", "asr: no speech found in the audio"},
 	}
 	ids := make([]uuid.UUID, len(cases))
 	for i, c := range cases {

@@ -67,18 +67,18 @@ func TestExtractAudio(t *testing.T) {
 }
 
 // impossibleLanguagesRefused: an outside publisher's message naming a
-// target no engine can do, or carrying a glossary the doors would refuse
-// (a bidirectional override, an escape, a source term twice), is
-// dead-lettered on its first attempt with the admission's text (pkg/admit),
-// before any audio is extracted or any asr runs; a possible one still
-// passes.
+// target no engine can do, a speaker no tts engine has, or a glossary the
+// doors would refuse (a bidirectional override, an escape, a source term
+// twice), is dead-lettered on its first attempt with the admission's text
+// (pkg/admit), before any audio is extracted or any asr runs; a possible
+// one still passes.
 func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
 	caps := admit.Capabilities{}
 	for _, c := range []admit.Capability{
 		{Step: wire.StepASR, Worker: "asr-1", Engine: "pocketsphinx", Languages: []string{"en"}},
 		{Step: wire.StepTranslate, Worker: "translate-1", Engine: "apertium", Languages: []string{"en|es", "es|en"}},
-		{Step: wire.StepTTS, Worker: "tts-1", Engine: "espeak", Languages: []string{"en", "es"}},
+		{Step: wire.StepTTS, Worker: "tts-1", Engine: "espeak", Languages: []string{"en", "es"}, Voices: []string{"en", "es", "+m3"}},
 	} {
 		if err := admit.Announce(ctx, s.DB.Pool, c); err != nil {
 			t.Fatal(err)
@@ -87,14 +87,15 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 	}
 	video := sample(t, "Hello there.", media.SampleSpeech)
 	for _, c := range []struct {
-		name, source, target string
-		glossary             []wire.Term
+		name, source, target, speaker string
+		glossary                      []wire.Term
 	}{
-		{"target xx", "en", "xx", nil}, {"target tlh", "en", "tlh", nil}, {"source zz", "zz", "es", nil},
-		{"source = target", "es", "es", nil},
-		{"glossary with a right-to-left override", "en", "es", []wire.Term{{Source: "try", Target: "pro\u202ebar"}}},
-		{"glossary with an escape", "en", "es", []wire.Term{{Source: "a\x1b[31mred"}}},
-		{"glossary with a term twice", "en", "es", []wire.Term{{Source: "Try", Target: "a"}, {Source: "x"}, {Source: "try", Target: "b"}}},
+		{"target xx", "en", "xx", "", nil}, {"target tlh", "en", "tlh", "", nil}, {"source zz", "zz", "es", "", nil},
+		{"source = target", "es", "es", "", nil},
+		{"speaker zz9+nonexistent", "en", "es", "zz9+nonexistent", nil},
+		{"glossary with a right-to-left override", "en", "es", "", []wire.Term{{Source: "try", Target: "pro\u202ebar"}}},
+		{"glossary with an escape", "en", "es", "", []wire.Term{{Source: "a\x1b[31mred"}}},
+		{"glossary with a term twice", "en", "es", "", []wire.Term{{Source: "Try", Target: "a"}, {Source: "x"}, {Source: "try", Target: "b"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := admit.Glossary(c.glossary)
@@ -102,14 +103,18 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 				want = admit.Languages(c.source, []string{c.target}, caps)
 			}
 			if want == nil {
-				t.Fatalf("pkg/admit admits %s→%s with %v", c.source, c.target, c.glossary)
+				want = admit.Speaker(c.speaker, caps)
+			}
+			if want == nil {
+				t.Fatalf("pkg/admit admits %s→%s speaker %q with %v", c.source, c.target, c.speaker, c.glossary)
 			}
 			id := uuid.New()
 			keys := wire.DefaultKeys(id)
 			upload(s, keys.SourceVideo, video)
 			asrBefore := s.Depth("task.asr")
 			env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{SourceVideoKey: keys.SourceVideo,
-				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target, Glossary: c.glossary})
+				OutputAudioKey: keys.SourceAudio, SourceLanguage: c.source, TargetLanguage: c.target, SpeakerID: c.speaker,
+				Glossary: c.glossary})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -127,11 +127,12 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 }
 
 // admit refuses, as a permanent error, a task whose languages the
-// engines cannot handle — pkg/admit's check, the one every door runs, by
-// what the asr, translate and tts workers announced — or whose glossary
-// breaks the glossary's rules (admit.Glossary: the text rule, each source
-// term once), before anything is downloaded or transcribed. An outside
-// publisher's message reaches no other door.
+// engines cannot handle, or whose speaker no tts engine has as a voice —
+// pkg/admit's check, the one every door runs, by what the asr, translate
+// and tts workers announced — or whose glossary breaks the glossary's
+// rules (admit.Glossary: the text rule, each source term once), before
+// anything is downloaded or transcribed. An outside publisher's message
+// reaches no other door.
 func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error {
 	if err := admit.Glossary(p.Glossary); err != nil {
 		return fault.Permanent(err)
@@ -145,6 +146,9 @@ func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error 
 		targets = []string{t.targetLanguage}
 	}
 	if err := admit.Languages(t.sourceLanguage, targets, caps); err != nil {
+		return fault.Permanent(err)
+	}
+	if err := admit.Speaker(t.speakerID, caps); err != nil {
 		return fault.Permanent(err)
 	}
 	return nil

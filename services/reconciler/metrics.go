@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		actions: ops.Counters(reg, "dubflow_reconciler_actions_total",
 			"What the reconciler did, by action (lease_redriven, task_redriven, skipped_waiting, suspected_lost, "+
-				"outbox_published, attempt_closed, task_failed, unrecoverable) and step; skipped_waiting counts parts.",
+				"outbox_published, attempt_closed, task_failed, task_cancelled, unrecoverable) and step; skipped_waiting counts parts.",
 			"action", "step"),
 		redrives: ops.Counters(reg, "dubflow_reconciler_redrives_total",
 			"Messages the reconciler re-published because they were lost, by step and cause (lost: never claimed; lease_expired: its worker died).",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,7 @@ const (
 	actionSuspect       = "suspected_lost"
 	actionClosed        = "attempt_closed"
 	actionFailed        = "task_failed"
+	actionCancelled     = "task_cancelled"
 	actionUnrecoverable = "unrecoverable"
 )
 
@@ -97,7 +99,7 @@ func (r *reconciler) at() *time.Time {
 func (r *reconciler) runOnce(ctx context.Context) ([]Action, error) {
 	var all []Action
 	var errs []error
-	for _, check := range []func(context.Context) ([]Action, error){r.endedTaskLeases, r.heldParts, r.outbox, r.lostMessages, r.overdueTasks} {
+	for _, check := range []func(context.Context) ([]Action, error){r.endedTaskLeases, r.strandedChildren, r.heldParts, r.outbox, r.lostMessages, r.overdueTasks} {
 		acts, err := check(ctx)
 		all = append(all, acts...)
 		if err != nil {
@@ -119,6 +121,28 @@ func (r *reconciler) endedTaskLeases(ctx context.Context) ([]Action, error) {
 			Detail: "lease expired; task is " + c.TaskStatus + ", nothing re-driven"}
 	}
 	return acts, err
+}
+
+// strandedChildren cancels the children that have not ended of parents an
+// operator cancelled, which the parent's cancel skipped because a step of
+// theirs held their row at that moment (task.CancelStranded): their steps
+// are refused since, so nothing else would end them.
+func (r *reconciler) strandedChildren(ctx context.Context) ([]Action, error) {
+	var acts []Action
+	var ids []int64
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		acts, ids = nil, nil
+		stranded, err := task.CancelStranded(ctx, tx, r.set.Batch)
+		for _, c := range stranded {
+			acts = append(acts, Action{Kind: actionCancelled, TaskID: c.ID, Detail: "its parent " + c.Parent.String() + " was cancelled"})
+			ids = append(ids, c.EventID)
+		}
+		return err
+	})
+	if err != nil || len(ids) == 0 {
+		return acts, err
+	}
+	return acts, flush(ctx, r.pool, r.pub, ids)
 }
 
 // heldParts lets in the held parts of live tasks whose windows have room

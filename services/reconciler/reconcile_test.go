@@ -17,7 +17,9 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
+	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -762,5 +764,100 @@ func TestHeldPartsNothingReleasedAreLetIn(t *testing.T) {
 	}
 	if acts := passes(t, rec, 1); count(acts, actionReleased) != 0 {
 		t.Errorf("released again: %+v", acts)
+	}
+}
+
+// TestStrandedChildrenAreCancelled: a child that an operator's cancel of
+// its parent skipped (its row was held) is cancelled by the next pass with
+// the parent's reason; a child of a parent its children ended cancelled,
+// and an ended child, are left alone.
+func TestStrandedChildrenAreCancelled(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	cancelled, concluded := uuid.New(), uuid.New()
+	stranded, retried, ended := uuid.New(), uuid.New(), uuid.New()
+	for _, row := range []struct {
+		id             uuid.UUID
+		status, errTxt string
+		parent         *uuid.UUID
+	}{
+		{cancelled, "cancelled", "cancelled: by an operator in the console", nil},
+		{concluded, "cancelled", "languages: es: cancelled: x", nil},
+		{stranded, "running", "", &cancelled},
+		{ended, "done", "", &cancelled},
+		{retried, "running", "", &concluded},
+	} {
+		if _, err := f.pool.Exec(ctx, `INSERT INTO tasks (id, status, error, parent_task_id, target_language) VALUES ($1, $2, $3, $4, $5)`,
+			row.id, row.status, row.errTxt, row.parent, "l"+row.id.String()[:2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acts := passes(t, f.reconciler(), 1)
+	var got []uuid.UUID
+	for _, a := range acts {
+		if a.Kind == actionCancelled {
+			got = append(got, a.TaskID)
+		}
+	}
+	if len(got) != 1 || got[0] != stranded {
+		t.Fatalf("cancelled %v, want only the stranded child %s", got, stranded)
+	}
+	for id, want := range map[uuid.UUID]string{stranded: "cancelled: by an operator in the console", retried: "", ended: ""} {
+		var status, errTxt string
+		if err := f.pool.QueryRow(ctx, `SELECT status, error FROM tasks WHERE id = $1`, id).Scan(&status, &errTxt); err != nil {
+			t.Fatal(err)
+		}
+		if errTxt != want {
+			t.Errorf("task %s is %s (%q), want error %q", id, status, errTxt, want)
+		}
+	}
+}
+
+// TestEveryBoundEndsItsTask runs the state machine's bounds (task.Ways):
+// a task left in each status that has not ended, with nothing moving it,
+// is not ended before its bound (with the service's defaults) and is
+// ended, where the table says, by the first pass after it.
+func TestEveryBoundEndsItsTask(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	var cfg Config
+	if err := config.Load(map[string]string{}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	set := cfg.Settings()
+	bounds := map[string]time.Duration{"RECONCILE_TASK_MAX_IDLE_SECONDS": set.TaskMaxIdle,
+		"RECONCILE_COMPENSATING_MAX_SECONDS": set.CompensatingMax}
+	for _, w := range task.Ways {
+		if task.Ended(w.Status) {
+			continue
+		}
+		setting, _, _ := strings.Cut(w.Bound, " ")
+		bound, ok := bounds[setting]
+		if !ok {
+			t.Errorf("%s: bound %q is none of the reconciler's settings %v", w.Status, w.Bound, bounds)
+			continue
+		}
+		id := f.task(t, 0)
+		f.exec(t, `UPDATE tasks SET status = $2 WHERE id = $1`, id, w.Status)
+		for _, c := range []struct {
+			after time.Duration
+			want  string
+		}{{bound - time.Minute, w.Status}, {bound + time.Minute, w.BoundTo}} {
+			rec := f.reconciler()
+			rec.set.TaskMaxIdle, rec.set.CompensatingMax = set.TaskMaxIdle, set.CompensatingMax
+			at(t, f, rec, c.after)
+			if _, err := rec.overdueTasks(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var status string
+			if err := f.pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			if status != c.want {
+				t.Errorf("%s, %s later: %s, want %s (%s)", w.Status, c.after, status, c.want, w.Bound)
+			}
+		}
 	}
 }

@@ -42,6 +42,12 @@ type Config struct {
 	// speak to fit a line (espeak-ng's words per minute, a remote engine's
 	// speed): 1.3 by default, like mux_video's MUX_MAX_SPEEDUP.
 	MaxRate float64 `env:"TTS_MAX_RATE" envDefault:"1.3"`
+	// MaxRequeues bounds the re-drives of a task's speech synthesis
+	// (tts_requeue, the console's requeue) since an operator last retried
+	// it: a run after that many that still leaves segments without audio
+	// fails the task with the reason, instead of setting it compensating
+	// again.
+	MaxRequeues int `env:"TTS_MAX_REQUEUES" envDefault:"3"`
 
 	// A voice per speaker: up to MaxSpeakers speakers are told apart (1:
 	// one voice for all), each given a voice of its register from
@@ -71,7 +77,8 @@ func (c *Config) Validate() error {
 		config.Between("TTS_MAX_SPEAKERS", c.MaxSpeakers, 1, 8),
 		config.Between("TTS_MAX_RETRIES", c.SegmentMaxRetries, 0, 20),
 		config.BetweenFloat("TTS_RETRY_DELAY_SECONDS", c.RetryDelaySeconds, 0, 300),
-		config.BetweenFloat("TTS_MAX_RATE", c.MaxRate, 1, 2)}
+		config.BetweenFloat("TTS_MAX_RATE", c.MaxRate, 1, 2),
+		config.Between("TTS_MAX_REQUEUES", c.MaxRequeues, 0, 100)}
 	return errors.Join(errs...)
 }
 
@@ -84,7 +91,7 @@ func (c *Config) Speech() speech.Config {
 // Settings are the configured batch, concurrency and retry settings.
 func (c *Config) Settings() settings {
 	s := settings{batchSize: c.BatchSize, concurrency: c.MaxConcurrency, maxRetries: c.SegmentMaxRetries,
-		retryDelay: config.Seconds(c.RetryDelaySeconds), maxRate: c.MaxRate}
+		retryDelay: config.Seconds(c.RetryDelaySeconds), maxRate: c.MaxRate, maxRequeues: c.MaxRequeues}
 	if s.concurrency <= 0 { // TTS_MAX_CONCURRENCY unset: the cores the worker sees
 		s.concurrency = cores.Usable()
 	}
@@ -107,8 +114,10 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 			return nil, err
 		}
 	}
-	d.Announce(wire.StepTTS, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) })
+	d.Announce(wire.StepTTS, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) },
+		func(ctx context.Context) ([]string, error) { return speech.Voices(ctx, engine) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.BatchSize).Int("max_concurrency", c.MaxConcurrency).
 		Int("segment_max_retries", c.SegmentMaxRetries).Float64("retry_delay_seconds", c.RetryDelaySeconds).Msg("tts starting")
-	return &handler{db: d.Pool, objects: d.Blob, tts: engine, defaults: c.Settings(), voicing: c.Voicing()}, nil
+	return &handler{db: d.Pool, objects: d.Blob, tts: engine, defaults: c.Settings(), voicing: c.Voicing(),
+		voices: &voiceList{engine: engine}}, nil
 })

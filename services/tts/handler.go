@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
@@ -39,6 +40,9 @@ type settings struct {
 	retryDelay                         time.Duration
 	// maxRate bounds the engine's own speed-up (TTS_MAX_RATE).
 	maxRate float64
+	// maxRequeues bounds the re-drives of a task's synthesis
+	// (TTS_MAX_REQUEUES).
+	maxRequeues int
 }
 
 // override applies a message's settings over the configured ones.
@@ -65,6 +69,9 @@ type handler struct {
 	tts      synthesizer
 	defaults settings
 	voicing  voicing
+	// voices judges a task's speaker by the engine's voices (nil: not
+	// judged).
+	voices *voiceList
 }
 
 // task is what tts reads from a task's row.
@@ -96,6 +103,26 @@ type failure struct {
 	err error
 }
 
+// segmentError is a segment's synthesis failed for good after tries tries.
+type segmentError struct {
+	idx, tries int
+	err        error
+}
+
+func (e *segmentError) Error() string {
+	return fmt.Sprintf("segment %d failed after %s: %v", e.idx, plural(e.tries, "try", "tries"), e.err)
+}
+
+func (e *segmentError) Unwrap() error { return e.err }
+
+// plural writes n with its noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // Handle synthesizes every segment without audio — of the part, for a
 // message with segment ids (one per translate batch, see wire.TTS) — then
 // emits mux_video (a part: stages the fan-in), or parks the step with
@@ -114,6 +141,12 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if p.SpeakerID != "" {
 		t.speaker = p.SpeakerID
 	}
+	if err := h.voices.check(ctx, t.speaker); err != nil {
+		// An outside publisher's (or an older door's) speaker that no voice
+		// answers to: no retry, no requeue can help; an operator retries the
+		// task with another speaker.
+		return fault.Permanent(err)
+	}
 	t.version = p.Version
 	only, err := wire.SegmentIndexes(p.SegmentIDs)
 	if err != nil {
@@ -131,7 +164,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		msg.ReleaseWindow()
 	}
 	if len(failed) > 0 {
-		return compensate(msg, t, failed, set)
+		return h.compensate(ctx, msg, t, failed, set)
 	}
 	if only != nil {
 		return h.finishPart(ctx, msg, t, only, done)
@@ -309,7 +342,7 @@ func (h *handler) synthesize(ctx context.Context, req speech.SynthesisRequest, i
 		}
 		if try > set.maxRetries || fault.IsPermanent(err) {
 			msg.Log.Warn().Err(err).Int("segment", idx).Int("tries", try).Msg("segment synthesis failed")
-			return nil, fmt.Errorf("synthesize segment %d (%d tries): %w", idx, try, err), nil
+			return nil, &segmentError{idx: idx, tries: try, err: err}, nil
 		}
 		delay := set.retryDelay
 		if hint, ok := fault.RetryAfterHint(err); ok && hint > delay {
@@ -347,9 +380,20 @@ func (h *handler) store(ctx context.Context, t task, s segment, req speech.Synth
 
 // compensate stages, for each failed segment, its failure record and its
 // compensation message, sets the task compensating and parks the step:
-// the task waits for tts_requeue instead of muxing a hole.
-func compensate(msg *step.Message, t task, failed []failure, set settings) error {
+// the task waits for tts_requeue instead of muxing a hole. A task whose
+// synthesis was re-driven set.maxRequeues times since an operator last
+// retried it fails instead, with the reason.
+func (h *handler) compensate(ctx context.Context, msg *step.Message, t task, failed []failure, set settings) error {
 	slices.SortFunc(failed, func(a, b failure) int { return a.idx - b.idx })
+	requeues, err := compensation.Requeues(ctx, h.db, t.id)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("speech synthesis failed for %s; first: %v", plural(len(failed), "segment", "segments"), failed[0].err)
+	if requeues >= set.maxRequeues {
+		return fault.Permanent(fmt.Errorf("%s, and still after %s (TTS_MAX_REQUEUES %d); retry the task with another speaker or cancel it",
+			what, plural(requeues, "requeue", "requeues"), set.maxRequeues))
+	}
 	now := time.Now()
 	for _, f := range failed {
 		msg.Exec(`UPDATE segments SET tts_error = $3, tts_failures = tts_failures + 1, tts_failed_at = now()
@@ -360,7 +404,7 @@ func compensate(msg *step.Message, t task, failed []failure, set settings) error
 		}
 		msg.Publish(wire.Exchange, wire.RoutingKeyTTSCompensation, body)
 	}
-	reason := fmt.Sprintf("tts: %d segments failed after %d retries; first: %v", len(failed), set.maxRetries, failed[0].err)
+	reason := fmt.Sprintf("tts: %s (requeues left: %d)", what, set.maxRequeues-requeues)
 	msg.Apply(lifecycle.Compensate(lifecycle.RefOf(msg.Envelope), reason))
 	return fault.Park(errors.New(reason))
 }

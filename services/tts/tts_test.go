@@ -7,9 +7,13 @@ import (
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/compensation"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -91,6 +95,7 @@ func TestTTS(t *testing.T) {
 	t.Run("a part synthesizes its segments; the last part emits mux_video once", func(t *testing.T) { parts(t, s) })
 	t.Run("a message without segment ids covers the parts", func(t *testing.T) { covers(t, s) })
 	t.Run("seed 001's task.tts from an outside publisher covers the batches' parts", func(t *testing.T) { seedShaped(t, s) })
+	t.Run("a speaker that is no voice fails the task at once", func(t *testing.T) { unknownSpeaker(t, s) })
 	stop()
 
 	var calls atomic.Int32
@@ -101,9 +106,60 @@ func TestTTS(t *testing.T) {
 	defer srv.Close()
 	s.Env["TTS_ENGINE"], s.Env["TTS_BASE_URL"] = "tts_service", srv.URL
 	s.Env["TTS_MAX_RETRIES"], s.Env["TTS_RETRY_DELAY_SECONDS"] = "5", "0.05"
+	s.Env["TTS_MAX_REQUEUES"] = "1"
 	s.Env["OPS_ADDR"] = testenv.FreeAddr(t)
 	s.Start()
-	t.Run("a failing engine compensates and parks", func(t *testing.T) { compensates(t, s, &calls) })
+	var compensating uuid.UUID
+	t.Run("a failing engine compensates and parks", func(t *testing.T) { compensating = compensates(t, s, &calls) })
+	t.Run("after TTS_MAX_REQUEUES requeues the task fails", func(t *testing.T) { requeuesBounded(t, s, compensating) })
+}
+
+// unknownSpeaker: a tts message whose speaker is none of the engine's
+// voices (an outside publisher's: the doors refuse it) fails the step and
+// the task for good, saying so, without a compensation.
+func unknownSpeaker(t *testing.T, s *testenv.Stack) {
+	id := newTask(s, []row{{startMS: 0, endMS: 1500, mt: ptr("Hola.")}})
+	publishTTS(s, id, wire.TTS{SpeakerID: "zz9+nonexistent"})
+	if got := s.WaitStep(id, wire.StepTTS, "succeeded", "failed", "parked"); got != "failed" {
+		t.Fatalf("tts %s, want failed: %+v", got, s.Task(id))
+	}
+	s.Refused(t, id, `speaker "zz9+nonexistent": no such voice (installed: `)
+	if n := s.Depth("task.tts_compensation"); n != 0 {
+		t.Errorf("%d compensations for a speaker that is no voice", n)
+	}
+}
+
+// publisher publishes on the stack's channel, for compensation.Requeue.
+type publisher struct{ s *testenv.Stack }
+
+func (p publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	return p.s.Ch.PublishWithContext(ctx, exchange, key, false, false, msg)
+}
+
+// requeuesBounded: the compensating task is re-driven once (tts_requeue's
+// pass); its synthesis fails again, and with TTS_MAX_REQUEUES 1 the task
+// fails, its error saying how often it was requeued, instead of
+// compensating again.
+func requeuesBounded(t *testing.T, s *testenv.Stack, id uuid.UUID) {
+	ctx := context.Background()
+	if id == uuid.Nil {
+		t.Skip("no compensating task")
+	}
+	tasks, err := compensation.Requeue(ctx, s.DB.Pool, publisher{s}, compensation.Options{Limit: 10})
+	if err != nil || len(tasks) != 1 || tasks[0].TaskID != id {
+		t.Fatalf("requeue: %+v, %v", tasks, err)
+	}
+	s.WaitFor("the task to end", func() bool { return s.Task(id).Status == "failed" })
+	_, dl := s.Refused(t, id, "speech synthesis failed for 2 segments; first: segment 0 failed after 3 tries")
+	if task := s.Task(id); !strings.Contains(task.Error, "and still after 1 requeue (TTS_MAX_REQUEUES 1)") {
+		t.Errorf("task error %q, want the requeues counted", task.Error)
+	}
+	if dl.RetryCount != 0 {
+		t.Errorf("dead letter retry_count %d, want 0: the step was not retried", dl.RetryCount)
+	}
+	if n := s.Depth("task.tts_compensation"); n != 0 {
+		t.Errorf("%d compensations after the last requeue", n)
+	}
 }
 
 func synthesizes(t *testing.T, s *testenv.Stack) {
@@ -159,7 +215,7 @@ func synthesizes(t *testing.T, s *testenv.Stack) {
 	}
 }
 
-func compensates(t *testing.T, s *testenv.Stack, calls *atomic.Int32) {
+func compensates(t *testing.T, s *testenv.Stack, calls *atomic.Int32) uuid.UUID {
 	ctx := context.Background()
 	id := newTask(s, []row{
 		{startMS: 0, endMS: 1500, mt: ptr("Hola.")},
@@ -193,8 +249,11 @@ func compensates(t *testing.T, s *testenv.Stack, calls *atomic.Int32) {
 		FROM segments WHERE task_id = $1`, id).Scan(&failures, &missing); err != nil || failures != 1 || missing != 0 {
 		t.Errorf("segments: min tts_failures %d, %d without a failure record (err %v)", failures, missing, err)
 	}
-	if task := s.Task(id); task.Status != "compensating" || task.Error == "" {
-		t.Errorf("task = %+v, want compensating", task)
+	// Its error counts the tries truly: the payload's 2 retries are 3 tries.
+	want := "tts: speech synthesis failed for 2 segments; first: segment 0 failed after 3 tries: "
+	if task := s.Task(id); task.Status != "compensating" || !strings.HasPrefix(task.Error, want) ||
+		!strings.HasSuffix(task.Error, "(requeues left: 1)") {
+		t.Errorf("task = %+v, want compensating: %s… (requeues left: 1)", task, want)
 	}
 	if n := s.Depth("task.mux_video"); n != 0 {
 		t.Errorf("%d mux_video messages for a task with holes", n)
@@ -202,6 +261,7 @@ func compensates(t *testing.T, s *testenv.Stack, calls *atomic.Int32) {
 	if n := s.Depth("task.dlq"); n != 0 {
 		t.Errorf("%d dead letters: a parked step is not dead-lettered", n)
 	}
+	return id
 }
 
 // partTask is newTask with asr succeeded and the task's tts parts

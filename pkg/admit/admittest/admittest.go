@@ -19,7 +19,7 @@ type DB interface {
 }
 
 // AnnounceInstalled announces the installed pocketsphinx (asr), apertium
-// (translate) and espeak-ng (tts) in db and returns the capabilities a door
+// (translate) and espeak-ng (tts, with its voices) in db and returns the capabilities a door
 // loads from it then.
 func AnnounceInstalled(t testing.TB, db DB) admit.Capabilities {
 	t.Helper()
@@ -33,8 +33,13 @@ func AnnounceInstalled(t testing.TB, db DB) admit.Capabilities {
 		if err != nil {
 			t.Fatalf("%s capabilities: %v", e.engine, err)
 		}
-		if err := admit.Announce(ctx, db, admit.Capability{Step: e.step, Worker: e.step + "-test", Engine: e.engine,
-			Languages: langs}); err != nil {
+		c := admit.Capability{Step: e.step, Worker: e.step + "-test", Engine: e.engine, Languages: langs}
+		if e.step == wire.StepTTS {
+			if c.Voices, err = speech.Voices(ctx, e.of); err != nil {
+				t.Fatalf("%s voices: %v", e.engine, err)
+			}
+		}
+		if err := admit.Announce(ctx, db, c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,10 @@ const (
 	Waiting  = "waiting"  // the predecessor step has not succeeded yet
 	Held     = "held"     // another live worker holds this attempt
 	Finished = "finished" // this attempt already failed or was parked
+	// Ended: the task's work has stopped (it was cancelled or failed, or
+	// an operator cancelled its parent: task_stopped in the migrations);
+	// no attempt of it is claimed any more.
+	Ended = "ended"
 )
 
 // Statuses of an attempt's row.
@@ -41,8 +45,9 @@ const (
 	Retried Outcome = "retried"
 	// DeadLettered: the attempt failed for good; its message goes to the DLQ.
 	DeadLettered Outcome = "dead_lettered"
-	// Refused: the task's status refused the step's outcome (it was
-	// cancelled or failed while the step ran).
+	// Refused: the task's status refused the step's outcome, or its work
+	// stopped while the step ran (it was cancelled or failed): nothing the
+	// step staged is committed, its message is acked.
 	Refused Outcome = "refused"
 	// Waited: no engine could serve the step (its pool was spent, rate
 	// limited or down); the attempt ends failed with the wait's reason and
@@ -72,6 +77,21 @@ var ErrLeaseLost = errors.New("step lease lost")
 // crashes). Nobody else holds the attempt: the message must be retried, never
 // acked.
 var ErrClaimLost = errors.New("step claim lost")
+
+// ErrTaskStopped matches the *StoppedError Extend returns when the
+// attempt's task stopped while the step ran (task_stopped: it was
+// cancelled or failed, or an operator cancelled its parent): the lease was
+// extended, but the step should stop.
+var ErrTaskStopped = errors.New("task stopped")
+
+// StoppedError is ErrTaskStopped with the status that stopped the task's
+// work (cancelled, failed).
+type StoppedError struct{ Status string }
+
+func (e *StoppedError) Error() string { return "task stopped: " + e.Status }
+
+// Is makes errors.Is(err, ErrTaskStopped) true.
+func (e *StoppedError) Is(target error) bool { return target == ErrTaskStopped }
 
 // ErrDuplicate is returned when a part that already succeeded would
 // succeed a second time; the second run's effects are rolled back.

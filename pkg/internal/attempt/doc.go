@@ -5,7 +5,8 @@
 //
 //	transition    moves                                 who
 //	Claim         (no row) or an expired lease →        the step runtime, per delivery
-//	              running, held by the worker
+//	              running, held by the worker; nothing
+//	              when the task's work stopped (Ended)
 //	Extend        running → running, lease pushed       the runtime's heartbeat
 //	Release       running → running, lease ended now    the runtime, handing a message back
 //	HandBack      a hand-back of an attempt's message   the runtime, handing a message back
@@ -17,7 +18,8 @@
 //	DeadLetter    running → failed; the DLQ carries     the runtime (Finish of DeadLettered)
 //	              the message
 //	Refuse        running → failed; the task refused    the runtime (Finish of Refused)
-//	              the step's outcome
+//	              the step's outcome, or stopped (was
+//	              cancelled or failed) while it ran
 //	AddPart       (no part) → a part of a step, with    the runtime's Emit, pkg/dub's redub
 //	              the message emitted for it
 //	AddNewPart    AddPart, and the message to the       the runtime's EmitFor

@@ -251,3 +251,18 @@ func LeaseHolders(ctx context.Context, q store.Querier, now *time.Time) ([]uuid.
 	}
 	return ids, nil
 }
+
+// CountReplays counts the replays of the task's step whose reason starts
+// with prefix, since its last replay whose reason starts with resetPrefix
+// (all of them when there is none).
+func CountReplays(ctx context.Context, q store.Querier, task uuid.UUID, step, prefix, resetPrefix string) (int, error) {
+	var n int
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM step_replays r
+		WHERE r.task_id = $1 AND r.step = $2 AND starts_with(r.reason, $3)
+		  AND r.created_at > coalesce((SELECT max(o.created_at) FROM step_replays o
+		                                WHERE o.task_id = $1 AND o.step = $2 AND starts_with(o.reason, $4)), '-infinity')`,
+		task, step, prefix, resetPrefix).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count replays of %s/%s: %w", task, step, err)
+	}
+	return n, nil
+}

@@ -91,12 +91,16 @@ func scanClaim(row pgx.Row, k Key, l *Lease) error {
 
 // Extend pushes the lease of a claimed attempt forward; it returns
 // ErrLeaseLost when another worker holds it or it has ended, ErrClaimLost
-// when its row is gone.
+// when its row is gone, and a *StoppedError (ErrTaskStopped) when
+// the lease was pushed but the attempt's task stopped meanwhile: the
+// heartbeat's way to learn it when the status notification was missed.
 func Extend(ctx context.Context, q store.Querier, stepID int64, worker string, lease time.Duration) error {
 	var extended bool
+	var stopped *string
 	err := q.QueryRow(ctx, `WITH u AS (UPDATE task_steps SET lease_until = now() + $3
 			WHERE id = $1 AND worker = $2 AND status = 'running' RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM u) FROM task_steps WHERE id = $1`, stepID, worker, lease).Scan(&extended)
+		SELECT EXISTS (SELECT 1 FROM u), task_stopped(task_id) FROM task_steps WHERE id = $1`,
+		stepID, worker, lease).Scan(&extended, &stopped)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: step %d has no row", ErrClaimLost, stepID)
@@ -104,6 +108,8 @@ func Extend(ctx context.Context, q store.Querier, stepID int64, worker string, l
 		return fmt.Errorf("extend lease of step %d: %w", stepID, err)
 	case !extended:
 		return ErrLeaseLost
+	case stopped != nil:
+		return &StoppedError{Status: *stopped}
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ func needBrowser(t *testing.T) {
 // running on them as real processes.
 type stack struct {
 	env     map[string]string
+	db      *testenv.Database
 	bucket  *testenv.Bucket
 	console string // the console's base URL
 	token   string // its admin token (DUBFLOW_API_TOKEN)
@@ -82,7 +83,7 @@ func newStackOf(t *testing.T, names []string, consoleEnv map[string]string) *sta
 	if _, err := rand.Read(token); err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{env: env, bucket: b.Bucket, token: hex.EncodeToString(token)}
+	s := &stack{env: env, db: b.DB, bucket: b.Bucket, token: hex.EncodeToString(token)}
 	addr := testenv.FreeAddr(t)
 	s.console = "http://" + addr
 	for _, name := range names {

@@ -467,6 +467,9 @@
       status: h('span', {id: 'task-status'}, badge('…')),
       cancel: h('button', {type: 'button', id: 'cancel', class: 'danger admin-only', disabled: true}, 'Cancel'),
       retry: h('button', {type: 'button', id: 'retry', class: 'admin-only', disabled: true}, 'Retry'),
+      // Another voice for the retry (optional): one the tts workers announced.
+      speaker: h('input', {type: 'text', id: 'retry-speaker', class: 'admin-only', disabled: true, size: 14, maxlength: 64,
+        placeholder: 'another voice', title: 'retry with another voice, such as es+f3 (empty: the task\'s own)'}),
       progress: h('div', {class: 'panel', id: 'progress'}),
       languages: h('div', {class: 'panel', id: 'languages', hidden: true}),
       source: h('div', {class: 'player', id: 'source-player'}, 'no source yet'),
@@ -501,7 +504,7 @@
     fill(main,
       h('div', {class: 'row', style: 'margin-bottom:12px'},
         h('a', {href: '/tasks'}, '← Tasks'), h('h1', {style: 'margin:0'}, 'Task ', copyable(id, 'mono')), el.status,
-        h('span', {class: 'spacer'}), el.retry, el.cancel),
+        h('span', {class: 'spacer'}), el.speaker, el.retry, el.cancel),
       tabBar, tabs.overview, tabs.timeline, tabs.versions);
     fill(tabs.overview,
       el.progress,
@@ -527,7 +530,15 @@
       showTask(el, id, d, rt, listOf(lines, 'segments'), load);
     };
     el.cancel.addEventListener('click', action(() => api(API.cancel(id), {method: 'POST', body: {reason: 'cancelled from the console'}}), () => { flash('Cancelled'); load().catch(report); }));
-    el.retry.addEventListener('click', action(() => api(API.retry(id), {method: 'POST'}), () => { flash('Retrying from the failed step'); load().catch(report); }));
+    el.retry.addEventListener('click', action(() => {
+      const speaker = el.speaker.value.trim();
+      return api(API.retry(id), {method: 'POST', body: speaker ? {speaker} : {}});
+    }, (r) => {
+      const voice = pick(r, 'speaker');
+      el.speaker.value = '';
+      flash(voice ? `Retrying with the voice ${voice}` : 'Retrying');
+      load().catch(report);
+    }));
     await load();
     showTab();
     const reload = debounce(300, () => {
@@ -555,7 +566,8 @@
     const status = pick(t, 'status');
     fill(el.status, badge(status));
     el.cancel.disabled = !ACTIVE.has(status);
-    el.retry.disabled = status !== 'failed' && status !== 'cancelled';
+    el.retry.disabled = status !== 'failed' && status !== 'cancelled' && status !== 'compensating';
+    el.speaker.disabled = el.retry.disabled;
     showProgress(el.progress, rt, status);
     showLanguages(el.languages, pick(d, 'languages'));
     if (listOf(pick(d, 'languages'), 'targetLanguages').length && !el.dub.querySelector('video')) {
