@@ -216,10 +216,11 @@ func TestWaitingQueueProxy(t *testing.T) {
 	defer disp.Close()
 	f := setup(t, func(c *Config) { c.DispatcherURL, c.DispatcherToken = disp.URL, "disp-token" })
 	var out map[string]int
-	f.doJSON(t, "GET", "/api/waiting/agents/a%2F1/status", nil, http.StatusOK, &out)
-	if out["waiting"] != 3 || gotPath != "/queue/agents/a/1/status" || gotAuth != "Bearer disp-token" {
+	agent := uuid.NewString()
+	f.doJSON(t, "GET", "/api/waiting/agents/"+agent+"/status", nil, http.StatusOK, &out)
+	if out["waiting"] != 3 || gotPath != "/queue/agents/"+agent+"/status" || gotAuth != "Bearer disp-token" {
 		t.Fatalf("proxied %v to %q with %q", out, gotPath, gotAuth)
 	}
 	f.srv.cfg.DispatcherURL = ""
-	f.doJSON(t, "GET", "/api/waiting/entries/1", nil, http.StatusServiceUnavailable, nil)
+	f.doJSON(t, "GET", "/api/waiting/entries/"+uuid.NewString(), nil, http.StatusServiceUnavailable, nil)
 }

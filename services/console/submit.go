@@ -70,7 +70,7 @@ func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 	case "application/json":
 		sub, err = s.existingUpload(r)
 	default:
-		err = badRequest("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
+		err = unsupportedMediaType("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
 	}
 	if err != nil {
 		s.fail(w, r, refusal(err))
