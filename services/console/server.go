@@ -64,7 +64,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/session", reader, s.session},
 		{"POST", "/api/logout", reader, s.audited("logout", s.logout)},
 		{"POST", "/api/uploads", admin, s.createUpload},
-		{"POST", "/api/tasks", admin, s.audited("submit", s.createTask)},
+		{"POST", "/api/tasks", admin, s.audited("submit", s.idempotent(s.createTask))},
 		{"GET", "/api/tasks", reader, s.listTasks},
 		{"GET", "/api/events", reader, s.allEvents},
 		{"GET", "/api/system/health", reader, s.health},

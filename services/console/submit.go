@@ -118,7 +118,7 @@ func (s *server) limits() admit.Limits {
 // the video (pkg/admit), stores it at videos/{taskId}/source.mp4 and
 // creates the task.
 func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submission, error) {
-	sub := submission{id: uuid.New()}
+	sub := submission{id: reservedTaskID(r)}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
