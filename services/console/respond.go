@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/rs/zerolog"
 )
 
@@ -97,7 +98,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log zerolog.Logger, err 
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="dubflow"`)
 	}
-	ae.Message = capEchoes(ae.Message)
+	// No scratch path of the console's own (an upload's temporary file) or
+	// Go struct name reaches the client, whichever package wrote the text.
+	ae.Message = capEchoes(wire.ErrorText(ae.Message))
 	writeJSON(w, ae.Status, &ae)
 }
 

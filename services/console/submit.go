@@ -102,7 +102,7 @@ func refusal(err error) error {
 func (s *server) admit(ctx context.Context, req admit.Request) (admit.Task, error) {
 	caps, err := admit.LoadCapabilities(ctx, s.pool)
 	if err != nil {
-		return admit.Task{}, unavailable("engine capabilities: " + err.Error())
+		return admit.Task{}, unavailableBecause("the engines' capabilities cannot be read now; try again", err)
 	}
 	return admit.Check(req, admit.Rules{DefaultSource: s.cfg.DefaultSourceLanguage,
 		DefaultTarget: s.cfg.DefaultTargetLanguage, Capabilities: caps})
@@ -122,7 +122,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return sub, badRequest("multipart form: " + err.Error())
+		return sub, badRequest("multipart form: want Content-Type multipart/form-data with a boundary")
 	}
 	dir, err := os.MkdirTemp("", "dubflow-console-")
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	sub.probe = admit.ProbeRecord(path, info)
 	sub.sourceVideoKey = wire.DefaultKeys(sub.id).SourceVideo
 	if err := s.objects.PutFile(r.Context(), sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailable("store the video: " + err.Error())
+		return sub, unavailableBecause("the video cannot be stored now; try again", err)
 	}
 	return sub, s.submit(r.Context(), sub)
 }
@@ -221,7 +221,7 @@ func formError(err error, limit int64) error {
 	if errors.As(err, &mbe) {
 		return tooLarge(fmt.Sprintf("request body over the limit (MAX_VIDEO_BYTES=%d)", limit))
 	}
-	return badRequest("multipart form: " + err.Error())
+	return badRequest("multipart form: the body is not a complete multipart/form-data form")
 }
 
 // uploadedTask is the JSON body of POST /api/tasks for a video already
