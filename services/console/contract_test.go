@@ -36,7 +36,17 @@ func TestTheIssuesContractFindings(t *testing.T) {
 	f.doJSON(t, "GET", "/api/audit?action=bogus", nil, http.StatusBadRequest, nil)
 	f.doJSON(t, "GET", "/api/audit?action=cancel", nil, http.StatusOK, nil)
 	f.doJSON(t, "GET", "/api/tasks?bogus=1", nil, http.StatusBadRequest, nil)
+	f.doJSON(t, "GET", "/api/tasks/"+uuid.Nil.String(), nil, http.StatusBadRequest, nil)
+}
 
+// TestUnknownRoutesAuthenticateFirstAndWrongMethodsAre405: an unknown
+// path is 401 without a token and 404 with one; a served path with another
+// method is 405 with Allow (without a token only for a public route's
+// path).
+func TestUnknownRoutesAuthenticateFirstAndWrongMethodsAre405(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var e apiError
 	decode(t, f.do(t, "GET", "/api/nothing-here", "", "", nil), http.StatusUnauthorized, nil)
 	decode(t, f.do(t, "GET", "/api/nothing-here", readToken, "", nil), http.StatusNotFound, nil)
 	decode(t, f.do(t, "GET", "/api/tasks/..%2f..%2fsystem/health", "", "", nil), http.StatusUnauthorized, nil)
@@ -49,8 +59,17 @@ func TestTheIssuesContractFindings(t *testing.T) {
 	if resp := f.do(t, "DELETE", "/api/login", "", "", nil); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Errorf("DELETE /api/login (public): %d Allow %q, want 405 Allow POST without a token", resp.StatusCode, resp.Header.Get("Allow"))
 	}
+}
 
-	resp = f.do(t, "POST", "/api/tasks/"+id.String()+"/redub", adminToken, "application/json", strings.NewReader(`{"segment": "two", "text": "x"}`))
+// TestBodiesAndCancelReasonsAreChecked: a body's field of the wrong type
+// or unknown is named in the API's terms; a cancel reason over 500
+// characters is refused, one of 500 taken.
+func TestBodiesAndCancelReasonsAreChecked(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.insertTask(t, "running", time.Now())
+	var e apiError
+	resp := f.do(t, "POST", "/api/tasks/"+id.String()+"/redub", adminToken, "application/json", strings.NewReader(`{"segment": "two", "text": "x"}`))
 	decode(t, resp, http.StatusBadRequest, &e)
 	if e.Message != `request body: field "segment": want a whole number, not a string` {
 		t.Errorf("redub with a string segment: %q", e.Message)
@@ -76,7 +95,6 @@ func TestTheIssuesContractFindings(t *testing.T) {
 	if sum.Status != "cancelled" {
 		t.Errorf("a 500-character reason: %+v", sum)
 	}
-	f.doJSON(t, "GET", "/api/tasks/"+uuid.Nil.String(), nil, http.StatusBadRequest, nil)
 }
 
 // TestJSONErrorsInTheAPIsTerms: a body that does not decode is answered
