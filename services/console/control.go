@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/outbox"
@@ -23,8 +20,8 @@ import (
 // A parent's cancel cancels its children that have not ended (in the same
 // statement: pkg/task's cascade).
 func (s *server) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) (any, error) {
-	if err := body.check(); err != nil {
-		return nil, err
+	if err := task.CheckCancelReason(body.Reason); err != nil {
+		return nil, badRequest(err.Error())
 	}
 	if body.Reason == "" {
 		body.Reason = "by an operator in the console"
@@ -40,22 +37,6 @@ func (s *server) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) 
 // cancelBody is what POST /api/tasks/{id}/cancel reads.
 type cancelBody struct {
 	Reason string `json:"reason"`
-}
-
-// maxCancelReason bounds a cancel's reason, in characters: it is stored
-// as the task's error and shown wherever the task is.
-const maxCancelReason = 500
-
-// check refuses a reason over maxCancelReason characters or with control
-// characters.
-func (b cancelBody) check() error {
-	if n := utf8.RuneCountInString(b.Reason); n > maxCancelReason {
-		return badRequest(fmt.Sprintf("reason: %d characters, at most %d", n, maxCancelReason))
-	}
-	if strings.IndexFunc(b.Reason, unicode.IsControl) >= 0 {
-		return badRequest("reason: control characters (line breaks, tabs, ...) are not allowed")
-	}
-	return nil
 }
 
 // taskCommand is the handler of a command on the task {id} that reads a
