@@ -273,6 +273,7 @@ func readEnvFile(t *testing.T, path string) map[string]string {
 // ConfigMap must equal the default of every service that reads it.
 var deploymentChoices = map[string]string{
 	"S3_ENDPOINT": "the object store's in-cluster address, not the developer's localhost",
+	"OPS_ADDR":    "probes and Prometheus reach the pod's address; the code's default is loopback only",
 }
 
 // osVars are container variables no dubflow configuration struct reads.

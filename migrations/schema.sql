@@ -700,6 +700,23 @@ ALTER SEQUENCE public.held_parts_seq_seq OWNED BY public.held_parts.seq;
 
 
 --
+-- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.idempotency_keys (
+    principal text NOT NULL,
+    key text NOT NULL,
+    fingerprint bytea NOT NULL,
+    task_id uuid,
+    status integer,
+    body bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT idempotency_keys_key_check CHECK (((length(key) >= 1) AND (length(key) <= 255)))
+);
+
+
+--
 -- Name: metric_samples; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1277,6 +1294,14 @@ ALTER TABLE ONLY public.held_parts
 
 
 --
+-- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (principal, key);
+
+
+--
 -- Name: metric_samples metric_samples_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1515,6 +1540,13 @@ CREATE UNIQUE INDEX engine_reservations_lease ON public.engine_reservations USIN
 --
 
 CREATE INDEX held_parts_order ON public.held_parts USING btree (task_id, step, seq);
+
+
+--
+-- Name: idempotency_keys_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idempotency_keys_expires ON public.idempotency_keys USING btree (expires_at);
 
 
 --

@@ -70,8 +70,11 @@ type Common struct {
 	// for a database that is away or still starting (0: not at all).
 	DatabaseWaitSeconds int `env:"DATABASE_WAIT_SECONDS" envDefault:"120"`
 	S3                  S3
-	// OpsAddr serves /healthz, /readyz and /metrics.
-	OpsAddr   string `env:"OPS_ADDR" envDefault:":8081"`
+	// OpsAddr serves /healthz, /readyz and /metrics, unauthenticated: the
+	// default listens on the loopback interface only, so that a plain
+	// binary exposes nothing; compose and the Kubernetes manifests set
+	// ":8081" (probes and scrapes come from outside the container).
+	OpsAddr   string `env:"OPS_ADDR" envDefault:"127.0.0.1:8081"`
 	LogLevel  string `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat string `env:"LOG_FORMAT" envDefault:"json"`
 

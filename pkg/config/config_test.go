@@ -18,6 +18,22 @@ func TestLoadAppliesDefaultsAndOverrides(t *testing.T) {
 	}
 }
 
+// TestOpsAddrDefaultsToLoopback: the unauthenticated probes and metrics of
+// a plain binary are reachable from its own machine only; deployments set
+// OPS_ADDR themselves (deploy's tests check they do).
+func TestOpsAddrDefaultsToLoopback(t *testing.T) {
+	var c config.Common
+	if err := config.Load(map[string]string{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.OpsAddr != "127.0.0.1:8081" {
+		t.Fatalf("OPS_ADDR default %q, want 127.0.0.1:8081", c.OpsAddr)
+	}
+	if err := config.Load(map[string]string{"OPS_ADDR": ":9100"}, &c); err != nil || c.OpsAddr != ":9100" {
+		t.Fatalf("OPS_ADDR=:9100 read as %q (%v)", c.OpsAddr, err)
+	}
+}
+
 func TestValidateNamesEveryBadSetting(t *testing.T) {
 	var c config.Common
 	err := config.Load(map[string]string{"AMQP_URL": "http://x", "WORKER_CONCURRENCY": "0", "STEP_MAX_RETRIES": "99",

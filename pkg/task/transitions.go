@@ -104,7 +104,7 @@ func Touch(id uuid.UUID) Transition {
 // some of its speech could not be synthesized and waits for tts_requeue. A
 // task compensating already only records the new reason.
 func Compensate(ref Ref, reason string) Transition {
-	reason = wire.CleanText(reason)
+	reason = wire.ErrorText(reason)
 	return compensate.transition(ref, map[string]any{"error": reason},
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }
@@ -136,7 +136,7 @@ func Succeed(ref Ref, result json.RawMessage, outputVideoKey string) Transition 
 // is not announced again; a task cancelled stays cancelled (a dead letter
 // of a part that was running when it was cancelled).
 func Fail(ref Ref, part, reason string) Transition {
-	reason = wire.CleanText(reason)
+	reason = wire.ErrorText(reason)
 	return fail.transition(ref, map[string]any{"error": reason, "step": ref.Step, "part": part},
 		func(e *wire.Event) { e.Error = wire.Reason(reason) })
 }

@@ -151,7 +151,7 @@ const maxReasonBytes = 4096
 func NewDeadLetter(body []byte, env *Envelope, class, reason string, failedAt time.Time) *DeadLetter {
 	d := &DeadLetter{
 		FailedAt:      failedAt.UTC(),
-		FailureReason: truncate(reason, maxReasonBytes),
+		FailureReason: Reason(reason),
 		ErrorClass:    class,
 	}
 	if len(body) > MaxMessageBytes {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,11 +59,20 @@ func noteAudit(r *http.Request, key string, v any) {
 	n.detail[key] = v
 }
 
+// auditActions are the actions console_audit records; GET /api/audit
+// filters by them (openapi.json lists them as the action parameter's enum,
+// and a test keeps the two equal).
+var auditActions = []string{"login", "logout", "submit", "cancel", "retry", "redub", "replay", "purge", "requeue",
+	"pause", "resume", actionRefused}
+
 // audited records every call of h as action in console_audit, with the
 // caller's token name, the route's {id} or {step} as target (else the
 // taskId answered: a task submitted), the time the
 // request came and the answer's outcome.
 func (s *server) audited(action string, h http.HandlerFunc) http.HandlerFunc {
+	if !slices.Contains(auditActions, action) {
+		panic("audited: action " + action + " is not in auditActions") // a route's typo; the tests build every route
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r)
 		n := &auditNote{actor: p.name, role: p.role, target: r.PathValue("id")}

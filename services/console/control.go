@@ -18,6 +18,9 @@ import (
 // A parent's cancel cancels its children that have not ended (in the same
 // statement: pkg/task's cascade).
 func (s *server) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) (any, error) {
+	if err := task.CheckCancelReason(body.Reason); err != nil {
+		return nil, badRequest(err.Error())
+	}
 	if body.Reason == "" {
 		body.Reason = "by an operator in the console"
 	}

@@ -62,7 +62,7 @@ func (s *server) promHistory(ctx context.Context, name string, hq historyQuery) 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, unavailable("prometheus (PROMETHEUS_URL) cannot be reached: " + err.Error())
+		return nil, unavailableBecause("prometheus (PROMETHEUS_URL) cannot be reached now; try again", err)
 	}
 	defer resp.Body.Close()
 	var m promMatrix

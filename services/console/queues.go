@@ -51,7 +51,7 @@ func (s *server) queueViews(r *http.Request) ([]queueView, error) {
 	}
 	depth, err := s.queues.Inspect(ctx, names)
 	if err != nil {
-		return nil, unavailable("the broker cannot be read now: " + err.Error())
+		return nil, unavailableBecause("the broker cannot be read now; try again", err)
 	}
 	out := make([]queueView, len(wire.Pipeline))
 	for i, st := range wire.Pipeline {

@@ -81,7 +81,7 @@ func (rs *refusals) take() map[refusalKey]*refusalCount {
 func (s *server) refuse(w http.ResponseWriter, r *http.Request, rt route, p principal, err error) {
 	ae := classify(err)
 	s.refused.note(refusalKey{actor: p.name, role: p.role, target: rt.method + " " + rt.path,
-		outcome: ae.Code + ": " + ae.Message, status: ae.Status}, time.Now(), r.URL.Path)
+		outcome: ae.Code + ": " + capEchoes(ae.Message), status: ae.Status}, time.Now(), r.URL.Path)
 	s.fail(w, r, err)
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"regexp"
 	"unicode/utf8"
@@ -11,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/rs/zerolog"
 )
 
@@ -23,7 +23,8 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Message }
 
-// Errors by status; each takes the message shown to the client.
+// Errors by status; each takes the message shown to the client. Every
+// code is documented in openapi.json (components.responses) and API.md.
 func badRequest(msg string) error { return &apiError{http.StatusBadRequest, "bad_request", msg} }
 func notFound(msg string) error   { return &apiError{http.StatusNotFound, "not_found", msg} }
 func conflict(msg string) error   { return &apiError{http.StatusConflict, "conflict", msg} }
@@ -35,12 +36,38 @@ func unauthorized(msg string) error { return &apiError{http.StatusUnauthorized, 
 func forbidden(code, msg string) error {
 	return &apiError{http.StatusForbidden, code, msg}
 }
+func methodNotAllowed(msg string) error {
+	return &apiError{http.StatusMethodNotAllowed, "method_not_allowed", msg}
+}
+func unsupportedMediaType(msg string) error {
+	return &apiError{http.StatusUnsupportedMediaType, "unsupported_media_type", msg}
+}
+
+// unavailableBecause is unavailable(msg) that keeps cause for the log: the
+// client reads a plain text, never the internal error (an address, a
+// driver's text).
+func unavailableBecause(msg string, cause error) error {
+	return &causedError{apiError: apiError{http.StatusServiceUnavailable, "unavailable", msg}, cause: cause}
+}
+
+// causedError is an answer with an internal cause that is logged, not
+// shown.
+type causedError struct {
+	apiError
+	cause error
+}
+
+func (e *causedError) Error() string { return e.Message + ": " + e.cause.Error() }
+func (e *causedError) Unwrap() error { return e.cause }
 
 // classify maps an error of the shared packages to what the API answers;
 // anything unknown is an internal error whose detail stays in the log.
 func classify(err error) *apiError {
 	var ae *apiError
+	var ce *causedError
 	switch {
+	case errors.As(err, &ce):
+		return &ce.apiError
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, task.ErrNotFound), errors.Is(err, dlq.ErrNotFound), errors.Is(err, errTaskNotFound),
@@ -66,9 +93,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, r *http.Request, log zerolog.Logger, err error) {
 	ae := *classify(err)
 	if ae.Status >= 500 {
-		log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("request failed")
+		log.Error().Err(err).Str("method", r.Method).Str("path", cutEcho(r.URL.Path)).Msg("request failed")
 	}
-	ae.Message = capEchoes(ae.Message)
+	if ae.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="dubflow"`)
+	}
+	// No scratch path of the console's own (an upload's temporary file) or
+	// Go struct name reaches the client, whichever package wrote the text.
+	ae.Message = capEchoes(wire.ErrorText(ae.Message))
 	writeJSON(w, ae.Status, &ae)
 }
 
@@ -113,15 +145,4 @@ func cut(s string, n int) string {
 		i++
 	}
 	return s
-}
-
-// decodeJSON reads a JSON request body of at most 1 MiB into v; an empty
-// body leaves v as it is.
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return badRequest("request body: " + err.Error())
-	}
-	return nil
 }

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"mime"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
@@ -59,7 +64,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/session", reader, s.session},
 		{"POST", "/api/logout", reader, s.audited("logout", s.logout)},
 		{"POST", "/api/uploads", admin, s.createUpload},
-		{"POST", "/api/tasks", admin, s.audited("submit", s.createTask)},
+		{"POST", "/api/tasks", admin, s.audited("submit", s.idempotent(s.createTask))},
 		{"GET", "/api/tasks", reader, s.listTasks},
 		{"GET", "/api/events", reader, s.allEvents},
 		{"GET", "/api/system/health", reader, s.health},
@@ -107,55 +112,156 @@ func (s *server) taskRoutes() []route {
 	}
 }
 
-// Handler serves the API under /api/ and the page everywhere else.
+// Handler serves the API under /api/ and the page everywhere else. Every
+// answer carries X-Content-Type-Options: nosniff. A request under /api/
+// that reaches no route is authenticated first (401 without a token or
+// session), then answered 405 with Allow for a path served with other
+// methods, 400 for a path with a "." or ".." segment (also %2e-encoded)
+// or an empty one, and 404 otherwise; only the public routes' paths
+// answer 405 without authentication.
 func (s *server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	nr := noRoute{s: s, paths: http.NewServeMux(), methods: map[string][]string{}, public: map[string]bool{}}
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.guard(rt))
+		if nr.methods[rt.path] == nil {
+			nr.paths.Handle(rt.path, http.NotFoundHandler())
+		}
+		nr.methods[rt.path] = append(nr.methods[rt.path], rt.method)
+		nr.public[rt.path] = nr.public[rt.path] || rt.access == public
 	}
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, notFound("no such API route: "+r.Method+" "+r.URL.Path))
-	})
+	mux.Handle("/api/", nr)
 	page := s.page
 	if page == nil {
 		page = http.NotFoundHandler()
 	}
 	mux.Handle("/", page)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if strings.HasPrefix(r.URL.Path, "/api/") && !cleanPath(r.URL) {
+			// Before the mux, which would redirect to the cleaned path.
+			nr.answer(w, r, "", badRequest("path: no \".\", \"..\" or empty segments (also %2e-encoded) in an API path"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath reports whether u's path has no ".", ".." or empty segment,
+// decoded or not.
+func cleanPath(u *url.URL) bool {
+	for _, p := range []string{u.Path, u.EscapedPath()} {
+		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		for i, seg := range segs {
+			dots := strings.ReplaceAll(strings.ToLower(seg), "%2e", ".")
+			if dots == "." || dots == ".." || (seg == "" && i < len(segs)-1) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// noRoute answers the requests under /api/ that no route serves.
+type noRoute struct {
+	s *server
+	// paths matches the routes' path patterns whatever the method;
+	// methods and public are each pattern's methods and whether a public
+	// route serves it.
+	paths   *http.ServeMux
+	methods map[string][]string
+	public  map[string]bool
+}
+
+func (nr noRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pattern := nr.paths.Handler(r)
+	if len(nr.methods[pattern]) == 0 {
+		nr.answer(w, r, "", notFound("no such API route: "+r.Method+" "+r.URL.Path))
+		return
+	}
+	allowed := slices.Clone(nr.methods[pattern])
+	if slices.Contains(allowed, http.MethodGet) {
+		allowed = append(allowed, http.MethodHead)
+	}
+	slices.Sort(allowed)
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	nr.answer(w, r, pattern, methodNotAllowed(fmt.Sprintf("%s %s: this path answers %s", r.Method, pattern, strings.Join(allowed, ", "))))
+}
+
+// answer authenticates the request unless pattern is a public route's
+// path, then answers err.
+func (nr noRoute) answer(w http.ResponseWriter, r *http.Request, pattern string, err error) {
+	if !nr.public[pattern] {
+		rt := route{method: r.Method, path: "(no route)", access: reader}
+		if _, ok := nr.s.authorize(w, r, rt); !ok {
+			return
+		}
+	}
+	nr.s.fail(w, r, err)
 }
 
 type principalKey struct{}
 
-// guard authenticates and authorizes a request before rt handles it.
+// guard authenticates and authorizes a request, then checks it against the
+// route's part of the OpenAPI document (contract.go), before rt handles it.
 func (s *server) guard(rt route) http.Handler {
+	op := apiContract[rt.method+" "+rt.path]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt.access == public {
-			rt.handle(w, r)
-			return
-		}
-		p, err := s.auth.authenticate(r)
-		if err != nil {
-			s.refuse(w, r, rt, p, err)
-			return
-		}
-		if p.session != "" {
-			revoked, err := s.revoked(r.Context(), p.session)
-			if err != nil {
-				s.log.Error().Err(err).Str("path", r.URL.Path).Msg("session check")
-				s.fail(w, r, unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
+		var p principal
+		if rt.access != public {
+			var ok bool
+			if p, ok = s.authorize(w, r, rt); !ok {
 				return
 			}
-			if revoked {
-				s.refuse(w, r, rt, p, unauthorized("session ended (logged out); log in again"))
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		if err := op.checkRequest(w, r, s.bodyLimit(op, r)); err != nil {
+			if rt.method != http.MethodGet {
+				s.refuse(w, r, rt, p, err) // counted with the refused requests
 				return
 			}
-		}
-		if rt.access == admin && p.role != roleAdmin {
-			s.refuse(w, r, rt, p, forbidden("forbidden", "this token is read-only"))
+			s.fail(w, r, err)
 			return
 		}
-		rt.handle(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		rt.handle(w, r)
 	})
+}
+
+// authorize finds the request's principal and checks it may call rt; it
+// answers the refusal itself and returns false.
+func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (principal, bool) {
+	p, err := s.auth.authenticate(r)
+	if err != nil {
+		s.refuse(w, r, rt, p, err)
+		return p, false
+	}
+	if p.session != "" {
+		revoked, err := s.revoked(r.Context(), p.session)
+		if err != nil {
+			s.log.Error().Err(err).Str("path", cutEcho(r.URL.Path)).Msg("session check")
+			s.fail(w, r, unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
+			return p, false
+		}
+		if revoked {
+			s.refuse(w, r, rt, p, unauthorized("session ended (logged out); log in again"))
+			return p, false
+		}
+	}
+	if rt.access == admin && p.role != roleAdmin {
+		s.refuse(w, r, rt, p, forbidden("forbidden", "this token is read-only"))
+		return p, false
+	}
+	return p, true
+}
+
+// bodyLimit bounds the body of a request of op: MAX_VIDEO_BYTES and the
+// form's fields for a multipart upload, 1 MiB for anything else.
+func (s *server) bodyLimit(op *opSpec, r *http.Request) int64 {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "multipart/form-data" && op != nil && slices.Contains(op.bodyTypes, mt) {
+		return s.cfg.Limits.MaxVideoBytes + 4*maxFieldBytes
+	}
+	return maxJSONBytes
 }
 
 // principalOf returns who the request acts as (set by guard).

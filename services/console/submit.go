@@ -70,7 +70,7 @@ func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 	case "application/json":
 		sub, err = s.existingUpload(r)
 	default:
-		err = badRequest("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
+		err = unsupportedMediaType("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
 	}
 	if err != nil {
 		s.fail(w, r, refusal(err))
@@ -102,7 +102,7 @@ func refusal(err error) error {
 func (s *server) admit(ctx context.Context, req admit.Request) (admit.Task, error) {
 	caps, err := admit.LoadCapabilities(ctx, s.pool)
 	if err != nil {
-		return admit.Task{}, unavailable("engine capabilities: " + err.Error())
+		return admit.Task{}, unavailableBecause("the engines' capabilities cannot be read now; try again", err)
 	}
 	return admit.Check(req, admit.Rules{DefaultSource: s.cfg.DefaultSourceLanguage,
 		DefaultTarget: s.cfg.DefaultTargetLanguage, Capabilities: caps})
@@ -118,11 +118,11 @@ func (s *server) limits() admit.Limits {
 // the video (pkg/admit), stores it at videos/{taskId}/source.mp4 and
 // creates the task.
 func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submission, error) {
-	sub := submission{id: uuid.New()}
+	sub := submission{id: reservedTaskID(r)}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return sub, badRequest("multipart form: " + err.Error())
+		return sub, badRequest("multipart form: want Content-Type multipart/form-data with a boundary")
 	}
 	dir, err := os.MkdirTemp("", "dubflow-console-")
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	sub.probe = admit.ProbeRecord(path, info)
 	sub.sourceVideoKey = wire.DefaultKeys(sub.id).SourceVideo
 	if err := s.objects.PutFile(r.Context(), sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailable("store the video: " + err.Error())
+		return sub, unavailableBecause("the video cannot be stored now; try again", err)
 	}
 	return sub, s.submit(r.Context(), sub)
 }
@@ -221,7 +221,7 @@ func formError(err error, limit int64) error {
 	if errors.As(err, &mbe) {
 		return tooLarge(fmt.Sprintf("request body over the limit (MAX_VIDEO_BYTES=%d)", limit))
 	}
-	return badRequest("multipart form: " + err.Error())
+	return badRequest("multipart form: the body is not a complete multipart/form-data form")
 }
 
 // uploadedTask is the JSON body of POST /api/tasks for a video already
@@ -302,7 +302,7 @@ func (s *server) takeUpload(ctx context.Context, key string, sub submission) (su
 	}
 	sub.probe = admit.ProbeRecord(path, info)
 	if err := s.objects.PutFile(ctx, sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailable("store the video: " + err.Error())
+		return sub, unavailableBecause("the object store cannot store the video now; try again", err)
 	}
 	if err := s.submit(ctx, sub); err != nil {
 		return sub, err
@@ -320,7 +320,7 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	case errors.Is(err, blob.ErrNotFound):
 		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
-		return unavailable("object store: " + err.Error())
+		return unavailableBecause("the object store cannot be reached now; try again", err)
 	}
 	if err := s.uploadExpired(info.Modified, time.Now()); err != nil {
 		return err
@@ -335,7 +335,7 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	case errors.Is(err, blob.ErrNotFound):
 		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
-		return unavailable("read the upload: " + err.Error())
+		return unavailableBecause("the upload cannot be read now; try again", err)
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, unavailable("database: " + err.Error())
+		return nil, unavailableBecause("the database cannot be reached now; try again", err)
 	}
 	const key = `hashtextextended('dubflow upload ' || $1, 0)`
 	var locked bool

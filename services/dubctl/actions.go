@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -26,7 +27,13 @@ func cancelCmd() *cobra.Command {
 cancel cancels its children that have not ended. A task done, failed or
 cancelled already is refused (exit 1). "dubctl retry" runs it again.`,
 		Args: exactArgs(1),
-		RunE: taskRun(func() error { return nil }, func(ctx context.Context, cmd *cobra.Command, b backend, id uuid.UUID) error {
+		RunE: taskRun(func() error {
+			// The reason's bound is the console's, checked before either mode acts.
+			if err := task.CheckCancelReason(reason); err != nil {
+				return usageError(err)
+			}
+			return nil
+		}, func(ctx context.Context, cmd *cobra.Command, b backend, id uuid.UUID) error {
 			s, err := b.Cancel(ctx, id, reason)
 			if err != nil {
 				return err

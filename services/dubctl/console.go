@@ -57,13 +57,16 @@ type consoleError struct {
 // do sends a request and decodes a JSON answer into out. An answer other
 // than 2xx is an error whose text is the console's message as it is — the
 // text the same error has in database mode — a usage error (exit 2) for
-// 400 and 413.
-func (c *consoleBackend) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+// 400 and 413. headers are added to the request.
+func (c *consoleBackend) do(ctx context.Context, method, path, contentType string, body io.Reader, out any, headers ...[2]string) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("console %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	for _, h := range headers {
+		req.Header.Set(h[0], h[1])
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -222,7 +225,11 @@ func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, e
 	var created struct {
 		TaskID uuid.UUID `json:"taskId"`
 	}
-	if err := c.do(ctx, http.MethodPost, "/api/tasks", mw.FormDataContentType(), pr, &created); err != nil {
+	var headers [][2]string
+	if s.idempotencyKey != "" {
+		headers = append(headers, [2]string{"Idempotency-Key", s.idempotencyKey})
+	}
+	if err := c.do(ctx, http.MethodPost, "/api/tasks", mw.FormDataContentType(), pr, &created, headers...); err != nil {
 		return uuid.Nil, err
 	}
 	return created.TaskID, nil

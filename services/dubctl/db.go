@@ -144,7 +144,18 @@ func (d *dbBackend) Rules(ctx context.Context) (admit.Rules, admit.Limits, error
 // task and its first message in one transaction (task.Submit) and
 // publishes it. Everything is connected before anything is changed.
 func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
-	id := uuid.New()
+	if s.idempotencyKey == "" {
+		return d.submit(ctx, s, uuid.New())
+	}
+	pool, err := d.db(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return submitOnce(ctx, pool, s, d.submit)
+}
+
+// submit creates the task id of s (Submit).
+func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uuid.UUID, error) {
 	p := s.task.Payload(id)
 	env, err := wire.New(wire.StepExtractAudio, id, "", p)
 	if err != nil {

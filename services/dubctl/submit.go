@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/idempotency"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -22,6 +23,9 @@ type submitOptions struct {
 	noValidate bool
 	wait       bool
 	waitOpts   waitOptions
+	// idempotencyKey makes the submission safe to send again
+	// (--idempotency-key; pkg/idempotency).
+	idempotencyKey string
 }
 
 // submission is a checked submit: what either mode sends.
@@ -37,6 +41,9 @@ type submission struct {
 	// nil without one), stored with the task in database mode for
 	// extract_audio to reuse on the same bytes.
 	probe []byte
+	// idempotencyKey: the same submission with this key within 24 hours
+	// answers its first task and creates nothing ("" for none).
+	idempotencyKey string
 }
 
 // admitter gives the rules a submission is judged by before anything is
@@ -88,6 +95,7 @@ With --wait it then follows the task like "dubctl wait".`,
 	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
 	f.BoolVar(&o.noValidate, "no-validate", false, "skip the local ffprobe check: only the file's size and container are checked here (the workers still check)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
+	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "a key of your choosing (1..255 visible ASCII characters) that makes the submit safe to run again: within 24 hours the same submission with it prints its first task and creates nothing; a different submission with it is refused")
 	o.waitOpts.register(cmd)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
@@ -98,7 +106,12 @@ With --wait it then follows the task like "dubctl wait".`,
 // extract_audio's checks, with the same text): the languages, the speaker,
 // the glossary and the video itself; then the output path.
 func (o *submitOptions) check(ctx context.Context, a admitter) (submission, error) {
-	s := submission{input: o.input}
+	s := submission{input: o.input, idempotencyKey: o.idempotencyKey}
+	if o.idempotencyKey != "" {
+		if err := idempotency.CheckKey(o.idempotencyKey); err != nil {
+			return s, usageError(err)
+		}
+	}
 	if err := checkFile(o.input); err != nil {
 		return s, err
 	}

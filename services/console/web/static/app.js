@@ -1222,23 +1222,27 @@
     const q = (e, used, left) => {
       const u = pick(e, ...used);
       const l = pick(e, ...left);
-      return u === undefined && l === undefined ? '—' : `${u ?? '—'} / ${l ?? '—'}`;
+      if (u === undefined && l === undefined) return '—';
+      return `${u ?? '—'} / ${l === -1 ? 'no quota' : (l ?? '—')}`;
     };
     fill(box, h('div', {class: 'tablebox'}, h('table', {id: 'engines-table'},
       h('colgroup', {}, h('col', {style: 'width:110px'}), h('col', {}), h('col', {style: 'width:140px'}), h('col', {style: 'width:90px'}),
         h('col', {style: 'width:140px'}), h('col', {style: 'width:80px'}), h('col', {style: 'width:120px'})),
       h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'Engine'), h('th', {class: 'num'}, 'Quota used / left'),
-        h('th', {class: 'num'}, 'In flight'), h('th', {}, 'Next available'), h('th', {class: 'num'}, 'Errors'), h('th', {}, 'Breaker'))),
+        h('th', {class: 'num'}, 'In flight'), h('th', {}, 'Next available'), h('th', {class: 'num'}, 'Errors'), h('th', {}, 'State'))),
       h('tbody', {}, list.length ? list.map((e) => {
-        const breaker = pick(e, 'breakerState', 'breaker', 'state') || '—';
-        return h('tr', {'data-engine': pick(e, 'name')},
+        // state: ready, limited, broken, no_worker (a single engine no running worker announces).
+        const state = pick(e, 'state', 'breakerState', 'breaker') || '—';
+        const single = pick(e, 'pool') === 'single';
+        return h('tr', {'data-engine': pick(e, 'name'), 'data-state': state},
           h('td', {class: 'mono'}, pick(e, 'step') || '—'),
-          h('td', {class: 'wrap'}, pick(e, 'name', 'engine') || '—'),
-          h('td', {class: 'num'}, q(e, ['quotaUsed', 'used'], ['quotaLeft', 'left', 'remaining'])),
-          h('td', {class: 'num'}, pick(e, 'inFlight', 'inflight') ?? '—'),
-          h('td', {}, timeCell(pick(e, 'nextAvailable', 'nextAvailableAt'))),
+          h('td', {class: 'wrap', title: single ? 'the step\'s single engine, shown as a pool of one' : ''},
+            (pick(e, 'name', 'engine') || '—') + (single ? ' (single)' : '')),
+          h('td', {class: 'num'}, q(e, ['quota_used', 'quotaUsed', 'used'], ['quota_left', 'quotaLeft', 'left', 'remaining'])),
+          h('td', {class: 'num'}, pick(e, 'in_flight', 'inFlight', 'inflight') ?? '—'),
+          h('td', {}, timeCell(pick(e, 'next_available_at', 'nextAvailable', 'nextAvailableAt'))),
           h('td', {class: 'num'}, pick(e, 'errors') ?? '—'),
-          h('td', {}, badge(typeof breaker === 'string' ? breaker : JSON.stringify(breaker))));
+          h('td', {}, badge(typeof state === 'string' ? state : JSON.stringify(state))));
       }) : h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'No engine has reported yet.'))))));
   }
   // drawHistory draws each chart from the history's series; a chart of two

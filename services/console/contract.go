@@ -1,0 +1,351 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// The request checks every route shares are read from the OpenAPI
+// document (openapi.json), so that what the document says a route takes is
+// what the server accepts: its path and query parameters (an unknown or
+// repeated query parameter, a value outside its type, enum or bounds is
+// refused), the media types of its body, and the bound of a body's size.
+// A route's handler still checks what the document cannot say.
+
+// opSpec is what the document says of one operation.
+type opSpec struct {
+	params map[string]paramSpec // path and query parameters by name
+	query  []string             // the query parameters' names, sorted
+	// bodyTypes are the media types of the request body; none when the
+	// operation reads no body. bodyRequired: a body must come.
+	bodyTypes    []string
+	bodyRequired bool
+	// errors are the documented error answers: status → codes.
+	errors map[int][]string
+}
+
+// paramSpec is one parameter's schema, as far as the checks read it.
+type paramSpec struct {
+	In        string   `json:"in"`
+	Name      string   `json:"name"`
+	Required  bool     `json:"required"`
+	Type      string   `json:"type"`
+	Format    string   `json:"format"`
+	Enum      []string `json:"enum"`
+	Minimum   *float64 `json:"minimum"`
+	Maximum   *float64 `json:"maximum"`
+	MaxLength *int     `json:"maxLength"`
+}
+
+// contract is every operation's spec, by "METHOD /path/{pattern}".
+type contract map[string]*opSpec
+
+// openapiDocument is the part of openapi.json the checks read.
+type openapiDocument struct {
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components struct {
+		Parameters map[string]rawParam    `json:"parameters"`
+		Responses  map[string]rawResponse `json:"responses"`
+	} `json:"components"`
+}
+
+type rawParam struct {
+	Ref      string          `json:"$ref"`
+	In       string          `json:"in"`
+	Name     string          `json:"name"`
+	Required bool            `json:"required"`
+	Schema   json.RawMessage `json:"schema"`
+}
+
+type rawResponse struct {
+	Ref     string `json:"$ref"`
+	Content map[string]struct {
+		Schema struct {
+			Properties struct {
+				Code struct {
+					Enum []string `json:"enum"`
+				} `json:"code"`
+			} `json:"properties"`
+		} `json:"schema"`
+	} `json:"content"`
+}
+
+type rawOperation struct {
+	Parameters  []rawParam `json:"parameters"`
+	RequestBody *struct {
+		Required bool                       `json:"required"`
+		Content  map[string]json.RawMessage `json:"content"`
+	} `json:"requestBody"`
+	Responses map[string]rawResponse `json:"responses"`
+}
+
+// parseContract reads the operations of an OpenAPI document; a parameter
+// or response that refers to nothing is an error.
+func parseContract(doc []byte) (contract, error) {
+	var d openapiDocument
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("openapi.json: %w", err)
+	}
+	out := contract{}
+	for path, ops := range d.Paths {
+		for method, raw := range ops {
+			var op rawOperation
+			if err := json.Unmarshal(raw, &op); err != nil {
+				return nil, fmt.Errorf("openapi.json %s %s: %w", method, path, err)
+			}
+			spec, err := d.spec(op)
+			if err != nil {
+				return nil, fmt.Errorf("openapi.json %s %s: %w", method, path, err)
+			}
+			out[strings.ToUpper(method)+" "+path] = spec
+		}
+	}
+	return out, nil
+}
+
+// spec resolves one operation.
+func (d *openapiDocument) spec(op rawOperation) (*opSpec, error) {
+	s := &opSpec{params: map[string]paramSpec{}, errors: map[int][]string{}}
+	for _, rp := range op.Parameters {
+		p, err := d.param(rp)
+		if err != nil {
+			return nil, err
+		}
+		if p.In == "path" || p.In == "query" {
+			s.params[p.Name] = p
+		}
+		if p.In == "query" {
+			s.query = append(s.query, p.Name)
+		}
+	}
+	slices.Sort(s.query)
+	if op.RequestBody != nil {
+		for mt := range op.RequestBody.Content {
+			s.bodyTypes = append(s.bodyTypes, mt)
+		}
+		slices.Sort(s.bodyTypes)
+		s.bodyRequired = op.RequestBody.Required
+	}
+	for status, r := range op.Responses {
+		code, err := strconv.Atoi(status)
+		if err != nil {
+			return nil, fmt.Errorf("response %q: want a status code (no default: every answer is listed)", status)
+		}
+		if code < 400 {
+			continue
+		}
+		if r.Ref != "" {
+			name := strings.TrimPrefix(r.Ref, "#/components/responses/")
+			ref, ok := d.Components.Responses[name]
+			if !ok {
+				return nil, fmt.Errorf("response %s: no %s", status, r.Ref)
+			}
+			r = ref
+		}
+		codes := r.Content["application/json"].Schema.Properties.Code.Enum
+		if len(codes) == 0 {
+			return nil, fmt.Errorf("response %s: its schema lists no error code (properties.code.enum)", status)
+		}
+		s.errors[code] = codes
+	}
+	return s, nil
+}
+
+// param resolves a parameter and its schema.
+func (d *openapiDocument) param(rp rawParam) (paramSpec, error) {
+	if rp.Ref != "" {
+		name := strings.TrimPrefix(rp.Ref, "#/components/parameters/")
+		ref, ok := d.Components.Parameters[name]
+		if !ok {
+			return paramSpec{}, fmt.Errorf("parameter %s: not in components.parameters", rp.Ref)
+		}
+		rp = ref
+	}
+	p := paramSpec{}
+	if len(rp.Schema) > 0 {
+		if err := json.Unmarshal(rp.Schema, &p); err != nil {
+			return p, fmt.Errorf("parameter %s: %w", rp.Name, err)
+		}
+	}
+	p.In, p.Name, p.Required = rp.In, rp.Name, rp.Required
+	return p, nil
+}
+
+// apiContract is openapi.json's, read once.
+var apiContract = func() contract {
+	c, err := parseContract(openapiDoc)
+	if err != nil {
+		panic(err) // the embedded document is checked by the tests
+	}
+	return c
+}()
+
+// checkRequest applies the document's checks to a request of op: its
+// body's size and media type, its path and query parameters. limit bounds
+// the body.
+func (op *opSpec) checkRequest(w http.ResponseWriter, r *http.Request, limit int64) error {
+	if op == nil {
+		op = &opSpec{}
+	}
+	if r.ContentLength > limit {
+		return tooLarge(fmt.Sprintf("request body: %d bytes, at most %d", r.ContentLength, limit))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if err := op.checkPath(r); err != nil {
+		return err
+	}
+	if err := op.checkQuery(r.URL.RawQuery); err != nil {
+		return err
+	}
+	return op.checkBody(r)
+}
+
+// checkBody refuses a body of a media type the operation does not take;
+// a POST that takes no body accepts none, or {} as application/json.
+func (op *opSpec) checkBody(r *http.Request) error {
+	present := r.ContentLength != 0
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch {
+	case len(op.bodyTypes) > 0:
+		if (present || op.bodyRequired) && !slices.Contains(op.bodyTypes, mt) {
+			return unsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", cutEcho(mt), strings.Join(op.bodyTypes, " or ")))
+		}
+	case r.Method == http.MethodGet || r.Method == http.MethodHead || !present:
+	case mt != "application/json":
+		return unsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", cutEcho(mt)))
+	default:
+		return decodeJSON(r, &noFields{})
+	}
+	return nil
+}
+
+// checkPath checks the path values: a UUID in its canonical form (any
+// case) and not nil; an integer within its bounds; a value outside an enum
+// names nothing (404).
+func (op *opSpec) checkPath(r *http.Request) error {
+	for _, p := range op.params {
+		if p.In != "path" {
+			continue
+		}
+		v := r.PathValue(p.Name)
+		if err := p.check(v); err != nil {
+			return err
+		}
+		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
+			return notFound(fmt.Sprintf("no such %s %q (want one of %s)", p.Name, shortValue(v), strings.Join(p.Enum, ", ")))
+		}
+	}
+	return nil
+}
+
+// checkQuery checks the query string: every parameter documented, none
+// repeated, no control characters, each value of its type (an empty value
+// is as good as none).
+func (op *opSpec) checkQuery(raw string) error {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return badRequest("query: not a valid query string (bad % escape or ;)")
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range q {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		p, ok := op.params[name]
+		if !ok || p.In != "query" {
+			return badRequest(fmt.Sprintf("unknown query parameter %q (%s)", shortValue(name), op.queryNames()))
+		}
+		if len(q[name]) > 1 {
+			return badRequest(fmt.Sprintf("query parameter %q given %d times, want it once", name, len(q[name])))
+		}
+		v := q[name][0]
+		if v == "" {
+			continue
+		}
+		if err := p.check(v); err != nil {
+			return err
+		}
+		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
+			return badRequest(fmt.Sprintf("%s %q: want one of %s", name, shortValue(v), strings.Join(p.Enum, ", ")))
+		}
+	}
+	return nil
+}
+
+// queryNames says which query parameters the operation takes.
+func (op *opSpec) queryNames() string {
+	if len(op.query) == 0 {
+		return "this route takes none"
+	}
+	return "want " + strings.Join(op.query, ", ")
+}
+
+// check checks v against the parameter's type, format and bounds (not its
+// enum: a path and a query answer that differently).
+func (p paramSpec) check(v string) error {
+	if !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return badRequest(fmt.Sprintf("%s: control characters or invalid UTF-8 are not allowed", p.Name))
+	}
+	if p.MaxLength != nil && utf8.RuneCountInString(v) > *p.MaxLength {
+		return badRequest(fmt.Sprintf("%s: %d characters, at most %d", p.Name, utf8.RuneCountInString(v), *p.MaxLength))
+	}
+	switch {
+	case p.Format == "uuid":
+		return checkUUID(p.Name, v)
+	case p.Type == "integer":
+		return p.checkInteger(v)
+	case p.Type == "boolean" && v != "true" && v != "false":
+		return badRequest(fmt.Sprintf("%s %q: want true or false", p.Name, shortValue(v)))
+	}
+	return nil
+}
+
+// checkUUID accepts a UUID in its canonical form, 8-4-4-4-12 hexadecimal
+// digits in any case, other than the nil UUID.
+func checkUUID(name, v string) error {
+	id, err := uuid.Parse(v)
+	if err != nil || len(v) != 36 {
+		return badRequest(fmt.Sprintf("%s %q: want a UUID such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301", name, shortValue(v)))
+	}
+	if id == uuid.Nil {
+		return badRequest(fmt.Sprintf("%s %q: the nil UUID names nothing", name, v))
+	}
+	return nil
+}
+
+// checkInteger accepts a decimal integer within the parameter's bounds.
+func (p paramSpec) checkInteger(v string) error {
+	lo, hi := math.Inf(-1), math.Inf(1)
+	if p.Minimum != nil {
+		lo = *p.Minimum
+	}
+	if p.Maximum != nil {
+		hi = *p.Maximum
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err == nil && float64(n) >= lo && float64(n) <= hi {
+		return nil
+	}
+	want := "a whole number"
+	switch {
+	case lo == 1 && math.IsInf(hi, 1):
+		want = "a positive number"
+	case !math.IsInf(lo, -1) && !math.IsInf(hi, 1):
+		want = fmt.Sprintf("%d..%d", int64(lo), int64(hi))
+	}
+	return badRequest(fmt.Sprintf("%s %q: want %s", p.Name, shortValue(v), want))
+}
