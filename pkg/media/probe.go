@@ -229,7 +229,27 @@ func classifyProbeError(path, stderr string, err error) error {
 	case strings.Contains(stderr, "Invalid data found"), strings.Contains(stderr, "moov atom not found"):
 		return fault.Permanent(fmt.Errorf("not a media file: %s", path))
 	}
-	return fault.Permanent(fmt.Errorf("unreadable media file %s: %w", path, err))
+	// Any other refusal: ffprobe took the bytes for some format (random
+	// bytes can pass for an MP3 frame) and could not read them as it.
+	return fault.Permanent(fmt.Errorf("not a media file: %s could not be read (%s)", path, probeComplaint(stderr)))
+}
+
+// logContext is the "[demuxer @ 0xADDRESS] " prefix of ffmpeg's log lines:
+// its address is the process's, noise to whoever reads the error.
+var logContext = regexp.MustCompile(`\[[A-Za-z0-9_,]+ @ 0x[0-9a-f]+\] ?`)
+
+// probeComplaint is the first line of ffprobe's stderr without its log
+// context, at most 200 bytes: what it could not read, for the error's text.
+func probeComplaint(stderr string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
+	line = strings.TrimSpace(logContext.ReplaceAllString(line, ""))
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	if line == "" {
+		return "ffprobe gave no reason"
+	}
+	return line
 }
 
 // hasMP4Header reports whether the file starts with an ISO BMFF box that an

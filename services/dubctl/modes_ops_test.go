@@ -119,7 +119,7 @@ func TestEveryActionInBothModes(t *testing.T) {
 		_, stderr := m.alike(t, exitFailed, func(mode string) ([]string, map[string]string) {
 			return asAdmin(mode, "retry", failed[mode].String()), map[string]string{failed[mode].String(): "ID"}
 		})
-		if !strings.Contains(stderr, "task ID is running; only a failed or cancelled task is retried") {
+		if !strings.Contains(stderr, "task ID is running; only a failed, cancelled or compensating task is retried") {
 			t.Errorf("a second retry: %s", stderr)
 		}
 		// Database mode's retry is an operator event of the task's timeline,
