@@ -32,6 +32,7 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 	// for like any unavailable service, not counted as the step's failure.
 	f.Ran, f.Err, f.Lost = true, store.MarkUnavailable(err), loss(lost.Load())
 	f.Interrupted = err != nil && ctx.Err() != nil
+	r.countWaits(ctx, dl)
 }
 
 // call runs the handler, turning a panic into an error.

@@ -18,6 +18,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/service"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -155,6 +156,7 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 			Delay:         p.Topology.DelayExchange,
 			DLQ:           wire.QueueDLQ,
 			MaxRetries:    cfg.MaxRetries,
+			MaxWaits:      func() int { return p.Settings.Int(setting.MaxEngineWaits) },
 			DeliveryLimit: p.Topology.DeliveryLimit,
 			Lease:         cfg.Lease(),
 			ShutdownGrace: cfg.ShutdownGrace(),
