@@ -172,8 +172,12 @@ func (w *Watch) OnChange(fn func()) {
 
 // Run reads the settings again on every change announced on Channel and
 // every Poll, until ctx ends. A read that fails keeps the values (an
-// outage of the database changes no setting).
+// outage of the database changes no setting). A nil Watch waits for ctx.
 func (w *Watch) Run(ctx context.Context) error {
+	if w == nil {
+		<-ctx.Done()
+		return nil
+	}
 	l := &listener{cfg: w.pool.Config().ConnConfig.Copy()}
 	defer l.close()
 	for ctx.Err() == nil {
