@@ -41,6 +41,9 @@ type Watch struct {
 	stored   map[string]string // valid values of system_config
 	seeded   bool
 	onChange []func()
+	// applied are the values in force once the OnChange functions ran:
+	// what dubflow_setting exports.
+	applied map[string]string
 }
 
 // NewWatch returns the watch of service (whose environment is environ)
@@ -149,17 +152,23 @@ func (w *Watch) apply(stored map[string]string) {
 	w.stored = stored
 	fns := w.onChange
 	w.mu.Unlock()
-	if !changed {
-		return
-	}
-	for _, d := range Catalogue {
-		if now := w.Value(d.Key); now != before[d.Key] {
-			w.log.Info().Str("key", d.Key).Str("from", before[d.Key]).Str("to", now).Msg("setting changed")
+	if changed {
+		for _, d := range Catalogue {
+			if now := w.Value(d.Key); now != before[d.Key] {
+				w.log.Info().Str("key", d.Key).Str("from", before[d.Key]).Str("to", now).Msg("setting changed")
+			}
+		}
+		for _, fn := range fns {
+			fn()
 		}
 	}
-	for _, fn := range fns {
-		fn()
+	applied := make(map[string]string, len(Catalogue))
+	for _, d := range Catalogue {
+		applied[d.Key] = w.Value(d.Key)
 	}
+	w.mu.Lock()
+	w.applied = applied
+	w.mu.Unlock()
 }
 
 // OnChange adds fn to what runs (on the watch's goroutine) after a read
@@ -245,8 +254,9 @@ func (w *Watch) Seconds(key string) time.Duration {
 var settingDesc = prometheus.NewDesc("dubflow_setting",
 	"Each run-time setting's value in force in this process (system_config, GET /api/config).", []string{"key"}, nil)
 
-// Collector exports every setting's value in force as dubflow_setting, so
-// that each replica shows it applied a change.
+// Collector exports every setting's value in force as dubflow_setting,
+// once the OnChange functions applied it, so that each replica shows it
+// applied a change.
 func (w *Watch) Collector() prometheus.Collector { return collector{w} }
 
 type collector struct{ w *Watch }
@@ -254,7 +264,15 @@ type collector struct{ w *Watch }
 func (c collector) Describe(ch chan<- *prometheus.Desc) { ch <- settingDesc }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.w.mu.RLock()
+	applied := c.w.applied
+	c.w.mu.RUnlock()
 	for _, d := range Catalogue {
-		ch <- prometheus.MustNewConstMetric(settingDesc, prometheus.GaugeValue, c.w.Float(d.Key), d.Key)
+		v, ok := applied[d.Key]
+		if !ok {
+			v = c.w.Value(d.Key)
+		}
+		f, _ := strconv.ParseFloat(v, 64)
+		ch <- prometheus.MustNewConstMetric(settingDesc, prometheus.GaugeValue, f, d.Key)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -79,6 +80,9 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		}
 	}
 	d.removeStaleTemp(routes)
+	// What dead workers left is cleaned up (and logged) before consuming;
+	// a failure is the reconciler's to retry.
+	recovery.AtStart(ctx, d.Process)
 	stepName := wire.StepOfQueue(queue)
 	// Read the pauses before consuming: a paused step takes nothing at start.
 	pauses := newPauseWatch(d.Pool, d.Log)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/rs/zerolog"
 )
@@ -20,6 +21,7 @@ func run(ctx context.Context, environ map[string]string) error {
 		return err
 	}
 	defer p.Close()
+	recovery.AtStart(ctx, p) // logged; the reconciler retries what fails
 	if _, err := media.UseZygote(cfg.FFmpegZygote, p.Log); err != nil {
 		return err
 	}

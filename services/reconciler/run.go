@@ -6,6 +6,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/rs/zerolog"
 )
@@ -19,6 +20,7 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 		return err
 	}
 	defer p.Close()
+	recovery.AtStart(ctx, p) // logged; the passes below retry what fails
 	m := newMetrics(p.Registry)
 	rec := &reconciler{pool: p.Pool, pub: p.Publisher(), depths: brokerDepths(p.PublishConn(), broker.DefaultDelayTiers),
 		set: cfg.Settings()}

@@ -155,7 +155,7 @@ func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
 		+ (SELECT count(*) FROM visitor_waiting_queue
 		 WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
 		   AND reserved_until < now() - make_interval(secs => $2::float8))`,
-		q.cfg.RetryDelay.Seconds(), q.cfg.StuckAfter.Seconds()).Scan(&n)
+		q.config().RetryDelay.Seconds(), q.config().StuckAfter.Seconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count stuck entries: %w", err)
 	}

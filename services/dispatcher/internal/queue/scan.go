@@ -66,7 +66,7 @@ type ScanResult struct {
 func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	var res ScanResult
 	var errs []error
-	expired, err := q.SweepReservations(ctx, q.cfg.BatchSize)
+	expired, err := q.SweepReservations(ctx, q.config().BatchSize)
 	res.ReservationsExpired = expired
 	if err != nil {
 		errs = append(errs, err)
@@ -76,13 +76,13 @@ func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("scan: %w", err))
 	}
-	due, err := q.ids(ctx, ScanSQL, q.cfg.RetryDelay.Seconds(), q.cfg.BatchSize)
+	due, err := q.ids(ctx, ScanSQL, q.config().RetryDelay.Seconds(), q.config().BatchSize)
 	if err != nil {
 		return res, errors.Join(append(errs, fmt.Errorf("scan: select due entries: %w", err))...)
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, q.cfg.MaxWorkers)
+	sem := make(chan struct{}, q.config().MaxWorkers)
 	for _, id := range due {
 		sem <- struct{}{}
 		wg.Add(1)
