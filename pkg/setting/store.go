@@ -89,14 +89,18 @@ func Get(ctx context.Context, db store.Querier, key string) (Setting, error) {
 	return s, nil
 }
 
-// lookup is Lookup's definition, or ErrUnknown naming the keys there are.
+// lookup is Lookup's definition, or Unknown(key).
 func lookup(key string) (Def, error) {
 	d, ok := Lookup(key)
 	if !ok {
-		return Def{}, fmt.Errorf("%w %q (one of %s)", ErrUnknown, key, Keys())
+		return Def{}, Unknown(key)
 	}
 	return d, nil
 }
+
+// Unknown is the ErrUnknown every door answers for key, naming the keys
+// there are.
+func Unknown(key string) error { return fmt.Errorf("%w %q (one of %s)", ErrUnknown, key, Keys()) }
 
 // upsertSQL writes a setting's row: its value and who set it ($1 key, $2
 // value, $3 category, $4 description, $5 type, $6 constraints, $7 by).

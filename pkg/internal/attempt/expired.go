@@ -19,3 +19,13 @@ func CountExpired(ctx context.Context, q Reader) (int, error) {
 	}
 	return n, nil
 }
+
+// QuietSQL is the SQL condition "no attempt of the task holds a live
+// lease, waits for an engine, or started or finished within the
+// interval": it made no progress that long. task and interval are SQL
+// expressions.
+func QuietSQL(task, interval string) string {
+	return `NOT EXISTS (SELECT 1 FROM task_steps sa WHERE sa.task_id = ` + task + ` AND (
+	    (sa.status = 'running' AND sa.lease_until > now()) OR sa.wait_until > now()
+	    OR sa.started_at > now() - ` + interval + ` OR sa.finished_at > now() - ` + interval + `))`
+}
