@@ -41,6 +41,7 @@ Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
 	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd())
+	root.AddCommand(configCmd())
 	return root
 }
 
