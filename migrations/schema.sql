@@ -396,6 +396,83 @@ $$;
 
 
 --
+-- Name: system_config_check(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.system_config_check() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_problem text := system_config_problem(NEW.key, NEW.value, NEW.value_type, NEW.constraints);
+BEGIN
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION USING MESSAGE = v_problem, ERRCODE = 'check_violation',
+            TABLE = 'system_config', CONSTRAINT = 'system_config_value';
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.value IS DISTINCT FROM OLD.value THEN
+        NEW.updated_at := greatest(NEW.updated_at, now());
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+
+--
+-- Name: system_config_notify(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.system_config_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('dubflow_settings', coalesce(NEW.key, OLD.key));
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: system_config_problem(text, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.system_config_problem(p_key text, p_value text, p_type text, p_constraints jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    v_num numeric;
+    v_min text := p_constraints->>'min';
+    v_max text := p_constraints->>'max';
+BEGIN
+    IF length(p_value) > 200 THEN
+        RETURN format('%s: want a value of at most 200 characters', p_key);
+    END IF;
+    IF p_type = 'integer' AND p_value !~ '^-?(0|[1-9][0-9]{0,14})$' THEN
+        RETURN format('%s "%s": want an integer', p_key, p_value);
+    ELSIF p_type = 'number' AND p_value !~ '^-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,9})?$' THEN
+        RETURN format('%s "%s": want a number', p_key, p_value);
+    ELSIF p_type = 'boolean' AND p_value NOT IN ('true', 'false') THEN
+        RETURN format('%s "%s": want true or false', p_key, p_value);
+    END IF;
+    IF p_type IN ('integer', 'number') THEN
+        v_num := p_value::numeric;
+        IF v_min IS NOT NULL AND v_max IS NOT NULL AND (v_num < v_min::numeric OR v_num > v_max::numeric) THEN
+            RETURN format('%s %s: want %s..%s', p_key, p_value, v_min, v_max);
+        ELSIF v_min IS NOT NULL AND v_num < v_min::numeric THEN
+            RETURN format('%s %s: want at least %s', p_key, p_value, v_min);
+        ELSIF v_max IS NOT NULL AND v_num > v_max::numeric THEN
+            RETURN format('%s %s: want at most %s', p_key, p_value, v_max);
+        END IF;
+    END IF;
+    IF p_constraints ? 'enum' AND NOT (p_constraints->'enum') ? p_value THEN
+        RETURN format('%s "%s": want one of %s', p_key, p_value,
+                      (SELECT string_agg(e, ', ') FROM jsonb_array_elements_text(p_constraints->'enum') e));
+    END IF;
+    RETURN NULL;
+END
+$_$;
+
+
+--
 -- Name: task_stopped(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -882,6 +959,25 @@ CREATE TABLE public.step_replays (
     base_attempt integer NOT NULL,
     reason text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: system_config; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.system_config (
+    key text NOT NULL,
+    value text NOT NULL,
+    category text DEFAULT 'general'::text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    value_type text DEFAULT 'string'::text NOT NULL,
+    constraints jsonb DEFAULT '{}'::jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text DEFAULT ''::text NOT NULL,
+    CONSTRAINT system_config_constraints_check CHECK ((jsonb_typeof(constraints) = 'object'::text)),
+    CONSTRAINT system_config_key_check CHECK ((key ~ '^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$'::text)),
+    CONSTRAINT system_config_value_type_check CHECK ((value_type = ANY (ARRAY['integer'::text, 'number'::text, 'boolean'::text, 'string'::text])))
 );
 
 
@@ -1374,6 +1470,14 @@ ALTER TABLE ONLY public.step_replays
 
 
 --
+-- Name: system_config system_config_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.system_config
+    ADD CONSTRAINT system_config_pkey PRIMARY KEY (key);
+
+
+--
 -- Name: task_glossaries task_glossaries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1694,6 +1798,20 @@ CREATE INDEX visitor_waiting_queue_staff_idx ON public.visitor_waiting_queue USI
 --
 
 CREATE INDEX worker_processes_heartbeat ON public.worker_processes USING btree (heartbeat_at DESC);
+
+
+--
+-- Name: system_config system_config_check; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER system_config_check BEFORE INSERT OR UPDATE ON public.system_config FOR EACH ROW EXECUTE FUNCTION public.system_config_check();
+
+
+--
+-- Name: system_config system_config_notify; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER system_config_notify AFTER INSERT OR DELETE OR UPDATE ON public.system_config FOR EACH ROW EXECUTE FUNCTION public.system_config_notify();
 
 
 --

@@ -22,6 +22,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,7 @@ type options struct {
 	migrate bool
 	blob    bool
 	logOut  io.Writer
+	environ map[string]string
 }
 
 // Migrate applies the schema migrations after connecting to Postgres, for
@@ -99,6 +101,9 @@ type Process struct {
 	Topology broker.Topology
 	// BrokerMetrics count the connections' reconnects and publishes.
 	BrokerMetrics *broker.Metrics
+	// Settings are the run-time settings (pkg/setting): seeded for the
+	// service at start, read again while it runs (Run watches them).
+	Settings *setting.Watch
 
 	pubConn  *broker.Conn
 	pub      *broker.Publisher
@@ -114,10 +119,11 @@ func Start(ctx context.Context, name string, environ map[string]string, cfg conf
 	if err := config.Load(environ, cfg); err != nil {
 		return nil, err
 	}
-	return Open(ctx, name, *cfg.Shared(), opts...)
+	return Open(ctx, name, *cfg.Shared(), append(opts, func(o *options) { o.environ = environ })...)
 }
 
-// Open is Start with the configuration already read.
+// Open is Start with the configuration already read (the run-time
+// settings the service uses are seeded with their defaults).
 func Open(ctx context.Context, name string, cfg config.Common, opts ...Option) (*Process, error) {
 	var o options
 	for _, opt := range opts {
@@ -153,6 +159,11 @@ func (p *Process) open(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	p.Settings = setting.NewWatch(p.Pool, p.Name, o.environ, p.Log)
+	if err := p.Settings.Start(ctx); err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	p.Registry.MustRegister(p.Settings.Collector())
 	if o.blob {
 		if p.Blob, err = blob.New(p.Config.S3); err != nil {
 			return err
@@ -204,7 +215,7 @@ func (p *Process) Ready(name string, check ops.Check) { p.checks[name] = check }
 type Job func(ctx context.Context) error
 
 // Run runs jobs until ctx is cancelled or one of them fails, serving the
-// ops endpoints beside them on OPS_ADDR. The ops endpoints stay up until
+// ops endpoints beside them on OPS_ADDR and watching the run-time settings. The ops endpoints stay up until
 // every job has returned, so a graceful stop stays observable. A failing
 // job (or ops server) cancels the others; Run returns its error.
 func (p *Process) Run(ctx context.Context, jobs ...Job) error {
@@ -218,6 +229,10 @@ func (p *Process) Run(ctx context.Context, jobs ...Job) error {
 		}
 		return nil
 	})
+	// The settings are watched while the jobs run.
+	watchCtx, stopWatch := context.WithCancel(gctx)
+	defer stopWatch()
+	g.Go(func() error { return p.Settings.Run(watchCtx) })
 	var running sync.WaitGroup
 	for _, job := range jobs {
 		running.Add(1)
@@ -228,6 +243,7 @@ func (p *Process) Run(ctx context.Context, jobs ...Job) error {
 	}
 	g.Go(func() error {
 		running.Wait()
+		stopWatch()
 		stopOps()
 		return nil
 	})

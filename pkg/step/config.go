@@ -34,6 +34,11 @@ type Config struct {
 	// services use 3 (STEP_MAX_RETRIES): a step runs at most 4 times,
 	// retried after 1s, 2s and 4s.
 	MaxRetries int
+	// MaxWaits gives the engine waits (fault.Wait) a part may have in one
+	// retry budget: the next wait ends the attempt dead-lettered with the
+	// reason. Read at each wait, so it may change while the runner runs;
+	// nil: DefaultMaxWaits, 0 or less: unbounded.
+	MaxWaits func() int
 	// Backoff gives the delay after failed try n (1-based) of a budget;
 	// default 1s, 2s, 4s, ... doubling.
 	Backoff func(n int) time.Duration
@@ -81,6 +86,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxRetries < 0 {
 		return errors.New("step runner: MaxRetries must not be negative")
+	}
+	if c.MaxWaits == nil {
+		c.MaxWaits = func() int { return DefaultMaxWaits }
 	}
 	if c.Backoff == nil {
 		c.Backoff = func(n int) time.Duration { return time.Second << min(n-1, 6) }

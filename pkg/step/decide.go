@@ -116,6 +116,11 @@ type facts struct {
 	HeldUntil   time.Time // with claimHeld: when the holder's lease ends
 	BaseAttempt int       // the first attempt of the current retry budget
 
+	// Waits counts the part's engine waits before this attempt in its
+	// retry budget, MaxWaits the bound (0: none); both are known only when
+	// the run ended waiting (Runner.countWaits).
+	Waits, MaxWaits int
+
 	// Ran: the handler ran and returned Err; Lost is what the heartbeat
 	// found; Interrupted: shutdown cut the step short; Stopped: the task's
 	// work stopped while the step ran, and how it ended (cancelled, failed).
@@ -304,6 +309,13 @@ func (p policy) result(f facts, err error) decision {
 			Why: "step parked for an operator", Level: sevWarn}
 	}
 	if reason, until, ok := fault.WaitOf(err); ok {
+		if f.MaxWaits > 0 && f.Waits >= f.MaxWaits {
+			err = fmt.Errorf("no engine could serve the step after %d waits (the last %s until %s): %w",
+				f.Waits, reason, until.UTC().Format(time.RFC3339), err)
+			return decision{Action: actRecord, Record: recDeadLettered, Err: err, Class: wire.ClassTransient,
+				Reason: err.Error(), Retries: f.Attempt - max(f.BaseAttempt, 1), Metric: recDeadLettered,
+				Why: "engine waits exhausted; dead-lettered", Level: sevError}
+		}
 		return decision{Action: actRecord, Record: recWaited, Err: err, Delay: max(until.Sub(f.Now), time.Second),
 			WaitReason: reason, WaitUntil: until, Metric: recWaited,
 			Why: "no engine can serve the step; waiting without spending a retry"}

@@ -149,6 +149,16 @@ func TestDecide(t *testing.T) {
 			decision{Action: actRecord, Record: recWaited, Delay: 3 * time.Hour, Metric: recWaited}, "reset"},
 		{"a wait already due is re-offered after a second", ran(1, fault.Wait(transient, fault.WaitRateLimit, now.Add(-time.Minute))),
 			decision{Action: actRecord, Record: recWaited, Delay: time.Second, Metric: recWaited}, "reset"},
+		{"a wait below the bound on waits waits", with(ran(12, fault.Wait(transient, fault.WaitRateLimit, now.Add(time.Minute))), func(f *facts) {
+			f.BaseAttempt, f.Waits, f.MaxWaits = 10, 9, 10
+		}), decision{Action: actRecord, Record: recWaited, Delay: time.Minute, Metric: recWaited}, "reset"},
+		{"the wait after the last one the bound allows is dead-lettered with the reason", with(ran(12, fault.Wait(transient, fault.WaitNoQuota, now.Add(time.Hour))), func(f *facts) {
+			f.BaseAttempt, f.Waits, f.MaxWaits = 11, 10, 10
+		}), decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassTransient, Retries: 1, Metric: recDeadLettered},
+			"no engine could serve the step after 10 waits (the last no_quota until 2026-11-23T11:00:00Z): speech engine"},
+		{"no bound known: the wait waits", with(ran(30, fault.Wait(transient, fault.WaitNoEngine, now.Add(time.Minute))), func(f *facts) {
+			f.BaseAttempt, f.Waits = 29, 28
+		}), decision{Action: actRecord, Record: recWaited, Delay: time.Minute, Metric: recWaited}, "reset"},
 		{"a permanent mark wins over a wait", ran(1, fault.Permanent(fault.Wait(transient, fault.WaitNoEngine, now))),
 			decision{Action: actRecord, Record: recDeadLettered, Class: wire.ClassPermanent, Metric: recDeadLettered}, "reset"},
 		{"a timeout retries", ran(1, fmt.Errorf("step asr timed out after 10m0s: %w", context.DeadlineExceeded)),

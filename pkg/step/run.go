@@ -50,6 +50,7 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 	f.Ran, f.Err, f.Lost = true, store.MarkUnavailable(err), loss(lost.Load())
 	f.Stopped = watch.Status()
 	f.Interrupted = err != nil && ctx.Err() != nil
+	r.countWaits(ctx, dl)
 }
 
 // call runs the handler, turning a panic into an error.

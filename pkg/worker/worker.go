@@ -17,7 +17,9 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -79,6 +81,9 @@ func (d *Deps) Serve(ctx context.Context, queue string, routes []step.Route) err
 		}
 	}
 	d.removeStaleTemp(routes)
+	// What dead workers left is cleaned up (and logged) before consuming;
+	// a failure is the reconciler's to retry.
+	recovery.AtStart(ctx, d.Process)
 	stepName := wire.StepOfQueue(queue)
 	// Read the pauses before consuming: a paused step takes nothing at start.
 	pauses := newPauseWatch(d.Pool, d.Log)
@@ -160,6 +165,7 @@ func Runners(ctx context.Context, p *service.Process, queue string, routes []ste
 			Delay:         p.Topology.DelayExchange,
 			DLQ:           wire.QueueDLQ,
 			MaxRetries:    cfg.MaxRetries,
+			MaxWaits:      func() int { return p.Settings.Int(setting.MaxEngineWaits) },
 			DeliveryLimit: p.Topology.DeliveryLimit,
 			Lease:         cfg.Lease(),
 			ShutdownGrace: cfg.ShutdownGrace(),

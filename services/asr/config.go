@@ -7,6 +7,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -48,7 +49,9 @@ type Config struct {
 	// (pocketsphinx_continuous flags); "default" for the package's own.
 	PocketsphinxSearch string `env:"POCKETSPHINX_SEARCH" envDefault:"-fwdflat no -maxhmmpf 6000"`
 
-	// TranslateBatch is how many segments one translate message carries.
+	// TranslateBatch is how many segments one translate message carries:
+	// the first value of the run-time setting translate.batch_size, which
+	// the handler reads (pkg/setting).
 	config.TranslateBatch
 }
 
@@ -91,7 +94,8 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	}
 	d.Announce(wire.StepASR, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, engine) })
 	d.Log.Info().Str("engine", c.Engine.Name).Int("chunk_seconds", c.ChunkSeconds).Int("chunk_concurrency", c.ChunkConcurrency).
-		Int("translate_batch_size", c.TranslateBatchSize).Msg("asr starting")
+		Int("translate_batch_size", d.Settings.Int(setting.TranslateBatchSize)).Msg("asr starting")
 	return &handler{objects: d.Blob, videos: d.Blob, db: d.Pool, asr: engine,
-		batchSize: c.TranslateBatchSize, maxAudioBytes: c.MaxAudioBytes, maxSeconds: c.MaxVideoSeconds}, nil
+		batchSize: func() int { return d.Settings.Int(setting.TranslateBatchSize) }, maxAudioBytes: c.MaxAudioBytes,
+		maxSeconds: c.MaxVideoSeconds}, nil
 })

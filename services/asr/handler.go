@@ -37,11 +37,13 @@ type transcriber interface {
 
 // handler runs the asr step.
 type handler struct {
-	objects       blob.Objects
-	videos        copier // places a parent's video under its children's keys
-	db            *pgxpool.Pool
-	asr           transcriber
-	batchSize     int
+	objects blob.Objects
+	videos  copier // places a parent's video under its children's keys
+	db      *pgxpool.Pool
+	asr     transcriber
+	// batchSize is the segments per translate message in force
+	// (translate.batch_size).
+	batchSize     func() int
 	maxAudioBytes int64
 	maxSeconds    int // MAX_VIDEO_SECONDS: the longest audio transcribed
 }
@@ -245,10 +247,11 @@ func clean(all []speech.Segment) []speech.Segment {
 // all at once (a short recording's few).
 func (h *handler) emitBatches(msg *step.Message, p wire.ASR, t taskInfo, ids []string, window int) error {
 	var batches []any
-	for batch := range slices.Chunk(ids, h.batchSize) {
+	size := h.batchSize()
+	for batch := range slices.Chunk(ids, size) {
 		batches = append(batches, wire.Translate{
 			TaskID: msg.Envelope.TaskID, SegmentIDs: batch, SourceLanguage: p.Language, TargetLanguage: t.target,
-			BatchSize: h.batchSize,
+			BatchSize: size,
 		})
 	}
 	if window > 0 {

@@ -44,12 +44,13 @@ func (h *handler) spawnChildren(ctx context.Context, msg *step.Message, p wire.A
 			return fmt.Errorf("place the video of the %s child: %w", language, err)
 		}
 	}
+	size := h.batchSize()
 	for _, language := range t.targets {
 		msg.Apply(task.Spawn(task.RefOf(env), language))
 		child := wire.ChildTaskID(env.TaskID, language)
-		for batch := range slices.Chunk(ids, h.batchSize) {
+		for batch := range slices.Chunk(ids, size) {
 			if err := msg.EmitFor(child, wire.StepTranslate, wire.Translate{TaskID: child, SegmentIDs: batch,
-				SourceLanguage: p.Language, TargetLanguage: language, BatchSize: h.batchSize}); err != nil {
+				SourceLanguage: p.Language, TargetLanguage: language, BatchSize: size}); err != nil {
 				return err
 			}
 		}

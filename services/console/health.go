@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -127,8 +128,11 @@ type healthReport struct {
 	// tasks created in the last hour (at most healthProjects, the busiest
 	// first): the mean queue wait of a part, the first-output delay and the
 	// completion time.
-	Projects     []view.ProjectMetrics `json:"projects"`
-	Dependencies map[string]string     `json:"dependencies"`
+	Projects []view.ProjectMetrics `json:"projects"`
+	// StuckTasks are the queued or running tasks with no progress for
+	// monitoring.stuck_task_threshold (seed 003's stuck-task alert).
+	StuckTasks   view.Stuck        `json:"stuckTasks"`
+	Dependencies map[string]string `json:"dependencies"`
 }
 
 // Thresholds of a degraded system.
@@ -180,6 +184,10 @@ func (s *server) checkHealth(ctx context.Context) healthReport {
 		if h.Dependencies["postgres"] == "ok" {
 			h.Dependencies["postgres"] = err.Error()
 		}
+	}
+	threshold := s.settings.Seconds(setting.StuckTaskThreshold)
+	if h.StuckTasks, err = view.StuckTasks(ctx, s.pool, threshold); err != nil && h.Dependencies["postgres"] == "ok" {
+		h.Dependencies["postgres"] = err.Error()
 	}
 	deriveUnacknowledged(h.Queues, busy)
 	h.Services = servicesOf(h.Queues, busy)
@@ -255,6 +263,10 @@ func (h *healthReport) judge() {
 		case q.Kind == "dlq" && q.Ready > 0 && q.Consumers == 0:
 			h.Reasons = append(h.Reasons, fmt.Sprintf("%d dead letters wait in %s with no dlq_recorder", q.Ready, q.Name))
 		}
+	}
+	if st := h.StuckTasks; st.Count > 0 {
+		h.Reasons = append(h.Reasons, fmt.Sprintf("%d queued or running task(s) made no progress for %d s or more (monitoring.stuck_task_threshold)",
+			st.Count, st.ThresholdSeconds))
 	}
 	if h.Performance.Finished >= 10 && h.Performance.ErrorRate > degradedErrorRate {
 		h.Reasons = append(h.Reasons, fmt.Sprintf("%.0f%% of step attempts failed in the last hour", 100*h.Performance.ErrorRate))

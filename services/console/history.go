@@ -8,18 +8,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 )
 
 // The metric history: a sample of each series every sampleEvery, kept at
-// that resolution for fineFor, averaged per minute beyond, deleted after
-// keepFor — so metric_samples stays bounded (~1,620 rows per series and key).
+// that resolution for fineFor, averaged per minute up to minutesFor,
+// averaged per hour beyond, deleted after the retention
+// (monitoring.metrics_retention_days) — so metric_samples stays bounded
+// (~1,620 rows per series and key for the first day, 24 a day beyond).
 const (
 	sampleEvery = 15 * time.Second
 	fineFor     = time.Hour
-	keepFor     = 24 * time.Hour
+	minutesFor  = 24 * time.Hour
 	// samplerLock is the advisory lock the sampling replica holds for the
 	// length of one sample's transaction.
 	samplerLock = "dubflow.console.metrics-sampler"
@@ -88,8 +91,14 @@ func (m sampler) sample(ctx context.Context) error {
 		if err := m.sampleQueues(ctx, tx, at); err != nil {
 			m.s.log.Warn().Err(err).Msg("metric sample: queue depths")
 		}
-		return compact(ctx, tx, at)
+		return compact(ctx, tx, at, m.s.retention())
 	})
+}
+
+// retention is how long the metric history is kept: the run-time setting
+// monitoring.metrics_retention_days in force.
+func (s *server) retention() time.Duration {
+	return time.Duration(s.settings.Int(setting.MetricsRetentionDays)) * 24 * time.Hour
 }
 
 // sampleQueues records the ready messages of every watched queue.
@@ -115,17 +124,24 @@ func (m sampler) sampleQueues(ctx context.Context, tx pgx.Tx, at time.Time) erro
 }
 
 // compact averages the fine samples older than fineFor into one per
-// minute (whole minutes only) and deletes what is older than keepFor.
-func compact(ctx context.Context, tx pgx.Tx, at time.Time) error {
-	cut := at.Add(-fineFor).Truncate(time.Minute)
-	if _, err := tx.Exec(ctx, `INSERT INTO metric_samples (series, key, at, step_seconds, value)
-		SELECT series, key, date_trunc('minute', at), 60, avg(value) FROM metric_samples
-		 WHERE step_seconds = 15 AND at < $1 GROUP BY 1, 2, 3
-		ON CONFLICT DO NOTHING`, cut); err != nil {
-		return fmt.Errorf("downsample metric samples: %w", err)
+// minute (whole minutes only), the minutes older than minutesFor into one
+// per hour (whole hours only), and deletes what is older than keep.
+func compact(ctx context.Context, tx pgx.Tx, at time.Time, keep time.Duration) error {
+	cut, hourCut := at.Add(-fineFor).Truncate(time.Minute), at.Add(-minutesFor).Truncate(time.Hour)
+	for _, tier := range []struct {
+		from, to int
+		unit     string
+		before   time.Time
+	}{{15, 60, "minute", cut}, {60, 3600, "hour", hourCut}} {
+		if _, err := tx.Exec(ctx, `INSERT INTO metric_samples (series, key, at, step_seconds, value)
+			SELECT series, key, date_trunc($4, at), $2, avg(value) FROM metric_samples
+			 WHERE step_seconds = $1 AND at < $3 GROUP BY 1, 2, 3
+			ON CONFLICT DO NOTHING`, tier.from, tier.to, tier.before, tier.unit); err != nil {
+			return fmt.Errorf("downsample metric samples per %s: %w", tier.unit, err)
+		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM metric_samples WHERE (step_seconds = 15 AND at < $1) OR at < $2`,
-		cut, at.Add(-keepFor)); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM metric_samples WHERE (step_seconds = 15 AND at < $1)
+		OR (step_seconds = 60 AND at < $2) OR at < $3`, cut, hourCut, at.Add(-keep)); err != nil {
 		return fmt.Errorf("trim metric samples: %w", err)
 	}
 	return nil
@@ -160,11 +176,12 @@ type historyQuery struct {
 }
 
 // metricsHistory answers GET /api/metrics/history?series=a,b&since=6h&step=tts:
-// the series (all when empty) since then (1h by default, at most 24h), of
+// the series (all when empty) since then (1h by default, at most the
+// retention), of
 // one step only when step is given, from Postgres — or from Prometheus
 // when PROMETHEUS_URL is set.
 func (s *server) metricsHistory(w http.ResponseWriter, r *http.Request) {
-	hq, err := readHistoryQuery(r)
+	hq, err := readHistoryQuery(r, s.retention())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -196,7 +213,9 @@ func unitOf(name string) string {
 	return ""
 }
 
-func readHistoryQuery(r *http.Request) (historyQuery, error) {
+// readHistoryQuery reads what a history request asks for; since goes back
+// at most keep.
+func readHistoryQuery(r *http.Request, keep time.Duration) (historyQuery, error) {
 	q := r.URL.Query()
 	now := time.Now()
 	hq := historyQuery{since: now.Add(-time.Hour), until: now, step: q.Get("step")}
@@ -209,7 +228,7 @@ func readHistoryQuery(r *http.Request) (historyQuery, error) {
 	}
 	if since != nil {
 		hq.since = *since
-		if oldest := now.Add(-keepFor); hq.since.Before(oldest) {
+		if oldest := now.Add(-keep); hq.since.Before(oldest) {
 			hq.since = oldest
 		}
 	}

@@ -44,11 +44,15 @@ type promMatrix struct {
 }
 
 // promHistory reads a series from Prometheus (query_range), at 15 s steps
-// for the last hour and 60 s beyond, as the console's own history.
+// up to an hour, 60 s up to a day and an hour beyond, as the console's own
+// history.
 func (s *server) promHistory(ctx context.Context, name string, hq historyQuery) ([]historyLine, error) {
 	pq := promQueries[name]
 	step := sampleEvery
-	if hq.until.Sub(hq.since) > fineFor {
+	switch span := hq.until.Sub(hq.since); {
+	case span > minutesFor:
+		step = time.Hour
+	case span > fineFor:
 		step = time.Minute
 	}
 	v := url.Values{"query": {pq.query}, "start": {strconv.FormatInt(hq.since.Unix(), 10)},

@@ -423,11 +423,12 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(time.Minute)
-	// Fine samples of two hours ago and of two days ago.
+	now := time.Now().Truncate(time.Hour)
+	// Fine samples of two hours ago, two days ago and ten days ago.
 	for i := range 8 {
-		f.exec(t, `INSERT INTO metric_samples (series, key, at, value) VALUES ('tasks_done', '', $1, $2), ('tasks_done', '', $3, 1)`,
-			now.Add(-2*time.Hour).Add(time.Duration(i)*sampleEvery), float64(i), now.Add(-48*time.Hour).Add(time.Duration(i)*sampleEvery))
+		f.exec(t, `INSERT INTO metric_samples (series, key, at, value) VALUES ('tasks_done', '', $1, $2), ('tasks_done', '', $3, 1),
+			('tasks_done', '', $4, 2)`, now.Add(-2*time.Hour).Add(time.Duration(i)*sampleEvery), float64(i),
+			now.Add(-48*time.Hour).Add(time.Duration(i)*sampleEvery), now.Add(-240*time.Hour).Add(time.Duration(i)*sampleEvery))
 	}
 	if err := (sampler{s: f.srv, now: func() time.Time { return now }}).sample(ctx); err != nil {
 		t.Fatal(err)
@@ -442,8 +443,8 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 		_ = rows.Scan(&at, &step, &v)
 		got = append(got, fmt.Sprintf("%s/%d/%g", now.Sub(at), step, v))
 	}
-	if want := []string{"2h0m0s/60/1.5", "1h59m0s/60/5.5"}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("old samples %v, want %v (a minute's average, nothing older than a day)", got, want)
+	if want := []string{"240h0m0s/3600/2", "48h0m0s/3600/1", "2h0m0s/60/1.5", "1h59m0s/60/5.5"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("old samples %v, want %v (an hour's average beyond a day, a minute's beyond an hour)", got, want)
 	}
 	var h history
 	f.doJSON(t, "GET", "/api/metrics/history?series=tasks_done&since=3h", nil, http.StatusOK, &h)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/rs/zerolog"
 )
@@ -20,6 +21,7 @@ func run(ctx context.Context, environ map[string]string) error {
 		return err
 	}
 	defer p.Close()
+	recovery.AtStart(ctx, p) // logged; the reconciler retries what fails
 	if _, err := media.UseZygote(cfg.FFmpegZygote, p.Log); err != nil {
 		return err
 	}
@@ -34,7 +36,7 @@ func run(ctx context.Context, environ map[string]string) error {
 		Bool("dispatcher", cfg.DispatcherURL != "").Str("public_s3", signer.Origin()).Msg("console starting")
 	s := &server{cfg: &cfg, log: p.Log, pool: p.Pool, objects: p.Blob, signer: signer, pub: p.Publisher(),
 		queues: amqpInspector{conn: p.PublishConn()}, events: newHub(p.Pool, p.Log), auth: newAuth(&cfg), page: page(signer.Origin()),
-		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst)}
+		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst), settings: p.Settings}
 	p.Registry.MustRegister(newQueueCollector(s.queues))
 	return p.Run(ctx,
 		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 )
@@ -54,6 +55,8 @@ type server struct {
 	extra []route
 	// refused counts the refused requests for the audit (refusals.go).
 	refused refusals
+	// settings are the run-time settings in force (nil: the defaults).
+	settings *setting.Watch
 }
 
 // routes lists every API route.
@@ -86,6 +89,8 @@ func (s *server) routes() []route {
 		{"GET", "/api/waiting/projects/{id}/status", reader, s.waitingProxy("/queue/projects/{id}/status")},
 		{"GET", "/api/waiting/agents/{agentId}/status", reader, s.waitingProxy("/queue/agents/{agentId}/status")},
 		{"GET", "/api/waiting/entries/{id}", reader, s.waitingProxy("/queue/entries/{id}")},
+		{"GET", "/api/config", reader, s.listSettings},
+		{"PUT", "/api/config/{key}", admin, s.audited("config", s.putSetting)},
 	}
 	return append(append(rs, s.taskRoutes()...), s.extra...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -30,11 +31,12 @@ func run(ctx context.Context, environ map[string]string) error {
 	}
 	defer p.Close()
 	logStart(p.Log, &cfg)
-	q := queue.New(p.Pool, cfg.Queue())
+	q := queue.New(p.Pool, queueConfig(&cfg, p.Settings))
+	configureLive(q, &cfg, p.Settings)
 	aq := agentqueue.New(p.Pool, cfg.QueueMaxN)
 	m := newMetrics(p.Registry)
 	p.Registry.MustRegister(newStuckCollector(q))
-	if err := recoverAtStart(ctx, q, aq, m, p.Log); err != nil {
+	if err := recoverAtStart(ctx, p, q, aq, m); err != nil {
 		return err
 	}
 	runners, err := worker.Runners(ctx, p, wire.QueueWaiting, handlers{q: q, metrics: m}.routes(messageTimeout),
@@ -110,21 +112,28 @@ func scan(ctx context.Context, q *queue.Queue, m *metrics, log zerolog.Logger) {
 }
 
 // recoverAtStart finishes what a crashed replica left undone before this one
-// serves: overdue reservations, unmatched pairs, and counters that differ
-// from the rows they count (see queue.Recover and agentqueue.RepairSizes).
-// It is safe while other replicas run.
-func recoverAtStart(ctx context.Context, q *queue.Queue, aq *agentqueue.Queue, m *metrics, log zerolog.Logger) error {
-	rec, err := q.Recover(ctx)
-	if err != nil {
-		return fmt.Errorf("recover at start: %w", err)
-	}
-	sizes, err := aq.RepairSizes(ctx)
-	if err != nil {
-		return fmt.Errorf("recover at start: %w", err)
-	}
-	m.assigned.Add(float64(len(rec.Assigned)))
-	m.reservationsExpired.Add(float64(len(rec.ReservationsExpired)))
-	log.Info().Int("reservations_expired", len(rec.ReservationsExpired)).Int("loads_repaired", rec.LoadsRepaired).
-		Int("assigned", len(rec.Assigned)).Int("queue_sizes_repaired", sizes).Msg("start-up recovery done")
-	return nil
+// serves: the shared start-up recovery (pkg/recovery), then overdue
+// reservations, unmatched pairs, and counters that differ from the rows
+// they count (see queue.Recover and agentqueue.RepairSizes), all logged on
+// one line. It is safe while other replicas run; only the dispatcher's own
+// pass failing stops the start.
+func recoverAtStart(ctx context.Context, p *service.Process, q *queue.Queue, aq *agentqueue.Queue, m *metrics) error {
+	var own error
+	recovery.AtStart(ctx, p, recovery.Pass{Name: "waiting", Run: func(ctx context.Context) (map[string]int, error) {
+		rec, err := q.Recover(ctx)
+		if err != nil {
+			own = fmt.Errorf("recover at start: %w", err)
+			return nil, own
+		}
+		sizes, err := aq.RepairSizes(ctx)
+		if err != nil {
+			own = fmt.Errorf("recover at start: %w", err)
+			return nil, own
+		}
+		m.assigned.Add(float64(len(rec.Assigned)))
+		m.reservationsExpired.Add(float64(len(rec.ReservationsExpired)))
+		return map[string]int{"reservations_expired": len(rec.ReservationsExpired), "loads_repaired": rec.LoadsRepaired,
+			"assigned": len(rec.Assigned), "queue_sizes_repaired": sizes}, nil
+	}})
+	return own
 }

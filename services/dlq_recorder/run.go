@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -25,6 +26,7 @@ func run(ctx context.Context, environ map[string]string, logOut io.Writer) error
 		return err
 	}
 	defer p.Close()
+	recovery.AtStart(ctx, p) // logged; the reconciler retries what fails
 	conn, err := p.Consumer(ctx)
 	if err != nil {
 		return err

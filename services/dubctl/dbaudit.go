@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/retry"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -85,7 +86,8 @@ func statusOf(err error) (int, string) {
 	case errors.As(err, &ee) && ee.code == exitUsage, anyIs(err, dub.ErrNoSegment, dub.ErrInvalidText,
 		dlq.ErrBadFilter, view.ErrBadFilter, audit.ErrBadCursor):
 		return http.StatusBadRequest, "bad_request"
-	case anyIs(err, task.ErrNotFound, view.ErrNotFound, dlq.ErrNotFound, dub.ErrNotFound, worker.ErrUnknownStep):
+	case anyIs(err, task.ErrNotFound, view.ErrNotFound, dlq.ErrNotFound, dub.ErrNotFound, worker.ErrUnknownStep,
+		setting.ErrUnknown):
 		return http.StatusNotFound, "not_found"
 	case anyIs(err, task.ErrRefused, dlq.ErrReplayed, dlq.ErrTaskDone, dlq.ErrNotReplayable, retry.ErrRefused,
 		dub.ErrParent):

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -26,7 +27,8 @@ type Config struct {
 	config.EnginePool `envPrefix:"TRANSLATE_"`
 
 	// TranslateBatch is the number of texts per engine call (a message's
-	// batch_size overrides it).
+	// batch_size overrides it): the first value of the run-time setting
+	// translate.batch_size, which the handler reads (pkg/setting).
 	config.TranslateBatch
 	// ItemMaxRetries is the number of tries of one text after its batch
 	// failed.
@@ -107,7 +109,8 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 		return nil, err
 	}
 	d.Announce(wire.StepTranslate, c.Engine.Name, func(ctx context.Context) ([]string, error) { return speech.Capabilities(ctx, batcher) })
-	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", c.TranslateBatchSize).Int("item_max_retries", c.ItemMaxRetries).
-		Int("max_text_length", c.MaxTextLength).Int("apertium_pipelines", c.ApertiumPipelines).Msg("translate starting")
-	return &handler{db: d.Pool, batcher: *batcher}, nil
+	d.Log.Info().Str("engine", c.Engine.Name).Int("batch_size", d.Settings.Int(setting.TranslateBatchSize)).
+		Int("item_max_retries", c.ItemMaxRetries).Int("max_text_length", c.MaxTextLength).
+		Int("apertium_pipelines", c.ApertiumPipelines).Msg("translate starting")
+	return &handler{db: d.Pool, batcher: *batcher, batchSize: func() int { return d.Settings.Int(setting.TranslateBatchSize) }}, nil
 })

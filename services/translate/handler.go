@@ -19,9 +19,11 @@ import (
 // handler runs the translate step for one batch of segments.
 type handler struct {
 	db *pgxpool.Pool
-	// batcher is the configured translator; a message's batch_size
-	// overrides its BatchSize.
-	batcher speech.Batcher
+	// batcher is the configured translator; a message's batch_size, else
+	// batchSize (the run-time setting translate.batch_size), sets its
+	// BatchSize.
+	batcher   speech.Batcher
+	batchSize func() int
 }
 
 // Handle translates the batch's untranslated segments, stages their
@@ -115,6 +117,7 @@ func emitTTS(msg *step.Message, tts wire.TTS, long bool) error {
 // the task's glossary, if it has one.
 func (h *handler) translator(ctx context.Context, env *wire.Envelope, p wire.Translate) (speech.Batcher, error) {
 	b := h.batcher
+	b.BatchSize = h.batchSize()
 	if p.BatchSize > 0 {
 		b.BatchSize = p.BatchSize
 	}

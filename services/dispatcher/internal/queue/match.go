@@ -128,7 +128,7 @@ func (q *Queue) assignOne(ctx context.Context, project uuid.UUID) (Entry, bool, 
 // assignIn makes at most one assignment in project inside tx, with its
 // event.waiting.assigned.
 func (q *Queue) assignIn(ctx context.Context, tx pgx.Tx, project uuid.UUID) (Entry, bool, error) {
-	e, err := scanEntry(tx.QueryRow(ctx, assignSQL, project, q.cfg.ReservationTimeout.Seconds()), false)
+	e, err := scanEntry(tx.QueryRow(ctx, assignSQL, project, q.config().ReservationTimeout.Seconds()), false)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Entry{}, false, nil
 	}

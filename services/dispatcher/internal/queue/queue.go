@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,11 +46,19 @@ type querier interface {
 // for any number of replicas sharing one database.
 type Queue struct {
 	pool *pgxpool.Pool
-	cfg  Config
+	cfg  atomic.Pointer[Config]
 }
 
 // New returns a Queue on pool.
 func New(pool *pgxpool.Pool, cfg Config) *Queue {
+	q := &Queue{pool: pool}
+	q.Configure(cfg)
+	return q
+}
+
+// Configure replaces the processing settings (the run-time settings
+// changed): scans and assignments that start afterwards use them.
+func (q *Queue) Configure(cfg Config) {
 	if cfg.MaxRetries < 1 {
 		cfg.MaxRetries = 1
 	}
@@ -59,8 +68,11 @@ func New(pool *pgxpool.Pool, cfg Config) *Queue {
 	if cfg.MaxWorkers < 1 {
 		cfg.MaxWorkers = 1
 	}
-	return &Queue{pool: pool, cfg: cfg}
+	q.cfg.Store(&cfg)
 }
+
+// config is the processing settings in force.
+func (q *Queue) config() Config { return *q.cfg.Load() }
 
 // EnqueueRequest is a request for a human agent.
 type EnqueueRequest struct {
@@ -354,7 +366,7 @@ func (q *Queue) processIn(ctx context.Context, tx pgx.Tx, id uuid.UUID, onlyDue 
 			return out, nil
 		}
 	}
-	if out.Expired, err = recordAttempt(ctx, tx, id, q.cfg.MaxRetries, onlyDue, q.cfg.RetryDelay); err != nil {
+	if out.Expired, err = recordAttempt(ctx, tx, id, q.config().MaxRetries, onlyDue, q.config().RetryDelay); err != nil {
 		return out, err
 	}
 	out.Entry, err = entry(ctx, tx, id)

@@ -155,7 +155,7 @@ func (q *Queue) expireReservation(ctx context.Context, tx pgx.Tx) (e Entry, foun
 	if err != nil {
 		return Entry{}, false, err
 	}
-	if e, err = scanEntry(tx.QueryRow(ctx, expireReservationSQL, id, q.cfg.MaxRetries), false); err != nil {
+	if e, err = scanEntry(tx.QueryRow(ctx, expireReservationSQL, id, q.config().MaxRetries), false); err != nil {
 		return Entry{}, false, err
 	}
 	if err := giveBack(ctx, tx, staff); err != nil {
@@ -164,7 +164,7 @@ func (q *Queue) expireReservation(ctx context.Context, tx pgx.Tx) (e Entry, foun
 	if err := addEvent(ctx, tx, EventReservationExpired, e); err != nil {
 		return Entry{}, false, err
 	}
-	if e.Status == StatusExpired && e.RetryCount >= q.cfg.MaxRetries {
+	if e.Status == StatusExpired && e.RetryCount >= q.config().MaxRetries {
 		err = addEvent(ctx, tx, EventExpired, e)
 	}
 	return e, true, err
@@ -182,7 +182,7 @@ func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
 		+ (SELECT count(*) FROM visitor_waiting_queue
 		 WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
 		   AND reserved_until < now() - make_interval(secs => $2::float8))`,
-		q.cfg.RetryDelay.Seconds(), q.cfg.StuckAfter.Seconds()).Scan(&n)
+		q.config().RetryDelay.Seconds(), q.config().StuckAfter.Seconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count stuck entries: %w", err)
 	}

@@ -67,7 +67,7 @@ type ScanResult struct {
 func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	var res ScanResult
 	var errs []error
-	expired, err := q.SweepReservations(ctx, q.cfg.BatchSize)
+	expired, err := q.SweepReservations(ctx, q.config().BatchSize)
 	res.ReservationsExpired = expired
 	if err != nil {
 		errs = append(errs, err)
@@ -75,7 +75,7 @@ func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	for _, e := range expired {
 		// An unconfirmed reservation is an attempt: the last one expires
 		// the entry.
-		if e.Status == StatusExpired && e.RetryCount >= q.cfg.MaxRetries {
+		if e.Status == StatusExpired && e.RetryCount >= q.config().MaxRetries {
 			res.Expired = append(res.Expired, e)
 		}
 	}
@@ -84,13 +84,13 @@ func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("scan: %w", err))
 	}
-	due, err := q.ids(ctx, ScanSQL, q.cfg.RetryDelay.Seconds(), q.cfg.BatchSize)
+	due, err := q.ids(ctx, ScanSQL, q.config().RetryDelay.Seconds(), q.config().BatchSize)
 	if err != nil {
 		return res, errors.Join(append(errs, fmt.Errorf("scan: select due entries: %w", err))...)
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, q.cfg.MaxWorkers)
+	sem := make(chan struct{}, q.config().MaxWorkers)
 	for _, id := range due {
 		sem <- struct{}{}
 		wg.Add(1)

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/dubflow/dubflow/pkg/setting"
+)
+
+// settingsList is what GET /api/config answers: every run-time setting
+// with its value now, and how soon a running service takes a change.
+type settingsList struct {
+	Settings    []setting.Setting `json:"settings"`
+	PollSeconds float64           `json:"pollSeconds"`
+}
+
+// listSettings answers GET /api/config (seed 003's system_config).
+func (s *server) listSettings(w http.ResponseWriter, r *http.Request) {
+	list, err := setting.List(r.Context(), s.pool)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, settingsList{Settings: list, PollSeconds: setting.Poll.Seconds()})
+}
+
+// settingBody is what PUT /api/config/{key} reads: the value as a JSON
+// string or number.
+type settingBody struct {
+	Value json.RawMessage `json:"value"`
+}
+
+// text is the value as the table holds it: a string's content, a
+// number's literal.
+func (b settingBody) text() (string, error) {
+	raw := strings.TrimSpace(string(b.Value))
+	switch {
+	case raw == "" || raw == "null":
+		return "", badRequest(`request body: want {"value": …}`)
+	case strings.HasPrefix(raw, `"`):
+		var v string
+		if err := json.Unmarshal(b.Value, &v); err != nil {
+			return "", badRequest("value: " + err.Error())
+		}
+		return v, nil
+	case strings.HasPrefix(raw, "-") || (raw[0] >= '0' && raw[0] <= '9'):
+		return raw, nil
+	}
+	return "", badRequest("value: want a string or a number")
+}
+
+// putSetting answers PUT /api/config/{key}: the setting changed after the
+// same check every door makes (setting.Set; 400 with its text when the
+// value does not fit, 404 for an unknown key), audited with the value
+// before and after. Running services take it within pollSeconds.
+func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	noteOf(r).target = key
+	var body settingBody
+	if err := decodeJSON(r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	value, err := body.text()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	noteAudit(r, "value", value)
+	if before, err := setting.Get(r.Context(), s.pool, key); err == nil {
+		noteAudit(r, "from", before.Value)
+	}
+	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).name)
+	switch {
+	case errors.Is(err, setting.ErrUnknown):
+		s.fail(w, r, notFound(err.Error()))
+	case errors.Is(err, setting.ErrInvalid):
+		s.fail(w, r, badRequest(err.Error()))
+	case err != nil:
+		s.fail(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, got)
+	}
+}
