@@ -185,3 +185,54 @@ func checkAgentQueue(t *testing.T, d dispatcher, agent uuid.UUID, entries ...uui
 		}
 	}
 }
+
+// TestTransferToHumanOverHTTP: transfer_to_human without staff answers the
+// seed's TransferResult (no_staff, the reason, the position, the entry);
+// a transfer naming an agent of another project is 404, one to a full
+// agent queue 400 BUSINESS_QUEUE_FULL; a manual_service.request naming an
+// agent is 400; the visitor queued for an agent cancels through the
+// per-agent route, its entry with it.
+func TestTransferToHumanOverHTTP(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	d := startInProcess(t, testEnv(t, db.URL, testenv.AMQP(t), map[string]string{"QUEUE_MAX_N": "1"}))
+	project := uuid.New()
+	code, r := transfer(t, d, project, nil)
+	if code != 200 || !r.Success || r.Status != "waiting" || r.Source != "no_staff" || r.Message != "Added to waiting queue" ||
+		r.Reason != "No available staff: no agent of the project is online" || r.QueuePosition == nil || *r.QueuePosition != 1 ||
+		r.WaitingQueue == nil || r.WaitingQueue.ID != r.EntryID || r.WaitingQueue.ChannelID != "channel_9" {
+		t.Fatalf("transfer without staff: %d %+v", code, r)
+	}
+	agent, stranger := uuid.New(), uuid.New()
+	putAgent(t, d, agent, project, 0)
+	putAgent(t, d, stranger, uuid.New(), 1)
+	if code, r := transfer(t, d, project, &stranger); code != 404 || r.Code != "NOT_FOUND" {
+		t.Fatalf("transfer to another project's agent: %d %+v", code, r)
+	}
+	_, queued := transfer(t, d, project, &agent)
+	if code, r := transfer(t, d, project, &agent); code != 400 || r.Code != "BUSINESS_QUEUE_FULL" || queued.Status != "queued" {
+		t.Fatalf("transfer to a full agent queue: %d %+v (first: %+v)", code, r, queued)
+	}
+	ev := aiEvent(project, uuid.New(), "normal")
+	ev["payload"].(map[string]any)["staff_id"] = agent
+	var e entryJSON
+	if code := d.call(t, "POST", "/internal/ai/events", ev, &e); code != 400 || e.Code != "VALIDATION_ERROR" {
+		t.Fatalf("manual_service.request naming an agent: %d %+v", code, e)
+	}
+	visitor := entryOf(t, d, queued.EntryID).VisitorID
+	path := "/queue/agents/" + agent.String() + "/orders/" + queued.EntryID.String()
+	if code := d.send(t, "DELETE", path, map[string]string{"x-user-id": "someone-else"}, nil, &e); code != 403 {
+		t.Fatalf("cancel of a queued visitor by someone else: %d", code)
+	}
+	var c struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	if code := d.send(t, "DELETE", path, map[string]string{"x-user-id": visitor.String()}, nil, &c); code != 200 || !c.Cancelled {
+		t.Fatalf("cancel by the visitor: %d %+v", code, c)
+	}
+	if got := entryOf(t, d, queued.EntryID); got.Status != "cancelled" {
+		t.Fatalf("the entry after its item's cancel: %+v", got)
+	}
+	checkAgentQueue(t, d, agent)
+	checkCounters(t, db.Pool)
+}

@@ -1,8 +1,12 @@
-// Package agentqueue is the per-agent queue: orders waiting for
+// Package agentqueue is the per-agent queue (seed 002): orders waiting for
 // one busy agent, at most a fixed number per agent, handed out oldest first
-// and each exactly once. All state lives in Postgres (agent_queues,
-// agent_queue_items); every guarantee holds with any number of dispatcher
-// replicas:
+// and each exactly once. An item is either an outside order (posted for the
+// agent, handed out by ConsumeNext) or a visitor who asked for the agent
+// (EntryID: a waiting entry, queued by the waiting queue's transfer and
+// paired by it when the agent has a free unit, never handed out here).
+// Each item records who queued it (UserID); only they may cancel it. All
+// state lives in Postgres (agent_queues, agent_queue_items); every
+// guarantee holds with any number of dispatcher replicas:
 //
 //   - capacity: an enqueue raises the agent's queue_size with a conditional
 //     update (queue_size < capacity) in the transaction that inserts the item,
