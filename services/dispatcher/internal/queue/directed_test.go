@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/services/dispatcher/internal/agentqueue"
 	"github.com/dubflow/dubflow/services/dispatcher/internal/queue"
@@ -308,4 +309,37 @@ func race(t *testing.T, q *queue.Queue, w int, project, agent, entry uuid.UUID) 
 			t.Errorf("transfer: %v", err)
 		}
 	}
+}
+
+// TestQueuedVisitorsCountInStatusAndStuck: the project's status counts
+// the visitors queued for its agents (apart from its waiting entries); a
+// visitor queued for StuckAfter while its agent has a free unit nobody
+// paired counts as stuck until a match pairs it.
+func TestQueuedVisitorsCountInStatusAndStuck(t *testing.T) {
+	t.Parallel()
+	cfg := directedConfig
+	cfg.StuckAfter = time.Minute
+	q, pool := setup(t, cfg)
+	ctx := context.Background()
+	project, agent := staffedProject(t, q, 1)
+	if _, err := transferTo(t, q, project, &agent); err != nil {
+		t.Fatal(err)
+	}
+	queued := queueFor(t, q, project, agent, 2)
+	if st, err := q.Status(ctx, project, 100); err != nil || st.Queued != 2 || st.Waiting != 0 || len(st.Entries) != 0 {
+		t.Fatalf("status: %+v %v, want 2 queued, none waiting", st, err)
+	}
+	// A unit freed behind the dispatcher's back, long after they queued.
+	exec(t, pool, `UPDATE staff SET max_concurrent = 2 WHERE id = $1`, agent)
+	exec(t, pool, `UPDATE visitor_waiting_queue SET updated_at = now() - interval '2 minutes' WHERE status = 'queued'`)
+	if n, err := q.StuckEntries(ctx); err != nil || n != 2 {
+		t.Fatalf("stuck = %d %v, want 2", n, err)
+	}
+	if a, err := q.Match(ctx, project); err != nil || len(a) != 1 || a[0].ID != queued[0] {
+		t.Fatalf("match: %+v %v, want the first queued visitor paired", a, err)
+	}
+	if n, err := q.StuckEntries(ctx); err != nil || n != 0 {
+		t.Fatalf("stuck after the pairing = %d %v, want 0 (the agent is busy again)", n, err)
+	}
+	checkQueues(t, pool)
 }

@@ -201,7 +201,10 @@ func (q *Queue) expireReservation(ctx context.Context, tx pgx.Tx) (e Entry, foun
 // StuckEntries counts the entries no replica is moving on: waiting entries
 // not attempted for RetryDelay+StuckAfter (the scan should have attempted or
 // expired them), and reservations overdue by StuckAfter (the sweep should
-// have expired them). It is the value of dubflow_dispatcher_stuck_entries.
+// have expired them), and visitors queued for an agent for StuckAfter
+// while the agent has a free unit (the release or the match should have
+// paired them) or is offline or in another project (the scan should have
+// handed them back). It is the value of dubflow_dispatcher_stuck_entries.
 func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
 	var n int
 	err := q.pool.QueryRow(ctx, `SELECT
@@ -209,7 +212,11 @@ func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
 		 WHERE status = 'waiting' AND coalesce(last_attempt_at, entered_at) < now() - make_interval(secs => $1::float8 + $2::float8))
 		+ (SELECT count(*) FROM visitor_waiting_queue
 		 WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
-		   AND reserved_until < now() - make_interval(secs => $2::float8))`,
+		   AND reserved_until < now() - make_interval(secs => $2::float8))
+		+ (SELECT count(*) FROM visitor_waiting_queue e JOIN staff s ON s.id = e.requested_staff_id
+		 WHERE e.status = 'queued' AND e.updated_at < now() - make_interval(secs => $2::float8)
+		   AND (s.availability = 'offline' OR s.project_id <> e.project_id
+		        OR (s.availability = 'online' AND s.current_load < s.max_concurrent)))`,
 		q.cfg.RetryDelay.Seconds(), q.cfg.StuckAfter.Seconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count stuck entries: %w", err)
