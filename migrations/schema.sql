@@ -508,7 +508,11 @@ CREATE TABLE public.agent_queue_items (
     consumed_at timestamp with time zone,
     cancelled_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT agent_queue_items_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'consumed'::text, 'cancelled'::text])))
+    user_id text,
+    entry_id uuid,
+    CONSTRAINT agent_queue_items_entry_check CHECK (((entry_id IS NULL) OR (entry_id = order_id))),
+    CONSTRAINT agent_queue_items_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'consumed'::text, 'cancelled'::text]))),
+    CONSTRAINT agent_queue_items_user_id_check CHECK (((char_length(user_id) >= 1) AND (char_length(user_id) <= 255)))
 );
 
 
@@ -1214,12 +1218,14 @@ CREATE TABLE public.visitor_waiting_queue (
     reserved_until timestamp with time zone,
     confirmed_at timestamp with time zone,
     released_at timestamp with time zone,
+    requested_staff_id uuid,
     CONSTRAINT visitor_waiting_queue_priority_check CHECK (((priority >= 0) AND (priority <= 3))),
+    CONSTRAINT visitor_waiting_queue_queued_check CHECK (((status <> 'queued'::text) OR (requested_staff_id IS NOT NULL))),
     CONSTRAINT visitor_waiting_queue_released_check CHECK (((status = 'released'::text) = (released_at IS NOT NULL))),
     CONSTRAINT visitor_waiting_queue_retry_count_check CHECK ((retry_count >= 0)),
     CONSTRAINT visitor_waiting_queue_source_check CHECK ((source = ANY (ARRAY['ai_request'::text, 'visitor'::text, 'transfer'::text, 'system'::text, 'no_staff'::text]))),
     CONSTRAINT visitor_waiting_queue_staff_check CHECK (((status = ANY (ARRAY['assigned'::text, 'released'::text])) = (assigned_staff_id IS NOT NULL))),
-    CONSTRAINT visitor_waiting_queue_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'assigned'::text, 'released'::text, 'cancelled'::text, 'expired'::text]))),
+    CONSTRAINT visitor_waiting_queue_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'queued'::text, 'assigned'::text, 'released'::text, 'cancelled'::text, 'expired'::text]))),
     CONSTRAINT visitor_waiting_queue_urgency_check CHECK ((urgency = ANY (ARRAY['low'::text, 'normal'::text, 'high'::text, 'urgent'::text])))
 );
 
@@ -1542,10 +1548,31 @@ ALTER TABLE ONLY public.worker_processes
 
 
 --
+-- Name: agent_queue_items_agent_entries; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX agent_queue_items_agent_entries ON public.agent_queue_items USING btree (agent_id, seq) WHERE ((status = 'queued'::text) AND (entry_id IS NOT NULL));
+
+
+--
+-- Name: agent_queue_items_agent_orders; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX agent_queue_items_agent_orders ON public.agent_queue_items USING btree (agent_id, seq) WHERE ((status = 'queued'::text) AND (entry_id IS NULL));
+
+
+--
 -- Name: agent_queue_items_agent_seq; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX agent_queue_items_agent_seq ON public.agent_queue_items USING btree (agent_id, seq) WHERE (status = 'queued'::text);
+
+
+--
+-- Name: agent_queue_items_entry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX agent_queue_items_entry ON public.agent_queue_items USING btree (entry_id) WHERE (entry_id IS NOT NULL);
 
 
 --
@@ -1762,7 +1789,7 @@ CREATE INDEX tts_compensations_segment_idx ON public.tts_compensations USING btr
 -- Name: visitor_waiting_queue_active_visitor; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX visitor_waiting_queue_active_visitor ON public.visitor_waiting_queue USING btree (project_id, visitor_id) WHERE (status = 'waiting'::text);
+CREATE UNIQUE INDEX visitor_waiting_queue_active_visitor ON public.visitor_waiting_queue USING btree (project_id, visitor_id) WHERE (status = ANY (ARRAY['waiting'::text, 'queued'::text]));
 
 
 --
@@ -1830,6 +1857,14 @@ ALTER TABLE ONLY public.agent_queue_items
 
 
 --
+-- Name: agent_queue_items agent_queue_items_entry_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_queue_items
+    ADD CONSTRAINT agent_queue_items_entry_id_fkey FOREIGN KEY (entry_id) REFERENCES public.visitor_waiting_queue(id);
+
+
+--
 -- Name: engine_reservations engine_reservations_step_name_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1875,3 +1910,11 @@ ALTER TABLE ONLY public.tasks
 
 ALTER TABLE ONLY public.visitor_waiting_queue
     ADD CONSTRAINT visitor_waiting_queue_assigned_staff_id_fkey FOREIGN KEY (assigned_staff_id) REFERENCES public.staff(id);
+
+
+--
+-- Name: visitor_waiting_queue visitor_waiting_queue_requested_staff_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.visitor_waiting_queue
+    ADD CONSTRAINT visitor_waiting_queue_requested_staff_id_fkey FOREIGN KEY (requested_staff_id) REFERENCES public.staff(id);

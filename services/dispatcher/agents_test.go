@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -62,13 +63,13 @@ func TestAgentQueueAPI(t *testing.T) {
 	orders := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
 	for i, o := range orders {
 		var it itemJSON
-		if code := d.call(t, "POST", base+"/orders", map[string]any{"orderId": o, "taskId": uuid.New()}, &it); code != 201 ||
+		if code := d.send(t, "POST", base+"/orders", owner, map[string]any{"orderId": o, "taskId": uuid.New()}, &it); code != 201 ||
 			it.OrderID != o || it.AgentID != agent || it.Status != "queued" || it.Position != i+1 {
 			t.Fatalf("enqueue %d: %d %+v", i, code, it)
 		}
 	}
 	var e itemJSON
-	if code := d.call(t, "POST", base+"/orders", map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, &e); code != 400 || e.Code != "BUSINESS_QUEUE_FULL" || e.Message == "" {
+	if code := d.send(t, "POST", base+"/orders", owner, map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, &e); code != 400 || e.Code != "BUSINESS_QUEUE_FULL" || e.Message == "" {
 		t.Fatalf("enqueue into a full queue: %d %+v", code, e)
 	}
 	var st agentStatusJSON
@@ -114,7 +115,7 @@ func TestAgentQueueAPI(t *testing.T) {
 	}
 	// Now there is room, but the second order is still queued: 409.
 	e = itemJSON{}
-	if code := d.call(t, "POST", base+"/orders", map[string]any{"orderId": orders[1], "taskId": uuid.New()}, &e); code != 409 || e.Code != "BUSINESS_IDEMPOTENCY_VIOLATION" {
+	if code := d.send(t, "POST", base+"/orders", owner, map[string]any{"orderId": orders[1], "taskId": uuid.New()}, &e); code != 409 || e.Code != "BUSINESS_IDEMPOTENCY_VIOLATION" {
 		t.Fatalf("duplicate enqueue: %d %+v", code, e)
 	}
 	if code := d.callWith(t, "GET", "/queue/orders/"+orders[1].String()+"/position", map[string]string{"x-agent-id": agent.String()}, &pos); code != 200 || pos.Position != 1 {
@@ -152,20 +153,12 @@ func TestAgentQueueAPI(t *testing.T) {
 		{"DELETE", base + "/orders/nope", nil, 400},
 	} {
 		e = itemJSON{}
-		if code := d.call(t, c.method, c.path, c.body, &e); code != c.want || e.Code == "" || e.Message == "" {
+		if code := d.send(t, c.method, c.path, owner, c.body, &e); code != c.want || e.Code == "" || e.Message == "" {
 			t.Errorf("%s %s: %d %+v, want %d with code and message", c.method, c.path, code, e, c.want)
 		}
 	}
-	req, _ := http.NewRequest("GET", d.base+base+"/status", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e = itemJSON{}
-	decodeBody(t, resp, &e)
-	resp.Body.Close()
-	if resp.StatusCode != 401 || e.Code != "UNAUTHORIZED" {
-		t.Fatalf("status without a token: %d %+v", resp.StatusCode, e)
+	if code := d.send(t, "POST", base+"/orders", nil, map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, &e); code != 400 || e.Code != "VALIDATION_ERROR" {
+		t.Fatalf("enqueue without x-user-id: %d %+v", code, e)
 	}
 }
 
@@ -182,7 +175,7 @@ func TestAgentQueueConsumedOnceAcrossReplicas(t *testing.T) {
 	agent := uuid.New()
 	base := "/queue/agents/" + agent.String()
 	for i := 0; i < items; i++ {
-		if code := replicas[i%2].call(t, "POST", base+"/orders", map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, nil); code != 201 {
+		if code := replicas[i%2].send(t, "POST", base+"/orders", owner, map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, nil); code != 201 {
 			t.Fatalf("enqueue %d: %d", i, code)
 		}
 	}
@@ -233,5 +226,108 @@ func decodeBody(t *testing.T, resp *http.Response, out any) {
 		if err := json.Unmarshal(data, out); err != nil {
 			t.Errorf("decode %s: %v", data, err)
 		}
+	}
+}
+
+// TestAgentQueueOwnership: only who queued an order cancels it (x-user-id,
+// a UUID in any case), an x-agent-id given must be the path's agent, and
+// a position asked with x-user-id is answered to the owner only.
+func TestAgentQueueOwnership(t *testing.T) {
+	t.Parallel()
+	d := startInProcess(t, testEnv(t, testenv.Postgres(t).URL, testenv.AMQP(t), nil))
+	agent, other, order := uuid.New(), uuid.New(), uuid.New()
+	user := uuid.New()
+	base := "/queue/agents/" + agent.String()
+	if code := d.send(t, "POST", base+"/orders", map[string]string{"x-user-id": strings.ToUpper(user.String())},
+		map[string]any{"orderId": order, "taskId": uuid.New()}, nil); code != 201 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	position := "/queue/orders/" + order.String() + "/position"
+	for _, c := range []struct {
+		name, method, path string
+		headers            map[string]string
+		want               int
+	}{
+		{"cancel by another user", "DELETE", base + "/orders/" + order.String(), map[string]string{"x-user-id": "user-8"}, 403},
+		{"cancel naming another agent", "DELETE", base + "/orders/" + order.String(), map[string]string{"x-user-id": user.String(), "x-agent-id": other.String()}, 403},
+		{"position asked by another user", "GET", position, map[string]string{"x-agent-id": agent.String(), "x-user-id": "user-8"}, 403},
+		{"position in another agent's queue", "GET", position, map[string]string{"x-agent-id": other.String(), "x-user-id": user.String()}, 404},
+		{"position asked by the owner", "GET", position, map[string]string{"x-agent-id": agent.String(), "x-user-id": user.String()}, 200},
+		{"position asked by the agent", "GET", position, map[string]string{"x-agent-id": agent.String()}, 200},
+	} {
+		var e itemJSON
+		if code := d.send(t, c.method, c.path, c.headers, nil, &e); code != c.want || (code == 403 && e.Code != "FORBIDDEN") {
+			t.Errorf("%s: %d %+v, want %d", c.name, code, e, c.want)
+		}
+	}
+	var st agentStatusJSON
+	if d.call(t, "GET", base+"/status", nil, &st); st.QueuedCount != 1 {
+		t.Fatalf("refused cancels took the order out: %+v", st)
+	}
+	var c struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	if code := d.send(t, "DELETE", base+"/orders/"+order.String(), map[string]string{"x-user-id": user.String(), "x-agent-id": agent.String()}, nil, &c); code != 200 || !c.Cancelled {
+		t.Fatalf("cancel by the owner: %d %+v", code, c)
+	}
+}
+
+// getStatus GETs an agent's status with the given Authorization header
+// (none when empty) and decodes it as a generic object.
+func getStatus(t *testing.T, d dispatcher, agent uuid.UUID, auth string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.base+"/queue/agents/"+agent.String()+"/status", nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	decodeBody(t, resp, &out)
+	return resp.StatusCode, out
+}
+
+// TestAgentStatusIsPublicAndShowsNoIDs: by default the agent's status needs
+// no token and then shows counts, positions and arrival times only; with
+// the token the items are whole; QUEUE_AGENT_STATUS_PUBLIC=false makes it
+// need the token.
+func TestAgentStatusIsPublicAndShowsNoIDs(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	amqpURL := testenv.AMQP(t)
+	d := startInProcess(t, testEnv(t, db.URL, amqpURL, nil))
+	agent := uuid.New()
+	for range 2 {
+		if code := d.send(t, "POST", "/queue/agents/"+agent.String()+"/orders", owner, map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, nil); code != 201 {
+			t.Fatalf("enqueue: %d", code)
+		}
+	}
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789"} {
+		code, st := getStatus(t, d, agent, auth)
+		items, _ := st["items"].([]any)
+		if code != 200 || st["queuedCount"] != 2.0 || st["agentId"] != agent.String() || len(items) != 2 {
+			t.Fatalf("status without the token (%q): %d %v", auth, code, st)
+		}
+		for i, it := range items {
+			m := it.(map[string]any)
+			if len(m) != 3 || m["position"] != float64(i+1) || m["status"] != "queued" || m["createdAt"] == nil {
+				t.Fatalf("public item %d shows %v, want only status, position and createdAt", i, m)
+			}
+		}
+	}
+	code, st := getStatus(t, d, agent, "Bearer "+testToken)
+	first := st["items"].([]any)[0].(map[string]any)
+	if code != 200 || first["orderId"] == nil || first["userId"] != "user-7" {
+		t.Fatalf("status with the token: %d %v", code, st)
+	}
+	private := startInProcess(t, testEnv(t, db.URL, amqpURL, map[string]string{"QUEUE_AGENT_STATUS_PUBLIC": "false"}))
+	if code, body := getStatus(t, private, agent, ""); code != 401 || body["code"] != "UNAUTHORIZED" {
+		t.Fatalf("private status without the token: %d %v", code, body)
+	}
+	if code, _ := getStatus(t, private, agent, "Bearer "+testToken); code != 200 {
+		t.Fatalf("private status with the token: %d", code)
 	}
 }

@@ -45,6 +45,12 @@ type Config struct {
 	// QueueMaxN is the number of orders one agent may have queued; one more
 	// is refused with BUSINESS_QUEUE_FULL.
 	QueueMaxN int `env:"QUEUE_MAX_N" envDefault:"10"`
+	// AgentStatusPublic serves GET /queue/agents/{agentId}/status without
+	// the token (seed 002 lists it as public); a token-less caller sees
+	// counts, positions and arrival times, no id but the agent's. false:
+	// the route needs the token like every other. An environment variable
+	// until the run-time settings (system_config) take it.
+	AgentStatusPublic bool `env:"QUEUE_AGENT_STATUS_PUBLIC" envDefault:"true"`
 }
 
 // Validate checks what parsing cannot.
@@ -74,7 +80,8 @@ func (c *Config) Interval() time.Duration { return config.Seconds(c.IntervalSeco
 func (c *Config) Queue() queue.Config {
 	return queue.Config{MaxRetries: c.ProcessMaxRetries, RetryDelay: config.Seconds(c.RetryDelaySeconds),
 		BatchSize: c.BatchSize, MaxWorkers: c.MaxWorkers,
-		ReservationTimeout: config.Seconds(c.ReservationTimeoutSeconds), StuckAfter: config.Seconds(c.StuckEntrySeconds)}
+		ReservationTimeout: config.Seconds(c.ReservationTimeoutSeconds), StuckAfter: config.Seconds(c.StuckEntrySeconds),
+		AgentQueueMax: c.QueueMaxN}
 }
 
 // loadConfig reads the configuration from environ.

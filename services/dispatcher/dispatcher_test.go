@@ -54,6 +54,12 @@ func (b *lockedBuffer) String() string {
 // (when non-nil); it returns the status code.
 func (d dispatcher) call(t *testing.T, method, path string, body any, out any) int {
 	t.Helper()
+	return d.send(t, method, path, nil, body, out)
+}
+
+// send is call with extra headers.
+func (d dispatcher) send(t *testing.T, method, path string, headers map[string]string, body any, out any) int {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -67,6 +73,9 @@ func (d dispatcher) call(t *testing.T, method, path string, body any, out any) i
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+testToken)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Errorf("%s %s: %v", method, path, err)

@@ -239,12 +239,13 @@ func (h handlers) capacity(ctx context.Context, msg *step.Message) error {
 		if err != nil {
 			return classify(err)
 		}
-		a, err := h.q.Match(ctx, st.ProjectID)
+		a, err := h.q.Rematch(ctx, st)
 		h.metrics.assigned.Add(float64(len(a)))
 		return err
 	}
-	// A release commits with the step's success, exactly once; the
-	// matching it allows follows as a waiting.process message.
+	// A release commits with the step's success, exactly once, and so do
+	// the pairings of the freed unit with the visitors queued for the
+	// agent; the matching it allows follows as a waiting.process message.
 	staff, _ := queue.ParseID("staff_id", p.StaffID)
 	st, err := h.q.Staff(ctx, staff)
 	if err != nil {
@@ -253,7 +254,11 @@ func (h handlers) capacity(ctx context.Context, msg *step.Message) error {
 	if st.CurrentLoad == 0 {
 		return fault.Permanent(fmt.Errorf("release staff %s: %w", st.ID, queue.ErrNothingToRelease))
 	}
-	msg.Then(func(ctx context.Context, tx pgx.Tx) error { return queue.ReleaseIn(ctx, tx, st.ID) })
+	msg.Then(func(ctx context.Context, tx pgx.Tx) error {
+		paired, err := h.q.ReleaseIn(ctx, tx, st.ID)
+		h.metrics.assigned.Add(float64(len(paired)))
+		return err
+	})
 	project := st.ProjectID.String()
 	return msg.Emit(wire.StepWaitingProcess, processPayload{ProjectID: &project})
 }

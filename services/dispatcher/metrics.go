@@ -60,7 +60,8 @@ type stuckCollector struct {
 func newStuckCollector(q *queue.Queue) *stuckCollector {
 	return &stuckCollector{q: q, desc: prometheus.NewDesc(StuckEntriesMetric,
 		"Waiting entries not attempted for QUEUE_PROCESS_RETRY_DELAY_SECONDS+QUEUE_STUCK_ENTRY_SECONDS and "+
-			"reservations overdue by QUEUE_STUCK_ENTRY_SECONDS: entries no replica is moving on (database-wide).",
+			"reservations overdue by QUEUE_STUCK_ENTRY_SECONDS, and visitors queued for an agent that has a free unit "+
+			"or is offline or moved: entries no replica is moving on (database-wide).",
 		nil, nil)}
 }
 

@@ -48,7 +48,9 @@ func run(ctx context.Context, environ map[string]string) error {
 	if err != nil {
 		return err
 	}
-	jobs := append(worker.Jobs(runners), serveAPI(p, api.New(q, aq, cfg.APIToken, p.Log), m, cfg.HTTPAddr))
+	apiServer := api.New(q, aq, cfg.APIToken, p.Log)
+	apiServer.AgentStatusPrivate = !cfg.AgentStatusPublic
+	jobs := append(worker.Jobs(runners), serveAPI(p, apiServer, m, cfg.HTTPAddr))
 	if cfg.ProcessEnabled {
 		jobs = append(jobs, func(ctx context.Context) error {
 			ops.Every(ctx, cfg.Interval(), func(ctx context.Context) { scan(ctx, q, m, p.Log) })
@@ -85,7 +87,8 @@ func logStart(log zerolog.Logger, cfg *Config) {
 		Float64("interval_seconds", cfg.IntervalSeconds).Int("batch_size", cfg.BatchSize).
 		Int("max_workers", cfg.MaxWorkers).Int("max_retries", cfg.ProcessMaxRetries).
 		Float64("retry_delay_seconds", cfg.RetryDelaySeconds).Int("queue_max_n", cfg.QueueMaxN).
-		Float64("reservation_timeout_seconds", cfg.ReservationTimeoutSeconds).Msg("dispatcher starting")
+		Float64("reservation_timeout_seconds", cfg.ReservationTimeoutSeconds).
+		Bool("agent_status_public", cfg.AgentStatusPublic).Msg("dispatcher starting")
 }
 
 // scan runs one periodic scan and counts and logs what it did.

@@ -280,14 +280,21 @@ func TestSweepEveryDocumentedRoute(t *testing.T) {
 	}
 	t.Logf("%d requests on %d paths", n, len(doc.Paths))
 	// The bodies the sweep sent with a wrong content type were valid: with
-	// JSON they are taken (so the 415 case could have left rows behind).
+	// JSON (and the required headers) they are taken (so the 415 case
+	// could have left rows behind).
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
 			if op.RequestBody == nil {
 				continue
 			}
 			body := doc.example(op.RequestBody.Content["application/json"].Schema)
-			if code := d.call(t, strings.ToUpper(method), fill(path, "", ""), body, nil); code/100 != 2 {
+			headers := map[string]string{}
+			for _, p := range op.Parameters {
+				if p.In == "header" && p.Required {
+					headers[p.Name] = uuid.NewString()
+				}
+			}
+			if code := d.send(t, strings.ToUpper(method), fill(path, "", ""), headers, body, nil); code/100 != 2 {
 				t.Errorf("%s %s with the sweep's body as JSON: %d, want it taken", method, path, code)
 			}
 		}
@@ -386,7 +393,7 @@ func seedState(t *testing.T, d dispatcher, pool *pgxpool.Pool) {
 			t.Fatalf("seed entry %d: %d", i, code)
 		}
 	}
-	if code := d.call(t, "POST", "/queue/agents/"+uuid.NewString()+"/orders", map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, nil); code != 201 {
+	if code := d.send(t, "POST", "/queue/agents/"+uuid.NewString()+"/orders", owner, map[string]any{"orderId": uuid.New(), "taskId": uuid.New()}, nil); code != 201 {
 		t.Fatalf("seed order: %d", code)
 	}
 	// Let the events of the seed go out before the sweep listens.
@@ -395,6 +402,9 @@ func seedState(t *testing.T, d dispatcher, pool *pgxpool.Pool) {
 		return pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
 	})
 }
+
+// owner is the x-user-id header of the tests' outside orders.
+var owner = map[string]string{"x-user-id": "user-7"}
 
 // snapshot is a digest of every row of the tables the dispatcher writes.
 func snapshot(t *testing.T, pool *pgxpool.Pool) map[string]string {

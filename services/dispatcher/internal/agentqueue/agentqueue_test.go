@@ -41,18 +41,18 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 	agent := uuid.New()
 	orders := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
 	for i, o := range orders {
-		it, err := q.Enqueue(ctx, agent, o, uuid.New())
+		it, err := q.Enqueue(ctx, agent, o, uuid.New(), "user-1")
 		if err != nil || it.Position != i+1 || it.Status != agentqueue.StatusQueued {
 			t.Fatalf("enqueue %d: %+v %v", i, it, err)
 		}
 		checkSizes(t, pool, capacity)
 	}
 	// Full: a new order is refused.
-	if _, err := q.Enqueue(ctx, agent, uuid.New(), uuid.New()); !errors.Is(err, agentqueue.ErrQueueFull) {
+	if _, err := q.Enqueue(ctx, agent, uuid.New(), uuid.New(), "user-1"); !errors.Is(err, agentqueue.ErrQueueFull) {
 		t.Fatalf("enqueue into a full queue: %v, want ErrQueueFull", err)
 	}
 	// Another agent's queue is its own.
-	if _, err := q.Enqueue(ctx, uuid.New(), orders[0], uuid.New()); err != nil {
+	if _, err := q.Enqueue(ctx, uuid.New(), orders[0], uuid.New(), "user-1"); err != nil {
 		t.Fatalf("same order for another agent: %v", err)
 	}
 	st, err := q.Status(ctx, agent, 1000)
@@ -88,7 +88,7 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 	}
 
 	// Duplicate of a queued order: refused.
-	if _, err := q.Enqueue(ctx, agent, orders[0], uuid.New()); !errors.Is(err, agentqueue.ErrDuplicate) {
+	if _, err := q.Enqueue(ctx, agent, orders[0], uuid.New(), "user-1"); !errors.Is(err, agentqueue.ErrDuplicate) {
 		t.Fatalf("duplicate enqueue: %v, want ErrDuplicate", err)
 	}
 	checkSizes(t, pool, capacity)
@@ -109,7 +109,7 @@ func TestEnqueueConsumeCancelKeepTheQueueRight(t *testing.T) {
 	if done, err := q.Cancel(ctx, agent, orders[0], "user-1"); err != nil || done {
 		t.Fatalf("cancel of a consumed order: %v %v", done, err)
 	}
-	if _, err := q.Enqueue(ctx, agent, orders[0], uuid.New()); err != nil {
+	if _, err := q.Enqueue(ctx, agent, orders[0], uuid.New(), "user-1"); err != nil {
 		t.Fatalf("enqueue a consumed order again: %v", err)
 	}
 	checkSizes(t, pool, capacity)
@@ -129,7 +129,7 @@ func TestConcurrentConsumersGetEachItemOnce(t *testing.T) {
 	agent := uuid.New()
 	arrival := map[uuid.UUID]int{}
 	for i := 0; i < items; i++ {
-		it, err := q.Enqueue(ctx, agent, uuid.New(), uuid.New())
+		it, err := q.Enqueue(ctx, agent, uuid.New(), uuid.New(), "user-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestEnqueueRaceNeverExceedsCapacity(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := q.Enqueue(ctx, agent, order(i), uuid.New())
+				_, err := q.Enqueue(ctx, agent, order(i), uuid.New(), "user-1")
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -266,14 +266,14 @@ func TestMixedConcurrencyKeepsQueueSize(t *testing.T) {
 				var err error
 				switch (g + i) % 3 {
 				case 0:
-					_, err = q.Enqueue(ctx, agent, o, uuid.New())
+					_, err = q.Enqueue(ctx, agent, o, uuid.New(), "user-1")
 					if errors.Is(err, agentqueue.ErrQueueFull) || errors.Is(err, agentqueue.ErrDuplicate) {
 						err = nil
 					}
 				case 1:
 					_, _, err = q.ConsumeNext(ctx, agent)
 				case 2:
-					_, err = q.Cancel(ctx, agent, o, "u")
+					_, err = q.Cancel(ctx, agent, o, "user-1")
 				}
 				if err != nil {
 					t.Error(err)

@@ -25,6 +25,7 @@ const maxBody = 1 << 20
 const (
 	CodeValidation       = "VALIDATION_ERROR"               // 400: malformed or missing input
 	CodeUnauthorized     = "UNAUTHORIZED"                   // 401: missing or wrong bearer token
+	CodeForbidden        = "FORBIDDEN"                      // 403: x-user-id / x-agent-id do not match the order
 	CodeNotFound         = "NOT_FOUND"                      // 404: no such route, entry, agent or queued order
 	CodeMethod           = "METHOD_NOT_ALLOWED"             // 405: the path is served, not with this method
 	CodeTooLarge         = "PAYLOAD_TOO_LARGE"              // 413: body over 1 MiB
@@ -54,6 +55,11 @@ type Server struct {
 	// Assigned is called with every assignment the API's requests made
 	// (metrics); it may be nil.
 	Assigned func(n int)
+	// AgentStatusPrivate makes GET /queue/agents/{agentId}/status need the
+	// token like every other route (QUEUE_AGENT_STATUS_PUBLIC=false); by
+	// default it is public, as seed 002 has it, and shows the token-less
+	// caller no id but the agent's (agentStatus).
+	AgentStatusPrivate bool
 }
 
 // New returns a Server; token is the bearer token every request must carry.
@@ -93,11 +99,11 @@ func (s *Server) Routes() []Route {
 		{Method: "GET", Path: "/queue/projects/{id}/status", Limit: maxStatusItems, handle: s.projectStatus},
 		{Method: "PUT", Path: "/staff/{id}", Body: true, handle: s.putStaff},
 		{Method: "GET", Path: "/staff/{id}", handle: byID(s, "id", s.q.Staff, reply)},
-		{Method: "POST", Path: "/staff/{id}/release", handle: byID(s, "id", s.q.Release, s.matchAndReply)},
+		{Method: "POST", Path: "/staff/{id}/release", handle: s.releaseStaff},
 		{Method: "POST", Path: "/queue/agents/{agentId}/orders", Body: true, handle: s.agentEnqueue},
 		{Method: "POST", Path: "/queue/agents/{agentId}/consume-next", handle: s.agentConsumeNext},
 		// {agentId, queuedCount, capacity, available, items}
-		{Method: "GET", Path: "/queue/agents/{agentId}/status", Limit: maxAgentItems, handle: s.agentStatus},
+		{Method: "GET", Path: "/queue/agents/{agentId}/status", Limit: maxAgentItems, Public: !s.AgentStatusPrivate, handle: s.agentStatus},
 		{Method: "GET", Path: "/queue/orders/{orderId}/position", handle: s.orderPosition},
 		{Method: "DELETE", Path: "/queue/agents/{agentId}/orders/{orderId}", handle: s.agentCancel},
 	}
@@ -179,14 +185,20 @@ func (s *Server) auth(public *http.ServeMux, next http.Handler) http.Handler {
 			public.ServeHTTP(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+		if !s.tokenOK(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dispatcher"`)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or invalid bearer token")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tokenOK reports whether the request carries the bearer token (compared
+// in constant time).
+func (s *Server) tokenOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && s.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
 }
 
 // guard checks what the route declares before its handler runs: its query

@@ -18,7 +18,14 @@ type aiEventRequest struct {
 	EventType string    `json:"event_type"`
 	ProjectID string    `json:"project_id"`
 	VisitorID string    `json:"visitor_id"`
-	Payload   queue.Ask `json:"payload"`
+	Payload   aiPayload `json:"payload"`
+}
+
+// aiPayload is the event's payload: a visitor's request (queue.Ask) and,
+// for a transfer_to_human, the agent it names.
+type aiPayload struct {
+	queue.Ask
+	StaffID *string `json:"staff_id"`
 }
 
 // aiEventResponse answers POST /internal/ai/events.
@@ -32,16 +39,25 @@ type aiEventResponse struct {
 	StaffID     *uuid.UUID `json:"assigned_staff_id"`
 }
 
-// EventManualServiceRequest is the only AI event type the dispatcher takes.
-const EventManualServiceRequest = "manual_service.request"
+// The AI event types the dispatcher takes.
+const (
+	// EventManualServiceRequest (seed 000's AI request): the visitor is
+	// queued, then matched at once.
+	EventManualServiceRequest = "manual_service.request"
+	// EventTransferToHuman (seed 000's transfer_to_human()): the visitor
+	// is assigned at once when an agent is free, else enqueued with source
+	// no_staff and the reason; the answer is the seed's TransferResult.
+	EventTransferToHuman = "transfer_to_human"
+)
 
 func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 	var req aiEventRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	if req.EventType != EventManualServiceRequest {
-		writeError(w, http.StatusBadRequest, CodeValidation, fmt.Sprintf("unknown event_type %s (want %q)", quoted(req.EventType), EventManualServiceRequest))
+	if req.EventType != EventManualServiceRequest && req.EventType != EventTransferToHuman {
+		writeError(w, http.StatusBadRequest, CodeValidation, fmt.Sprintf("unknown event_type %s (want %q or %q)",
+			quoted(req.EventType), EventManualServiceRequest, EventTransferToHuman))
 		return
 	}
 	er, err := req.Payload.Admit(req.ProjectID, req.VisitorID, queue.SourceAIRequest)
@@ -49,17 +65,17 @@ func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeValidation, err.Error())
 		return
 	}
-	e, err := s.q.Enqueue(r.Context(), er)
-	var dup *queue.DuplicateError
-	if errors.As(err, &dup) {
-		writeJSON(w, http.StatusConflict, map[string]any{
-			"code": CodeIdempotency, "message": dup.Error(), "entry_id": dup.Existing.ID, "status": dup.Existing.Status,
-			"position": dup.Existing.Position, "priority": dup.Existing.Priority,
-		})
+	if req.EventType == EventTransferToHuman {
+		s.transfer(w, r, er, req.Payload.StaffID)
 		return
 	}
+	if req.Payload.StaffID != nil {
+		writeError(w, http.StatusBadRequest, CodeValidation, "payload.staff_id: only a transfer_to_human names an agent")
+		return
+	}
+	e, err := s.q.Enqueue(r.Context(), er)
 	if err != nil {
-		s.fail(w, r, err)
+		s.failEnqueue(w, r, err)
 		return
 	}
 	// The immediate trigger: match now, and count the attempt if no agent
@@ -76,26 +92,86 @@ func (s *Server) aiEvent(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// transfer runs seed 000's transfer_to_human() for the request (to the
+// agent named by staffID when given) and answers its TransferResult.
+func (s *Server) transfer(w http.ResponseWriter, r *http.Request, er queue.EnqueueRequest, staffID *string) {
+	var agent *uuid.UUID
+	if staffID != nil {
+		id, ok := parseID(w, "payload.staff_id", *staffID)
+		if !ok {
+			return
+		}
+		agent = &id
+	}
+	res, err := s.q.Transfer(r.Context(), er, agent)
+	if err != nil {
+		s.failEnqueue(w, r, err)
+		return
+	}
+	if res.Status == queue.StatusAssigned {
+		s.assigned(1)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// failEnqueue answers a refused enqueue: a visitor already active in the
+// project is a 409 naming its entry; anything else as fail maps it.
+func (s *Server) failEnqueue(w http.ResponseWriter, r *http.Request, err error) {
+	var dup *queue.DuplicateError
+	if !errors.As(err, &dup) {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusConflict, map[string]any{
+		"code": CodeIdempotency, "message": dup.Error(), "entry_id": dup.Existing.ID, "status": dup.Existing.Status,
+		"position": dup.Existing.Position, "priority": dup.Existing.Priority,
+	})
+}
+
 // releaseEntry ends an assigned conversation and gives the agent's unit
-// back, once however often it is called; then matches the project.
+// back, once however often it is called — to the oldest visitor queued for
+// that agent, in the same transaction ("paired"); then matches the
+// project.
 func (s *Server) releaseEntry(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
 	}
-	e, released, err := s.q.ReleaseAssignment(r.Context(), id)
+	rel, err := s.q.ReleaseEntry(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if released {
-		a, err := s.q.Match(r.Context(), e.ProjectID)
+	s.assigned(len(rel.Paired))
+	if rel.Released {
+		a, err := s.q.Match(r.Context(), rel.Entry.ProjectID)
 		s.assigned(len(a))
 		if err != nil {
-			s.log.Warn().Err(err).Str("project_id", e.ProjectID.String()).Msg("matching after a release failed; the scan will retry")
+			s.log.Warn().Err(err).Str("project_id", rel.Entry.ProjectID.String()).Msg("matching after a release failed; the scan will retry")
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"released": released, "entry": e})
+	var paired *queue.Entry
+	if len(rel.Paired) > 0 {
+		paired = &rel.Paired[0]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"released": rel.Released, "entry": rel.Entry, "paired": paired})
+}
+
+// releaseStaff ends the agent's oldest conversation (its unit going to
+// the oldest visitor queued for it, in the same transaction), then matches
+// its project and answers the agent.
+func (s *Server) releaseStaff(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	st, paired, err := s.q.ReleaseStaff(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.assigned(len(paired))
+	s.matchAndReply(w, r, st)
 }
 
 // listProjects answers every project with waiting entries or agents, the
@@ -161,20 +237,20 @@ func (s *Server) putStaff(w http.ResponseWriter, r *http.Request) {
 	s.matchAndReply(w, r, st)
 }
 
-// matchAndReply matches the agent's project (capacity may have freed up)
-// and answers with the agent as it is afterwards.
+// matchAndReply follows a change of the agent (queue.Rematch: visitors
+// queued for an agent gone offline or moved go back to their project's
+// queue; capacity may have freed up) and answers with the agent as it is
+// afterwards.
 func (s *Server) matchAndReply(w http.ResponseWriter, r *http.Request, st queue.Staff) {
-	if st.FreeCapacity > 0 {
-		a, err := s.q.Match(r.Context(), st.ProjectID)
-		s.assigned(len(a))
-		if err != nil {
-			s.log.Warn().Err(err).Str("project_id", st.ProjectID.String()).Msg("matching after a capacity change failed; the scan will retry")
-		}
-		// Re-read even when this call assigned nothing: a concurrent
-		// matcher (the scan, another process) may have used the capacity.
-		if now, err := s.q.Staff(r.Context(), st.ID); err == nil {
-			st = now
-		}
+	a, err := s.q.Rematch(r.Context(), st)
+	s.assigned(len(a))
+	if err != nil {
+		s.log.Warn().Err(err).Str("staff_id", st.ID.String()).Msg("matching after a change of an agent failed; the scan will retry")
+	}
+	// Re-read even when this call assigned nothing: a concurrent matcher
+	// (the scan, another process) may have used the capacity.
+	if now, err := s.q.Staff(r.Context(), st.ID); err == nil {
+		st = now
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -209,6 +209,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, CodeValidation
 	case errors.Is(err, agentqueue.ErrQueueFull):
 		return http.StatusBadRequest, CodeQueueFull
+	case errors.Is(err, agentqueue.ErrNotOwner):
+		return http.StatusForbidden, CodeForbidden
 	case errors.Is(err, agentqueue.ErrDuplicate):
 		return http.StatusConflict, CodeIdempotency
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, agentqueue.ErrNotQueued):

@@ -72,12 +72,17 @@ func (u Urgency) Priority() (p int, ok bool) {
 // Status is an entry's state.
 type Status string
 
-// The statuses. A waiting entry is in the queue; an assigned one holds a
-// unit of its agent's capacity (reserved until confirmed, or confirmed)
-// until it is released, or goes back to waiting when its reservation
-// expires; released, cancelled and expired are final.
+// The statuses. A waiting entry is in the queue; a queued one waits in the
+// queue of the agent it asked for (seed 002's per-agent queue: the project's
+// matching, the scan and the project's positions leave it alone); an
+// assigned one holds a unit of its agent's capacity (reserved until
+// confirmed, or confirmed) until it is released, or goes back to waiting
+// when its reservation expires; released, cancelled and expired are final.
 const (
-	StatusWaiting  Status = "waiting"
+	StatusWaiting Status = "waiting"
+	// StatusQueued: in the queue of RequestedStaffID, paired with that
+	// agent when one of its units frees up.
+	StatusQueued   Status = "queued"
 	StatusAssigned Status = "assigned"
 	// StatusReleased: the assigned conversation ended and the agent's unit
 	// was given back (ReleasedAt says when; AssignedStaffID who served).
@@ -88,8 +93,9 @@ const (
 
 // Entry is one visitor waiting for (or already given) a human agent. JSON
 // carries the API's field names; Position is the live rank among the
-// project's waiting entries (1 = next to be served) and 0 once the entry has
-// left the queue.
+// project's waiting entries (1 = next to be served) — for a queued entry,
+// among the items of its agent's queue — and 0 once the entry has left the
+// queue.
 type Entry struct {
 	ID              uuid.UUID  `json:"id"`
 	EntryID         uuid.UUID  `json:"entry_id"`
@@ -97,12 +103,15 @@ type Entry struct {
 	VisitorID       uuid.UUID  `json:"visitor_id"`
 	SessionID       string     `json:"session_id"`
 	AssignedStaffID *uuid.UUID `json:"assigned_staff_id"`
-	Source          Source     `json:"source"`
-	Urgency         Urgency    `json:"urgency"`
-	Position        int        `json:"position"`
-	Priority        int        `json:"priority"`
-	Status          Status     `json:"status"`
-	VisitorMessage  string     `json:"visitor_message"`
+	// RequestedStaffID is the agent the visitor asked for (a transfer
+	// naming an agent), whatever happened next.
+	RequestedStaffID *uuid.UUID `json:"requested_staff_id"`
+	Source           Source     `json:"source"`
+	Urgency          Urgency    `json:"urgency"`
+	Position         int        `json:"position"`
+	Priority         int        `json:"priority"`
+	Status           Status     `json:"status"`
+	VisitorMessage   string     `json:"visitor_message"`
 	// VisitorMessageTruncated says that VisitorMessage holds only the
 	// start of the message (in a list: see ProjectStatus.Entries).
 	VisitorMessageTruncated bool            `json:"visitor_message_truncated"`
@@ -134,13 +143,19 @@ type Entry struct {
 const entryColumns = `id, project_id, visitor_id, session_id, assigned_staff_id, source, urgency,
 	arrival_seq, priority, status, visitor_message, reason, channel_id, channel_type,
 	extra_metadata, retry_count, last_attempt_at, entered_at, assigned_at, exited_at,
-	created_at, updated_at, reserved_until, confirmed_at, released_at`
+	created_at, updated_at, reserved_until, confirmed_at, released_at, requested_staff_id`
 
-// positionExpr computes the live position of the row aliased e.
+// positionExpr computes the live position of the row aliased e: among its
+// project's waiting entries in service order, or, queued, among the items
+// of its agent's queue in arrival order.
 const positionExpr = `CASE WHEN e.status = 'waiting' THEN 1 + (
 	SELECT count(*) FROM visitor_waiting_queue o
 	WHERE o.project_id = e.project_id AND o.status = 'waiting'
 	  AND (o.priority > e.priority OR (o.priority = e.priority AND o.arrival_seq < e.arrival_seq))
+) WHEN e.status = 'queued' THEN (
+	SELECT count(*) FROM agent_queue_items o, agent_queue_items i
+	WHERE i.entry_id = e.id AND i.status = 'queued'
+	  AND o.agent_id = i.agent_id AND o.status = 'queued' AND o.seq <= i.seq
 ) ELSE 0 END`
 
 // scanEntry reads entryColumns and, when withPosition, a trailing position.
@@ -151,7 +166,7 @@ func scanEntry(row pgx.Row, withPosition bool) (Entry, error) {
 		&e.Source, &e.Urgency, &e.ArrivalSeq, &e.Priority, &e.Status, &e.VisitorMessage,
 		&e.Reason, &e.ChannelID, &e.ChannelType, &meta, &e.RetryCount, &e.LastAttemptAt,
 		&e.EnteredAt, &e.AssignedAt, &e.ExitedAt, &e.CreatedAt, &e.UpdatedAt,
-		&e.ReservedUntil, &e.ConfirmedAt, &e.ReleasedAt}
+		&e.ReservedUntil, &e.ConfirmedAt, &e.ReleasedAt, &e.RequestedStaffID}
 	var pos int64
 	if withPosition {
 		dest = append(dest, &pos)

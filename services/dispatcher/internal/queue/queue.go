@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/services/dispatcher/internal/agentqueue"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,6 +36,9 @@ type Config struct {
 	// or a reservation overdue by StuckAfter, is stuck
 	// (QUEUE_STUCK_ENTRY_SECONDS).
 	StuckAfter time.Duration
+	// AgentQueueMax is how many items one agent's queue holds (QUEUE_MAX_N):
+	// a transfer to an agent whose queue is full is refused.
+	AgentQueueMax int
 }
 
 // querier is what the pool and a transaction have in common.
@@ -67,6 +71,9 @@ func (q *Queue) Configure(cfg Config) {
 	}
 	if cfg.MaxWorkers < 1 {
 		cfg.MaxWorkers = 1
+	}
+	if cfg.AgentQueueMax < 1 {
+		cfg.AgentQueueMax = 1
 	}
 	q.cfg.Store(&cfg)
 }
@@ -192,7 +199,7 @@ func (r EnqueueRequest) Validate() error {
 
 // Enqueue adds a waiting entry. A visitor with an active entry in the
 // project gets a *DuplicateError naming it (the unique partial index on
-// waiting entries decides, not a prior check). Enqueue does not match;
+// active entries decides, not a prior check). Enqueue does not match;
 // callers follow it with Process.
 func (q *Queue) Enqueue(ctx context.Context, r EnqueueRequest) (Entry, error) {
 	if err := r.Validate(); err != nil {
@@ -201,37 +208,55 @@ func (q *Queue) Enqueue(ctx context.Context, r EnqueueRequest) (Entry, error) {
 	if r.ID == uuid.Nil {
 		r.ID = uuid.New()
 	}
+	if err := insertEntry(ctx, q.pool, r); err != nil {
+		return Entry{}, q.duplicate(ctx, r, err)
+	}
+	return q.Entry(ctx, r.ID)
+}
+
+// execer is what the pool and a transaction have in common for writes.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// insertEntry inserts the validated request r as a waiting entry through
+// db (the pool or a transaction); inserting an id that exists does nothing.
+func insertEntry(ctx context.Context, db execer, r EnqueueRequest) error {
 	priority, _ := r.Urgency.Priority()
 	meta, err := MetadataJSON(r.Metadata)
 	if err != nil {
-		return Entry{}, err
+		return err
 	}
 	const insert = `INSERT INTO visitor_waiting_queue
 		(id, project_id, visitor_id, session_id, source, urgency, priority,
 		 visitor_message, reason, channel_id, channel_type, extra_metadata)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (id) DO NOTHING`
-	_, err = q.pool.Exec(ctx, insert, r.ID, r.ProjectID, r.VisitorID, r.SessionID, r.Source,
+	_, err = db.Exec(ctx, insert, r.ID, r.ProjectID, r.VisitorID, r.SessionID, r.Source,
 		r.Urgency, priority, r.VisitorMessage, r.Reason, r.ChannelID, r.ChannelType, meta)
+	return err
+}
+
+// duplicate turns the error of an insert of r into a *DuplicateError when
+// the visitor was already active in the project, and wraps it otherwise.
+func (q *Queue) duplicate(ctx context.Context, r EnqueueRequest, err error) error {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == "visitor_waiting_queue_active_visitor" {
 		existing, ferr := q.activeEntry(ctx, r.ProjectID, r.VisitorID)
 		if ferr != nil {
-			return Entry{}, fmt.Errorf("enqueue visitor %s: %w", r.VisitorID, ferr)
+			return fmt.Errorf("enqueue visitor %s: %w", r.VisitorID, ferr)
 		}
-		return Entry{}, &DuplicateError{Existing: existing}
+		return &DuplicateError{Existing: existing}
 	}
-	if err != nil {
-		return Entry{}, fmt.Errorf("enqueue visitor %s: %w", r.VisitorID, err)
-	}
-	return q.Entry(ctx, r.ID)
+	return fmt.Errorf("enqueue visitor %s: %w", r.VisitorID, err)
 }
 
-// activeEntry returns the visitor's waiting entry in the project.
+// activeEntry returns the visitor's active entry in the project: waiting
+// in its queue or queued for one of its agents.
 func (q *Queue) activeEntry(ctx context.Context, project, visitor uuid.UUID) (Entry, error) {
 	row := q.pool.QueryRow(ctx, `SELECT `+entryColumns+`, `+positionExpr+`
 		FROM visitor_waiting_queue e
-		WHERE project_id = $1 AND visitor_id = $2 AND status = 'waiting'`, project, visitor)
+		WHERE project_id = $1 AND visitor_id = $2 AND status IN ('waiting', 'queued')`, project, visitor)
 	e, err := scanEntry(row, true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The active entry left the queue between the insert and this read.
@@ -263,13 +288,29 @@ func entry(ctx context.Context, db querier, id uuid.UUID) (Entry, error) {
 	return e, nil
 }
 
-// Cancel takes a waiting entry out of the queue. Cancelling a cancelled
-// entry returns it unchanged; an assigned or expired entry gives
-// ErrNotWaiting.
+// Cancel takes a waiting entry out of the queue, or a queued one out of
+// its agent's queue (CancelBy).
 func (q *Queue) Cancel(ctx context.Context, id uuid.UUID) (Entry, error) {
-	tag, err := q.pool.Exec(ctx, `UPDATE visitor_waiting_queue
-		SET status = 'cancelled', exited_at = now(), updated_at = now()
-		WHERE id = $1 AND status = 'waiting'`, id)
+	return q.CancelBy(ctx, id, "DELETE /queue/entries/{id}")
+}
+
+// CancelBy takes a waiting entry out of the queue, or a queued one out of
+// its agent's queue — its item cancelled (recording by) and the agent's
+// queue_size lowered in the same transaction. Cancelling a cancelled entry
+// returns it unchanged; an assigned, released or expired entry gives
+// ErrNotWaiting.
+func (q *Queue) CancelBy(ctx context.Context, id uuid.UUID, by string) (Entry, error) {
+	changed := false
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE visitor_waiting_queue
+			SET status = 'cancelled', exited_at = now(), updated_at = now()
+			WHERE id = $1 AND status IN ('waiting', 'queued')`, id)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		changed = true
+		return agentqueue.CancelEntryIn(ctx, tx, id, by)
+	})
 	if err != nil {
 		return Entry{}, fmt.Errorf("cancel entry %s: %w", id, err)
 	}
@@ -277,7 +318,7 @@ func (q *Queue) Cancel(ctx context.Context, id uuid.UUID) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	if tag.RowsAffected() == 0 && e.Status != StatusCancelled {
+	if !changed && e.Status != StatusCancelled {
 		return e, fmt.Errorf("cancel entry %s (%s): %w", id, e.Status, ErrNotWaiting)
 	}
 	return e, nil

@@ -47,14 +47,35 @@ func (q *Queue) Confirm(ctx context.Context, id uuid.UUID) (Entry, error) {
 	return e, fmt.Errorf("confirm entry %s (%s): %w", id, e.Status, ErrNotAssigned)
 }
 
-// ReleaseAssignment ends the entry's assigned conversation (the entry is
-// released) and gives the agent's unit back, in one transaction. Releasing
-// a released entry changes nothing and reports released = false (twice =
-// once). An entry that was never assigned, or no longer is, gives
-// ErrNotAssigned. Callers follow a release with Match on the entry's
-// project.
+// Released is what ReleaseEntry did.
+type Released struct {
+	// Entry is the released entry as it is afterwards.
+	Entry Entry
+	// Released is false when the entry was already released (nothing
+	// changed).
+	Released bool
+	// Paired lists the visitors queued for the agent that the freed unit
+	// went to, in the release's transaction (seed 002's consumeNext and
+	// pairing): at most one, unless the agent had more free units.
+	Paired []Entry
+}
+
+// ReleaseAssignment is ReleaseEntry without the pairings it made.
 func (q *Queue) ReleaseAssignment(ctx context.Context, id uuid.UUID) (e Entry, released bool, err error) {
-	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+	r, err := q.ReleaseEntry(ctx, id)
+	return r.Entry, r.Released, err
+}
+
+// ReleaseEntry ends the entry's assigned conversation (the entry is
+// released), gives the agent's unit back and, in the same transaction,
+// hands the unit to the oldest visitor queued for that agent (PairIn).
+// Releasing a released entry changes nothing and reports Released =
+// false (twice = once). An entry that was never assigned, or no longer
+// is, gives ErrNotAssigned. Callers follow a release with Match on the
+// entry's project.
+func (q *Queue) ReleaseEntry(ctx context.Context, id uuid.UUID) (Released, error) {
+	var out Released
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 		var staff uuid.UUID
 		err := tx.QueryRow(ctx, `UPDATE visitor_waiting_queue
 			SET status = 'released', released_at = now(), reserved_until = NULL, updated_at = now()
@@ -66,19 +87,23 @@ func (q *Queue) ReleaseAssignment(ctx context.Context, id uuid.UUID) (e Entry, r
 		if err != nil {
 			return err
 		}
-		released = true
-		return giveBack(ctx, tx, staff)
+		out.Released = true
+		if err := giveBack(ctx, tx, staff); err != nil {
+			return err
+		}
+		out.Paired, err = q.PairIn(ctx, tx, staff)
+		return err
 	})
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("release entry %s: %w", id, err)
+		return Released{}, fmt.Errorf("release entry %s: %w", id, err)
 	}
-	if e, err = q.Entry(ctx, id); err != nil {
-		return Entry{}, false, err
+	if out.Entry, err = q.Entry(ctx, id); err != nil {
+		return Released{}, err
 	}
-	if !released && e.Status != StatusReleased {
-		return e, false, fmt.Errorf("release entry %s (%s): %w", id, e.Status, ErrNotAssigned)
+	if !out.Released && out.Entry.Status != StatusReleased {
+		return out, fmt.Errorf("release entry %s (%s): %w", id, out.Entry.Status, ErrNotAssigned)
 	}
-	return e, released, nil
+	return out, nil
 }
 
 // giveBack lowers the agent's load by the one assignment that just ended
@@ -121,7 +146,10 @@ func (q *Queue) SweepReservations(ctx context.Context, limit int) ([]Entry, erro
 // assignment is an unsuccessful attempt, so it is counted (retry_count,
 // last_attempt_at) and the entry goes back to waiting at its place
 // (arrival_seq is kept) — or expires, when that was attempt $2
-// (QUEUE_PROCESS_MAX_RETRIES) or the visitor queued anew meanwhile.
+// (QUEUE_PROCESS_MAX_RETRIES) or the visitor queued anew meanwhile (is
+// waiting, or queued for an agent). An entry that was paired from an
+// agent's queue goes back to its project's queue: the agent asked for did
+// not take it, any agent may.
 const expireReservationSQL = `UPDATE visitor_waiting_queue e
 	SET status = CASE WHEN again OR e.retry_count + 1 >= $2 THEN 'expired' ELSE 'waiting' END,
 	    exited_at = CASE WHEN again OR e.retry_count + 1 >= $2 THEN now() END,
@@ -131,7 +159,7 @@ const expireReservationSQL = `UPDATE visitor_waiting_queue e
 	FROM (SELECT EXISTS (
 		SELECT 1 FROM visitor_waiting_queue o, visitor_waiting_queue me
 		WHERE me.id = $1 AND o.project_id = me.project_id AND o.visitor_id = me.visitor_id
-		  AND o.status = 'waiting' AND o.id <> me.id) AS again) visitor
+		  AND o.status IN ('waiting', 'queued') AND o.id <> me.id) AS again) visitor
 	WHERE e.id = $1
 	RETURNING ` + entryColumnsQualified
 
@@ -173,7 +201,10 @@ func (q *Queue) expireReservation(ctx context.Context, tx pgx.Tx) (e Entry, foun
 // StuckEntries counts the entries no replica is moving on: waiting entries
 // not attempted for RetryDelay+StuckAfter (the scan should have attempted or
 // expired them), and reservations overdue by StuckAfter (the sweep should
-// have expired them). It is the value of dubflow_dispatcher_stuck_entries.
+// have expired them), and visitors queued for an agent for StuckAfter
+// while the agent has a free unit (the release or the match should have
+// paired them) or is offline or in another project (the scan should have
+// handed them back). It is the value of dubflow_dispatcher_stuck_entries.
 func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
 	var n int
 	err := q.pool.QueryRow(ctx, `SELECT
@@ -181,7 +212,11 @@ func (q *Queue) StuckEntries(ctx context.Context) (int, error) {
 		 WHERE status = 'waiting' AND coalesce(last_attempt_at, entered_at) < now() - make_interval(secs => $1::float8 + $2::float8))
 		+ (SELECT count(*) FROM visitor_waiting_queue
 		 WHERE status = 'assigned' AND confirmed_at IS NULL AND released_at IS NULL
-		   AND reserved_until < now() - make_interval(secs => $2::float8))`,
+		   AND reserved_until < now() - make_interval(secs => $2::float8))
+		+ (SELECT count(*) FROM visitor_waiting_queue e JOIN staff s ON s.id = e.requested_staff_id
+		 WHERE e.status = 'queued' AND e.updated_at < now() - make_interval(secs => $2::float8)
+		   AND (s.availability = 'offline' OR s.project_id <> e.project_id
+		        OR (s.availability = 'online' AND s.current_load < s.max_concurrent)))`,
 		q.config().RetryDelay.Seconds(), q.config().StuckAfter.Seconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count stuck entries: %w", err)
@@ -204,8 +239,10 @@ type Recovery struct {
 // queue is one transaction, so a crash leaves no half-written row; what it
 // can leave is the work that was due after a commit: reservations it handed
 // out that will never be confirmed (expired now, not after the next scan),
-// a release or an enqueue whose matching never ran (every project with both
-// a waiting entry and free capacity is matched), and — a safety net for
+// a release or an enqueue whose matching never ran (every project with
+// free capacity and a waiting entry or a visitor queued for the free agent
+// is matched; visitors queued for an agent gone offline or moved go back
+// to their project's queue first), and — a safety net for
 // manual edits — agents whose load differs from their open assignments
 // (recomputed under the agent's row lock, so a concurrent assignment or
 // release is counted exactly once). Any number of replicas may recover at
@@ -219,6 +256,9 @@ func (q *Queue) Recover(ctx context.Context) (Recovery, error) {
 		errs = append(errs, err)
 	}
 	if rec.LoadsRepaired, err = q.repairLoads(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := q.HandBack(ctx, nil); err != nil {
 		errs = append(errs, err)
 	}
 	a, err := q.matchAll(ctx)

@@ -205,7 +205,7 @@ func TestRecoverFinishesWhatACrashedReplicaLeft(t *testing.T) {
 	aq := agentqueue.New(pool, 10)
 	agent := uuid.New()
 	for i := 0; i < 3; i++ {
-		if _, err := aq.Enqueue(ctx, agent, uuid.New(), uuid.New()); err != nil {
+		if _, err := aq.Enqueue(ctx, agent, uuid.New(), uuid.New(), "user-1"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,12 +38,14 @@ WHERE p.project_id IS NOT NULL
 ORDER BY d.turn, d.priority DESC, d.arrival_seq
 LIMIT $2`
 
-// matchableSQL lists projects with both a waiting entry and an agent with
-// free capacity: a pair that a trigger missed.
-const matchableSQL = `SELECT DISTINCT s.project_id FROM staff s
+// matchableSQL lists projects with an agent with free capacity and either
+// a waiting entry or visitors queued for that agent: a pair that a trigger
+// missed.
+var matchableSQL = `SELECT DISTINCT s.project_id FROM staff s
 WHERE s.availability = 'online' AND s.current_load < s.max_concurrent
-  AND EXISTS (SELECT 1 FROM visitor_waiting_queue w
-              WHERE w.project_id = s.project_id AND w.status = 'waiting')`
+  AND (EXISTS (SELECT 1 FROM visitor_waiting_queue w
+               WHERE w.project_id = s.project_id AND w.status = 'waiting')
+       OR ` + fmt.Sprintf(servesOwnQueue, "s.id") + `)`
 
 // ScanResult reports what one scan did.
 type ScanResult struct {
@@ -59,8 +61,10 @@ type ScanResult struct {
 
 // Scan is the periodic pass over the whole queue: it first
 // expires up to BatchSize overdue reservations (each an unsuccessful
-// attempt, see SweepReservations), then matches every project
-// that has both waiting entries and free capacity,
+// attempt, see SweepReservations), hands the visitors queued for agents
+// gone offline or moved back to their project's queue (HandBack), then
+// matches every project that has free capacity and waiting entries or
+// visitors queued for an agent with a free unit,
 // then processes up to BatchSize due entries, MaxWorkers at a time. Several
 // replicas may scan at once: an attempt is recorded only while it is due,
 // under the entry's row lock, so each attempt counts once.
@@ -78,6 +82,9 @@ func (q *Queue) Scan(ctx context.Context) (ScanResult, error) {
 		if e.Status == StatusExpired && e.RetryCount >= q.config().MaxRetries {
 			res.Expired = append(res.Expired, e)
 		}
+	}
+	if _, err := q.HandBack(ctx, nil); err != nil {
+		errs = append(errs, fmt.Errorf("scan: %w", err))
 	}
 	a, err := q.matchAll(ctx)
 	res.Assigned = a

@@ -166,33 +166,51 @@ RETURNING ` + staffColumnsQualified
 const staffColumnsQualified = `s.id, s.project_id, s.availability, s.max_concurrent, s.current_load,
 	s.idle_since, s.created_at, s.updated_at`
 
-// Release ends one of the agent's conversations without naming it (its
-// oldest open assignment) and frees its unit. An agent with none gives
-// ErrNothingToRelease. Callers follow it with Match on the agent's project.
-// ReleaseAssignment, which names the entry, is idempotent; this is not.
+// Release is ReleaseStaff without the pairings it made.
 func (q *Queue) Release(ctx context.Context, id uuid.UUID) (Staff, error) {
-	s, err := scanStaff(q.pool.QueryRow(ctx, releaseOldestSQL, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := q.Staff(ctx, id); err != nil {
-			return Staff{}, err
-		}
-		return Staff{}, fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
-	}
-	if err != nil {
-		return Staff{}, fmt.Errorf("release staff %s: %w", id, err)
-	}
-	return s, nil
+	st, _, err := q.ReleaseStaff(ctx, id)
+	return st, err
 }
 
-// ReleaseIn is Release inside the caller's transaction (the step runtime's
-// success transaction, so a redelivered message never releases twice).
-func ReleaseIn(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	_, err := scanStaff(tx.QueryRow(ctx, releaseOldestSQL, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
+// ReleaseStaff ends one of the agent's conversations without naming it
+// (its oldest open assignment), frees its unit and, in the same
+// transaction, hands it to the oldest visitor queued for the agent (PairIn;
+// the pairings are returned). An agent with none gives
+// ErrNothingToRelease. Callers follow it with Match on the agent's
+// project. ReleaseEntry, which names the entry, is idempotent; this is not.
+func (q *Queue) ReleaseStaff(ctx context.Context, id uuid.UUID) (Staff, []Entry, error) {
+	var paired []Entry
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		var err error
+		paired, err = q.ReleaseIn(ctx, tx, id)
+		return err
+	})
+	if errors.Is(err, ErrNothingToRelease) {
+		if _, err := q.Staff(ctx, id); err != nil {
+			return Staff{}, nil, err
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("release staff %s: %w", id, err)
+		return Staff{}, nil, err
 	}
-	return nil
+	st, err := q.Staff(ctx, id)
+	return st, paired, err
+}
+
+// ReleaseIn is ReleaseStaff inside the caller's transaction (the step
+// runtime's success transaction, so a redelivered message never releases
+// twice): the release, and the pairings of the freed unit, commit with it.
+func (q *Queue) ReleaseIn(ctx context.Context, tx pgx.Tx, id uuid.UUID) ([]Entry, error) {
+	_, err := scanStaff(tx.QueryRow(ctx, releaseOldestSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("release staff %s: %w", id, ErrNothingToRelease)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release staff %s: %w", id, err)
+	}
+	paired, err := q.PairIn(ctx, tx, id)
+	if err != nil {
+		return nil, fmt.Errorf("release staff %s: %w", id, err)
+	}
+	return paired, nil
 }

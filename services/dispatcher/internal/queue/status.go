@@ -15,6 +15,9 @@ type ProjectStatus struct {
 	ProjectID uuid.UUID `json:"project_id"`
 	// Waiting is the number of waiting entries.
 	Waiting int `json:"waiting"`
+	// Queued counts the visitors queued for one of the project's agents
+	// (in the agents' own queues, not in Entries).
+	Queued int `json:"queued"`
 	// WaitingByPriority counts waiting entries per priority ("0".."3").
 	WaitingByPriority map[string]int `json:"waiting_by_priority"`
 	// LongestWaitSeconds is how long the oldest waiting entry has waited.
@@ -61,8 +64,13 @@ func (q *Queue) Status(ctx context.Context, project uuid.UUID, limit int) (Proje
 	return st, nil
 }
 
-// readWaiting counts the waiting entries per priority and dates the oldest.
+// readWaiting counts the waiting entries per priority and dates the
+// oldest, and counts the visitors queued for the project's agents.
 func (st *ProjectStatus) readWaiting(ctx context.Context, tx pgx.Tx) error {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM visitor_waiting_queue WHERE project_id = $1 AND status = 'queued'`,
+		st.ProjectID).Scan(&st.Queued); err != nil {
+		return err
+	}
 	rows, err := tx.Query(ctx, `SELECT priority, count(*), min(entered_at), now()
 		FROM visitor_waiting_queue WHERE project_id = $1 AND status = 'waiting'
 		GROUP BY priority`, st.ProjectID)
