@@ -323,7 +323,7 @@ func TestSpeakerIsJudgedByTheAnnouncedVoices(t *testing.T) {
 	if err != nil || len(caps) != 1 || len(caps[0].Voices) != 5 {
 		t.Fatalf("loaded %+v, %v", caps, err)
 	}
-	for _, ok := range []string{"", "es", "es+m3", "ES+F3", "en-us", "es-419+m3"} {
+	for _, ok := range []string{"", "default", "es", "es+m3", "ES+F3", "en-us", "es-419+m3"} {
 		if _, err := Check(Request{Targets: []string{"es"}, Speaker: ok}, Rules{DefaultSource: "en", Capabilities: caps}); err != nil {
 			t.Errorf("speaker %q: %v, want admitted", ok, err)
 		}

@@ -82,7 +82,9 @@ func (c Capabilities) judge(source string, targets []string) error {
 // and its variant (after it), compared without case. Announcements without
 // voices judge nothing; with none, the speaker is not judged.
 func (c Capabilities) judgeSpeaker(speaker string) error {
-	if speaker == "" {
+	// "default" names the engine's own voice, as every engine reads it
+	// (seed 001's tts message carries speaker_id "default").
+	if speaker == "" || speaker == "default" {
 		return nil
 	}
 	voices, ok := c.voices()
