@@ -200,22 +200,28 @@ func (p *decoderPool) give(d *psDecoder) {
 }
 
 // freeIdle frees the decoders idle for idleFor and looks again when
-// the next of the others would be.
+// the next of the others would be. It frees them after letting go of the
+// pool, so that a free waiting for libMu (behind another pool's load)
+// holds up no file's take or give.
 func (p *decoderPool) freeIdle() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	now := time.Now()
 	n := 0
 	for n < len(p.idle) && now.Sub(p.idle[n].at) >= p.idleFor {
-		p.idle[n].d.free()
 		n++
 	}
+	stale := make([]idleDecoder, n)
+	copy(stale, p.idle)
 	p.idle = append(p.idle[:0], p.idle[n:]...)
 	if len(p.idle) == 0 {
 		p.sweep = nil
-		return
+	} else {
+		p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
 	}
-	p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
+	p.mu.Unlock()
+	for _, d := range stale {
+		d.d.free()
+	}
 }
 
 // ctxReader stops a decode when its context ends.
