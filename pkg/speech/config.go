@@ -35,6 +35,10 @@ type Config struct {
 	// PocketsphinxSearch is the embedded recogniser's search options
 	// (POCKETSPHINX_SEARCH; see DefaultPocketsphinxSearch).
 	PocketsphinxSearch string
+	// ASRStall and OnASRStall are the embedded recogniser's Stall and
+	// OnStall (a decoder loaded in process that stops making progress).
+	ASRStall   time.Duration
+	OnASRStall func(err error)
 
 	TranslateEngine  string // TRANSLATE_ENGINE: apertium (default) | openai | apy
 	TranslateBaseURL string // TRANSLATE_BASE_URL
@@ -115,7 +119,7 @@ func NewTranscriber(c Config) (*Chunker, error) {
 	case EngineOpenAI:
 		engine = &OpenAITranscriber{Remote: c.remote(c.ASRBaseURL, c.ASRAPIKey), Model: firstNonEmpty(c.ASRModel, "whisper-1")}
 	default:
-		engine = &Pocketsphinx{Search: c.PocketsphinxSearch}
+		engine = &Pocketsphinx{Search: c.PocketsphinxSearch, Stall: c.ASRStall, OnStall: c.OnASRStall}
 	}
 	return &Chunker{Engine: engine, ChunkSeconds: c.ASRChunkSeconds, Concurrency: c.ASRConcurrency, Nice: c.ASRChunkNice}, nil
 }

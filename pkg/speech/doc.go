@@ -15,7 +15,14 @@
 // retry can fix (a 4xx other than 408/429, an unsupported language, a
 // response that is not the protocol's shape), fault.RetryAfter for a 429
 // with Retry-After, and plain errors for everything transient (5xx,
-// timeouts, connection errors, a tool that crashed).
+// timeouts, connection errors, a tool that crashed), and fault.Unavailable
+// for a decoder loaded in process that stopped making progress
+// (ErrStalled: the process should be replaced).
+//
+// Pocketsphinx built with the tag pocketsphinx_lib keeps decoders loaded in
+// process. The C library keeps state for the whole process; decoders are
+// loaded and freed one at a time under libMu (psdecoder_lib.go says what
+// that state is and why decodes need no lock).
 //
 // New picks the engines by name from a Config; nothing here reads the
 // environment.

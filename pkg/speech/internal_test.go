@@ -205,10 +205,31 @@ func TestPocketsphinxSearch(t *testing.T) {
 			t.Errorf("search %q refused: %v", search, err)
 		}
 	}
-	for _, bad := range []string{"-beam", "beam 1e-40", "-infile /etc/passwd", "-logfn x -beam 1"} {
+	for _, bad := range []string{"-beam", "beam 1e-40", "-infile /etc/passwd", "-logfn x -beam 1", "-dither yes", "-debug 9"} {
 		if err := CheckPocketsphinxSearch(bad); err == nil || !strings.Contains(err.Error(), "POCKETSPHINX_SEARCH") {
 			t.Errorf("search %q: error %v, want one naming POCKETSPHINX_SEARCH", bad, err)
 		}
+	}
+}
+
+// A decoder loaded in process takes no flag that sets the library's
+// process-wide state (the log file, the debug level, the dither's random
+// generator): the other decoders of the process share it.
+func TestLoadedDecodersRefuseProcessWideFlags(t *testing.T) {
+	for _, flag := range []string{"-logfn", "-debug", "-dither"} {
+		args := []string{"-beam", "1e-40", flag, "x"}
+		if err := psCheckArgs(args); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%v: %v, want %s refused", args, err, flag)
+		}
+		if residentLoaded {
+			if d, err := newPSDecoder(args); err == nil {
+				d.free()
+				t.Errorf("a decoder loaded with %v", args)
+			}
+		}
+	}
+	if err := psCheckArgs([]string{"-beam", "1e-40", "-rawlogdir", "/tmp"}); err != nil {
+		t.Errorf("search flags refused: %v", err)
 	}
 }
 

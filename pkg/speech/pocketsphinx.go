@@ -59,6 +59,16 @@ type Pocketsphinx struct {
 	// cores.Usable when zero. Each is freed after a minute without a file.
 	// Built without it, or with Command set, every file runs Command.
 	Decoders int
+	// Stall bounds how long a loaded decoder's decode may go without
+	// progress (no samples consumed, no model loaded, no utterance ended):
+	// DefaultStall when zero. A stalled decode is abandoned and Transcribe
+	// returns ErrStalled, marked fault.Unavailable. The command is bounded
+	// by the step's timeout instead, which kills it.
+	Stall time.Duration
+	// OnStall, when set, is called with the error of every stalled decode
+	// (ErrStalled), as it is given up: the decoder is stuck in this
+	// process, which should be replaced.
+	OnStall func(err error)
 
 	// cmnMean, when set, is where the cepstral mean normalisation starts
 	// instead of the model's -cmninit; cmnArgs make the command do so
@@ -81,7 +91,11 @@ func (p *Pocketsphinx) Transcribe(ctx context.Context, wavPath, language string)
 	}
 	out, err := p.decode(ctx, wavPath)
 	if err != nil {
-		return nil, fmt.Errorf("pocketsphinx: %w", err)
+		err = fmt.Errorf("pocketsphinx: %w", err)
+		if errors.Is(err, ErrStalled) && p.OnStall != nil {
+			p.OnStall(err)
+		}
+		return nil, err
 	}
 	maxSeg := p.MaxSegment
 	if maxSeg <= 0 {
@@ -103,7 +117,7 @@ func (p *Pocketsphinx) Resident() bool { return residentLoaded && p.Command == "
 func (p *Pocketsphinx) decode(ctx context.Context, wavPath string) (string, error) {
 	model := p.modelArgs()
 	if p.Resident() {
-		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean, niceOf(ctx))
+		return sharedPool(model, p.Decoders).transcribe(ctx, wavPath, p.cmnMean, niceOf(ctx), p.Stall)
 	}
 	cmdName := p.Command
 	if cmdName == "" {
@@ -300,8 +314,27 @@ func CheckPocketsphinxSearch(search string) error {
 		return fmt.Errorf("POCKETSPHINX_SEARCH %q: want pairs of a flag and its value, or \"default\"", search)
 	}
 	for i := 0; i < len(f); i += 2 {
-		if !strings.HasPrefix(f[i], "-") || slices.Contains([]string{"-infile", "-time", "-logfn", "-argfile"}, f[i]) {
+		if !strings.HasPrefix(f[i], "-") || slices.Contains([]string{"-infile", "-time", "-argfile"}, f[i]) || slices.Contains(processWideFlags, f[i]) {
 			return fmt.Errorf("POCKETSPHINX_SEARCH %q: %q is not a search flag", search, f[i])
+		}
+	}
+	return nil
+}
+
+// processWideFlags set what pocketsphinx keeps for the whole process
+// rather than for one decoder (see libMu): -logfn opens the process's log
+// file and closes the one before it, -debug sets the process's debug
+// level, -dither draws every frame's noise from the process's random
+// generator. A decoder loaded in process refuses them (psCheckArgs); the
+// command, a process of its own, gets -logfn from Pocketsphinx itself.
+var processWideFlags = []string{"-logfn", "-debug", "-dither"}
+
+// psCheckArgs refuses the arguments of a decoder loaded in process that
+// would set the library's process-wide state (processWideFlags).
+func psCheckArgs(args []string) error {
+	for _, a := range args {
+		if slices.Contains(processWideFlags, a) {
+			return fmt.Errorf("pocketsphinx: %s sets what every decoder of the process shares; a decoder loaded in process takes no %v", a, processWideFlags)
 		}
 	}
 	return nil

@@ -16,6 +16,8 @@ type psDecoder struct{}
 
 var errNotLoaded = errors.New("pocketsphinx: built without libpocketsphinx (tag pocketsphinx_lib)")
 
-func newPSDecoder([]string) (*psDecoder, error)                { return nil, errNotLoaded }
-func (*psDecoder) decode(io.Reader, []float64) (string, error) { return "", errNotLoaded }
-func (*psDecoder) free()                                       {}
+func newPSDecoder([]string) (*psDecoder, error) { return nil, errNotLoaded }
+func (*psDecoder) decode(io.Reader, []float64, func(int)) (string, error) {
+	return "", errNotLoaded
+}
+func (*psDecoder) free() {}

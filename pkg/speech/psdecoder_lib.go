@@ -23,8 +23,17 @@ typedef struct {
 	int32 nframe0;
 } psd;
 
-static psd *psd_new(int argc, char **argv) {
+// psd_quiet turns sphinxbase's logging off for the whole process: no
+// callback (err_msg returns before it formats a message) and no log file.
+// Called once, under libMu, before the first decoder is loaded; nothing
+// sets either again (psCheckArgs refuses -logfn), so the messages every
+// decode logs only read them.
+static void psd_quiet(void) {
+	err_set_callback(NULL, NULL);
 	err_set_logfp(NULL);
+}
+
+static psd *psd_new(int argc, char **argv) {
 	cmd_ln_t *config = cmd_ln_parse_r(NULL, ps_args(), argc, argv, TRUE);
 	if (config == NULL) return NULL;
 	ps_default_search_args(config);
@@ -93,11 +102,51 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
 // residentLoaded reports whether this build decodes in process.
 const residentLoaded = true
+
+// libMu serializes the calls into pocketsphinx and sphinxbase that read or
+// write their process-wide state: loading a decoder (psd_new) and freeing
+// one (psd_free). Debian's 0.8+5prealpha keeps, in its sources and its
+// binaries alike:
+//
+//   - sphinxbase err.c: the log FILE, whether logging is off, the log
+//     callback and the debug level. ps_init sets the debug level from
+//     -debug and, given -logfn, opens a log file, makes it the process's
+//     and fcloses the one before (err_set_logfile) while other threads may
+//     be printing to it. Two decoders loaded at once with -logfn (as the
+//     resident tests were) can fclose one FILE twice or print to a freed
+//     one; glibc then waits for ever on the freed FILE's lock, holding its
+//     list of open files, which every fopen and fclose of the process then
+//     waits for: the hang of issue 47, two goroutines in psd_new and every
+//     thread on a futex.
+//   - sphinxbase dtoa.c: the free lists of big integers and the cached
+//     powers of five of sb_strtod (atof_c), built without their lock: every
+//     float flag cmd_ln_parse_r reads (the beams' 1e-48 and the like), the
+//     model's feat.params and -cmninit go through them. Two loads at once
+//     can share one big integer and read a wrong beam.
+//   - sphinxbase fe_warp_*.c: the frequency warp's parameters, set with
+//     strtok (its position is libc's, shared) whenever a front end is made;
+//     and genrand.c's random generator, seeded by fe_init and drawn from by
+//     every frame of a decoder made with -dither.
+//
+// Freeing takes libMu as well: ps_free tears down the same modules, the
+// library promises nothing about threads, and the idle sweeper's free may
+// otherwise run beside a file's load; it costs milliseconds against a
+// load's 0.3 CPU-s. Loads wait for each other (a pool of three loads its
+// third decoder after the two others), decodes never wait for libMu: a
+// decode (ps_start_stream to ps_end_utt, ps_get_hyp, ps_seg_*) touches
+// none of the above once logging is off before the first decoder
+// (psd_quiet; its messages then only read the callback) and the flags that
+// would set it again are refused (psCheckArgs).
+var libMu sync.Mutex
+
+// quiet turns the library's logging off once, before the first decoder.
+var quiet sync.Once
 
 // psDecoder is a pocketsphinx decoder loaded in this process. It is not
 // safe for concurrent use.
@@ -110,6 +159,9 @@ type psDecoder struct {
 // newPSDecoder loads a decoder with the command-line arguments args (the
 // flags pocketsphinx_continuous takes, without -infile, -time, -logfn).
 func newPSDecoder(args []string) (*psDecoder, error) {
+	if err := psCheckArgs(args); err != nil {
+		return nil, err
+	}
 	argv := make([]*C.char, len(args))
 	for i, a := range args {
 		argv[i] = C.CString(a)
@@ -122,7 +174,10 @@ func newPSDecoder(args []string) (*psDecoder, error) {
 		copy(unsafe.Slice(cargv, len(argv)), argv)
 		p = cargv
 	}
+	libMu.Lock()
+	quiet.Do(func() { C.psd_quiet() })
 	d := C.psd_new(C.int(len(args)), p)
+	libMu.Unlock()
 	if d == nil {
 		return nil, fmt.Errorf("pocketsphinx: load decoder with %q failed", strings.Join(args, " "))
 	}
@@ -132,8 +187,10 @@ func newPSDecoder(args []string) (*psDecoder, error) {
 // decode decodes the 16-bit samples r holds as one stream, as
 // pocketsphinx_continuous -time yes does (2048 samples at a time,
 // an utterance ended wherever the voice activity detector leaves
-// speech), and returns what that command prints.
-func (p *psDecoder) decode(r io.Reader, cmnMean []float64) (string, error) {
+// speech), and returns what that command prints. It calls progress with
+// the samples the decoder took whenever it took some, and with 0 when it
+// ended an utterance.
+func (p *psDecoder) decode(r io.Reader, cmnMean []float64, progress func(samples int)) (string, error) {
 	if len(cmnMean) == int(p.d.veclen) && p.d.veclen > 0 {
 		C.psd_start_stream_mean(p.d, (*C.double)(unsafe.Pointer(&cmnMean[0])))
 	} else {
@@ -150,6 +207,7 @@ func (p *psDecoder) decode(r io.Reader, cmnMean []float64) (string, error) {
 		n, err := io.ReadFull(r, bytes)
 		if k := n / 2; k > 0 {
 			C.ps_process_raw(ps, (*C.int16)(unsafe.Pointer(&p.buf[0])), C.size_t(k), 0, 0)
+			progress(k)
 			inSpeech := C.ps_get_in_speech(ps) != 0
 			if inSpeech && !started {
 				started = true
@@ -158,6 +216,7 @@ func (p *psDecoder) decode(r io.Reader, cmnMean []float64) (string, error) {
 				C.ps_end_utt(ps)
 				p.printUtterance()
 				C.ps_start_utt(ps)
+				progress(0)
 				started = false
 			}
 		}
@@ -178,7 +237,9 @@ func (p *psDecoder) decode(r io.Reader, cmnMean []float64) (string, error) {
 
 // free releases the decoder's model; it must not be used again.
 func (p *psDecoder) free() {
+	libMu.Lock()
 	C.psd_free(p.d)
+	libMu.Unlock()
 	p.d = nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -69,18 +70,31 @@ func sharedPool(args []string, size int) *decoderPool {
 // With nice > 0 (a Yielding decode) it decodes on an OS thread of its own
 // nice steps nicer than the worker, as the command would run, and that
 // thread ends with the decode: the model stays loaded either way.
-func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []float64, nice int) (string, error) {
+//
+// The decode runs on a goroutine of its own, watched: once stall passes
+// without progress (newStallWatch) it is abandoned where it is, stuck in
+// the C library or on input that never comes, and transcribe returns
+// ErrStalled. An abandoned decode keeps its slots and its decoder until it
+// ends, if ever; its decoder is then freed, never given back.
+func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []float64, nice int, stall time.Duration) (string, error) {
 	release, err := p.slots.acquire(ctx, nice > 0)
 	if err != nil {
 		return "", err
 	}
-	defer release()
-	if nice <= 0 {
-		return p.decodeFile(ctx, wavPath, cmnMean)
-	}
-	var out string
-	onNicedThread(nice, func() { out, err = p.decodeFile(ctx, wavPath, cmnMean) })
-	return out, err
+	w := newStallWatch(stall)
+	done := make(chan decoded, 1)
+	go func() {
+		defer release()
+		var r decoded
+		decode := func() { r.out, r.err = p.decodeFile(ctx, wavPath, cmnMean, w) }
+		if nice > 0 {
+			onNicedThread(nice, decode)
+		} else {
+			decode()
+		}
+		done <- r
+	}()
+	return w.wait(done, filepath.Base(wavPath))
 }
 
 // decodeSlots admits decodes to a pool of size decoders on a worker that
@@ -128,13 +142,14 @@ func (s decodeSlots) acquire(ctx context.Context, niced bool) (func(), error) {
 }
 
 // decodeFile decodes wavPath with an idle or newly loaded decoder and
-// gives it back.
-func (p *decoderPool) decodeFile(ctx context.Context, wavPath string, cmnMean []float64) (string, error) {
+// gives it back, telling w how it progresses.
+func (p *decoderPool) decodeFile(ctx context.Context, wavPath string, cmnMean []float64, w *stallWatch) (string, error) {
 	d, err := p.take()
 	if err != nil {
 		return "", err
 	}
-	defer p.give(d)
+	w.progress(0)
+	defer p.putBack(d, w)
 	f, err := os.Open(wavPath)
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", wavPath, err)
@@ -148,7 +163,7 @@ func (p *decoderPool) decodeFile(ctx context.Context, wavPath string, cmnMean []
 			return "", fmt.Errorf("read %s: %w", wavPath, err)
 		}
 	}
-	return d.decode(ctxReader{ctx, r}, cmnMean)
+	return d.decode(ctxReader{ctx, r}, cmnMean, w.progress)
 }
 
 // take returns the most recently used idle decoder or loads a new one.
@@ -164,6 +179,16 @@ func (p *decoderPool) take() (*psDecoder, error) {
 	return newPSDecoder(p.args)
 }
 
+// putBack gives d back for the next file, or frees it when its decode was
+// abandoned (w): whatever held it up, it is not trusted again.
+func (p *decoderPool) putBack(d *psDecoder, w *stallWatch) {
+	if w.abandoned() {
+		d.free()
+		return
+	}
+	p.give(d)
+}
+
 // give puts a decoder back for the next file.
 func (p *decoderPool) give(d *psDecoder) {
 	p.mu.Lock()
@@ -175,22 +200,28 @@ func (p *decoderPool) give(d *psDecoder) {
 }
 
 // freeIdle frees the decoders idle for idleFor and looks again when
-// the next of the others would be.
+// the next of the others would be. It frees them after letting go of the
+// pool, so that a free waiting for libMu (behind another pool's load)
+// holds up no file's take or give.
 func (p *decoderPool) freeIdle() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	now := time.Now()
 	n := 0
 	for n < len(p.idle) && now.Sub(p.idle[n].at) >= p.idleFor {
-		p.idle[n].d.free()
 		n++
 	}
+	stale := make([]idleDecoder, n)
+	copy(stale, p.idle)
 	p.idle = append(p.idle[:0], p.idle[n:]...)
 	if len(p.idle) == 0 {
 		p.sweep = nil
-		return
+	} else {
+		p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
 	}
-	p.sweep = time.AfterFunc(p.idleFor-now.Sub(p.idle[0].at), p.freeIdle)
+	p.mu.Unlock()
+	for _, d := range stale {
+		d.d.free()
+	}
 }
 
 // ctxReader stops a decode when its context ends.

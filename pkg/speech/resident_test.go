@@ -29,7 +29,7 @@ func TestResidentMatchesCommand(t *testing.T) {
 	}
 	ctx := context.Background()
 	cli := &speech.Pocketsphinx{Command: "pocketsphinx_continuous"}
-	resident := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 2}
+	resident := &speech.Pocketsphinx{Decoders: 2}
 	if !resident.Resident() || cli.Resident() {
 		t.Fatal("Resident: want the loaded decoder without Command, the command with it")
 	}
@@ -95,7 +95,7 @@ func TestResidentWarmStartMatchesCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cli := &speech.Pocketsphinx{Command: "pocketsphinx_continuous"}
-	resident := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 2}
+	resident := &speech.Pocketsphinx{Decoders: 2}
 	ch := &speech.Chunker{ChunkSeconds: 10, TempDir: t.TempDir()}
 	var chunks []speech.Chunk
 	err := ch.Split(ctx, speechtest.Fixture(t, "two_cities.wav"), func(c speech.Chunk) error { chunks = append(chunks, c); return nil })

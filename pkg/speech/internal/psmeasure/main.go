@@ -34,7 +34,7 @@ func main() {
 		}
 	}()
 	cli := &speech.Pocketsphinx{Command: "pocketsphinx_continuous"}
-	res := &speech.Pocketsphinx{ExtraArgs: []string{"-logfn", os.DevNull}, Decoders: 1}
+	res := &speech.Pocketsphinx{Decoders: 1}
 	c0 := cpu(syscall.RUSAGE_CHILDREN)
 	for _, c := range chunks {
 		if _, err := cli.Transcribe(ctx, c, "en"); err != nil {
