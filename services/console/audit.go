@@ -63,7 +63,7 @@ func noteAudit(r *http.Request, key string, v any) {
 // filters by them (openapi.json lists them as the action parameter's enum,
 // and a test keeps the two equal).
 var auditActions = []string{"login", "logout", "submit", "cancel", "retry", "redub", "replay", "purge", "requeue",
-	"pause", "resume", actionRefused}
+	"pause", "resume", "config", actionRefused}
 
 // audited records every call of h as action in console_audit, with the
 // caller's token name, the route's {id} or {step} as target (else the
