@@ -94,7 +94,7 @@ func (p *decoderPool) transcribe(ctx context.Context, wavPath string, cmnMean []
 		}
 		done <- r
 	}()
-	return w.wait(done, filepath.Base(wavPath))
+	return w.wait(ctx, done, filepath.Base(wavPath))
 }
 
 // decodeSlots admits decodes to a pool of size decoders on a worker that

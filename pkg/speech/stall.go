@@ -1,6 +1,7 @@
 package speech
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -67,14 +68,20 @@ type decoded struct {
 
 // wait returns what done delivers, or ErrStalled (marked Unavailable) once
 // the decode of what went stall without progress; the decode is then
-// abandoned (abandoned reports it).
-func (w *stallWatch) wait(done <-chan decoded, what string) (string, error) {
+// abandoned (abandoned reports it). When ctx ends first (the step stopped:
+// its task was cancelled, its time ran out) wait returns ctx's error at
+// once: the decode sees the same ctx at its next block of samples and ends
+// by itself, but a niced decode thread on a busy machine may wait seconds
+// for the CPU to get there, and the step's stop must not wait with it.
+func (w *stallWatch) wait(ctx context.Context, done <-chan decoded, what string) (string, error) {
 	t := time.NewTimer(w.stall)
 	defer t.Stop()
 	for {
 		select {
 		case r := <-done:
 			return r.out, r.err
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s: decode stopped: %w", what, ctx.Err())
 		case <-t.C:
 		}
 		if idle := w.idle(); idle < w.stall {

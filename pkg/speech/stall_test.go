@@ -103,3 +103,48 @@ func TestStalledDecodeIsGivenUp(t *testing.T) {
 		t.Fatalf("OnStall called again: %v", <-stalls)
 	}
 }
+
+// TestStoppedDecodeReturnsAtOnce: when the step's context ends (its task
+// cancelled) Transcribe returns its error at once, even while the decoder
+// cannot get to its next block of samples (stuck here in the C library; on
+// a busy machine, a niced thread waiting for the CPU): its first
+// utterance's start (stallingDecoder 0) waits for a reader the test opens
+// only after Transcribe returned. The decode ends by itself once it can,
+// and its decoder, not stalled, goes back to the pool.
+func TestStoppedDecodeReturnsAtOnce(t *testing.T) {
+	t.Parallel()
+	stallArgs, resume := stallingDecoder(t, 0)
+	grammar := []string{"-dict", filepath.Join("testdata", "stress", "jfk.dict"), "-jsgf", filepath.Join("testdata", "stress", "jfk.jsgf")}
+	// -maxhmmpf 5997: a configuration, so a pool, of this test's own.
+	p := &speech.Pocketsphinx{Search: "-maxhmmpf 5997", ExtraArgs: append(grammar, stallArgs...), Decoders: 1,
+		Stall: time.Hour, OnStall: func(err error) { t.Errorf("OnStall: %v", err) }}
+	wav := speechtest.Fixture(t, "jfk.wav")
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.Transcribe(ctx, wav, "en")
+		got <- err
+	}()
+	testenv.EventuallyWithin(t, time.Minute, "the decode to hold its decoder", func() bool { return speech.BusyDecodes(p) == 1 })
+	cancel()
+	var err error
+	testenv.EventuallyWithin(t, 30*time.Second, "Transcribe to return after the cancel", func() bool {
+		select {
+		case err = <-got:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, speech.ErrStalled) {
+		t.Fatalf("Transcribe after the cancel: %v, want context.Canceled (not a stall)", err)
+	}
+	if busy := speech.BusyDecodes(p); busy != 1 {
+		t.Fatalf("%d decodes hold a slot while the decoder is stuck, want 1", busy)
+	}
+	resume()
+	testenv.EventuallyWithin(t, 30*time.Second, "the stopped decode to end", func() bool { return speech.BusyDecodes(p) == 0 })
+	if n := speech.LoadedDecoders(p); n != 1 {
+		t.Fatalf("%d decoders idle after the stopped decode ended, want its decoder given back", n)
+	}
+}

@@ -80,6 +80,7 @@ func testBadInputs(t *testing.T, ctx context.Context, s *stack, dir string) {
 	if err := os.WriteFile(text, []byte("these are meeting notes, not a video\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	disguised := disguisedText(t, dir)
 	samples := map[string]media.SampleKind{"noaudio": media.SampleNoAudio, "silent": media.SampleSilent,
 		"truncated": media.SampleTruncatedIndex}
 	paths := map[string]string{}
@@ -104,7 +105,7 @@ func testBadInputs(t *testing.T, ctx context.Context, s *stack, dir string) {
 		wantStatus  string
 		wantError   string
 	}{
-		{"text renamed mp4", text, true, "failed", "not a media file"},
+		{"text behind a container's signature", disguised, true, "failed", "not a media file"},
 		{"no audio track", paths["noaudio"], true, "failed", "no audio stream"},
 		{"truncated", paths["truncated"], true, "failed", "truncated"},
 		// No speech, nothing to dub: a failure that says so (issue 47).
@@ -259,4 +260,17 @@ func duration(tb testing.TB, ctx context.Context, path string) time.Duration {
 		tb.Fatal(err)
 	}
 	return info.Duration
+}
+
+// disguisedText writes meeting notes behind an Ogg page's signature: the
+// door's ffprobe-free check (dubctl --no-validate: admit.Limits.File) lets
+// it through as a container it knows, and the worker's ffprobe refuses it
+// as not a media file. A plain text file is refused at the door already.
+func disguisedText(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "disguised.mp4")
+	if err := os.WriteFile(p, []byte("OggS these are meeting notes, not a video\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
