@@ -90,3 +90,39 @@ func TestSubmitWhoseCommitAnswerIsLostCreatesTheTaskOnce(t *testing.T) {
 		}
 	}
 }
+
+// A task's success for one output is announced under one id however often
+// it is reached: an asynchronous database's failover may lose the commit
+// that announced it, and the step that reaches it again announces it
+// again, under the same id. Another output (a re-dub's) has another.
+func TestASuccessIsAnnouncedUnderOneIDPerOutput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ a, b string }{{"outputs/x/final.mp4", "outputs/x/final.mp4"}, {"", ""}} {
+		if task.SucceededEventID(uuid.Nil, tc.a) != task.SucceededEventID(uuid.Nil, tc.b) {
+			t.Errorf("%q and %q: two ids", tc.a, tc.b)
+		}
+	}
+	id := uuid.New()
+	if task.SucceededEventID(id, "outputs/x/final.mp4") == task.SucceededEventID(id, "outputs/x/v2/final.mp4") ||
+		task.SucceededEventID(id, "") == task.SucceededEventID(uuid.New(), "") {
+		t.Error("two outputs, or two tasks, share a success id")
+	}
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	for range 2 { // the second time as after a lost commit: the row is running again
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO tasks (id, status) VALUES ($1, 'running')
+			ON CONFLICT (id) DO UPDATE SET status = 'running'`, id); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, ctx, db.Pool, task.Succeed(task.Ref{ID: id, Step: wire.StepMuxVideo}, nil, "outputs/x/final.mp4"))
+	}
+	var ids []uuid.UUID
+	for _, e := range events(t, db.Pool, id) {
+		if e.Event == wire.EventTaskSucceeded {
+			ids = append(ids, e.EventID)
+		}
+	}
+	if len(ids) != 2 || ids[0] != ids[1] || ids[0] != task.SucceededEventID(id, "outputs/x/final.mp4") {
+		t.Fatalf("success events %v: want two announcements under the one id %s", ids, task.SucceededEventID(id, "outputs/x/final.mp4"))
+	}
+}
