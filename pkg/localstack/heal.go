@@ -22,11 +22,18 @@ import (
 // that process's drive again. MinIO heals by itself too (right after a
 // failed write, and in its background scanner, which takes hours at its
 // default pace); Heal is for an operator, or a test, that wants it done
-// now. A pass started before every process sees a returning one again
-// skips its drive, hence the passes.
+// now. It waits until every process sees every drive online (WaitOnline)
+// and runs passes until one finds nothing missing.
 func (s *MinioSet) Heal(ctx context.Context, bucket string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
+	var all []int
+	for i := range s.nodes {
+		all = append(all, i)
+	}
+	if err := s.WaitOnline(ctx, all, within); err != nil {
+		return err
+	}
 	for {
 		missing, err := s.healPass(ctx, bucket)
 		if err == nil && missing == 0 {
@@ -58,7 +65,7 @@ func (s *MinioSet) healPass(ctx context.Context, bucket string) (int, error) {
 	var start struct {
 		ClientToken string `json:"clientToken"`
 	}
-	if err := s.admin(ctx, "/heal/"+bucket, url.Values{"forceStart": {"true"}}, opts, &start); err != nil {
+	if err := s.admin(ctx, http.MethodPost, "", "/heal/"+bucket, url.Values{"forceStart": {"true"}}, opts, &start); err != nil {
 		return 0, fmt.Errorf("start heal of %s: %w", bucket, err)
 	}
 	missing := 0
@@ -68,7 +75,7 @@ func (s *MinioSet) healPass(ctx context.Context, bucket string) (int, error) {
 			Detail  string     `json:"Detail"`
 			Items   []healItem `json:"Items"`
 		}
-		if err := s.admin(ctx, "/heal/"+bucket, url.Values{"clientToken": {start.ClientToken}}, nil, &status); err != nil {
+		if err := s.admin(ctx, http.MethodPost, "", "/heal/"+bucket, url.Values{"clientToken": {start.ClientToken}}, nil, &status); err != nil {
 			return missing, fmt.Errorf("heal of %s: %w", bucket, err)
 		}
 		for _, it := range status.Items {
@@ -93,27 +100,70 @@ func (s *MinioSet) healPass(ctx context.Context, bucket string) (int, error) {
 	}
 }
 
-// admin POSTs body to the admin API's path on the first live process,
-// signed with the root credentials, and decodes the JSON answer into out.
-func (s *MinioSet) admin(ctx context.Context, path string, q url.Values, body []byte, out any) error {
-	addr := ""
+// WaitOnline waits until each of the processes live (indexes) sees the
+// drives of all of them online (the admin API's server info): a process
+// just started, or one whose peers just stopped, takes a moment to be seen
+// again, and a read or a heal started before that skips its drive.
+func (s *MinioSet) WaitOnline(ctx context.Context, live []int, within time.Duration) error {
+	return waitFor(ctx, within, fmt.Sprintf("minio processes %v online to each other", live), func() bool {
+		for _, i := range live {
+			if !s.seesOnline(ctx, i, live) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// seesOnline reports whether process i sees the drives of every process
+// of live online.
+func (s *MinioSet) seesOnline(ctx context.Context, i int, live []int) bool {
+	var info struct {
+		Servers []struct {
+			Drives []struct {
+				Endpoint string `json:"endpoint"`
+				State    string `json:"state"`
+			} `json:"drives"`
+		} `json:"servers"`
+	}
+	if err := s.admin(ctx, http.MethodGet, s.nodes[i].addr, "/info", nil, nil, &info); err != nil {
+		return false
+	}
+	ok := map[string]bool{}
+	for _, srv := range info.Servers {
+		for _, d := range srv.Drives {
+			ok[d.Endpoint] = d.State == "ok"
+		}
+	}
+	for _, j := range live {
+		if !ok["http://"+s.nodes[j].addr+s.nodes[j].drive] {
+			return false
+		}
+	}
+	return true
+}
+
+// admin sends body to the admin API's path on the process at addr (the
+// first live one when empty), signed with the root credentials, and
+// decodes the JSON answer into out.
+func (s *MinioSet) admin(ctx context.Context, method, addr, path string, q url.Values, body []byte, out any) error {
 	for i := range s.nodes {
-		if s.Live(i) {
+		if addr == "" && s.Live(i) {
 			addr = s.nodes[i].addr
-			break
 		}
 	}
 	if addr == "" {
 		return errors.New("no live minio process")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/minio/admin/v3"+path+"?"+q.Encode(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/minio/admin/v3"+path+"?"+q.Encode(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	sum := sha256.Sum256(body)
 	req.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
 	req = signer.SignV4(*req, MinioUser, MinioPassword, "", "us-east-1")
-	resp, err := http.DefaultClient.Do(req)
+	c := http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}

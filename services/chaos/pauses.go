@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pause is what one fault cost: the time from its start to the next step
+// completed anywhere (a succeeded attempt's finish). None: no step
+// completed after it (the run had no work left).
+type pause struct {
+	Kind  string
+	At    time.Time
+	Pause time.Duration
+	None  bool
+}
+
+// measurePauses reads, for each fault, when the next step completed.
+func measurePauses(ctx context.Context, pool *pgxpool.Pool, events []faultEvent) ([]pause, error) {
+	var out []pause
+	for _, e := range events {
+		var next *time.Time
+		if err := pool.QueryRow(ctx, `SELECT min(finished_at) FROM task_steps WHERE status = 'succeeded' AND finished_at > $1`,
+			e.At).Scan(&next); err != nil {
+			return nil, fmt.Errorf("next completed step after %s at %s: %w", e.Kind, e.At.Format(time.TimeOnly), err)
+		}
+		p := pause{Kind: e.Kind, At: e.At, None: next == nil}
+		if next != nil {
+			p.Pause = next.Sub(e.At)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// pauseLines are the longest pause per kind of fault, with every pause of
+// the kind, for the summary.
+func pauseLines(ps []pause, start time.Time) []string {
+	byKind := map[string][]pause{}
+	for _, p := range ps {
+		byKind[p.Kind] = append(byKind[p.Kind], p)
+	}
+	kinds := make([]string, 0, len(byKind))
+	for k := range byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var lines []string
+	for _, k := range kinds {
+		var longest time.Duration
+		var each []string
+		for _, p := range byKind[k] {
+			at := p.At.Sub(start).Round(time.Second)
+			if p.None {
+				each = append(each, fmt.Sprintf("at %s: no step after it", at))
+				continue
+			}
+			longest = max(longest, p.Pause)
+			each = append(each, fmt.Sprintf("at %s: %.1f s", at, p.Pause.Seconds()))
+		}
+		lines = append(lines, fmt.Sprintf("  %-20s %d × longest %5.1f s  (%s)", k, len(byKind[k]), longest.Seconds(), strings.Join(each, ", ")))
+	}
+	return lines
+}
+
+// healCheck is what reading the outputs from a MinIO process that was
+// killed and rejoined found, the other processes but one stopped: with 2
+// of 4 drives every object is readable only if the rejoined drive holds
+// its shards again.
+type healCheck struct {
+	Process, With  int // 1-based
+	Read, Total    int
+	Err            string
+	HealTook       time.Duration
+	FirstUnreadble string
+}
+
+// checkHealed heals the bucket (the admin API, as `mc admin heal -r`), then,
+// for each MinIO process killed during the run, stops every other process
+// but one, reads every done task's output through the set, and starts them
+// again.
+func (r *runner) checkHealed(ctx context.Context, w *world, outputs []string) []healCheck {
+	m := w.ha.minio
+	w.ha.mu.Lock()
+	var killed []int
+	for i := range w.ha.minioKilled {
+		killed = append(killed, i)
+	}
+	w.ha.mu.Unlock()
+	sort.Ints(killed)
+	var out []healCheck
+	for _, k := range killed {
+		c := healCheck{Process: k + 1, With: (k+1)%m.Nodes() + 1, Total: len(outputs)}
+		began := time.Now()
+		if err := m.Heal(ctx, s3Bucket, 5*time.Minute); err != nil {
+			c.Err = err.Error()
+			out = append(out, c)
+			continue
+		}
+		c.HealTook = time.Since(began)
+		c.Read, c.FirstUnreadble = r.readWithTwo(ctx, w, k, c.With-1, outputs)
+		r.logf("minio heal check: process %d rejoined, healed in %s; %d of %d outputs read with only it and process %d up",
+			c.Process, c.HealTook.Round(time.Millisecond), c.Read, c.Total, c.With)
+		out = append(out, c)
+	}
+	return out
+}
+
+// readWithTwo stops every MinIO process but a and b, downloads each of
+// keys, starts the others again and returns how many it read (and the
+// first failure).
+func (r *runner) readWithTwo(ctx context.Context, w *world, a, b int, keys []string) (int, string) {
+	m := w.ha.minio
+	var stopped []int
+	for i := range m.Nodes() {
+		if i != a && i != b {
+			m.Stop(i)
+			stopped = append(stopped, i)
+		}
+	}
+	defer func() {
+		var all []int
+		for i := range m.Nodes() {
+			all = append(all, i)
+		}
+		for _, i := range stopped {
+			logErr(r.logf, "minio restart after the heal check", m.Start(i))
+		}
+		logErr(r.logf, "minio after the heal check", m.WaitOnline(context.WithoutCancel(ctx), all, bootWait))
+	}()
+	if err := m.WaitOnline(ctx, []int{a, b}, bootWait); err != nil {
+		return 0, err.Error()
+	}
+	read, first := 0, ""
+	tmp := filepath.Join(w.work, "outputs", "heal-check")
+	for _, key := range keys {
+		err := readObject(ctx, w.objects, key, tmp)
+		if err == nil {
+			read++
+		} else if first == "" {
+			first = key + ": " + oneLine(err.Error(), 160)
+		}
+	}
+	return read, first
+}
+
+// readObject downloads key (bounded) and removes the copy.
+func readObject(ctx context.Context, objects *blob.Store, key, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := objects.GetFile(ctx, key, path, maxOutputBytes)
+	if rmErr := os.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		return rmErr
+	}
+	return err
+}
+
+// doneOutputs lists the output keys of the done tasks that have one.
+func doneOutputs(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT output_video_key FROM tasks WHERE status = 'done' AND output_video_key <> ''
+		AND cardinality(coalesce(targets, '{}')) = 0 ORDER BY created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("list outputs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// printHA writes the -ha figures: the longest pause per fault and the
+// MinIO heal checks.
+func (s *summary) printHA(w io.Writer) {
+	if !s.HA {
+		return
+	}
+	goal := "report only"
+	if s.MaxPause > 0 {
+		goal = fmt.Sprintf("goal ≤ %s", s.MaxPause)
+	}
+	fmt.Fprintf(w, "pauses (fault → next completed step; %s):\n", goal)
+	for _, l := range pauseLines(s.Pauses, s.Start) {
+		fmt.Fprintln(w, l)
+	}
+	if len(s.HealChecks) == 0 {
+		fmt.Fprintln(w, "minio heal check:           no MinIO process was killed")
+	}
+	for _, c := range s.HealChecks {
+		if c.Err != "" {
+			fmt.Fprintf(w, "minio heal check:           process %d: %s\n", c.Process, c.Err)
+			continue
+		}
+		fmt.Fprintf(w, "minio heal check:           process %d killed and rejoined; healed in %.1f s; %d of %d outputs read with only it and process %d up\n",
+			c.Process, c.HealTook.Seconds(), c.Read, c.Total, c.With)
+		if c.FirstUnreadble != "" {
+			fmt.Fprintf(w, "  first unreadable: %s\n", c.FirstUnreadble)
+		}
+	}
+}
+
+// haVerdict lists why the -ha figures fail the run: a pause over the goal,
+// a fault that could not be injected (a failover that did not happen), a
+// heal check that could not read everything.
+func (s *summary) haVerdict() []string {
+	if !s.HA {
+		return nil
+	}
+	var why []string
+	over := 0
+	for _, p := range s.Pauses {
+		if s.MaxPause > 0 && !p.None && p.Pause > s.MaxPause {
+			over++
+		}
+	}
+	if over > 0 {
+		why = append(why, fmt.Sprintf("%d pauses longer than %s", over, s.MaxPause))
+	}
+	failed := 0
+	for k, n := range s.Faults {
+		if strings.HasSuffix(k, "_error") {
+			failed += n
+		}
+	}
+	if failed > 0 {
+		why = append(why, fmt.Sprintf("%d faults could not be injected or undone (see the fault counts)", failed))
+	}
+	for _, c := range s.HealChecks {
+		if c.Err != "" || c.Read < c.Total {
+			why = append(why, fmt.Sprintf("MinIO process %d: %d of %d outputs read after the heal %s", c.Process, c.Read, c.Total, c.Err))
+		}
+	}
+	return why
+}
