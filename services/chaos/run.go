@@ -212,7 +212,7 @@ func (r *runner) startServices(ctx context.Context, w *world) error {
 // tasks, then restores every proxy and waits for the services; it returns
 // how many tasks were submitted.
 func (r *runner) inject(ctx context.Context, w *world) (int, error) {
-	sub := &submitter{dubctl: filepath.Join(r.o.bin, "dubctl"), env: environ(w.direct)}
+	sub := &submitter{dubctl: filepath.Join(r.o.bin, "dubctl"), env: environ(w.direct), spread: r.o.ha}
 	faultCtx, stopFaults := context.WithTimeout(ctx, r.o.duration)
 	defer stopFaults()
 	var faultWG sync.WaitGroup
