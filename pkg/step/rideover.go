@@ -24,7 +24,8 @@ func (r *Runner) commitRidingOver(ctx context.Context, dl *delivery, fns []func(
 	err := store.RideOver(ctx, store.FailoverWait, func(ctx context.Context, unknown bool) error {
 		out = nil
 		if unknown {
-			worker, status, err := attempt.Holder(ctx, r.cfg.Pool, dl.stepID)
+			k := attempt.Key{TaskID: dl.env.TaskID, Step: dl.env.Step, Part: dl.msg.Part, Attempt: dl.env.Attempt}
+			worker, status, err := attempt.Holder(ctx, r.cfg.Pool, dl.stepID, k)
 			switch {
 			case err != nil:
 				return err
