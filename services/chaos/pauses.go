@@ -81,15 +81,17 @@ func pauseLines(ps []pause, start time.Time) []string {
 type healCheck struct {
 	Process, With  int // 1-based
 	Read, Total    int
+	Rounds         int
 	Err            string
 	HealTook       time.Duration
 	FirstUnreadble string
 }
 
-// checkHealed heals the bucket (the admin API, as `mc admin heal -r`), then,
-// for each MinIO process killed during the run, stops every other process
-// but one, reads every done task's output through the set, and starts them
-// again.
+// checkHealed, for each MinIO process killed during the run: heals the
+// bucket (the admin API, as `mc admin heal -r`), stops every other process
+// but one, reads every done task's output through the set and starts the
+// others again. An output that cannot be read so is read again after
+// another heal, up to healRounds times; the rounds are reported.
 func (r *runner) checkHealed(ctx context.Context, w *world, outputs []string) []healCheck {
 	m := w.ha.minio
 	w.ha.mu.Lock()
@@ -102,25 +104,32 @@ func (r *runner) checkHealed(ctx context.Context, w *world, outputs []string) []
 	var out []healCheck
 	for _, k := range killed {
 		c := healCheck{Process: k + 1, With: (k+1)%m.Nodes() + 1, Total: len(outputs)}
-		began := time.Now()
-		if err := m.Heal(ctx, s3Bucket, 5*time.Minute); err != nil {
-			c.Err = err.Error()
-			out = append(out, c)
-			continue
+		left := outputs
+		for c.Rounds < healRounds && len(left) > 0 && c.Err == "" {
+			c.Rounds++
+			began := time.Now()
+			if err := m.Heal(ctx, s3Bucket, 5*time.Minute); err != nil {
+				c.Err = err.Error()
+				break
+			}
+			c.HealTook += time.Since(began)
+			left, c.FirstUnreadble = r.readWithTwo(ctx, w, k, c.With-1, left)
 		}
-		c.HealTook = time.Since(began)
-		c.Read, c.FirstUnreadble = r.readWithTwo(ctx, w, k, c.With-1, outputs)
-		r.logf("minio heal check: process %d rejoined, healed in %s; %d of %d outputs read with only it and process %d up",
-			c.Process, c.HealTook.Round(time.Millisecond), c.Read, c.Total, c.With)
+		c.Read = len(outputs) - len(left)
+		r.logf("minio heal check: process %d rejoined; %d of %d outputs read with only it and process %d up (%d heal rounds, %s healing)",
+			c.Process, c.Read, c.Total, c.With, c.Rounds, c.HealTook.Round(time.Millisecond))
 		out = append(out, c)
 	}
 	return out
 }
 
+// healRounds bounds the heals and reads of one heal check.
+const healRounds = 3
+
 // readWithTwo stops every MinIO process but a and b, downloads each of
-// keys, starts the others again and returns how many it read (and the
-// first failure).
-func (r *runner) readWithTwo(ctx context.Context, w *world, a, b int, keys []string) (int, string) {
+// keys, starts the others again and returns the keys it could not read
+// (and the first failure).
+func (r *runner) readWithTwo(ctx context.Context, w *world, a, b int, keys []string) ([]string, string) {
 	m := w.ha.minio
 	var stopped []int
 	for i := range m.Nodes() {
@@ -140,19 +149,20 @@ func (r *runner) readWithTwo(ctx context.Context, w *world, a, b int, keys []str
 		logErr(r.logf, "minio after the heal check", m.WaitOnline(context.WithoutCancel(ctx), all, bootWait))
 	}()
 	if err := m.WaitOnline(ctx, []int{a, b}, bootWait); err != nil {
-		return 0, err.Error()
+		return keys, err.Error()
 	}
-	read, first := 0, ""
+	var left []string
+	first := ""
 	tmp := filepath.Join(w.work, "outputs", "heal-check")
 	for _, key := range keys {
-		err := readObject(ctx, w.objects, key, tmp)
-		if err == nil {
-			read++
-		} else if first == "" {
-			first = key + ": " + oneLine(err.Error(), 160)
+		if err := readObject(ctx, w.objects, key, tmp); err != nil {
+			left = append(left, key)
+			if first == "" {
+				first = key + ": " + oneLine(err.Error(), 160)
+			}
 		}
 	}
-	return read, first
+	return left, first
 }
 
 // readObject downloads key (bounded) and removes the copy.
@@ -198,10 +208,10 @@ func (s *summary) printHA(w io.Writer) {
 			fmt.Fprintf(w, "minio heal check:           process %d: %s\n", c.Process, c.Err)
 			continue
 		}
-		fmt.Fprintf(w, "minio heal check:           process %d killed and rejoined; healed in %.1f s; %d of %d outputs read with only it and process %d up\n",
-			c.Process, c.HealTook.Seconds(), c.Read, c.Total, c.With)
+		fmt.Fprintf(w, "minio heal check:           process %d killed and rejoined; %d of %d outputs read with only it and process %d up after %d heal rounds (%.1f s healing)\n",
+			c.Process, c.Read, c.Total, c.With, c.Rounds, c.HealTook.Seconds())
 		if c.FirstUnreadble != "" {
-			fmt.Fprintf(w, "  first unreadable: %s\n", c.FirstUnreadble)
+			fmt.Fprintf(w, "  unreadable in the last round: %s\n", c.FirstUnreadble)
 		}
 	}
 }
