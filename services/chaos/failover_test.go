@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -190,7 +191,8 @@ func (w *failoverWorld) submit(ctx context.Context) uuid.UUID {
 }
 
 func exitStderr(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return string(ee.Stderr)
 	}
 	return ""
@@ -212,7 +214,7 @@ func (w *failoverWorld) statuses(ctx context.Context, ids []uuid.UUID) map[uuid.
 	for _, id := range ids {
 		var st string
 		err := w.pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&st)
-		if err != nil && err != pgx.ErrNoRows {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil // the database is away: nothing known
 		}
 		out[id] = st
