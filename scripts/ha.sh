@@ -105,7 +105,7 @@ etcd_up() {
 		--listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
 		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
 		--initial-cluster "etcd=http://127.0.0.1:$ETCD_PEER" --log-level warn --logger zap
-	wait_for etcd 60 curl -fsS -o /dev/null "http://127.0.0.1:$ETCD_CLIENT/health"
+	wait_for etcd 60 curl -fs -o /dev/null "http://127.0.0.1:$ETCD_CLIENT/health"
 }
 
 # patroni_config N SYNC: node N's Patroni configuration (as pkg/localstack's).
@@ -240,7 +240,7 @@ backend minio
 $(for n in 1 2 3 4; do echo "  server minio$n 127.0.0.1:${MINIO_PORTS[$n - 1]} check"; done)
 EOF
 	daemon haproxy "$(id -un)" haproxy -db -f "$HA/haproxy.cfg"
-	wait_for "minio set" 120 curl -fsS -o /dev/null "http://127.0.0.1:$MINIO_LB/minio/health/cluster"
+	wait_for "minio set" 120 curl -fs -o /dev/null "http://127.0.0.1:$MINIO_LB/minio/health/cluster"
 }
 
 # ---------------------------------------------------------------- commands

@@ -260,6 +260,7 @@ foreign_owner() {
 	[[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
 	mine=/var/tmp/dubflow-devstack-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)
 	while IFS= read -r -d '' arg; do
+		arg=${arg#--*=} # --config-file=PATH (a server Patroni started)
 		case $arg in
 		*/.devstack | */.devstack/*)
 			arg=${arg%%/.devstack*}
