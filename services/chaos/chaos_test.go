@@ -234,7 +234,7 @@ func TestVerdictHA(t *testing.T) {
 	if s := ha(); !s.print(&out) {
 		t.Fatalf("failed:\n%s", out.String())
 	}
-	for _, want := range []string{"postgres_failover    1 × longest  11.0 s  (at 1m0s: 11.0 s)", "at 2m0s: no step after it",
+	for _, want := range []string{"postgres_failover    1 × longest  11.0 s  (at 1m0s: 11.0 s); a task in flight waited ≤ 0.0 s", "at 2m0s: no step after it",
 		"process 2 killed and rejoined; 3 of 3 outputs read with only it and process 3 up after 1 heal rounds"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

@@ -24,6 +24,10 @@ type pause struct {
 	At    time.Time
 	Pause time.Duration
 	None  bool
+	// InFlight is, of the tasks that had a step running at the fault, the
+	// longest time until that task's next completed step (its own work
+	// included: a stall the first figure hides when other tasks go on).
+	InFlight time.Duration
 }
 
 // measurePauses reads, for each fault, when the next step completed.
@@ -39,10 +43,26 @@ func measurePauses(ctx context.Context, pool *pgxpool.Pool, events []faultEvent)
 		if next != nil {
 			p.Pause = next.Sub(e.At)
 		}
+		var inFlight *float64
+		if err := pool.QueryRow(ctx, inFlightSQL, e.At).Scan(&inFlight); err != nil {
+			return nil, fmt.Errorf("tasks in flight at %s at %s: %w", e.Kind, e.At.Format(time.TimeOnly), err)
+		}
+		if inFlight != nil {
+			p.InFlight = time.Duration(*inFlight * float64(time.Second))
+		}
 		out = append(out, p)
 	}
 	return out, nil
 }
+
+// inFlightSQL is, for the tasks with an attempt running at $1, the longest
+// time in seconds from $1 to the task's next succeeded attempt.
+const inFlightSQL = `SELECT max(extract(epoch FROM n.next - $1))::float8 FROM (
+	SELECT (SELECT min(s2.finished_at) FROM task_steps s2
+	         WHERE s2.task_id = s.task_id AND s2.status = 'succeeded' AND s2.finished_at > $1) AS next
+	  FROM task_steps s
+	 WHERE s.started_at < $1 AND (s.finished_at IS NULL OR s.finished_at > $1)
+	 GROUP BY s.task_id) n`
 
 // pauseLines are the longest pause per kind of fault, with every pause of
 // the kind, for the summary.
@@ -58,10 +78,11 @@ func pauseLines(ps []pause, start time.Time) []string {
 	sort.Strings(kinds)
 	var lines []string
 	for _, k := range kinds {
-		var longest time.Duration
+		var longest, inFlight time.Duration
 		var each []string
 		for _, p := range byKind[k] {
 			at := p.At.Sub(start).Round(time.Second)
+			inFlight = max(inFlight, p.InFlight)
 			if p.None {
 				each = append(each, fmt.Sprintf("at %s: no step after it", at))
 				continue
@@ -69,7 +90,8 @@ func pauseLines(ps []pause, start time.Time) []string {
 			longest = max(longest, p.Pause)
 			each = append(each, fmt.Sprintf("at %s: %.1f s", at, p.Pause.Seconds()))
 		}
-		lines = append(lines, fmt.Sprintf("  %-20s %d × longest %5.1f s  (%s)", k, len(byKind[k]), longest.Seconds(), strings.Join(each, ", ")))
+		lines = append(lines, fmt.Sprintf("  %-20s %d × longest %5.1f s  (%s); a task in flight waited ≤ %.1f s for its next step",
+			k, len(byKind[k]), longest.Seconds(), strings.Join(each, ", "), inFlight.Seconds()))
 	}
 	return lines
 }
