@@ -175,6 +175,8 @@ cluster-test: ## Kill a node of a private 3-node RabbitMQ cluster mid-batch, the
 soak: build ## Run the soak test (scripts/soak.sh)
 	bash scripts/soak.sh
 
+# UP_HA_FLAGS: flags of scripts/ha.sh up (--async).
+UP_HA_FLAGS ?=
 # CHAOS_FLAGS: flags of bin/chaos (-tasks 200 -languages 10 -seed S -duration 8m -settle 15m -keep; see
 # services/chaos/README.md). The MinIO it runs is the one scripts/stack.sh builds.
 CHAOS_FLAGS ?=
@@ -185,6 +187,35 @@ chaos: build ## Chaos run on a private stack: 200 tasks under kills, restarts, c
 	@test -x .tools/minio || { echo "chaos: building .tools/minio as scripts/stack.sh does (about 5 minutes the first time)"; \
 		mkdir -p .tools && cd /tmp && GOWORK=off GOBIN=$(CURDIR)/.tools $(GO) install "github.com/minio/minio@$(MINIO_VERSION)"; }
 	bin/chaos $(CHAOS_FLAGS)
+
+# CHAOS_HA_FLAGS: flags of bin/chaos -ha (the same as CHAOS_FLAGS; -async for an
+# asynchronous standby, -max-pause 30s the goal judged).
+CHAOS_HA_FLAGS ?=
+
+.PHONY: chaos-ha
+chaos-ha: build ## Chaos run on a private HA stack (3 RabbitMQ nodes, Patroni primary + standby, 4 MinIO): 200 tasks while a server of each is lost; pauses per fault (CHAOS_HA_FLAGS)
+	@test -x .tools/minio || { echo "chaos-ha: building .tools/minio as scripts/stack.sh does (about 5 minutes the first time)"; \
+		mkdir -p .tools && cd /tmp && GOWORK=off GOBIN=$(CURDIR)/.tools $(GO) install "github.com/minio/minio@$(MINIO_VERSION)"; }
+	bin/chaos -ha $(CHAOS_HA_FLAGS)
+
+# FAILOVER_TIMEOUT bounds make failover-test.
+FAILOVER_TIMEOUT ?= 20m
+
+.PHONY: failover-test
+failover-test: ## The failover tests: a primary lost mid-chain (in make test too) and an asynchronous standby promoted after the last commits (DUBFLOW_HA_LOSS=1)
+	@$(MIGRATE)
+	cd services/chaos && ../../scripts/stack.sh with-infra env DUBFLOW_HA_LOSS=1 \
+		$(GO) test -count=1 -v -timeout $(FAILOVER_TIMEOUT) -run '^(TestFailoverMidTask|TestAsyncFailoverLosesCommitsAndConverges)$$' .
+
+.PHONY: up-ha
+up-ha: packages build ## Start the local HA stack (scripts/ha.sh: RabbitMQ cluster, Patroni pair, 4 MinIO behind HAProxy) and every worker on it; UP_HA_FLAGS=--async for an asynchronous standby
+	scripts/ha.sh up $(UP_HA_FLAGS)
+	set -a && source .devstack/ha.env && set +a && scripts/stack.sh up
+
+.PHONY: down-ha
+down-ha: ## Stop the workers and the local HA stack, remove its data
+	scripts/stack.sh down
+	scripts/ha.sh down
 
 .PHONY: image-smoke
 image-smoke: ## Build every image with podman on debootstrap bases and smoke-run each (scripts/image-smoke.sh)

@@ -48,8 +48,9 @@ S3_ENDPOINT_GIVEN=${S3_ENDPOINT:+1}
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 MEDIA_PACKAGES=(ffmpeg pocketsphinx pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat espeak-ng flite sox)
 # TEST_PACKAGES: what only the tests need (the console's browser tests drive
-# Debian's chromium); installed by `with-infra`, the way `make test` runs.
-TEST_PACKAGES=(chromium)
+# Debian's chromium; services/chaos's failover test runs a PostgreSQL pair
+# under Patroni with etcd); installed by `with-infra`, the way `make test` runs.
+TEST_PACKAGES=(chromium patroni etcd-server)
 # BUILD_PACKAGES: what builds the asr worker's recogniser with its decoders
 # kept loaded in process (scripts/ps-lib.sh; cgo's gcc is assumed).
 BUILD_PACKAGES=(libpocketsphinx-dev libsphinxbase-dev pkg-config)
@@ -79,6 +80,8 @@ split_hostport() {
 	rest=${rest%%/*}
 	rest=${rest%%\?*}
 	rest=${rest##*@}
+	# A multi-host URL (an HA stack's postgres://…@h1:p1,h2:p2/db): the first.
+	rest=${rest%%,*}
 	if [[ $rest == \[*\]* ]]; then
 		host=${rest%%]*}
 		host=${host#[}
@@ -257,6 +260,7 @@ foreign_owner() {
 	[[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
 	mine=/var/tmp/dubflow-devstack-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)
 	while IFS= read -r -d '' arg; do
+		arg=${arg#--*=} # --config-file=PATH (a server Patroni started)
 		case $arg in
 		*/.devstack | */.devstack/*)
 			arg=${arg%%/.devstack*}

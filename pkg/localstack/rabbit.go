@@ -35,6 +35,10 @@ type Rabbit struct {
 	port     int
 	distPort int
 	dir      string
+	// ns, when not empty, is the network namespace the node runs in (a
+	// NetCluster's), host its address there; "" and 127.0.0.1 otherwise.
+	ns   string
+	host string
 }
 
 // StartRabbit starts a private rabbitmq-server with its own node name, its
@@ -49,7 +53,7 @@ func StartRabbit() (*Rabbit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create rabbit data folder: %w", err)
 	}
-	r := &Rabbit{dir: dir, node: "dubflow-test-" + strings.ReplaceAll(uuid.NewString()[:13], "-", "") + "@localhost"}
+	r := &Rabbit{dir: dir, node: "dubflow-test-" + strings.ReplaceAll(uuid.NewString()[:13], "-", "") + "@localhost", host: "127.0.0.1"}
 	if err := r.prepare(); err != nil {
 		err = fmt.Errorf("prepare private rabbit in %s: %w", dir, err)
 		return nil, errors.Join(err, r.Close())
@@ -62,12 +66,12 @@ func StartRabbit() (*Rabbit, error) {
 
 // URL returns the AMQP URL of the private node's default virtual host.
 func (r *Rabbit) URL() string {
-	return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", r.port)
+	return fmt.Sprintf("amqp://guest:guest@%s:%d/", r.host, r.port)
 }
 
 // Addr returns the node's AMQP address, host:port.
 func (r *Rabbit) Addr() string {
-	return "127.0.0.1:" + strconv.Itoa(r.port)
+	return r.host + ":" + strconv.Itoa(r.port)
 }
 
 // Node returns the node name, for rabbitmqctl -n.
@@ -128,11 +132,13 @@ func (r *Rabbit) Close() error {
 }
 
 func (r *Rabbit) prepare() (err error) {
-	if r.port, err = rabbitPort(); err != nil {
-		return err
-	}
-	if r.distPort, err = rabbitPort(); err != nil {
-		return err
+	if r.ns == "" {
+		if r.port, err = rabbitPort(); err != nil {
+			return err
+		}
+		if r.distPort, err = rabbitPort(); err != nil {
+			return err
+		}
 	}
 	for _, d := range []string{"mnesia", "log"} {
 		if err := os.Mkdir(filepath.Join(r.dir, d), 0o755); err != nil {
@@ -146,6 +152,17 @@ func (r *Rabbit) prepare() (err error) {
 		"rabbitmq.conf": fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\n", r.port),
 		// Keep the machine's rabbitmq-env.conf (node name, ports) out.
 		"rabbitmq-env.conf": "export ERL_FLAGS=\"-kernel inet_dist_use_interface {127,0,0,1}\"\n",
+	}
+	if r.ns != "" {
+		// A namespace of its own: the node listens on its address, lets
+		// guest in from the other namespaces, and pauses while it is in
+		// the minority of a partition (RabbitMQ's advice for 3 nodes).
+		files["rabbitmq.conf"] = fmt.Sprintf("listeners.tcp.default = %d\nloopback_users = none\ncluster_partition_handling = pause_minority\n", r.port)
+		files["rabbitmq-env.conf"] = ""
+		// A peer gone silent is noticed after 7.5–12.5 s instead of the
+		// default 45–75 s: until then the cluster's metadata changes
+		// (a client's bindings declared again) wait for it.
+		files["advanced.config"] = "[{kernel, [{net_ticktime, 10}]}].\n"
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(content), 0o644); err != nil {
@@ -162,8 +179,12 @@ func (r *Rabbit) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), RabbitctlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "rabbitmq-server", "-detached")
+	if r.ns != "" {
+		cmd = exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "rabbitmq-server", "-detached")
+	}
 	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(),
+		"RABBITMQ_USE_LONGNAME="+strconv.FormatBool(longName(r.node)),
 		"RABBITMQ_NODENAME="+r.node,
 		"RABBITMQ_DIST_PORT="+strconv.Itoa(r.distPort),
 		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.dir, "rabbitmq.conf"),
@@ -173,6 +194,9 @@ func (r *Rabbit) start() error {
 		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.dir, "enabled_plugins"),
 		"RABBITMQ_PID_FILE="+r.pidFile(),
 	)
+	if r.ns != "" {
+		cmd.Env = append(cmd.Env, "RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(r.dir, "advanced.config"))
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("rabbitmq-server -detached: %w: %s", err, bytes.TrimSpace(out))
 	}
@@ -254,6 +278,9 @@ func RabbitctlWithin(timeout time.Duration, node string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	full := []string{"-q"}
+	if longName(node) {
+		full = append(full, "-l")
+	}
 	if node != "" {
 		full = append(full, "-n", node)
 	}
@@ -263,4 +290,11 @@ func RabbitctlWithin(timeout time.Duration, node string, args ...string) error {
 		return fmt.Errorf("rabbitmqctl %s: %w: %s", strings.Join(full, " "), err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// longName reports whether node is a long Erlang node name (its host part
+// an address or a qualified name), which rabbitmqctl must be told of (-l).
+func longName(node string) bool {
+	_, host, _ := strings.Cut(node, "@")
+	return strings.Contains(host, ".")
 }

@@ -26,8 +26,7 @@ func (r *Runner) record(ctx context.Context, dl *delivery, dec decision) {
 	}
 	commitCtx := context.WithoutCancel(ctx)
 	begun := time.Now()
-	out, err := r.commit(commitCtx, dl.env.TaskID.String(), fns, r.statements(dl, dec))
-	err = attempt.MapError(err)
+	out, err := r.commitRidingOver(commitCtx, dl, fns, r.statements(dl, dec), dec.Record)
 	if errors.Is(err, task.ErrRefused) {
 		// The task's status refuses the step's change of it (the task was
 		// cancelled or failed while the step ran): nothing the step staged

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -25,18 +26,20 @@ func Unreachable(err error) bool {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		return strings.HasPrefix(pg.Code, "08") ||
-			pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03" || pg.Code == "53300"
+			pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03" || pg.Code == "53300" || pg.Code == "25006"
 	}
 	var connect *pgconn.ConnectError
 	if errors.As(err, &connect) || errors.Is(err, pgconn.ErrConnClosed) {
 		return true
 	}
 	// A network failure under a query: pgx wraps it in its own error,
-	// which says whether it happened before anything was sent. Requiring
-	// that wrapper keeps the network errors of other services (an HTTP
+	// which says whether it happened before anything was sent, or in its
+	// batch's (a batch's statements are prepared first). Requiring a
+	// wrapper of pgx's keeps the network errors of other services (an HTTP
 	// engine) out of this class.
 	var driver interface{ SafeToRetry() bool }
-	if !errors.As(err, &driver) {
+	var batch pgx.ErrPreprocessingBatch
+	if !errors.As(err, &driver) && !errors.As(err, &batch) {
 		return false
 	}
 	var netErr net.Error

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 )
@@ -19,6 +20,10 @@ type Beginner interface {
 // ErrExists is returned by Submit for a task id that is taken.
 var ErrExists = errors.New("task exists already")
 
+// errCreatedBefore ends a retried submission whose first try, of unknown
+// outcome, had created the task.
+var errCreatedBefore = errors.New("task created by the earlier try")
+
 // Submit creates the task of env (queued, announced by event.task.queued)
 // from its extract_audio payload p and adds env, its first message, to the
 // outbox, in one transaction. A payload naming several target_languages
@@ -26,7 +31,9 @@ var ErrExists = errors.New("task exists already")
 // parent's key; the asr worker copies it to each child's key where the
 // parent's asr completes (services/asr, spawnChildren). It returns the outbox rows to publish after
 // the commit (outbox.Flush; a sweep publishes them otherwise). A task that
-// exists already is refused. fileName is the name the video was uploaded
+// exists already is refused; a commit the database's failover interrupted
+// is resolved by reading (store.RideOver) and never creates it twice.
+// fileName is the name the video was uploaded
 // as (admit.Task.FileName; "" when unknown).
 func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio, fileName string) ([]int64, error) {
 	return SubmitProbed(ctx, db, env, p, fileName, nil)
@@ -40,24 +47,40 @@ func SubmitProbed(ctx context.Context, db Beginner, env *wire.Envelope, p wire.E
 	if err != nil {
 		return nil, fmt.Errorf("encode %s message: %w", env.Step, err)
 	}
+	// The database going away under the commit (a failover) is ridden
+	// over: the transaction is sent again once a primary answers. When the
+	// earlier try's outcome is unknown, the task's row says whether it was
+	// applied: the task id is this submission's own, so a row with it is
+	// that try's, and nothing is created twice (its outbox rows are left to
+	// the sweep).
 	var ids []int64
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		res, err := Apply(ctx, tx, Create(Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
-			TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
-			OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets(),
-			FileName: fileName, SourceProbe: probe}))
-		if err != nil {
-			return err
+	err = store.RideOver(ctx, store.FailoverWait, func(ctx context.Context, unknown bool) error {
+		ids = nil
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			res, err := Apply(ctx, tx, Create(Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
+				TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
+				OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets(),
+				FileName: fileName, SourceProbe: probe}))
+			if err != nil {
+				return err
+			}
+			if !res.Changed && unknown {
+				return errCreatedBefore
+			}
+			if !res.Changed {
+				return fmt.Errorf("create task %s: %w", env.TaskID, ErrExists)
+			}
+			first := outbox.New(wire.Exchange, env.RoutingKey(), body)
+			if err := outbox.Add(ctx, tx, first); err != nil {
+				return err
+			}
+			ids = []int64{res.EventID, first.ID}
+			return nil
+		})
+		if errors.Is(err, errCreatedBefore) {
+			return nil
 		}
-		if !res.Changed {
-			return fmt.Errorf("create task %s: %w", env.TaskID, ErrExists)
-		}
-		first := outbox.New(wire.Exchange, env.RoutingKey(), body)
-		if err := outbox.Add(ctx, tx, first); err != nil {
-			return err
-		}
-		ids = []int64{res.EventID, first.ID}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -118,13 +118,29 @@ func Resume(ref Ref) Transition {
 
 // Succeed sets a running task done with its result (task.succeeded, with
 // the result as the event's data); outputVideoKey, when not empty, replaces
-// the task's output key.
+// the task's output key. The event's id is derived from the task and the
+// output key (SucceededEventID): a success announced and then lost with
+// the primary of an asynchronous database, and reached again, is announced
+// under the same id, which integrators deduplicate by.
 func Succeed(ref Ref, result json.RawMessage, outputVideoKey string) Transition {
 	if len(result) == 0 {
 		result = json.RawMessage(`{}`)
 	}
 	return succeed.transition(ref, map[string]any{"result": []byte(result), "output_video_key": outputVideoKey},
-		func(e *wire.Event) { e.OutputVideoKey, e.Data = outputVideoKey, result })
+		func(e *wire.Event) {
+			e.EventID = SucceededEventID(ref.ID, outputVideoKey)
+			e.OutputVideoKey, e.Data = outputVideoKey, result
+		})
+}
+
+// succeededSpace is the name space of the success events' ids.
+var succeededSpace = uuid.MustParse("6f1d2a57-3c3e-4b7e-9a55-2f0c7d1e8b42")
+
+// SucceededEventID is the id of task's task.succeeded event for the output
+// outputVideoKey: one success of one output has one id, however often it
+// is reached (a re-dub writes another output, under another id).
+func SucceededEventID(task uuid.UUID, outputVideoKey string) uuid.UUID {
+	return uuid.NewSHA1(succeededSpace, []byte(task.String()+"/"+outputVideoKey))
 }
 
 // Fail sets a task failed for reason (task.failed, naming ref.Step): a

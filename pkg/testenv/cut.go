@@ -87,3 +87,23 @@ func (c *Cuttable) Undelay() error {
 	defer c.mu.Unlock()
 	return c.proxy.Toxics.RemoveToxic(context.Background(), "delay")
 }
+
+// HoldAnswers holds back everything the server sends through the proxy and
+// closes each connection close after (a toxiproxy timeout toxic
+// downstream): what the client sent is applied, its answer never comes, as
+// when a server goes away between a COMMIT and its answer. ReleaseAnswers
+// ends it.
+func (c *Cuttable) HoldAnswers(close time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"hold","type":"timeout","stream":"downstream","attributes":{"timeout":%d}}`, close.Milliseconds())))
+	return err
+}
+
+// ReleaseAnswers ends HoldAnswers.
+func (c *Cuttable) ReleaseAnswers() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxy.Toxics.RemoveToxic(context.Background(), "hold")
+}

@@ -194,3 +194,77 @@ func TestSeed003Figures(t *testing.T) {
 		t.Errorf("the summary does not print it:\n%s", out.String())
 	}
 }
+
+func TestOptionsHA(t *testing.T) {
+	o, err := parseOptions([]string{"-ha", "-async", "-max-pause", "20s", "-fixtures", "/f"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.ha || !o.async || o.maxPause != 20*time.Second || o.nodes() != haRabbitNodes {
+		t.Fatalf("flags: %+v", o)
+	}
+	if o, _ := parseOptions([]string{"-fixtures", "/f"}, noEnv, io.Discard); o.ha || o.async || o.maxPause != 30*time.Second {
+		t.Fatalf("defaults: %+v", o)
+	}
+	for _, args := range [][]string{
+		{"-ha", "-cluster", "-fixtures", "/f"},
+		{"-async", "-fixtures", "/f"},
+		{"-ha", "-max-pause", "-1s", "-fixtures", "/f"},
+	} {
+		if _, err := parseOptions(args, noEnv, io.Discard); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+	}
+}
+
+// The -ha verdict: a pause over the goal, a fault that could not be
+// injected, a heal check that could not read everything each fail the
+// run; a fault with no step after it (no work left) does not.
+func TestVerdictHA(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	ha := func() *summary {
+		s := passing()
+		s.HA, s.Start, s.MaxPause = true, start, 30*time.Second
+		s.Pauses = []pause{{Kind: "postgres_failover", At: start.Add(time.Minute), Pause: 11 * time.Second},
+			{Kind: "minio_kill", At: start.Add(2 * time.Minute), None: true}}
+		s.HealChecks = []healCheck{{Process: 2, With: 3, Read: 3, Total: 3, Rounds: 1}}
+		return s
+	}
+	var out strings.Builder
+	if s := ha(); !s.print(&out) {
+		t.Fatalf("failed:\n%s", out.String())
+	}
+	for _, want := range []string{"postgres_failover    1 × longest  11.0 s  (at 1m0s: 11.0 s); a task in flight waited ≤ 0.0 s", "at 2m0s: no step after it",
+		"process 2 killed and rejoined; 3 of 3 outputs read with only it and process 3 up after 1 heal rounds"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	cases := map[string]func(s *summary){
+		"long pause":   func(s *summary) { s.Pauses[0].Pause = 31 * time.Second },
+		"fault failed": func(s *summary) { s.Faults = map[string]int{"postgres_failover_error": 1} },
+		"unhealed":     func(s *summary) { s.HealChecks[0].Read = 2 },
+	}
+	for name, breakIt := range cases {
+		s := ha()
+		breakIt(s)
+		if len(s.verdict()) != 1 {
+			t.Errorf("%s: reasons %q, want one", name, s.verdict())
+		}
+	}
+	s := ha()
+	s.MaxPause = 0
+	s.Pauses[0].Pause = time.Hour
+	if why := s.verdict(); len(why) != 0 {
+		t.Errorf("-max-pause 0 judged the pauses: %q", why)
+	}
+}
+
+func TestRotate(t *testing.T) {
+	if got := rotate("a,b,c", 4); got != "b,c,a" {
+		t.Errorf("rotate = %q", got)
+	}
+	if got := rotate("a", 2); got != "a" {
+		t.Errorf("rotate one = %q", got)
+	}
+}

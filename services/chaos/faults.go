@@ -24,9 +24,38 @@ type injector struct {
 	procs  *procs
 	kills  map[string]chan time.Duration
 	logf   func(string, ...any)
+	// ha, when set, is the -ha stack: its faults replace the others.
+	ha *haStack
 
 	mu     sync.Mutex
 	counts map[string]int
+	// events are the faults injected, in order, with when each began.
+	events []faultEvent
+}
+
+// faultEvent is one fault injected: its kind and when it began.
+type faultEvent struct {
+	Kind string
+	At   time.Time
+}
+
+// began records that a fault of kind begins now.
+func (in *injector) began(kind string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.events = append(in.events, faultEvent{Kind: kind, At: time.Now()})
+}
+
+// faultLog returns the faults injected so far.
+func (in *injector) faultLog() []faultEvent {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]faultEvent(nil), in.events...)
+}
+
+// faultAt logs what a fault of kind acts on.
+func (in *injector) faultAt(kind, what string) {
+	in.logf("fault: %s: %s", kind, what)
 }
 
 func (in *injector) count(kind string) {
@@ -60,8 +89,11 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // faults lists every kind: restarts and crashes of the three backing
 // services, and for each of their connections a cut (every connection
 // reset, new ones refused), a stall (data held, connections open) and a
-// slowdown (latency with jitter).
+// slowdown (latency with jitter); on the -ha stack, its own (haFaults).
 func (in *injector) faults() []fault {
+	if in.ha != nil {
+		return in.haFaults()
+	}
 	fs := []fault{
 		{"rabbitmq_restart", func(ctx context.Context, rng *rand.Rand) error { return in.restartNode(rng, false) }},
 		{"rabbitmq_kill", func(ctx context.Context, rng *rand.Rand) error { return in.restartNode(rng, true) }},
@@ -171,6 +203,7 @@ func (in *injector) runFaults(ctx context.Context, rng *rand.Rand) {
 			f = all[order[i]]
 		}
 		in.logf("fault: %s", f.name)
+		in.began(f.name)
 		// A fault cut short by the end of ctx is undone all the same.
 		if err := f.do(ctx, rng); err != nil {
 			in.logf("fault %s: %v", f.name, err)

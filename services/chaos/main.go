@@ -122,7 +122,7 @@ func (r *runner) submitAll(ctx context.Context, sub *submitter, clips []clip, sp
 				if r.o.languages > 0 && i%r.o.languages == r.o.languages-1 {
 					targets = twoLanguages
 				}
-				_, tries, err := sub.submit(ctx, picks[i], targets)
+				_, tries, err := sub.submit(ctx, picks[i], targets, i)
 				mu.Lock()
 				if err == nil {
 					ok++

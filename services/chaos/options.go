@@ -34,6 +34,12 @@ type options struct {
 	fixtures string
 	// cluster runs RabbitMQ as a private cluster of clusterNodes nodes.
 	cluster bool
+	// ha runs every engine as a cluster (haStack) under the loss of one
+	// of its servers; async makes its PostgreSQL standby asynchronous.
+	ha, async bool
+	// maxPause is the -ha run's goal: no pause, from a fault to the next
+	// completed step, longer than it (0: not judged).
+	maxPause time.Duration
 }
 
 // clusterNodes is the size of the -cluster RabbitMQ cluster.
@@ -43,6 +49,9 @@ const clusterNodes = 3
 func (o *options) nodes() int {
 	if o.cluster {
 		return clusterNodes
+	}
+	if o.ha {
+		return haRabbitNodes
 	}
 	return 1
 }
@@ -54,7 +63,7 @@ func parseOptions(args []string, env func(string) string, stderr io.Writer) (opt
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-languages N] [-seed S] [-duration D] [-settle D] [-keep] [-cluster] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
+		fmt.Fprintln(stderr, "usage: chaos [-tasks N] [-languages N] [-seed S] [-duration D] [-settle D] [-keep] [-cluster | -ha [-async] [-max-pause D]] [-root DIR] [-bin DIR] [-minio FILE] [-fixtures DIR]")
 		fmt.Fprintln(stderr, "Runs dubflow's workers on a private RabbitMQ, Postgres and MinIO while killing, restarting,")
 		fmt.Fprintln(stderr, "cutting and slowing them, then checks that every task ended done, once. See services/chaos/README.md.")
 		fs.PrintDefaults()
@@ -65,6 +74,9 @@ func parseOptions(args []string, env func(string) string, stderr io.Writer) (opt
 	fs.DurationVar(&o.duration, "duration", 8*time.Minute, "how long faults are injected (tasks are submitted during the first half)")
 	fs.DurationVar(&o.settle, "settle", 15*time.Minute, "how long to wait, after the faults stop, for every task to end")
 	fs.BoolVar(&o.cluster, "cluster", false, "run RabbitMQ as a private 3-node cluster: nodes killed and restarted, a node partitioned away from the services for 30s")
+	fs.BoolVar(&o.ha, "ha", false, "run every engine as a cluster (RabbitMQ 3 nodes in network namespaces, PostgreSQL primary and standby under Patroni, MinIO 4 processes) and lose one server at a time: the primary (failover), a MinIO process, a broker node, a broker node's network")
+	fs.BoolVar(&o.async, "async", false, "with -ha: the PostgreSQL standby is asynchronous (a failover may lose the last commits)")
+	fs.DurationVar(&o.maxPause, "max-pause", 30*time.Second, "with -ha: fail when a pause from a fault to the next completed step is longer (0: report only)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (service logs, databases, objects) and print where it is")
 	fs.StringVar(&o.root, "root", "", "the checkout (default: the folder holding go.work, from the working directory up)")
 	fs.StringVar(&o.bin, "bin", "", "folder of the built services (default ROOT/bin; make build)")
@@ -93,6 +105,15 @@ func (o *options) validate() error {
 	}
 	if o.settle < 10*time.Second {
 		errs = append(errs, fmt.Errorf("-settle %s: want at least 10s", o.settle))
+	}
+	if o.ha && o.cluster {
+		errs = append(errs, errors.New("-ha and -cluster: choose one (-ha runs RabbitMQ as a cluster too)"))
+	}
+	if o.async && !o.ha {
+		errs = append(errs, errors.New("-async needs -ha"))
+	}
+	if o.maxPause < 0 {
+		errs = append(errs, fmt.Errorf("-max-pause %s: want 0 (report only) or more", o.maxPause))
 	}
 	if o.fixtures == "" {
 		errs = append(errs, errors.New("no speech fixtures: set -fixtures or DUBFLOW_FIXTURES to the folder holding jfk.wav and two_cities.wav"))

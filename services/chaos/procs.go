@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,18 +44,35 @@ type procs struct {
 	list []*proc
 }
 
-func newProcs(bin, logs string, env map[string]string) (*procs, error) {
+// newProcs prepares the services with env; spread gives each service the
+// broker's nodes (AMQP_URL) in an order of its own, starting at a
+// different node, as a load balancer in front of a cluster spreads its
+// clients, instead of every service on the first node.
+func newProcs(bin, logs string, env map[string]string, spread bool) (*procs, error) {
 	ps := &procs{}
-	for _, name := range services {
+	for i, name := range services {
 		port, err := localstack.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		p := &proc{name: name, path: filepath.Join(bin, name), ops: hostPort(port), log: filepath.Join(logs, name+".log")}
-		p.env = append(environ(env), "OPS_ADDR="+p.ops)
+		own := env
+		if spread {
+			own = maps.Clone(env)
+			own["AMQP_URL"] = rotate(env["AMQP_URL"], i)
+		}
+		p.env = append(environ(own), "OPS_ADDR="+p.ops)
 		ps.list = append(ps.list, p)
 	}
 	return ps, nil
+}
+
+// rotate returns the comma-separated list urls starting at its i-th entry
+// (modulo its length).
+func rotate(urls string, i int) string {
+	list := strings.Split(urls, ",")
+	i %= len(list)
+	return strings.Join(append(list[i:], list[:i]...), ",")
 }
 
 // start starts the process (it must not be running).

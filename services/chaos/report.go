@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // finding is one task (or part) that breaks a promise, with the evidence.
@@ -57,6 +58,14 @@ type summary struct {
 	// SelfExits counts services that exited without being killed.
 	SelfExits map[string]int
 	BadEvents int
+
+	// HA: a -ha run, judged also on its Pauses (each fault's, against
+	// MaxPause when not 0) and its HealChecks; Start is the run's start.
+	HA         bool
+	Start      time.Time
+	Pauses     []pause
+	MaxPause   time.Duration
+	HealChecks []healCheck
 }
 
 // verdict lists why the run failed; empty means it passed: every task
@@ -87,7 +96,7 @@ func (s *summary) verdict() []string {
 	if s.OutboxLeft > 0 {
 		why = append(why, fmt.Sprintf("%d outbox rows never published", s.OutboxLeft))
 	}
-	return why
+	return append(why, s.haVerdict()...)
 }
 
 // maxListed bounds the findings printed per kind.
@@ -113,6 +122,7 @@ func (s *summary) print(w io.Writer) bool {
 	if s.BadEvents > 0 {
 		fmt.Fprintf(w, "unreadable events:          %d\n", s.BadEvents)
 	}
+	s.printHA(w)
 	list(w, "failed", s.Failed)
 	list(w, "stuck", s.Stuck)
 	list(w, "invalid output", s.InvalidOutputs)

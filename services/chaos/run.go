@@ -33,6 +33,7 @@ type world struct {
 	bg   context.Context // background work: until the cleanups
 	bgWG *sync.WaitGroup
 
+	ha       *haStack // the -ha stack (nil otherwise)
 	ps       *procs
 	in       *injector
 	redrives *metricSum
@@ -98,6 +99,9 @@ func (r *runner) startStack(ctx context.Context, w *world) error {
 		return err
 	}
 	r.logf("made %d clips of real speech", len(w.clips))
+	if r.o.ha {
+		return r.startHAStack(ctx, w)
+	}
 	if w.rb, err = startRabbit(r.cl, r.logf, r.o.nodes()); err != nil {
 		return err
 	}
@@ -165,7 +169,7 @@ func (r *runner) connect(ctx context.Context, w *world) error {
 // supervisor that restarts it, and waits until they are ready.
 func (r *runner) startServices(ctx context.Context, w *world) error {
 	env := serviceEnv(w.proxied, filepath.Join(w.work, "tmp"))
-	ps, err := newProcs(r.o.bin, filepath.Join(w.work, "logs"), env)
+	ps, err := newProcs(r.o.bin, filepath.Join(w.work, "logs"), env, r.o.ha)
 	if err != nil {
 		return err
 	}
@@ -173,7 +177,7 @@ func (r *runner) startServices(ctx context.Context, w *world) error {
 	w.redrives = newMetricSum("dubflow_reconciler_actions_total")
 	w.recon = ps.byName("reconciler")
 	w.recon.onStart = w.redrives.restarted
-	w.in = &injector{rabbit: w.rb, pg: w.pg, minio: w.mn, px: w.px, procs: ps, logf: r.logf,
+	w.in = &injector{rabbit: w.rb, pg: w.pg, minio: w.mn, px: w.px, procs: ps, logf: r.logf, ha: w.ha,
 		kills: map[string]chan time.Duration{}, counts: map[string]int{}}
 	if err := ps.startAll(); err != nil {
 		return err
@@ -208,7 +212,7 @@ func (r *runner) startServices(ctx context.Context, w *world) error {
 // tasks, then restores every proxy and waits for the services; it returns
 // how many tasks were submitted.
 func (r *runner) inject(ctx context.Context, w *world) (int, error) {
-	sub := &submitter{dubctl: filepath.Join(r.o.bin, "dubctl"), env: environ(w.direct)}
+	sub := &submitter{dubctl: filepath.Join(r.o.bin, "dubctl"), env: environ(w.direct), spread: r.o.ha}
 	faultCtx, stopFaults := context.WithTimeout(ctx, r.o.duration)
 	defer stopFaults()
 	var faultWG sync.WaitGroup
@@ -259,8 +263,29 @@ func (r *runner) judge(ctx context.Context, w *world, submitted int) (int, error
 	if err := collect(ctx, w.pool, w.objects, w.obs, filepath.Join(w.work, "outputs"), s); err != nil {
 		return 0, err
 	}
+	if r.o.ha {
+		if err := r.judgeHA(ctx, w, s); err != nil {
+			return 0, err
+		}
+	}
 	if s.print(r.out) {
 		return exitPass, nil
 	}
 	return exitFail, nil
+}
+
+// judgeHA adds the -ha figures: each fault's pause and the MinIO heal
+// checks.
+func (r *runner) judgeHA(ctx context.Context, w *world, s *summary) error {
+	s.HA, s.Start, s.MaxPause = true, r.start, r.o.maxPause
+	var err error
+	if s.Pauses, err = measurePauses(ctx, w.pool, w.in.faultLog()); err != nil {
+		return err
+	}
+	outputs, err := doneOutputs(ctx, w.pool)
+	if err != nil {
+		return err
+	}
+	s.HealChecks = r.checkHealed(ctx, w, outputs)
+	return nil
 }

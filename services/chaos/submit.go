@@ -61,19 +61,38 @@ func makeClips(ctx context.Context, rng *rand.Rand, fixtures, dir string) ([]cli
 type submitter struct {
 	dubctl string
 	env    []string
+	// spread, when set, gives the i-th submission the broker's nodes
+	// starting at the i-th (AMQP_URL rotated), as clients behind a load
+	// balancer spread over a cluster.
+	spread bool
+}
+
+// environ is the i-th submission's environment.
+func (s *submitter) environ(i int) []string {
+	if !s.spread {
+		return s.env
+	}
+	out := make([]string, len(s.env))
+	for j, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "AMQP_URL="); ok {
+			kv = "AMQP_URL=" + rotate(v, i)
+		}
+		out[j] = kv
+	}
+	return out
 }
 
 // twoLanguages are the target languages of a task that dubs into several
 // at once (both have offline engines: apertium-eng-spa and -eng-cat).
 const twoLanguages = "es,ca"
 
-// submit uploads the clip and creates its task the way an operator does
+// submit uploads the clip and creates its task (the i-th) the way an operator does
 // (into targets, dubctl's --target, when not empty),
 // retrying (bounded) while the stack is down; it returns the task id.
 // A failed attempt may still have created a task (the commit succeeded,
 // its answer was lost); the checks read every task from the database, so
 // such a task is judged like the others.
-func (s *submitter) submit(ctx context.Context, c clip, targets string) (uuid.UUID, int, error) {
+func (s *submitter) submit(ctx context.Context, c clip, targets string, i int) (uuid.UUID, int, error) {
 	var last error
 	for try := 1; try <= 30; try++ {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -82,7 +101,7 @@ func (s *submitter) submit(ctx context.Context, c clip, targets string) (uuid.UU
 			args = append(args, "--target", targets)
 		}
 		cmd := exec.CommandContext(cctx, s.dubctl, args...)
-		cmd.Env = s.env
+		cmd.Env = s.environ(i)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()

@@ -114,6 +114,26 @@ func Extend(ctx context.Context, q store.Querier, stepID int64, worker string, l
 	return nil
 }
 
+// Holder reads who holds the attempt stepID of k and its status: for a
+// worker whose commit's outcome is unknown (the database went away under
+// it), the row says whether the commit was applied — the attempt ended —
+// or not — still running, held by the worker. It returns ErrClaimLost when
+// the row is gone (the claim itself was lost with an asynchronous
+// primary); the key is checked with the id, as a promoted standby may give
+// a lost row's id to another.
+func Holder(ctx context.Context, q store.Querier, stepID int64, k Key) (worker, status string, err error) {
+	err = q.QueryRow(ctx, `SELECT worker, status FROM task_steps
+		WHERE id = $1 AND task_id = $2 AND step = $3 AND part = $4 AND attempt = $5`,
+		stepID, k.TaskID, k.Step, k.Part, k.Attempt).Scan(&worker, &status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", fmt.Errorf("%w: step %d has no row", ErrClaimLost, stepID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("read holder of step %d: %w", stepID, err)
+	}
+	return worker, status, nil
+}
+
 // Release ends the lease of a claimed attempt at once, so that the
 // next delivery of the message takes it over without waiting (used when a
 // worker hands work back).

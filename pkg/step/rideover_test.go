@@ -1,0 +1,92 @@
+package step_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
+)
+
+// A commit whose answer is lost (the server goes away between the COMMIT
+// and its answer, as when a primary is lost) is resolved by reading the
+// attempt once the database answers again: applied (the outcome's
+// statements sent in one batch, COMMIT included) — acked as committed;
+// not applied (a transaction of several round trips, cut before its
+// COMMIT) — committed again. Either way the handler runs once and the
+// message is never handed back. (A first message prepares the statements
+// on the runner's one connection.)
+func TestACommitWhoseAnswerIsLostIsResolvedByReading(t *testing.T) {
+	t.Parallel()
+	for _, staged := range []string{"statements", "transaction function"} {
+		t.Run(staged, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t)
+			cut := testenv.CutProxy(t, h.db.URL)
+			// One connection, so that the second message's statements are
+			// prepared on it already and its batch goes in one round trip.
+			pool, err := store.Open(context.Background(), cut.URL+"&pool_max_conns=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			var runs atomic.Int32
+			var released atomic.Int64
+			_, stop := h.start(wire.QueueASR, route(step.HandlerFunc(func(ctx context.Context, msg *step.Message) error {
+				insert := `INSERT INTO effects (task_id, step, part) VALUES ($1, $2, $3)`
+				if staged == "statements" {
+					msg.Exec(insert, msg.Envelope.TaskID, msg.Envelope.Step, msg.Part)
+				} else {
+					msg.Then(func(ctx context.Context, tx pgx.Tx) error {
+						_, err := tx.Exec(ctx, insert, msg.Envelope.TaskID, msg.Envelope.Step, msg.Part)
+						return err
+					})
+				}
+				if runs.Add(1) == 2 {
+					if err := cut.HoldAnswers(300 * time.Millisecond); err != nil {
+						return err
+					}
+					time.AfterFunc(1500*time.Millisecond, func() {
+						released.Store(time.Now().UnixNano())
+						_ = cut.ReleaseAnswers()
+					})
+				}
+				return nil
+			})), func(c *step.Config) { c.Pool = pool })
+			t.Cleanup(stop)
+			warm := asrEnvelope(t)
+			h.publish(warm)
+			testenv.EventuallyWithin(t, time.Minute, "the first step to succeed", func() bool { return h.stepRows(warm.TaskID, "succeeded") == 1 })
+			env := asrEnvelope(t)
+			h.publish(env)
+			testenv.EventuallyWithin(t, time.Minute, "the step to succeed, the answers released", func() bool {
+				return h.stepRows(env.TaskID, "succeeded") == 1 && released.Load() != 0
+			})
+			stop() // returns once the delivery is settled: acked, or handed back
+			if n := h.ready(wire.QueueASR); n != 0 {
+				t.Errorf("%d messages back in the queue, want none", n)
+			}
+			var effects, handBacks int
+			var at time.Time
+			if err := h.db.Pool.QueryRow(context.Background(), `SELECT count(*), max(at),
+				(SELECT count(*) FROM step_handbacks WHERE task_id = $1) FROM effects WHERE task_id = $1`, env.TaskID).Scan(&effects, &at, &handBacks); err != nil {
+				t.Fatal(err)
+			}
+			if runs.Load() != 2 || effects != 1 || handBacks != 0 {
+				t.Fatalf("handler ran %d times for the second message, %d effects, %d hand-backs; want 1, 1, 0", runs.Load()-1, effects, handBacks)
+			}
+			// The batch's COMMIT went before the answers were held: its
+			// effect is from the first try; the transaction's is from a
+			// try after the release.
+			if first := at.UnixNano() < released.Load(); first != (staged == "statements") {
+				t.Errorf("effect written at %s, answers released at %s: want the %s applied by the first try: %t",
+					at, time.Unix(0, released.Load()), staged, staged == "statements")
+			}
+		})
+	}
+}
