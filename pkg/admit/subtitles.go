@@ -187,7 +187,7 @@ func (t Task) FitVideo(d time.Duration) error {
 	if t.Subtitles == nil || d <= 0 {
 		return nil
 	}
-	ms := int((d + time.Millisecond - 1) / time.Millisecond)
+	ms := DurationMS(d)
 	if _, err := ReadSubtitles(FieldSubtitles, []byte(t.Subtitles.Text), ms); err != nil {
 		return err
 	}
@@ -198,6 +198,10 @@ func (t Task) FitVideo(d time.Duration) error {
 	}
 	return nil
 }
+
+// DurationMS is a video's length d in whole milliseconds, rounded up: the
+// end no cue may pass.
+func DurationMS(d time.Duration) int { return int((d + time.Millisecond - 1) / time.Millisecond) }
 
 // SubtitleFiles are the files the door stores for task id before it
 // creates it, at the keys its Payload names: the subtitles as they were

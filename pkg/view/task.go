@@ -83,6 +83,10 @@ type Task struct {
 	// Waiting is set while a step waits for an engine of its pool (quota,
 	// rate limit, no engine up): "waiting for quota until 14:00".
 	Waiting *Wait `json:"waiting"`
+	// Plan is what the task asks beyond its languages: the steps it skips
+	// (Step.Status Skipped), the subtitles it starts from, the burned-in
+	// subtitles it wants; null when it asks nothing.
+	Plan *task.Plan `json:"plan"`
 }
 
 // Step is one pipeline step over its parts.
@@ -90,7 +94,9 @@ type Step struct {
 	Step string `json:"step"`
 	// Status is succeeded (every part has, by the runtime's own
 	// step_succeeded), running, parked, failed (no attempt running, the
-	// last one failed) or pending (no attempt yet).
+	// last one failed), pending (no attempt yet) or skipped (the task's
+	// plan leaves it out: it never runs, and counts as done for the steps
+	// after it).
 	Status     string     `json:"status"`
 	Attempts   int        `json:"attempts"`
 	StartedAt  *time.Time `json:"startedAt"`
@@ -283,7 +289,10 @@ func Load(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*Task, error) 
 			if err != nil {
 				return fmt.Errorf("read task %s: %w", id, err)
 			}
-			if t.Steps, err = loadSteps(ctx, tx, id, t.IsParent()); err != nil {
+			if t.Plan, err = loadPlan(ctx, tx, id); err != nil {
+				return err
+			}
+			if t.Steps, err = loadSteps(ctx, tx, id, t.IsParent(), t.Plan); err != nil {
 				return err
 			}
 			t.Waiting = WaitOf(t.Steps)
