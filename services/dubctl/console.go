@@ -197,7 +197,7 @@ func (c *consoleBackend) Rules(context.Context) (admit.Rules, admit.Limits, erro
 }
 
 // Submit streams the video to POST /api/tasks as a multipart form (never
-// whole in memory) with the languages, speaker and glossary.
+// whole in memory) with the languages, speaker, glossary and subtitles.
 func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
 	f, err := os.Open(s.input)
 	if err != nil {
@@ -208,9 +208,17 @@ func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, e
 	mw := multipart.NewWriter(pw)
 	go func() {
 		for _, kv := range [][2]string{{"source", s.req.Source}, {"target", strings.Join(s.req.Targets, ",")},
-			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}} {
+			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}, {"subtitlesLanguage", s.req.SubtitlesLanguage},
+			{"burnSubtitles", s.req.BurnSubtitles}} {
 			if kv[1] != "" {
 				_ = mw.WriteField(kv[0], kv[1])
+			}
+		}
+		for _, kv := range [][2]string{{"subtitles", s.req.Subtitles}, {"sourceSubtitles", s.req.SourceSubtitles}} {
+			if kv[1] != "" {
+				if part, err := mw.CreateFormFile(kv[0], kv[0]); err == nil {
+					_, _ = io.WriteString(part, kv[1])
+				}
 			}
 		}
 		part, err := mw.CreateFormFile("video", filepath.Base(s.input))
