@@ -57,17 +57,18 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fmt.Errorf("make temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	wav, info, probe, err := h.extract(ctx, dir, p, t)
+	x, err := h.extract(ctx, dir, p, t)
 	if err != nil {
 		return err
 	}
+	info := x.info
 	msg.Log.Info().Dur("video_duration", info.Duration).Str("audio_key", p.OutputAudioKey).
 		Str("source_language", t.sourceLanguage).Str("target_language", t.targetLanguage).Msg("audio extracted")
 
 	// The task row holds what every later step reads: the settled
 	// languages, the speaker and the keys; its plan what it skips.
 	details := t.details(env, p)
-	details.SourceProbe = probe
+	details.SourceProbe = x.probe
 	msg.Apply(lifecycle.Settle(details))
 	if plan := lifecycle.PlanOf(p, t.sourceLanguage); !plan.IsZero() {
 		sql, args := lifecycle.SavePlan(env.TaskID, plan)
@@ -77,7 +78,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	if p.SubtitlesKey != "" {
-		return h.fromSubtitles(ctx, msg, t, p, wav, admit.DurationMS(info.Duration))
+		return h.fromSubtitles(msg, t, p, x)
 	}
 	return msg.Emit(wire.StepASR, wire.ASR{
 		AudioKey:  p.OutputAudioKey,
@@ -86,31 +87,46 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	})
 }
 
-// extract downloads and probes the video into dir, extracts its audio and
-// stores it. It returns the local WAV file, the video's probe and the
-// record of it to keep for mux_video.
-func (h *handler) extract(ctx context.Context, dir string, p wire.ExtractAudio, t task) (string, *media.Info, []byte, error) {
+// extracted is what extract made of a task's video.
+type extracted struct {
+	wav   string      // the audio, a local 16 kHz mono WAV file
+	info  *media.Info // the video's probe
+	probe []byte      // the record of it to keep for mux_video
+	lines []line      // a task from subtitles: its lines
+}
+
+// extract downloads and probes the video into dir, reads the task's
+// subtitles (checked against the video's length, before any audio is
+// extracted), extracts the audio and stores it.
+func (h *handler) extract(ctx context.Context, dir string, p wire.ExtractAudio, t task) (extracted, error) {
+	var x extracted
 	video := filepath.Join(dir, "source.media")
 	// The download stops at MAX_VIDEO_BYTES whatever the object's metadata
 	// says.
 	if err := blob.Download(ctx, h.objects, p.SourceVideoKey, video, blob.Need{What: "source video", NonEmpty: true,
 		MaxBytes: h.cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
-		return "", nil, nil, err
+		return x, err
 	}
 	// The probe refuses a video that claims to be too long; the decode
 	// enforces the limit on what the streams really hold.
-	info, probe, err := h.probe(ctx, video, t.probe)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
+	var err error
+	if x.info, x.probe, err = h.probe(ctx, video, t.probe); err != nil {
+		return x, fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
 	}
-	wav := filepath.Join(dir, "source.wav")
-	if err := media.ExtractAudio(ctx, video, wav, h.cfg.MaxDuration()); err != nil {
-		return "", nil, nil, fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, h.explain(err))
+	if p.SubtitlesKey != "" {
+		target := lifecycle.PlanOf(p, t.sourceLanguage).Skips(wire.StepTranslate)
+		if x.lines, err = h.readSubtitles(ctx, p, target, admit.DurationMS(x.info.Duration)); err != nil {
+			return x, err
+		}
 	}
-	if err := h.objects.PutFile(ctx, p.OutputAudioKey, wav, "audio/wav"); err != nil {
-		return "", nil, nil, fmt.Errorf("store %s: %w", p.OutputAudioKey, err)
+	x.wav = filepath.Join(dir, "source.wav")
+	if err := media.ExtractAudio(ctx, video, x.wav, h.cfg.MaxDuration()); err != nil {
+		return x, fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, h.explain(err))
 	}
-	return wav, info, probe, nil
+	if err := h.objects.PutFile(ctx, p.OutputAudioKey, x.wav, "audio/wav"); err != nil {
+		return x, fmt.Errorf("store %s: %w", p.OutputAudioKey, err)
+	}
+	return x, nil
 }
 
 // resolve settles the task's languages, speaker and output key, and makes

@@ -187,17 +187,13 @@ func (h *handler) emitLines(msg *step.Message, t task, n int, target bool) error
 }
 
 // fromSubtitles carries a task from subtitles on after its audio is
-// extracted: the lines staged as segments, the plan recorded, the next
-// messages emitted.
-func (h *handler) fromSubtitles(ctx context.Context, msg *step.Message, t task, p wire.ExtractAudio, wav string, videoMS int) error {
+// extracted: its lines (read by extract) staged as segments with the
+// voices measured in the audio, and the next messages emitted.
+func (h *handler) fromSubtitles(msg *step.Message, t task, p wire.ExtractAudio, x extracted) error {
 	plan := lifecycle.PlanOf(p, t.sourceLanguage)
 	target := plan.Skips(wire.StepTranslate)
-	lines, err := h.readSubtitles(ctx, p, target, videoMS)
-	if err != nil {
-		return err
-	}
-	stageLines(msg, lines, measure(wav, lines, msg.Log), target)
-	msg.Log.Info().Int("segments", len(lines)).Str("subtitles_language", plan.SubtitlesLanguage).
+	stageLines(msg, x.lines, measure(x.wav, x.lines, msg.Log), target)
+	msg.Log.Info().Int("segments", len(x.lines)).Str("subtitles_language", plan.SubtitlesLanguage).
 		Strs("skipped", plan.Skipped).Msg("segments from subtitles")
-	return h.emitLines(msg, t, len(lines), target)
+	return h.emitLines(msg, t, len(x.lines), target)
 }
