@@ -56,11 +56,11 @@ type job struct {
 	// wire.BurnBilingual writes the extra output final.burned.mp4 with
 	// those subtitles drawn in; "" none.
 	burnAs string
-	segs             []segment
-	dir              string
-	report           *media.TimingReport
-	laps             []lap // how long each part of the run took, for the log
-	last             time.Time
+	segs   []segment
+	dir    string
+	report *media.TimingReport
+	laps   []lap // how long each part of the run took, for the log
+	last   time.Time
 }
 
 // lap is one part of a run and how long it took.
@@ -172,7 +172,7 @@ func (j *job) store(ctx context.Context, uploads []output) error {
 // subtitles, the bilingual SubRip file among them.
 func (j *job) burn(ctx context.Context, in media.MuxInput, subs []output) (output, error) {
 	in.BurnSubtitles = subs[1].file // the target's SubRip file
-	in.Subtitles = nil               // drawn in: no tracks beside
+	in.Subtitles = nil              // drawn in: no tracks beside
 	if j.burnAs == wire.BurnBilingual {
 		for _, s := range subs {
 			if strings.HasSuffix(s.key, "-"+j.srcLang+".srt") {
