@@ -155,17 +155,22 @@ type SegmentCounts struct {
 // Links are presigned GET URLs of a task's objects (null where there is
 // none).
 type Links struct {
-	Source       *string        `json:"source"`
-	Output       *string        `json:"output"`
-	DubAudio     *string        `json:"dubAudio"`
+	Source   *string `json:"source"`
+	Output   *string `json:"output"`
+	DubAudio *string `json:"dubAudio"`
+	// Subtitles are the SubRip and WebVTT files, by language then format.
 	Subtitles    []SubtitleLink `json:"subtitles"`
 	TimingReport *string        `json:"timingReport"`
+	// Burned is the output with subtitles drawn in, when the task asked
+	// for it (final.burned.mp4).
+	Burned *string `json:"burned"`
 }
 
 // SubtitleLink is one subtitle file: its language (or "bilingual"), its
-// object key and a presigned URL.
+// format (srt, vtt), its object key and a presigned URL.
 type SubtitleLink struct {
 	Language string `json:"language"`
+	Format   string `json:"format"`
 	Key      string `json:"key"`
 	URL      string `json:"url"`
 }
@@ -195,15 +200,22 @@ type Child struct {
 type ChildLinks struct {
 	Output    *string        `json:"output"`
 	Subtitles []SubtitleLink `json:"subtitles"`
+	Burned    *string        `json:"burned"`
 }
 
 // Output is what a done task's result names: the video, the dub's audio,
 // the subtitle files by language and the timing report.
 type Output struct {
-	OutputVideoKey  string            `json:"output_video_key"`
-	DubAudioKey     string            `json:"dub_audio_key"`
+	OutputVideoKey string `json:"output_video_key"`
+	DubAudioKey    string `json:"dub_audio_key"`
+	// Subtitles and SubtitlesVTT map a language (or "bilingual") to its
+	// SubRip and WebVTT file.
 	Subtitles       map[string]string `json:"subtitles"`
+	SubtitlesVTT    map[string]string `json:"subtitles_vtt"`
 	TimingReportKey string            `json:"timing_report_key"`
+	// BurnedVideoKey is the output with subtitles drawn in
+	// (final.burned.mp4), when the task asked for it.
+	BurnedVideoKey string `json:"burned_video_key"`
 }
 
 // OutputOf reads a result as mux_video records it (zero for none).

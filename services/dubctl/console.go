@@ -280,9 +280,13 @@ func (c *consoleBackend) Fetch(ctx context.Context, t *view.Task, key, path stri
 // linkOf finds the presigned URL of key among t's links and its
 // children's.
 func linkOf(t *view.Task, key string) string {
-	find := func(result []byte, output *string, subs []view.SubtitleLink) string {
-		if output != nil && view.OutputOf(result).OutputVideoKey == key {
+	find := func(result []byte, output, burned *string, subs []view.SubtitleLink) string {
+		res := view.OutputOf(result)
+		switch {
+		case output != nil && res.OutputVideoKey == key:
 			return *output
+		case burned != nil && res.BurnedVideoKey == key:
+			return *burned
 		}
 		for _, s := range subs {
 			if s.Key == key {
@@ -291,11 +295,11 @@ func linkOf(t *view.Task, key string) string {
 		}
 		return ""
 	}
-	if u := find(t.Result, t.Links.Output, t.Links.Subtitles); u != "" {
+	if u := find(t.Result, t.Links.Output, t.Links.Burned, t.Links.Subtitles); u != "" {
 		return u
 	}
 	for _, ch := range t.ChildrenOf() {
-		if u := find(ch.Result, ch.Links.Output, ch.Links.Subtitles); u != "" {
+		if u := find(ch.Result, ch.Links.Output, ch.Links.Burned, ch.Links.Subtitles); u != "" {
 			return u
 		}
 	}
