@@ -50,7 +50,7 @@ func jfkClip(t *testing.T, ctx context.Context) string {
 }
 
 // writeSubtitles writes cues as a file of format f and returns its path.
-func writeSubtitles(t *testing.T, name string, f subtitle.Format, cues []subtitle.Cue) string {
+func writeSubtitles(t testing.TB, name string, f subtitle.Format, cues []subtitle.Cue) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	out, err := os.Create(path)
