@@ -135,6 +135,37 @@ func subtitlesIn(t *testing.T, target bool) {
 	}
 	s.checkStarts(t, ctx, v.TaskID)
 	s.checkOutputs(t, ctx, v, target)
+	if target {
+		s.checkRedubBurns(t, ctx, v.TaskID)
+	}
+}
+
+// checkRedubBurns: a redub of a task that asked for burned-in subtitles
+// renders them again, into the new version's own final.burned.mp4, which
+// its versions list.
+func (s *stack) checkRedubBurns(t *testing.T, ctx context.Context, id uuid.UUID) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "v2.mp4")
+	stdout, stderr, code := s.dubctl(t, ctx, "redub", id.String(), "--segment", "2", "--text", "no preguntes",
+		"--wait", "--json", "--timeout", "3m", "--output", out)
+	if v2 := decodeTask(t, stdout, stderr); code != 0 || v2.Status != "done" {
+		t.Fatalf("redub: exit %d, %+v\n%s", code, v2, stderr)
+	}
+	stdout, stderr, code = s.dubctl(t, ctx, "versions", id.String(), "--json")
+	var versions []view.Version
+	if err := json.Unmarshal([]byte(stdout), &versions); code != 0 || err != nil || len(versions) != 2 {
+		t.Fatalf("versions: exit %d, %v: %s\n%s", code, err, stdout, stderr)
+	}
+	want := "outputs/" + id.String() + "/v2/final.burned.mp4"
+	if versions[1].BurnedVideoKey != want {
+		t.Fatalf("version 2 %+v: want its burned dub %s", versions[1], want)
+	}
+	if _, err := s.bucket.Client.StatObject(ctx, s.bucket.Name, want, minio.StatObjectOptions{}); err != nil {
+		t.Errorf("version 2's burned dub: %v", err)
+	}
+	if _, err := os.Stat(strings.TrimSuffix(out, ".mp4") + ".burned.mp4"); err != nil {
+		t.Errorf("redub --wait saved no burned dub: %v", err)
+	}
 }
 
 // checkSkipped: the task made no asr attempt (and, from subtitles in the
