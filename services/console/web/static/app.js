@@ -800,7 +800,7 @@
   // what it says.
   const EVENT_STATUS = {created: 'queued', attempt_started: 'running', retry: 'retrying', replay: 'retrying', dead_letter: 'dead_lettered',
     dead_letter_replayed: 'retrying', dead_letter_purged: 'cancelled', compensation: 'compensating', compensation_requeued: 'retrying',
-    version: 'redubbing', operator: 'assigned', hand_back: 'waiting'};
+    version: 'redubbing', operator: 'assigned', hand_back: 'waiting', skipped: 'skipped'};
   function showEvents(box, data) {
     const events = listOf(data, 'events');
     if (!events.length) { fill(box, h('p', {class: 'muted'}, 'No events.')); return; }
@@ -838,6 +838,7 @@
       h('thead', {}, h('tr', {}, ['#', 'Created', 'Line', 'Change', 'State', ''].map((c) => h('th', {}, c)))),
       h('tbody', {}, vs.map((v) => {
         const url = links[String(v.version)];
+        const burned = (pick(data, 'burnedLinks') || {})[String(v.version)];
         return h('tr', {'data-version': v.version},
           h('td', {class: 'num'}, 'v' + v.version),
           h('td', {}, timeCell(v.createdAt)),
@@ -845,7 +846,8 @@
           h('td', {class: 'wrap'}, v.segment ? [h('span', {class: 'muted'}, v.previousText ?? ''), ' → ', h('strong', {}, v.text ?? '')] : 'the first dub'),
           h('td', {}, badge(v.ready ? 'done' : 'running')),
           h('td', {}, url ? h('a', {href: url, target: '_blank', rel: 'noopener', class: 'version-link'}, 'Download v' + v.version)
-            : h('span', {class: 'muted mono', title: v.outputVideoKey}, v.ready ? 'no link' : 'not ready')));
+            : h('span', {class: 'muted mono', title: v.outputVideoKey}, v.ready ? 'no link' : 'not ready'),
+          burned ? [h('br'), h('a', {href: burned, target: '_blank', rel: 'noopener', class: 'version-burned-link'}, 'burned in')] : null));
       })))));
   }
   function showTaskDeadLetters(box, items, reload) {
