@@ -236,21 +236,23 @@ func (t *Task) NoSpeech() bool {
 	return r.NoSpeech
 }
 
-// StepsDone counts the steps that succeeded.
+// StepsDone counts the steps that succeeded, and those the task's plan
+// skipped (nothing is left to do of them).
 func (t *Task) StepsDone() int {
 	n := 0
 	for _, s := range t.Steps {
-		if s.Status == "succeeded" {
+		if s.Status == "succeeded" || s.Status == Skipped {
 			n++
 		}
 	}
 	return n
 }
 
-// CurrentStep names the first step that has not succeeded.
+// CurrentStep names the first step that has not succeeded (a skipped
+// step is never current).
 func (t *Task) CurrentStep() string {
 	for _, s := range t.Steps {
-		if s.Status != "succeeded" {
+		if s.Status != "succeeded" && s.Status != Skipped {
 			return s.Step
 		}
 	}

@@ -320,6 +320,9 @@ func outputLimit() (int64, error) {
 // step not fanned out yet counts as one).
 func progressOf(t *view.Task) (desc string, done, total int) {
 	for _, s := range t.Steps {
+		if s.Status == view.Skipped {
+			continue // no work: the task's plan leaves it out
+		}
 		parts := max(1, len(s.Parts))
 		total += parts
 		switch {
