@@ -11,7 +11,9 @@
 // leading "Name:" or "[Name]".
 //
 // WriteSRT and WriteVTT write cues back; what Parse reads from their output
-// is what they were given (times, text, speaker). dubflow's outputs
+// is what they were given (times, text, speaker) for cues Parse made of the
+// same format (FuzzParse checks it; SubRip, having no escapes, reads a
+// literal "<i>" in a WebVTT cue's text as formatting). dubflow's outputs
 // (mux_video's final.<lang>.srt and .vtt), a task from a person's file
 // (pkg/admit) and the review's export and import all go through this one
 // reader and writer. The package is a leaf: it imports only the standard
