@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	env := msg.Envelope
 	t, err := h.resolve(ctx, env, p)
 	if err != nil {
+		return err
+	}
+	if err := h.planned(ctx, env, &p); err != nil {
 		return err
 	}
 	if err := h.admit(ctx, t, &p); err != nil {
@@ -159,6 +163,28 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 		}
 	}
 	return t, nil
+}
+
+// planned fills in what the payload leaves out of the plan recorded with
+// the task at submit (its subtitles, its burned-in subtitles), as resolve
+// does for the languages: a message rebuilt from the task row (the
+// reconciler's re-drive of a lost first message) starts the task the door
+// admitted, not one recognised from scratch.
+func (h *handler) planned(ctx context.Context, env *wire.Envelope, p *wire.ExtractAudio) error {
+	plan, err := lifecycle.LoadPlan(ctx, h.db, env.TaskID)
+	if err != nil {
+		return err
+	}
+	if p.SubtitlesKey == "" && plan.SubtitlesKey != "" {
+		p.SubtitlesKey, p.SubtitlesLanguage, p.SourceSubtitlesKey = plan.SubtitlesKey, plan.SubtitlesLanguage, plan.SourceSubtitlesKey
+		for field, key := range map[string]string{"subtitles_key": p.SubtitlesKey, "source_subtitles_key": p.SourceSubtitlesKey} {
+			if err := wire.CheckKey(key, wire.KindSubtitles, env.TaskID); key != "" && err != nil {
+				return fault.Permanent(fmt.Errorf("task's %s: %w", field, err))
+			}
+		}
+	}
+	p.BurnSubtitles = cmp.Or(p.BurnSubtitles, plan.BurnSubtitles)
+	return nil
 }
 
 // admit refuses, as a permanent error, a task whose languages the

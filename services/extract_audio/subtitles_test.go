@@ -167,3 +167,32 @@ func badSubtitlesRefused(t *testing.T, s *testenv.Stack) {
 		})
 	}
 }
+
+// rebuiltMessageKeepsThePlan: a message rebuilt from the task row (the
+// seed's two keys, as the reconciler re-drives a lost first message) of a
+// task whose door recorded a plan from subtitles starts that task — the
+// cues staged, translate emitted, no asr — not one recognised from scratch.
+func rebuiltMessageKeepsThePlan(t *testing.T, s *testenv.Stack) {
+	ctx := context.Background()
+	id := uuid.New()
+	keys := wire.DefaultKeys(id)
+	upload(s, keys.SourceVideo, sample(t, "Hello there.", media.SampleSpeech))
+	key := wire.SubtitlesKey(id, "subtitles", "srt")
+	putText(s, key, "1\n00:00:00,100 --> 00:00:00,900\nHello there.\n")
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO tasks (id, source_language, target_language) VALUES ($1, 'en', 'es')`, id); err != nil {
+		t.Fatal(err)
+	}
+	sql, args := lifecycle.SavePlan(id, lifecycle.Plan{Skipped: []string{"asr"}, SubtitlesKey: key, SubtitlesLanguage: "en"})
+	if _, err := s.DB.Pool.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	asrBefore := s.Depth("task.asr")
+	s.Expect(t, seedMessage(t, id), wire.StepExtractAudio, "succeeded", "")
+	if n := s.Depth("task.asr") - asrBefore; n != 0 {
+		t.Errorf("%d asr messages for a task from subtitles", n)
+	}
+	var p wire.Translate
+	if s.NextMessage(t, "task.translate", &p); p.TaskID != id || len(p.SegmentIDs) != 1 {
+		t.Errorf("translate message %+v", p)
+	}
+}
