@@ -9,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -32,7 +33,9 @@ var errCreatedBefore = errors.New("task created by the earlier try")
 // parent's asr completes (services/asr, spawnChildren). It returns the outbox rows to publish after
 // the commit (outbox.Flush; a sweep publishes them otherwise). A task that
 // exists already is refused; a commit the database's failover interrupted
-// is resolved by reading (store.RideOver) and never creates it twice.
+// is resolved by reading (store.RideOver) and never creates it twice. The
+// task's plan (PlanOf: the steps it skips, the subtitles it starts from,
+// the burned-in subtitles it wants) is recorded in the same transaction.
 // fileName is the name the video was uploaded
 // as (admit.Task.FileName; "" when unknown).
 func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio, fileName string) ([]int64, error) {
@@ -70,6 +73,9 @@ func SubmitProbed(ctx context.Context, db Beginner, env *wire.Envelope, p wire.E
 			if !res.Changed {
 				return fmt.Errorf("create task %s: %w", env.TaskID, ErrExists)
 			}
+			if err := savePlan(ctx, tx, env.TaskID, p); err != nil {
+				return err
+			}
 			first := outbox.New(wire.Exchange, env.RoutingKey(), body)
 			if err := outbox.Add(ctx, tx, first); err != nil {
 				return err
@@ -86,4 +92,17 @@ func SubmitProbed(ctx context.Context, db Beginner, env *wire.Envelope, p wire.E
 		return nil, err
 	}
 	return ids, nil
+}
+
+// savePlan records the plan of the task id that p submits, when it has one.
+func savePlan(ctx context.Context, tx pgx.Tx, id uuid.UUID, p wire.ExtractAudio) error {
+	plan := PlanOf(p, p.SourceLanguage)
+	if plan.IsZero() {
+		return nil
+	}
+	sql, args := SavePlan(id, plan)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("record plan of task %s: %w", id, err)
+	}
+	return nil
 }
