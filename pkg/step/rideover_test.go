@@ -47,7 +47,12 @@ func TestACommitWhoseAnswerIsLostIsResolvedByReading(t *testing.T) {
 						return err
 					})
 				}
-				if runs.Add(1) == 2 {
+				if runs.Add(1) != 2 {
+					return nil
+				}
+				if staged == "transaction function" {
+					// Its first statement's answer never comes and the
+					// connection closes: the COMMIT is never sent.
 					if err := cut.HoldAnswers(300 * time.Millisecond); err != nil {
 						return err
 					}
@@ -55,7 +60,16 @@ func TestACommitWhoseAnswerIsLostIsResolvedByReading(t *testing.T) {
 						released.Store(time.Now().UnixNano())
 						_ = cut.ReleaseAnswers()
 					})
+					return nil
 				}
+				// The batch reaches the server, which commits it; its answer
+				// is held until the commit is seen from outside, then the
+				// connection is cut: the answer is lost whatever the
+				// machine's load (no window to send the batch in).
+				if err := cut.HoldAnswers(0); err != nil {
+					return err
+				}
+				go loseTheAnswer(t, h, cut, msg.Envelope.TaskID.String(), &released)
 				return nil
 			})), func(c *step.Config) { c.Pool = pool })
 			t.Cleanup(stop)
@@ -88,5 +102,26 @@ func TestACommitWhoseAnswerIsLostIsResolvedByReading(t *testing.T) {
 					at, time.Unix(0, released.Load()), staged, staged == "statements")
 			}
 		})
+	}
+}
+
+// loseTheAnswer waits until the effect of task id is committed (seen on a
+// connection of the test's own, not through the proxy), then cuts every
+// connection through the proxy, ends the hold and accepts connections
+// again, recording in released when.
+func loseTheAnswer(t *testing.T, h *harness, cut *testenv.Cuttable, id string, released *atomic.Int64) {
+	committed := testenv.Poll(time.Now().Add(time.Minute), func() bool {
+		var n int
+		err := h.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM effects WHERE task_id = $1`, id).Scan(&n)
+		return err == nil && n > 0
+	})
+	if !committed {
+		t.Errorf("the batch of task %s was not committed within a minute", id)
+	}
+	cut.Cut()
+	_ = cut.ReleaseAnswers()
+	released.Store(time.Now().UnixNano())
+	if err := cut.Restore(); err != nil {
+		t.Errorf("restore the proxy: %v", err)
 	}
 }

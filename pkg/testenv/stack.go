@@ -48,12 +48,16 @@ func NewBackends(tb testing.TB) *Backends {
 }
 
 // Env is the environment a dubflow service reads to use the backends
-// (DATABASE_URL, AMQP_URL, S3_*), with extra added over it.
+// (DATABASE_URL, AMQP_URL, S3_*), with extra added over it. The stack's
+// presign user (S3_PRESIGN_*, which `make test` exports) may use only the
+// stack's own bucket, not this test's: Env unsets it, and a test that
+// wants one passes its own (PresignUser) in extra.
 func (b *Backends) Env(extra map[string]string) map[string]string {
 	env := map[string]string{
 		"DATABASE_URL": b.DB.URL, "AMQP_URL": b.AMQPURL,
 		"S3_ENDPOINT": b.Bucket.Endpoint, "S3_ACCESS_KEY": b.Bucket.AccessKey, "S3_SECRET_KEY": b.Bucket.SecretKey,
 		"S3_BUCKET": b.Bucket.Name, "S3_USE_SSL": strconv.FormatBool(b.Bucket.UseSSL),
+		"S3_PRESIGN_ACCESS_KEY": "", "S3_PRESIGN_SECRET_KEY": "",
 	}
 	for k, v := range extra {
 		env[k] = v

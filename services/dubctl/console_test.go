@@ -53,7 +53,9 @@ func startConsole(t *testing.T, e *env) string {
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.db.URL, "AMQP_URL="+e.amqpURL,
 		"S3_ENDPOINT="+e.bucket.Endpoint, "S3_ACCESS_KEY="+e.bucket.AccessKey, "S3_SECRET_KEY="+e.bucket.SecretKey,
 		"S3_BUCKET="+e.bucket.Name, "CONSOLE_HTTP_ADDR="+httpAddr, "OPS_ADDR="+opsAddr,
-		"DUBFLOW_API_TOKEN="+consoleToken, "DUBFLOW_API_READ_TOKEN=", "LOG_LEVEL=warn")
+		"DUBFLOW_API_TOKEN="+consoleToken, "DUBFLOW_API_READ_TOKEN=", "LOG_LEVEL=warn",
+		// The stack's presign user may use only the stack's bucket.
+		"S3_PRESIGN_ACCESS_KEY=", "S3_PRESIGN_SECRET_KEY=")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
