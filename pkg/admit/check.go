@@ -51,6 +51,10 @@ type Request struct {
 	// FileName is the name of the uploaded file as the client gave it
 	// (a path is cut to its last element); "" when unknown.
 	FileName string
+	// Review are the stages the task stops at for a person's edits: each
+	// value one stage or several separated by commas
+	// ("transcript,translation"); none for none.
+	Review []string
 }
 
 // Rules are what a request is judged by besides its own values.
@@ -73,13 +77,16 @@ type Task struct {
 	Glossary []wire.Term
 	// FileName is the request's file name, cleaned (CleanFileName).
 	FileName string
+	// Review are the stages the task stops at for review, in the order
+	// it reaches them (nil for none).
+	Review []string
 }
 
 // Check admits req or returns the first refusal as an *Error, checking in
 // this order: the source, the targets (syntax, each once, at most
 // MaxTargets, none the source's language), what the engines can do
 // (Rules.Capabilities), the speaker (a voice the engines announced), the
-// glossary. It is pure: the media
+// glossary, the review stages (Review). It is pure: the media
 // are checked by Media, the capabilities loaded by LoadCapabilities.
 func Check(req Request, rules Rules) (Task, error) {
 	t := Task{Source: strings.TrimSpace(req.Source), Speaker: strings.TrimSpace(req.Speaker),
@@ -100,16 +107,25 @@ func Check(req Request, rules Rules) (Task, error) {
 	if t.Glossary, err = parseGlossary(req.Glossary); err != nil {
 		return Task{}, err
 	}
+	review, err := splitReview(req.Review)
+	if err != nil {
+		return Task{}, err
+	}
+	if err := Review(review, t.Targets); err != nil {
+		return Task{}, err
+	}
+	t.Review = reviewOrder(review)
 	return t, nil
 }
 
 // Payload is the extract_audio payload that starts the admitted task id:
 // the video at videos/{id}/source.mp4, the languages (target_languages
-// when there are several), the speaker and the glossary.
+// when there are several), the speaker, the glossary and the review stages.
 func (t Task) Payload(id uuid.UUID) wire.ExtractAudio {
 	keys := wire.DefaultKeys(id)
 	p := wire.ExtractAudio{SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio,
-		SourceLanguage: t.Source, TargetLanguage: t.Targets[0], SpeakerID: t.Speaker, Glossary: t.Glossary}
+		SourceLanguage: t.Source, TargetLanguage: t.Targets[0], SpeakerID: t.Speaker, Glossary: t.Glossary,
+		Review: t.Review}
 	if len(t.Targets) > 1 {
 		p.TargetLanguages = t.Targets
 	}

@@ -22,6 +22,7 @@ const (
 	Queued       = task.Queued
 	Running      = task.Running
 	Compensating = task.Compensating
+	Review       = task.Review
 	Done         = task.Done
 	Failed       = task.Failed
 	Cancelled    = task.Cancelled

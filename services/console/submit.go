@@ -138,7 +138,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 		return sub, badRequest("multipart form: the file field video is required")
 	}
 	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
-		Glossary: fields["glossary"], FileName: fields[videoFileName]}
+		Glossary: fields["glossary"], FileName: fields[videoFileName], Review: []string{fields["review"]}}
 	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
@@ -178,7 +178,7 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 				return nil, false, err
 			}
 			gotVideo, fields[videoFileName] = true, part.FileName()
-		case name == "source" || name == "target" || name == "speaker" || name == "glossary":
+		case name == "source" || name == "target" || name == "speaker" || name == "glossary" || name == "review":
 			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
 			if err != nil {
 				return nil, false, formError(err, s.cfg.Limits.MaxVideoBytes)
@@ -187,12 +187,12 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 				return nil, false, tooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
 			}
 			v := string(b)
-			if name == "target" && fields[name] != "" {
-				v = fields[name] + "," + v // repeated: several languages
+			if (name == "target" || name == "review") && fields[name] != "" {
+				v = fields[name] + "," + v // repeated: several languages, both stages
 			}
 			fields[name] = v
 		default:
-			return nil, false, badRequest(fmt.Sprintf("multipart form: unknown field %q (want video, source, target, speaker, glossary)", name))
+			return nil, false, badRequest(fmt.Sprintf("multipart form: unknown field %q (want video, source, target, speaker, glossary, review)", name))
 		}
 	}
 }
@@ -237,10 +237,13 @@ type uploadedTask struct {
 	Glossary        string   `json:"glossary"`
 	// FileName is the name of the file the browser or client uploaded.
 	FileName string `json:"fileName"`
+	// Review are the stages the task stops at for a person's edits
+	// ("transcript", "translation").
+	Review []string `json:"review"`
 }
 
 // existingUpload starts a task from {"sourceVideoKey", "source", "target",
-// "targetLanguages", "speaker", "glossary"}, the key an upload of POST
+// "targetLanguages", "speaker", "glossary", "review"}, the key an upload of POST
 // /api/uploads was posted to. It admits the fields, then — holding the
 // upload's lock, so that two requests never race for it — takes the
 // upload (takeUpload). A refusal of the fields leaves the upload for a
@@ -258,7 +261,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	}
 	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
-		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName}
+		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName, Review: body.Review}
 	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}

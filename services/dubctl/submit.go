@@ -20,6 +20,7 @@ type submitOptions struct {
 	target     string
 	speaker    string
 	glossary   string
+	review     string
 	noValidate bool
 	wait       bool
 	waitOpts   waitOptions
@@ -58,14 +59,16 @@ type admitter interface {
 func submitCmd() *cobra.Command {
 	var o submitOptions
 	cmd := &cobra.Command{
-		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--wait]",
+		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--review transcript,translation] [--wait]",
 		Short: "Upload a video and start dubbing it",
 		Long: `submit checks the video locally with ffprobe (it must be media with an audio
 and a video stream), uploads it to videos/{task_id}/source.mp4, creates the
 task and publishes task.extract_audio (the task row and the message commit
 together through the outbox) — or, through the console, uploads it to the
 console, which does the same. It prints the task id, or with --json the task.
-With --wait it then follows the task like "dubctl wait".`,
+With --wait it then follows the task like "dubctl wait". With --review the
+task stops in the status review after asr (transcript) or after translate
+(translation) until its lines are approved ("dubctl review").`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.waitOpts.check(); err != nil {
@@ -93,6 +96,7 @@ With --wait it then follows the task like "dubctl wait".`,
 	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE, or the console's); several separated by commas (es,ca): transcribed once, one child task per language")
 	f.StringVar(&o.speaker, "speaker", "", "voice of the dub (the synthesis engine's default when empty)")
 	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
+	f.StringVar(&o.review, "review", "", "stop for a person's edits of the lines before the voice is made: transcript (after asr), translation (after translate), or transcript,translation (see dubctl review)")
 	f.BoolVar(&o.noValidate, "no-validate", false, "skip the local ffprobe check: only the file's size and container are checked here (the workers still check)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
 	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "a key of your choosing (1..255 visible ASCII characters) that makes the submit safe to run again: within 24 hours the same submission with it prints its first task and creates nothing; a different submission with it is refused")
@@ -122,6 +126,9 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 	s.req = admit.Request{Source: o.source, Speaker: o.speaker, FileName: o.input}
 	if o.target != "" {
 		s.req.Targets = []string{o.target}
+	}
+	if o.review != "" {
+		s.req.Review = []string{o.review}
 	}
 	if s.req.Glossary, err = admit.GlossaryFile(o.glossary); err != nil {
 		return s, refused(err)
