@@ -139,7 +139,7 @@ func TestReviewRefusals(t *testing.T) {
 	}
 	running := tasktest.Done(t, ctx, pool, "trace-done")
 	for name, err := range map[string]error{
-		"edit of a done task": errOf(dub.EditLine(ctx, pool, running, "ana", 1, dub.Change{Source: ptr("x")})),
+		"edit of a done task":     errOf(dub.EditLine(ctx, pool, running, "ana", 1, dub.Change{Source: ptr("x")})),
 		"approval of a done task": errOf(dub.Approve(ctx, pool, running, "ana", 0)),
 		"delete of a done task":   errOf(dub.DeleteLine(ctx, pool, running, "ana", 1)),
 	} {
