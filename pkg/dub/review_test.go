@@ -306,3 +306,41 @@ func checkApproved(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id uui
 		t.Fatalf("approval recorded as %+v", last)
 	}
 }
+
+// TestReviewInTheTimeline: the task's timeline shows when it began to wait
+// in review, each edit with who made it and the line before and after, and
+// the approval.
+func TestReviewInTheTimeline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Postgres(t).Pool
+	id := reviewTask(t, ctx, pool, task.StageTranscript)
+	if _, err := dub.EditLine(ctx, pool, id, "ana", 2, dub.Change{Source: ptr("good evening")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dub.DeleteLine(ctx, pool, id, "ben", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dub.Approve(ctx, pool, id, "cy", 0); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := view.Timeline(ctx, pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if strings.HasPrefix(e.Kind, "review") {
+			got = append(got, strings.Join([]string{e.Kind, e.Status, e.Actor, e.Ref, e.Detail}, " / "))
+		}
+	}
+	want := []string{
+		"review / transcript /  /  / ",
+		`review_edit / edit / ana / 2 / line 2: 3.000s–5.000s "good morning" → 3.000s–5.000s "good evening"`,
+		`review_edit / delete / ben / 3 / line 3 deleted: 6.000s–8.000s "goodbye"`,
+		"review_approved / transcript / cy /  / waited 0 s",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("review events of the timeline:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

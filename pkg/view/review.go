@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -153,3 +154,48 @@ func ReviewEdits(ctx context.Context, db Querier, taskID uuid.UUID) ([]ReviewEdi
 	}
 	return edits, nil
 }
+
+// editDetail is the timeline's text of a review edit: the lines it touched
+// before and after (raw: {"before": [...], "after": [...]}, as recorded),
+// in words — `line 2: "good morning" → "good evening"`.
+func editDetail(action, line, raw string) string {
+	var e struct{ Before, After []ReviewLine }
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return raw
+	}
+	texts := func(ls []ReviewLine) string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, lineText(l))
+		}
+		return strings.Join(out, " | ")
+	}
+	switch action {
+	case "import":
+		return fmt.Sprintf("%d lines → %d lines", len(e.Before), len(e.After))
+	case "delete":
+		return fmt.Sprintf("line %s deleted: %s", line, texts(e.Before))
+	case "merge":
+		return fmt.Sprintf("lines %s and the next merged: %s → %s", line, texts(e.Before), texts(e.After))
+	case "split":
+		return fmt.Sprintf("line %s split: %s → %s", line, texts(e.Before), texts(e.After))
+	}
+	return fmt.Sprintf("line %s: %s → %s", line, texts(e.Before), texts(e.After))
+}
+
+// lineText is a line in a timeline's words: its times, speaker, source and
+// translation.
+func lineText(l ReviewLine) string {
+	s := fmt.Sprintf("%s–%s", seconds(l.StartMS), seconds(l.EndMS))
+	if l.Speaker != "" {
+		s += " " + l.Speaker + ":"
+	}
+	s += fmt.Sprintf(" %q", l.Source)
+	if l.Text != nil {
+		s += fmt.Sprintf(" (%q)", *l.Text)
+	}
+	return s
+}
+
+// seconds writes milliseconds as seconds with three decimals.
+func seconds(ms int) string { return fmt.Sprintf("%d.%03ds", ms/1000, ms%1000) }
