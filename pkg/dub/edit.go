@@ -224,3 +224,42 @@ func DeleteLine(ctx context.Context, db Beginner, id uuid.UUID, actor string, n 
 	})
 	return out, err
 }
+
+// LineEdit is one edit of a line as every door takes it (the console's
+// POST /api/tasks/{id}/review/edit, dubctl review edit): an action on line
+// Line (numbered from 1) — ActionEdit (the default) with its Change,
+// ActionSplit before Word, ActionMerge with the next line, ActionDelete.
+type LineEdit struct {
+	Line   int    `json:"line"`
+	Action string `json:"action,omitempty"`
+	Change
+	// Word is where a split starts the second line (numbered from 1).
+	Word int `json:"word,omitempty"`
+}
+
+// EditReview applies e to task id, in review, for actor: EditLine,
+// SplitLine, MergeLines or DeleteLine. A change given with another action
+// than edit, a word with another than split, and an unknown action are
+// ErrInvalidLine.
+func EditReview(ctx context.Context, db Beginner, id uuid.UUID, actor string, e LineEdit) (*Edited, error) {
+	if e.Action == "" {
+		e.Action = ActionEdit
+	}
+	if e.Action != ActionEdit && e.Change != (Change{}) {
+		return nil, fmt.Errorf("%w: %s takes no source, text, startMs, endMs or speaker (an edit does)", ErrInvalidLine, e.Action)
+	}
+	if e.Action != ActionSplit && e.Word != 0 {
+		return nil, fmt.Errorf("%w: %s takes no word (a split does)", ErrInvalidLine, e.Action)
+	}
+	switch e.Action {
+	case ActionEdit:
+		return EditLine(ctx, db, id, actor, e.Line, e.Change)
+	case ActionSplit:
+		return SplitLine(ctx, db, id, actor, e.Line, e.Word)
+	case ActionMerge:
+		return MergeLines(ctx, db, id, actor, e.Line)
+	case ActionDelete:
+		return DeleteLine(ctx, db, id, actor, e.Line)
+	}
+	return nil, fmt.Errorf("%w: action %q: want edit, split, merge or delete", ErrInvalidLine, e.Action)
+}

@@ -80,7 +80,7 @@ type ReviewEdit struct {
 func ReviewOf(ctx context.Context, db Querier, taskID uuid.UUID) (*TaskReview, error) {
 	r := &TaskReview{TaskID: taskID}
 	var since *time.Time
-	var waited float64
+	var waited *float64
 	err := db.QueryRow(ctx, `SELECT status, review, review_stage, review_since,
 		extract(epoch FROM now() - review_since)::float8, source_language, target_language,
 		coalesce((source_probe->'info'->>'duration')::bigint / 1000000, 0)::int
@@ -93,7 +93,7 @@ func ReviewOf(ctx context.Context, db Querier, taskID uuid.UUID) (*TaskReview, e
 		return nil, fmt.Errorf("read the review of %s: %w", taskID, err)
 	}
 	if r.Status == Review {
-		r.Since, r.WaitedSeconds = since, &waited
+		r.Since, r.WaitedSeconds = since, waited
 	} else {
 		r.Stage = ""
 	}
@@ -199,3 +199,44 @@ func lineText(l ReviewLine) string {
 
 // seconds writes milliseconds as seconds with three decimals.
 func seconds(ms int) string { return fmt.Sprintf("%d.%03ds", ms/1000, ms%1000) }
+
+// ReviewWaits are the tasks waiting in review: how many, and the longest
+// waiting first (at most the limit asked). They are never stuck and
+// never alerted: the health page shows them beside the work, not among
+// its reasons.
+type ReviewWaits struct {
+	Count int          `json:"count"`
+	Tasks []ReviewWait `json:"tasks"`
+}
+
+// ReviewWait is one task waiting in review.
+type ReviewWait struct {
+	TaskID        uuid.UUID `json:"taskId"`
+	Stage         string    `json:"stage"`
+	Since         time.Time `json:"since"`
+	WaitedSeconds float64   `json:"waitedSeconds"`
+	FileName      string    `json:"fileName"`
+}
+
+// InReview reads the tasks waiting in review, the longest waiting first,
+// at most limit of them.
+func InReview(ctx context.Context, db Querier, limit int) (ReviewWaits, error) {
+	w := ReviewWaits{Tasks: []ReviewWait{}}
+	rows, err := db.Query(ctx, `SELECT id, review_stage, coalesce(review_since, updated_at),
+		extract(epoch FROM now() - coalesce(review_since, updated_at))::float8, source_file_name, count(*) OVER ()
+		FROM tasks WHERE status = 'review' ORDER BY coalesce(review_since, updated_at), id LIMIT $1`, limit)
+	if err != nil {
+		return w, fmt.Errorf("read the tasks in review: %w", err)
+	}
+	w.Tasks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReviewWait, error) {
+		var t ReviewWait
+		return t, r.Scan(&t.TaskID, &t.Stage, &t.Since, &t.WaitedSeconds, &t.FileName, &w.Count)
+	})
+	if err != nil {
+		return w, fmt.Errorf("read the tasks in review: %w", err)
+	}
+	if w.Tasks == nil {
+		w.Tasks = []ReviewWait{}
+	}
+	return w, nil
+}

@@ -127,8 +127,11 @@ type healthReport struct {
 	// tasks created in the last hour (at most healthProjects, the busiest
 	// first): the mean queue wait of a part, the first-output delay and the
 	// completion time.
-	Projects     []view.ProjectMetrics `json:"projects"`
-	Dependencies map[string]string     `json:"dependencies"`
+	Projects []view.ProjectMetrics `json:"projects"`
+	// Review are the tasks waiting for a person's edits (at most
+	// healthReviews, the longest waiting first): shown, never a reason.
+	Review       view.ReviewWaits  `json:"review"`
+	Dependencies map[string]string `json:"dependencies"`
 }
 
 // Thresholds of a degraded system.
@@ -137,6 +140,8 @@ const (
 	degradedErrorRate = 0.2
 	// healthProjects bounds the projects the health report averages.
 	healthProjects = 50
+	// healthReviews bounds the tasks in review the health report lists.
+	healthReviews = 20
 )
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
@@ -180,6 +185,9 @@ func (s *server) checkHealth(ctx context.Context) healthReport {
 		if h.Dependencies["postgres"] == "ok" {
 			h.Dependencies["postgres"] = err.Error()
 		}
+	}
+	if h.Review, err = view.InReview(ctx, s.pool, healthReviews); err != nil && h.Dependencies["postgres"] == "ok" {
+		h.Dependencies["postgres"] = err.Error()
 	}
 	deriveUnacknowledged(h.Queues, busy)
 	h.Services = servicesOf(h.Queues, busy)

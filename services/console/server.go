@@ -87,7 +87,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/waiting/agents/{agentId}/status", reader, s.waitingProxy("/queue/agents/{agentId}/status")},
 		{"GET", "/api/waiting/entries/{id}", reader, s.waitingProxy("/queue/entries/{id}")},
 	}
-	return append(append(rs, s.taskRoutes()...), s.extra...)
+	return append(append(append(rs, s.taskRoutes()...), s.reviewRoutes()...), s.extra...)
 }
 
 // taskRoutes are the routes of one task, /api/tasks/{id}...: reads, and
