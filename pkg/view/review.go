@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,14 +156,22 @@ func ReviewEdits(ctx context.Context, db Querier, taskID uuid.UUID) ([]ReviewEdi
 	return edits, nil
 }
 
-// editDetail is the timeline's text of a review edit: the lines it touched
-// before and after (raw: {"before": [...], "after": [...]}, as recorded),
-// in words — `line 2: "good morning" → "good evening"`.
+// editDetail is the timeline's text of a review edit (EditText) from its
+// lines as recorded (raw: {"before": [...], "after": [...]}).
 func editDetail(action, line, raw string) string {
-	var e struct{ Before, After []ReviewLine }
+	e := ReviewEdit{Action: action}
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
 		return raw
 	}
+	if n, err := strconv.Atoi(line); err == nil {
+		e.Line = &n
+	}
+	return EditText(e)
+}
+
+// EditText says what a review edit did, in words — `line 2: "good
+// morning" → "good evening"` — as the timeline and dubctl show it.
+func EditText(e ReviewEdit) string {
 	texts := func(ls []ReviewLine) string {
 		var out []string
 		for _, l := range ls {
@@ -170,9 +179,15 @@ func editDetail(action, line, raw string) string {
 		}
 		return strings.Join(out, " | ")
 	}
-	switch action {
+	line := ""
+	if e.Line != nil {
+		line = strconv.Itoa(*e.Line)
+	}
+	switch e.Action {
 	case "import":
 		return fmt.Sprintf("%d lines → %d lines", len(e.Before), len(e.After))
+	case "approve":
+		return "approved the " + e.Stage
 	case "delete":
 		return fmt.Sprintf("line %s deleted: %s", line, texts(e.Before))
 	case "merge":
