@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/subtitle"
 )
 
 // TestMP4DurationIsFFprobes: the length MP4Duration reads from the movie
@@ -19,7 +21,7 @@ func TestMP4DurationIsFFprobes(t *testing.T) {
 	dub := filepath.Join(dir, "dub.wav")
 	makeTone(t, dub, 1700)
 	srt := filepath.Join(dir, "es.srt")
-	writeSRT(t, srt, []Cue{{StartMS: 0, EndMS: 900, Text: "Hola."}})
+	writeSRT(t, srt, []subtitle.Cue{{StartMS: 0, EndMS: 900, Text: "Hola."}})
 	files := []string{sample(t, SampleSpeech), sample(t, SampleNoAudio), sample(t, SampleSilent)}
 	for i, in := range []MuxInput{
 		{Video: sample(t, SampleSpeech), DubWav: dub},

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/subtitle"
 )
 
 // videoMD5 hashes the video packets of path as stored, without decoding.
@@ -22,14 +24,14 @@ func videoMD5(t *testing.T, path string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func writeSRT(t *testing.T, path string, cues []Cue) {
+func writeSRT(t *testing.T, path string, cues []subtitle.Cue) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := WriteSRT(f, cues); err != nil {
+	if err := subtitle.WriteSRT(f, cues); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -54,8 +56,8 @@ func TestMux(t *testing.T) {
 		t.Fatal(err)
 	}
 	es, en := filepath.Join(dir, "es.srt"), filepath.Join(dir, "en.srt")
-	writeSRT(t, es, []Cue{{StartMS: 500, EndMS: 2000, Text: "Buenos días."}})
-	writeSRT(t, en, []Cue{{StartMS: 500, EndMS: 2000, Text: "Good morning."}})
+	writeSRT(t, es, []subtitle.Cue{{StartMS: 500, EndMS: 2000, Text: "Buenos días."}})
+	writeSRT(t, en, []subtitle.Cue{{StartMS: 500, EndMS: 2000, Text: "Good morning."}})
 
 	out := filepath.Join(dir, "final \"dub\".mp4")
 	err = Mux(ctx, MuxInput{
@@ -200,7 +202,7 @@ func TestMuxBurnsSubtitles(t *testing.T) {
 	dub := filepath.Join(dir, "dub.wav")
 	makeTone(t, dub, 1000)
 	srt := filepath.Join(dir, "es: 'dub' [1].srt") // quoting in the filter graph
-	writeSRT(t, srt, []Cue{{StartMS: 500, EndMS: 2500, Text: "SUBTÍTULO GRANDE"}})
+	writeSRT(t, srt, []subtitle.Cue{{StartMS: 500, EndMS: 2500, Text: "SUBTÍTULO GRANDE"}})
 	out := filepath.Join(dir, "burnt.mp4")
 	if err := Mux(ctx, MuxInput{Video: video, DubWav: dub, DubLanguage: "es", BurnSubtitles: srt}, out); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
@@ -178,11 +179,11 @@ func (j *job) assemble(ctx context.Context, video string, channels, totalMS int,
 // final.<target>-<source>.srt/.vtt. The first two outputs are the source
 // and target SRT files.
 func (j *job) subtitles() ([]output, map[string]any, error) {
-	src := make([]media.Cue, 0, len(j.segs))
-	dst := make([]media.Cue, 0, len(j.segs))
+	src := make([]subtitle.Cue, 0, len(j.segs))
+	dst := make([]subtitle.Cue, 0, len(j.segs))
 	for _, s := range j.segs {
-		src = append(src, media.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.src})
-		dst = append(dst, media.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.mt})
+		src = append(src, subtitle.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.src})
+		dst = append(dst, subtitle.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.mt})
 	}
 	base := path.Dir(j.p.OutputVideoKey) + "/final."
 	dstName := j.dstLang
@@ -194,29 +195,32 @@ func (j *job) subtitles() ([]output, map[string]any, error) {
 	result := map[string]any{}
 	for _, f := range []struct {
 		name, field string
-		cues        []media.Cue
-	}{{j.srcLang, j.srcLang, src}, {dstName, j.dstLang, dst}, {both, "bilingual", media.Bilingual(dst, src)}} {
-		for _, format := range []struct {
-			ext, contentType, field string
-			write                   func(io.Writer, []media.Cue) error
-		}{{"srt", "application/x-subrip", "subtitles", media.WriteSRT}, {"vtt", "text/vtt", "subtitles_vtt", media.WriteVTT}} {
-			file := filepath.Join(j.dir, f.name+"."+format.ext)
-			if err := writeFile(file, func(w io.Writer) error { return format.write(w, f.cues) }); err != nil {
+		cues        []subtitle.Cue
+	}{{j.srcLang, j.srcLang, src}, {dstName, j.dstLang, dst}, {both, "bilingual", subtitle.Bilingual(dst, src)}} {
+		for _, format := range subtitle.Formats {
+			file := filepath.Join(j.dir, f.name+"."+format.Ext())
+			if err := writeFile(file, func(w io.Writer) error { return subtitle.Write(w, format, f.cues) }); err != nil {
 				return nil, nil, err
 			}
-			outs = append(outs, output{base + f.name + "." + format.ext, file, format.contentType})
-			m, _ := result[format.field].(map[string]string)
+			key := base + f.name + "." + format.Ext()
+			outs = append(outs, output{key, file, format.ContentType()})
+			field := resultFields[format]
+			m, _ := result[field].(map[string]string)
 			if m == nil {
 				m = map[string]string{}
-				result[format.field] = m
+				result[field] = m
 			}
-			m[f.field] = base + f.name + "." + format.ext
+			m[f.field] = key
 		}
 	}
 	// outs: src.srt, src.vtt, dst.srt, ...: put the two SRT files first.
 	outs[1], outs[2] = outs[2], outs[1]
 	return outs, result, nil
 }
+
+// resultFields are the fields of the task's result that list the
+// subtitles of each format by language.
+var resultFields = map[subtitle.Format]string{subtitle.SRT: "subtitles", subtitle.WebVTT: "subtitles_vtt"}
 
 // writeFile creates file and fills it with write.
 func writeFile(file string, write func(io.Writer) error) error {
