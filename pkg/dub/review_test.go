@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/task/tasktest"
 	"github.com/dubflow/dubflow/pkg/testenv"
@@ -342,5 +343,65 @@ func TestReviewInTheTimeline(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("review events of the timeline:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestReviewExportAndImport: the lines go out as SRT and WebVTT and come
+// back edited (times, text, a speaker, a line more) as one recorded edit; a
+// translation comes back line for line; what the subtitle reader refuses
+// is refused with the file's line, and nothing changes.
+func TestReviewExportAndImport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Postgres(t).Pool
+	id := reviewTask(t, ctx, pool, task.StageTranslation)
+	srt, err := dub.ExportLines(ctx, pool, id, subtitle.SRT, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "1\n00:00:00,000 --> 00:00:02,000\nhola a todos\n\n2\n00:00:03,000 --> 00:00:05,000\nbuenos días\n"; !strings.HasPrefix(string(srt), want) {
+		t.Fatalf("export of the translation:\n%s\nwant it to start\n%s", srt, want)
+	}
+	vtt, err := dub.ExportLines(ctx, pool, id, subtitle.WebVTT, dub.TextSource)
+	if err != nil || !strings.HasPrefix(string(vtt), "WEBVTT\n\n1\n00:00:00.000 --> 00:00:02.000\nhello to you all\n") {
+		t.Fatalf("export of the source as WebVTT (%v):\n%s", err, vtt)
+	}
+	edited := strings.Replace(string(vtt), "good morning", "<v Anna>good evening", 1) +
+		"\n00:00:08.500 --> 00:00:09.500\nsee you\n"
+	ed, err := dub.ImportLines(ctx, pool, id, "ana", dub.TextSource, []byte(edited))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := lines(t, ctx, pool, id)
+	if len(ls) != 4 || ls[1].Source != "good evening" || ls[1].Speaker != "Anna" || ls[1].Text != nil ||
+		ls[3].Source != "see you" || ls[3].StartMS != 8500 || ed.Edit.Action != dub.ActionImport || len(ed.Edit.Before) != 3 ||
+		len(ed.Edit.After) != 4 {
+		t.Fatalf("after the import: %+v (edit %+v)", ls, ed.Edit)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"1\n00:00:01,000 --> 00:00:12,000\nhi\n", "line 2: the cue ends at 00:00:12,000, past the end of the video"},
+		{"", "no cues: the file is empty"},
+		{"1\n00:00:01,000 --> 00:00:02,000\nhi\n", "translations are imported line for line"},
+	} {
+		text := dub.TextSource
+		if strings.Contains(c.want, "line for line") {
+			text = dub.TextTarget
+		}
+		if _, err := dub.ImportLines(ctx, pool, id, "ana", text, []byte(c.file)); !errors.Is(err, dub.ErrInvalidLine) ||
+			!strings.Contains(err.Error(), c.want) {
+			t.Errorf("import of %q: %v, want %q", c.file, err, c.want)
+		}
+	}
+	if _, err := dub.ExportLines(ctx, pool, id, subtitle.SRT, dub.TextTarget); !errors.Is(err, dub.ErrNoTranslation) {
+		t.Fatalf("export of missing translations: %v", err)
+	}
+	target := "1\n00:00:00,000 --> 00:00:02,000\nhola\n\n2\n00:00:03,000 --> 00:00:05,000\nbuenas tardes\n\n" +
+		"3\n00:00:06,000 --> 00:00:08,000\nadiós\n\n4\n00:00:08,500 --> 00:00:09,600\nhasta luego\n"
+	if _, err := dub.ImportLines(ctx, pool, id, "ana", dub.TextTarget, []byte(target)); err != nil {
+		t.Fatal(err)
+	}
+	ls = lines(t, ctx, pool, id)
+	if ls[1].Source != "good evening" || *ls[1].Text != "buenas tardes" || ls[3].EndMS != 9600 || ls[1].Speaker != "" {
+		t.Fatalf("after the translation's import: %+v", ls)
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
@@ -26,7 +29,63 @@ func (s *server) reviewRoutes() []route {
 		{"GET", "/api/tasks/{id}/review/audio", reader, s.reviewAudio},
 		{"POST", "/api/tasks/{id}/review/edit", admin, s.audited("review", s.editReview)},
 		{"POST", "/api/tasks/{id}/review/approve", admin, s.audited("approve", s.approveReview)},
+		{"GET", "/api/tasks/{id}/review/export", reader, s.exportReview},
+		{"POST", "/api/tasks/{id}/review/import", admin, s.audited("review", s.importReview)},
 	}
+}
+
+// exportReview answers GET /api/tasks/{id}/review/export?format=srt|vtt&
+// text=source|target: the lines as a subtitle file (dub.ExportLines).
+func (s *server) exportReview(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f := subtitle.SRT
+	if r.URL.Query().Get("format") == string(subtitle.WebVTT) {
+		f = subtitle.WebVTT
+	}
+	text := r.URL.Query().Get("text")
+	b, err := dub.ExportLines(r.Context(), s.pool, id, f, text)
+	if errors.Is(err, dub.ErrNoTranslation) {
+		err = conflict(err.Error())
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	name := fmt.Sprintf("%s.%s.%s", id, cmp.Or(text, "lines"), f.Ext())
+	w.Header().Set("Content-Type", f.ContentType()+"; charset=utf-8")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+// importBody is what POST /api/tasks/{id}/review/import reads: a subtitle
+// file's text and which text of the lines it holds.
+type importBody struct {
+	Text      string `json:"text"`
+	Subtitles string `json:"subtitles"`
+}
+
+// importReview answers POST /api/tasks/{id}/review/import:
+// dub.ImportLines by the request's principal, audited as a review edit.
+func (s *server) importReview(w http.ResponseWriter, r *http.Request) {
+	var body importBody
+	id, err := taskIDAndBody(r, &body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ed, err := dub.ImportLines(r.Context(), s.pool, id, principalOf(r).name, cmp.Or(body.Text, dub.TextSource),
+		[]byte(body.Subtitles))
+	if err != nil {
+		s.fail(w, r, reviewError(err))
+		return
+	}
+	noteEdit(r, ed.Edit)
+	writeJSON(w, http.StatusOK, ed)
 }
 
 // getReview answers GET /api/tasks/{id}/review: view.ReviewOf.

@@ -151,3 +151,38 @@ func (f *fixture) checkAudited(t *testing.T, action string, id uuid.UUID, want s
 	}
 	t.Fatalf("no %s entry of %s holds %s: %+v", action, id, want, page.Entries)
 }
+
+// TestReviewExportImportThroughTheAPI: the lines go out as a subtitle file
+// and come back edited; a file the reader refuses is a 400 naming its
+// line; the translation of lines without one is a 409.
+func TestReviewExportImportThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	id := tasktest.InReview(t, ctx, f.pool, task.StageTranscript)
+	if _, err := f.pool.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, speaker) VALUES
+		($1, 0, 0, 1000, 'hello there', 'Anna'), ($1, 1, 1500, 2000, 'good bye', '')`, id); err != nil {
+		t.Fatal(err)
+	}
+	base := "/api/tasks/" + id.String() + "/review"
+	resp := f.do(t, "GET", base+"/export?format=vtt", adminToken, "", nil)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/vtt; charset=utf-8" ||
+		!strings.Contains(string(b), "00:00:00.000 --> 00:00:01.000\n<v Anna>hello there") {
+		t.Fatalf("export: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	edited := strings.Replace(string(b), "good bye", "goodbye, my friends", 1)
+	var ed dub.Edited
+	f.doJSON(t, "POST", base+"/import", map[string]any{"subtitles": edited}, http.StatusOK, &ed)
+	if len(ed.Lines) != 2 || ed.Lines[1].Source != "goodbye, my friends" || ed.Lines[0].Speaker != "Anna" || ed.Edit.Action != "import" {
+		t.Fatalf("import answered %+v", ed)
+	}
+	f.checkAudited(t, "review", id, `"action":"import"`)
+	resp = f.do(t, "POST", base+"/import", adminToken, "application/json",
+		strings.NewReader(`{"subtitles": "1\n00:00:02,000 --> 00:00:01,000\nhi\n"}`))
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "line 2: ") {
+		t.Fatalf("import of a cue ending before it starts: %d %s", resp.StatusCode, b)
+	}
+	f.doJSON(t, "GET", base+"/export?text=target", nil, http.StatusConflict, nil)
+}

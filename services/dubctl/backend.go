@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -49,6 +50,10 @@ type actor interface {
 	// EditReview and Approve change a task in review (pkg/dub).
 	EditReview(ctx context.Context, id uuid.UUID, e dub.LineEdit) (*dub.Edited, error)
 	Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, error)
+	// ExportLines and ImportLines take a task's lines out as a subtitle
+	// file and back.
+	ExportLines(ctx context.Context, id uuid.UUID, f subtitle.Format, text string) ([]byte, error)
+	ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error)
 	Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error)
 	Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error)
 	Replay(ctx context.Context, id int64, force bool) (view.Replayed, error)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -104,7 +106,8 @@ func TestReviewInBothModes(t *testing.T) {
 			t.Errorf("dubctl %v: %s; want %q", c.args, stderr, c.want)
 		}
 	}
-	if out := show("review", "approve", "ID", "--json"); !strings.Contains(out, `"stage": "transcript"`) || !strings.Contains(out, `"lines": 2`) {
+	importExportInBothModes(t, m, ids)
+	if out := show("review", "approve", "ID", "--json"); !strings.Contains(out, `"stage": "transcript"`) || !strings.Contains(out, `"lines": 3`) {
 		t.Errorf("review approve printed\n%s", out)
 	}
 	if _, stderr := sameReview(t, m, ids, exitFailed, "review", "approve", "ID"); !strings.Contains(stderr,
@@ -131,5 +134,37 @@ func TestSubmitWithReview(t *testing.T) {
 	if err := e.db.Pool.QueryRow(context.Background(), `SELECT review FROM tasks WHERE id = $1`, strings.TrimSpace(out)).
 		Scan(&review); err != nil || strings.Join(review, ",") != "transcript,translation" {
 		t.Fatalf("task row's review %v (%v)", review, err)
+	}
+}
+
+// importExportInBothModes: export writes the same file in both modes; an
+// edited file comes back the same way; refusals (a cue past the next one,
+// a file that is not UTF-8) read the same.
+func importExportInBothModes(t *testing.T, m *modes, ids map[string]uuid.UUID) {
+	t.Helper()
+	vtt, _ := sameReview(t, m, ids, 0, "review", "export", "ID", "--format", "vtt")
+	if !strings.HasPrefix(vtt, "WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nhello to\n") {
+		t.Fatalf("review export printed\n%s", vtt)
+	}
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	edited := file("edited.vtt", strings.Replace(vtt, "you all", "you all, friends", 1)+"\n00:00:06.000 --> 00:00:07.000\nsee you\n")
+	if out, _ := sameReview(t, m, ids, 0, "review", "import", "ID", "--file", edited); !strings.Contains(out, "2 lines → 3 lines") ||
+		!strings.Contains(out, "you all, friends") {
+		t.Errorf("review import printed\n%s", out)
+	}
+	for _, c := range []struct{ content, want string }{
+		{"1\n00:00:01,000 --> 00:00:02,000\nhi\n\n2\n00:00:01,500 --> 00:00:03,000\nho\n", "line 6: "},
+		{"1\n00:00:01,000 --> 00:00:02,000\ncaf\xe9\n", "line 3: "},
+	} {
+		if _, stderr := sameReview(t, m, ids, exitUsage, "review", "import", "ID", "--file", file("bad.srt", c.content)); !strings.Contains(stderr, c.want) {
+			t.Errorf("import of %q: %s; want %q", c.content, stderr, c.want)
+		}
 	}
 }

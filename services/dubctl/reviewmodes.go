@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
 )
@@ -32,6 +36,58 @@ func (c *consoleBackend) Approve(ctx context.Context, id uuid.UUID) (*dub.Approv
 	return &a, c.post(ctx, taskPath(id, "/review/approve"), struct{}{}, &a)
 }
 
+// ExportLines reads GET /api/tasks/{id}/review/export.
+func (c *consoleBackend) ExportLines(ctx context.Context, id uuid.UUID, f subtitle.Format, text string) ([]byte, error) {
+	q := url.Values{"format": {string(f)}, "text": {text}}
+	path := taskPath(id, "/review/export?"+query(q))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("console GET %s: %w", path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("console %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, answerError(resp)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("console GET %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// ImportLines sends POST /api/tasks/{id}/review/import.
+func (c *consoleBackend) ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error) {
+	var ed dub.Edited
+	body := map[string]string{"text": text, "subtitles": string(file)}
+	return &ed, c.post(ctx, taskPath(id, "/review/import"), body, &ed)
+}
+
+// ExportLines writes the lines as a subtitle file (dub.ExportLines).
+func (d *dbBackend) ExportLines(ctx context.Context, id uuid.UUID, f subtitle.Format, text string) ([]byte, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dub.ExportLines(ctx, pool, id, f, text)
+}
+
+// ImportLines replaces the lines with a subtitle file's (dub.ImportLines)
+// as the actor and records the console's audit row.
+func (d *dbBackend) ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error) {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ed, err := dub.ImportLines(ctx, pool, id, d.actor, text, file)
+	d.recordEdit(ctx, id, ed, err)
+	return ed, reviewRefusal(err)
+}
+
 // Review reads the task's review (view.ReviewOf).
 func (d *dbBackend) Review(ctx context.Context, id uuid.UUID) (*view.TaskReview, error) {
 	pool, err := d.db(ctx)
@@ -49,12 +105,7 @@ func (d *dbBackend) EditReview(ctx context.Context, id uuid.UUID, e dub.LineEdit
 		return nil, err
 	}
 	ed, err := dub.EditReview(ctx, pool, id, d.actor, e)
-	a := actionOf("review", id.String(), http.StatusOK)
-	if err == nil {
-		a.detail = map[string]any{"action": ed.Edit.Action, "stage": ed.Edit.Stage, "line": ed.Edit.Line,
-			"before": ed.Edit.Before, "after": ed.Edit.After}
-	}
-	d.record(ctx, a, err)
+	d.recordEdit(ctx, id, ed, err)
 	return ed, reviewRefusal(err)
 }
 
@@ -88,4 +139,15 @@ func reviewRefusal(err error) error {
 		return usageError(err)
 	}
 	return err
+}
+
+// recordEdit writes the console's audit row of a review edit: action
+// review, the edit's lines before and after as its detail.
+func (d *dbBackend) recordEdit(ctx context.Context, id uuid.UUID, ed *dub.Edited, err error) {
+	a := actionOf("review", id.String(), http.StatusOK)
+	if err == nil {
+		a.detail = map[string]any{"action": ed.Edit.Action, "stage": ed.Edit.Stage, "line": ed.Edit.Line,
+			"before": ed.Edit.Before, "after": ed.Edit.After}
+	}
+	d.record(ctx, a, err)
 }
