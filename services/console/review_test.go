@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dub"
@@ -185,4 +187,41 @@ func TestReviewExportImportThroughTheAPI(t *testing.T) {
 		t.Fatalf("import of a cue ending before it starts: %d %s", resp.StatusCode, b)
 	}
 	f.doJSON(t, "GET", base+"/export?text=target", nil, http.StatusConflict, nil)
+}
+
+// TestTaskEventsStreamAReview: a task that stops in review, and goes on
+// when approved, streams both changes to the task's event stream.
+func TestTaskEventsStreamAReview(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id := f.insertTask(t, "running", time.Now())
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.http.URL+"/api/tasks/"+id.String()+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+readToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sse := &sseReader{r: bufio.NewReader(resp.Body)}
+	if name, data, err := sse.next(); err != nil || !strings.Contains(data, `"status":"running"`) {
+		t.Fatalf("first event %s %s %v", name, data, err)
+	}
+	for _, tr := range []task.Transition{task.Hold(task.Ref{ID: id, Step: "asr"}, task.StageTranscript, ""),
+		task.Approve(task.Ref{ID: id}, task.StageTranscript)} {
+		if _, err := task.Apply(ctx, f.pool, tr); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"hold": `"status":"review"`, "approve": `"status":"running"`}[tr.Name]
+		for {
+			name, data, err := sse.next()
+			if err != nil {
+				t.Fatalf("stream ended before the %s: %v", tr.Name, err)
+			}
+			if name == "task" && strings.Contains(data, want) {
+				break
+			}
+		}
+	}
 }
