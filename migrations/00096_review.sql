@@ -42,24 +42,32 @@ CREATE TABLE review_edits (
 );
 CREATE INDEX review_edits_task ON review_edits (task_id, id);
 
--- step_done_now: whether every registered part of the task's step has
--- succeeded, seen after taking the lock emit_when_done takes for that step
--- and in a fresh snapshot (a volatile function's own query), so that of
--- several parts committing at once the last one to commit sees the others:
--- the guard of a transition taken by the part that completes a step
--- (pkg/task's Hold after the last translate batch).
+-- steps_done_now: whether every registered part of each of the task's
+-- steps has succeeded, seen after taking the task's review lock and in a
+-- fresh snapshot (a volatile function's own query), so that of several
+-- parts committing at once the last one to commit sees the others: the
+-- guard of a transition taken by the part that completes the last of the
+-- steps (pkg/task's Hold of a task that reviews its translation, after the
+-- last of asr's chunks and translate's batches).
 -- +goose StatementBegin
-CREATE FUNCTION step_done_now(p_task uuid, p_step text) RETURNS boolean
+CREATE FUNCTION steps_done_now(p_task uuid, p_steps text[]) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_step text;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_task::text || '/' || p_step, 0));
-    RETURN step_succeeded(p_task, p_step);
+    PERFORM pg_advisory_xact_lock(hashtextextended('review/' || p_task::text, 0));
+    FOREACH v_step IN ARRAY p_steps LOOP
+        IF NOT step_succeeded(p_task, v_step) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
 END
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
-DROP FUNCTION step_done_now(uuid, text);
+DROP FUNCTION steps_done_now(uuid, text[]);
 DROP TABLE review_edits;
 DROP INDEX tasks_in_review;
 UPDATE tasks SET status = 'running' WHERE status = 'review';

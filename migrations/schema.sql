@@ -379,20 +379,6 @@ $$;
 
 
 --
--- Name: step_done_now(uuid, text); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.step_done_now(p_task uuid, p_step text) RETURNS boolean
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_task::text || '/' || p_step, 0));
-    RETURN step_succeeded(p_task, p_step);
-END
-$$;
-
-
---
 -- Name: step_succeeded(uuid, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -406,6 +392,27 @@ CREATE FUNCTION public.step_succeeded(p_task uuid, p_step text) RETURNS boolean
                          AND NOT EXISTS (SELECT 1 FROM task_steps s
                                          WHERE s.task_id = p.task_id AND s.step = p.step
                                            AND s.part = p.part AND s.status = 'succeeded'))
+$$;
+
+
+--
+-- Name: steps_done_now(uuid, text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.steps_done_now(p_task uuid, p_steps text[]) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_step text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('review/' || p_task::text, 0));
+    FOREACH v_step IN ARRAY p_steps LOOP
+        IF NOT step_succeeded(p_task, v_step) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END
 $$;
 
 

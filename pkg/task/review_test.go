@@ -15,10 +15,12 @@ import (
 )
 
 // TestHoldWaitsForTheLastPart: the translate batches of a task whose
-// translation is reviewed each apply Hold guarded by the translate step
-// with their own success, several committing at the same moment; the
-// task is held in review exactly once — by whichever commits last, however
-// they interleave — and not before its last batch succeeded.
+// translation is reviewed, and the asr merge of its chunks, each apply
+// Hold guarded by asr and translate with their own success, several
+// committing at the same moment; the task is held in review exactly once
+// — by whichever commits last, however they interleave — and not before
+// the last part of both steps succeeded (batches done while asr still
+// transcribes hold nothing).
 func TestHoldWaitsForTheLastPart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -32,15 +34,27 @@ func TestHoldWaitsForTheLastPart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The first batch alone: the step is not complete, nothing held.
-		finishPart(t, ctx, pool, id, 0)
+		if _, err := pool.Exec(ctx, `INSERT INTO step_parts (task_id, step, part) VALUES ($1, 'asr', 'merge')`, id); err != nil {
+			t.Fatal(err)
+		}
+		// The first batch alone: translate is not complete, nothing held.
+		finishPart(t, ctx, pool, id, wire.StepTranslate, "seg-0")
 		if got := read(t, pool, id).status; got != task.Running {
 			t.Fatalf("round %d: one batch of %d done, the task is %s", round, parts, got)
 		}
+		// The other batches and the asr merge at once; every other round
+		// the batches first, which hold nothing while asr is not done.
 		var wg sync.WaitGroup
 		for p := 1; p < parts; p++ {
-			wg.Go(func() { finishPart(t, ctx, pool, id, p) })
+			wg.Go(func() { finishPart(t, ctx, pool, id, wire.StepTranslate, fmt.Sprint("seg-", p)) })
 		}
+		if round%2 == 1 {
+			wg.Wait()
+			if got := read(t, pool, id).status; got != task.Running {
+				t.Fatalf("round %d: every batch done while asr transcribes, the task is %s", round, got)
+			}
+		}
+		wg.Go(func() { finishPart(t, ctx, pool, id, wire.StepASR, "merge") })
 		wg.Wait()
 		if got := read(t, pool, id).status; got != task.Review {
 			t.Fatalf("round %d: every batch done at once, the task is %s, want review", round, got)
@@ -53,16 +67,15 @@ func TestHoldWaitsForTheLastPart(t *testing.T) {
 	}
 }
 
-// finishPart commits part p of the task's translate step as the step
-// runtime does: the attempt's success, then the batch's Hold, in one
-// transaction.
-func finishPart(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id uuid.UUID, p int) {
+// finishPart commits a part of the task's step as the step runtime does:
+// the attempt's success, then the part's Hold, in one transaction.
+func finishPart(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id uuid.UUID, step, part string) {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
-			VALUES ($1, 'translate', $2, 1, 'succeeded', 'test', now(), now())`, id, fmt.Sprint("seg-", p)); err != nil {
+			VALUES ($1, $2, $3, 1, 'succeeded', 'test', now(), now())`, id, step, part); err != nil {
 			return err
 		}
-		_, err := task.Apply(ctx, tx, task.Hold(task.Ref{ID: id, Step: wire.StepTranslate}, task.StageTranslation, wire.StepTranslate))
+		_, err := task.Apply(ctx, tx, task.Hold(task.Ref{ID: id, Step: step}, task.StageTranslation, wire.StepASR, wire.StepTranslate))
 		return err
 	})
 	if err != nil {

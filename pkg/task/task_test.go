@@ -163,7 +163,7 @@ func TestEveryTransitionFromEveryStatus(t *testing.T) {
 			map[string]want{task.Queued: refused, task.Running: refused, task.Compensating: refused, task.Review: refused,
 				task.Done: moved(task.Running, wire.EventTaskRedubbing), task.Failed: refused, task.Cancelled: refused}},
 		{"hold", func(id uuid.UUID) task.Transition {
-			return task.Hold(task.Ref{ID: id, Step: "asr"}, task.StageTranscript, "")
+			return task.Hold(task.Ref{ID: id, Step: "asr"}, task.StageTranscript)
 		}, map[string]want{task.Queued: moved(task.Review, wire.EventTaskReview), task.Running: moved(task.Review, wire.EventTaskReview),
 			task.Compensating: kept(task.Compensating), task.Review: refreshed(task.Review), task.Done: kept(task.Done),
 			task.Failed: kept(task.Failed), task.Cancelled: kept(task.Cancelled)}},

@@ -203,15 +203,19 @@ const (
 
 // Hold stops a queued or running task in review at stage (task.review,
 // the stage as its data): its lines wait for a person's edits, and nothing
-// of it runs until Approve. after names the step whose completion the hold
-// waits for ("" for none): the part that applies Hold with its success
-// holds the task only when every part of that step has succeeded by then,
-// seen under the step's lock (step_done_now), so that of several parts
-// finishing at once exactly the last one holds it. A task in review
-// already keeps waiting since it began; one compensating, done, failed or
-// cancelled is kept (a late part of a task an operator cancelled).
-func Hold(ref Ref, stage, after string) Transition {
+// of it runs until Approve. after names the steps whose completion the
+// hold waits for (none: at once): the part that applies Hold with its
+// success holds the task only when every part of each of those steps has
+// succeeded by then, seen under the task's review lock in a fresh snapshot
+// (steps_done_now), so that of several parts finishing at once exactly the
+// last one holds it. A task in review already keeps waiting since it
+// began; one compensating, done, failed or cancelled is kept (a late part
+// of a task an operator cancelled).
+func Hold(ref Ref, stage string, after ...string) Transition {
 	data, _ := json.Marshal(map[string]string{"stage": stage})
+	if after == nil {
+		after = []string{}
+	}
 	return hold.transition(ref, map[string]any{"stage": stage, "after": after},
 		func(e *wire.Event) { e.Data = data })
 }
@@ -275,7 +279,7 @@ var (
 	hold = newRule(rule{name: "hold", from: []string{Queued, Running, Review}, to: Review,
 		keep:  []string{Compensating, Done, Failed, Cancelled},
 		set:   "review_stage = @stage, review_since = CASE WHEN old.status = 'review' THEN t.review_since ELSE now() END",
-		guard: "(@after = '' OR step_done_now(old.id, @after))", event: wire.EventTaskReview})
+		guard: "(cardinality(@after::text[]) = 0 OR steps_done_now(old.id, @after::text[]))", event: wire.EventTaskReview})
 	approve = newRule(rule{name: "approve", from: []string{Review}, to: Running, set: "error = ''",
 		event: wire.EventTaskApproved})
 )

@@ -420,6 +420,13 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if t.reviewsTranscript() {
 		return holdTranscript(msg)
 	}
+	if slices.Contains(t.review, wire.ReviewTranslation) {
+		// The translate batches emit no tts part: the last of them and of
+		// asr's parts to commit holds the task in review of its translation
+		// (the translate worker's holdTranslation), and this may be it.
+		msg.Apply(task.Hold(task.RefOf(env), task.StageTranslation, wire.StepASR, wire.StepTranslate))
+		return nil
+	}
 	if len(t.targets) > 0 {
 		ids := make([]string, len(doc.Segments))
 		for i, s := range doc.Segments {
@@ -483,7 +490,7 @@ func finishWithoutSpeech(msg *step.Message) error {
 // (pkg/dub's Approve). Nothing else is emitted: no translate batch, no
 // mux_video fan-in.
 func holdTranscript(msg *step.Message) error {
-	msg.Apply(task.Hold(task.RefOf(msg.Envelope), task.StageTranscript, ""))
+	msg.Apply(task.Hold(task.RefOf(msg.Envelope), task.StageTranscript))
 	msg.Log.Info().Msg("transcript waits for review")
 	return nil
 }

@@ -208,7 +208,7 @@ func TestTaskEventsStreamAReview(t *testing.T) {
 	if name, data, err := sse.next(); err != nil || !strings.Contains(data, `"status":"running"`) {
 		t.Fatalf("first event %s %s %v", name, data, err)
 	}
-	for _, tr := range []task.Transition{task.Hold(task.Ref{ID: id, Step: "asr"}, task.StageTranscript, ""),
+	for _, tr := range []task.Transition{task.Hold(task.Ref{ID: id, Step: "asr"}, task.StageTranscript),
 		task.Approve(task.Ref{ID: id}, task.StageTranscript)} {
 		if _, err := task.Apply(ctx, f.pool, tr); err != nil {
 			t.Fatal(err)

@@ -144,34 +144,55 @@ func (s *stack) checkReviewTimeline(t *testing.T, ctx context.Context, id uuid.U
 }
 
 // TestReviewedLongRecording: a recording cut into chunks, its lines in
-// batches of one: the chunks translate nothing while the transcript is
-// reviewed and the merge holds the task; after the approval the batches
-// (several finishing at once) hold it once more, the last of them; after
-// the second approval every line gets its speech and the task ends done.
+// batches of one. Reviewing the transcript and the translation: the chunks
+// translate nothing while the transcript is reviewed and the merge holds
+// the task; after the approval the batches (several finishing at once)
+// hold it once more, the last of them. Reviewing the translation only: the
+// batches run while chunks are still transcribed, and the task is held
+// once, by the last of the batches and the merge, never before the
+// transcription ends. After the last approval every line gets its speech
+// and the task ends done.
 func TestReviewedLongRecording(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, map[string]string{"ASR_CHUNK_SECONDS": "5", "TRANSLATE_BATCH_SIZE": "1"})
-	s.start(t, append(append([]string{}, workers...), helpers...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	video := fixtureVideo(t, ctx, "jfk.wav", 0)
-	stdout, stderr, code := s.dubctl(t, ctx, "submit", "--input", video, "--review", "transcript,translation",
+	for _, review := range []string{"transcript,translation", "translation"} {
+		t.Run(review, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, map[string]string{"ASR_CHUNK_SECONDS": "5", "TRANSLATE_BATCH_SIZE": "1"})
+			s.start(t, append(append([]string{}, workers...), helpers...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			s.reviewLong(t, ctx, review)
+		})
+	}
+}
+
+// reviewLong runs TestReviewedLongRecording with review.
+func (s *stack) reviewLong(t *testing.T, ctx context.Context, review string) {
+	stdout, stderr, code := s.dubctl(t, ctx, "submit", "--input", fixtureVideo(t, ctx, "jfk.wav", 0), "--review", review,
 		"--wait", "--json", "--timeout", "4m")
 	v := decodeTask(t, stdout, stderr)
 	if code != exitReview || v.Status != "review" {
 		t.Fatalf("submit --review --wait: exit %d, %s: %s\n%s", code, v.Status, v.Error, stderr)
 	}
 	id := v.TaskID
-	s.checkNoAttempts(t, ctx, id, "translate")
-	if _, ok := s.attempts(t, ctx, id)["asr/chunk-00001/1"]; !ok {
-		t.Fatalf("the recording was not cut into chunks: %v", s.attempts(t, ctx, id))
+	attempts := s.attempts(t, ctx, id)
+	if attempts["asr/chunk-00001/1"] != "succeeded" || attempts["asr/merge/1"] != "succeeded" {
+		t.Fatalf("the recording was not cut into chunks, or waits before its merge: %v", attempts)
 	}
 	lines := s.reviewLines(t, ctx, id)
 	if len(lines) < 2 {
 		t.Fatalf("%d lines, want several", len(lines))
 	}
-	s.approve(t, ctx, id, exitReview, "")
+	if review != "translation" {
+		s.checkNoAttempts(t, ctx, id, "translate")
+		s.approve(t, ctx, id, exitReview, "")
+	}
 	s.checkNoAttempts(t, ctx, id, "tts")
+	for _, l := range s.reviewLines(t, ctx, id) {
+		if l.Text == nil {
+			t.Errorf("line %d waits in review of the translation without one: %+v", l.N, l)
+		}
+	}
 	s.approve(t, ctx, id, 0, filepath.Join(t.TempDir(), "dub.mp4"))
 	for _, seg := range s.segments(t, ctx, id) {
 		if !seg.Synthesized || seg.Text == nil {

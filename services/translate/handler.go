@@ -178,16 +178,17 @@ func (h *handler) pending(ctx context.Context, env *wire.Envelope, want []int32)
 
 // holdTranslation stages, for a batch of a task whose translation is
 // reviewed (revision 0: not sent again after an approval), no tts part:
-// the batch whose success completes the translate step holds the task in
-// review (task.Hold, guarded by the step's completion as seen under its
-// lock, so that of batches finishing at once exactly the last one holds
-// it). The person's approval sends the batches again as revision 1,
-// which translate the lines left without a translation and emit their tts
-// parts. A long recording's batch still lets the task's next held batch
-// in.
+// the part whose success completes the last of asr and translate — this
+// batch, or a long recording's asr merge — holds the task in review
+// (task.Hold, guarded by both steps' completion as seen under the task's
+// review lock, so that of parts finishing at once exactly the last one
+// holds it, and never while chunks are still transcribed). The person's
+// approval sends the batches again as revision 1, which translate the
+// lines left without a translation and emit their tts parts. A long
+// recording's batch still lets the task's next held batch in.
 func holdTranslation(msg *step.Message, long bool) {
 	if long {
 		msg.ReleaseWindow()
 	}
-	msg.Apply(task.Hold(task.RefOf(msg.Envelope), task.StageTranslation, wire.StepTranslate))
+	msg.Apply(task.Hold(task.RefOf(msg.Envelope), task.StageTranslation, wire.StepASR, wire.StepTranslate))
 }

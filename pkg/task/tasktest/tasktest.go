@@ -57,7 +57,7 @@ func InReview(t testing.TB, ctx context.Context, q task.Querier, stage string, a
 		task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es",
 			SourceVideoKey: keys.SourceVideo, OutputVideoKey: keys.OutputVideo, TraceID: "trace-review",
 			Review: append([]string{stage}, also...)}),
-		task.Start(ref), task.Hold(task.Ref{ID: id, Step: steps[len(steps)-1]}, stage, ""),
+		task.Start(ref), task.Hold(task.Ref{ID: id, Step: steps[len(steps)-1]}, stage),
 	} {
 		if _, err := task.Apply(ctx, q, tr); err != nil {
 			t.Fatalf("task %s: %v", id, err)
