@@ -385,13 +385,14 @@ $$;
 CREATE FUNCTION public.step_succeeded(p_task uuid, p_step text) RETURNS boolean
     LANGUAGE sql STABLE
     AS $$
-    SELECT EXISTS (SELECT 1 FROM task_steps s
-                   WHERE s.task_id = p_task AND s.step = p_step AND s.status = 'succeeded')
-       AND NOT EXISTS (SELECT 1 FROM step_parts p
-                       WHERE p.task_id = p_task AND p.step = p_step
-                         AND NOT EXISTS (SELECT 1 FROM task_steps s
-                                         WHERE s.task_id = p.task_id AND s.step = p.step
-                                           AND s.part = p.part AND s.status = 'succeeded'))
+    SELECT EXISTS (SELECT 1 FROM task_plans pl WHERE pl.task_id = p_task AND p_step = ANY(pl.skipped_steps))
+        OR (EXISTS (SELECT 1 FROM task_steps s
+                     WHERE s.task_id = p_task AND s.step = p_step AND s.status = 'succeeded')
+            AND NOT EXISTS (SELECT 1 FROM step_parts p
+                             WHERE p.task_id = p_task AND p.step = p_step
+                               AND NOT EXISTS (SELECT 1 FROM task_steps s
+                                               WHERE s.task_id = p.task_id AND s.step = p.step
+                                                 AND s.part = p.part AND s.status = 'succeeded')))
 $$;
 
 
@@ -1065,6 +1066,23 @@ CREATE VIEW public.task_metrics AS
 
 
 --
+-- Name: task_plans; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_plans (
+    task_id uuid NOT NULL,
+    skipped_steps text[] DEFAULT '{}'::text[] NOT NULL,
+    subtitles_key text DEFAULT ''::text NOT NULL,
+    subtitles_language text DEFAULT ''::text NOT NULL,
+    source_subtitles_key text DEFAULT ''::text NOT NULL,
+    burn_subtitles text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT task_plans_burn_subtitles_check CHECK ((burn_subtitles = ANY (ARRAY[''::text, 'target'::text, 'bilingual'::text]))),
+    CONSTRAINT task_plans_skipped_steps_check CHECK ((skipped_steps <@ ARRAY['asr'::text, 'translate'::text]))
+);
+
+
+--
 -- Name: task_processing_metrics; Type: VIEW; Schema: public; Owner: -
 --
 
@@ -1463,6 +1481,14 @@ ALTER TABLE ONLY public.task_glossaries
 
 
 --
+-- Name: task_plans task_plans_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_plans
+    ADD CONSTRAINT task_plans_pkey PRIMARY KEY (task_id);
+
+
+--
 -- Name: task_steps task_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1844,6 +1870,14 @@ ALTER TABLE ONLY public.segments
 
 ALTER TABLE ONLY public.task_glossaries
     ADD CONSTRAINT task_glossaries_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
+
+
+--
+-- Name: task_plans task_plans_task_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_plans
+    ADD CONSTRAINT task_plans_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
 
 
 --

@@ -57,13 +57,14 @@ const RefreshInterval = time.Minute
 const forget = 7 * 24 * time.Hour
 
 // judge checks that source can be transcribed, translated into each
-// target and each target spoken.
-func (c Capabilities) judge(source string, targets []string) error {
-	if langs, ok := c.of(wire.StepASR); ok && !has(langs, speech.BaseLanguage(source)) {
+// target and each target spoken, leaving out the steps skipped.
+func (c Capabilities) judge(source string, targets []string, skipped []string) error {
+	if langs, ok := c.of(wire.StepASR); ok && !slices.Contains(skipped, wire.StepASR) && !has(langs, speech.BaseLanguage(source)) {
 		return refuse("source", source, fmt.Sprintf("no speech recognition for %s (installed: %s)",
 			source, list(langs, "")))
 	}
 	pairs, judgePairs := c.of(wire.StepTranslate)
+	judgePairs = judgePairs && !slices.Contains(skipped, wire.StepTranslate)
 	voices, judgeVoices := c.of(wire.StepTTS)
 	for _, t := range targets {
 		if judgePairs && !has(pairs, speech.Pair(source, t)) {

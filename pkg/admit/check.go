@@ -55,6 +55,15 @@ type Request struct {
 	// value one stage or several separated by commas
 	// ("transcript,translation"); none for none.
 	Review []string
+	// Subtitles is a subtitle file's text (SubRip or WebVTT) the task
+	// starts from instead of recognising the speech; "" for none.
+	// SubtitlesLanguage is its language ("" for the source), and
+	// SourceSubtitles, beside a file in the target language, a second file
+	// with the source text ("" for none).
+	Subtitles, SubtitlesLanguage, SourceSubtitles string
+	// BurnSubtitles asks for an extra output with subtitles drawn in:
+	// wire.BurnTarget, wire.BurnBilingual or "" for none.
+	BurnSubtitles string
 }
 
 // Rules are what a request is judged by besides its own values.
@@ -80,14 +89,21 @@ type Task struct {
 	// Review are the stages the task stops at for review, in the order
 	// it reaches them (nil for none).
 	Review []string
+	// Subtitles are the files the task starts from; nil for none.
+	Subtitles *Subtitles
+	// BurnSubtitles is wire.BurnTarget, wire.BurnBilingual or "".
+	BurnSubtitles string
 }
 
 // Check admits req or returns the first refusal as an *Error, checking in
 // this order: the source, the targets (syntax, each once, at most
-// MaxTargets, none the source's language), what the engines can do
-// (Rules.Capabilities), the speaker (a voice the engines announced), the
-// glossary, the review stages (Review). It is pure: the media
-// are checked by Media, the capabilities loaded by LoadCapabilities.
+// MaxTargets, none the source's language), the subtitles (their language,
+// then the files: pkg/subtitle's rules, a refusal naming its line), what
+// the engines can do (Rules.Capabilities; a step the subtitles skip is not
+// judged), the speaker (a voice the engines announced), the glossary, the
+// burned-in subtitles, the review stages (Review). It is pure: the media
+// are checked by Media (and the subtitles against the video's length by
+// Task.FitVideo), the capabilities loaded by LoadCapabilities.
 func Check(req Request, rules Rules) (Task, error) {
 	t := Task{Source: strings.TrimSpace(req.Source), Speaker: strings.TrimSpace(req.Speaker),
 		FileName: CleanFileName(req.FileName)}
@@ -98,7 +114,13 @@ func Check(req Request, rules Rules) (Task, error) {
 	if t.Targets, err = splitTargets(req.Targets, rules.DefaultTarget); err != nil {
 		return Task{}, err
 	}
-	if err := Languages(t.Source, t.Targets, rules.Capabilities); err != nil {
+	if err := checkLanguages(t.Source, t.Targets); err != nil {
+		return Task{}, err
+	}
+	if t.Subtitles, err = checkSubtitles(req, t.Source, t.Targets); err != nil {
+		return Task{}, err
+	}
+	if err := rules.Capabilities.judge(t.Source, t.Targets, t.Skipped()); err != nil {
 		return Task{}, err
 	}
 	if err := Speaker(t.Speaker, rules.Capabilities); err != nil {
@@ -115,12 +137,17 @@ func Check(req Request, rules Rules) (Task, error) {
 		return Task{}, err
 	}
 	t.Review = reviewOrder(review)
+	if t.BurnSubtitles, err = checkBurn(req.BurnSubtitles); err != nil {
+		return Task{}, err
+	}
 	return t, nil
 }
 
 // Payload is the extract_audio payload that starts the admitted task id:
 // the video at videos/{id}/source.mp4, the languages (target_languages
-// when there are several), the speaker, the glossary and the review stages.
+// when there are several), the speaker, the glossary, the subtitle files
+// (at the keys of SubtitleFiles, which the door stores first), the
+// burned-in subtitles and the review stages.
 func (t Task) Payload(id uuid.UUID) wire.ExtractAudio {
 	keys := wire.DefaultKeys(id)
 	p := wire.ExtractAudio{SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio,
@@ -129,6 +156,13 @@ func (t Task) Payload(id uuid.UUID) wire.ExtractAudio {
 	if len(t.Targets) > 1 {
 		p.TargetLanguages = t.Targets
 	}
+	if files := t.SubtitleFiles(id); len(files) > 0 {
+		p.SubtitlesKey, p.SubtitlesLanguage = files[0].Key, t.Subtitles.Language
+		if len(files) > 1 {
+			p.SourceSubtitlesKey = files[1].Key
+		}
+	}
+	p.BurnSubtitles = t.BurnSubtitles
 	return p
 }
 
@@ -166,6 +200,22 @@ func splitTargets(values []string, def string) ([]string, error) {
 // possible with the engines that caps describes. extract_audio calls it
 // for a message an outside publisher sent; Check calls it for the doors.
 func Languages(source string, targets []string, caps Capabilities) error {
+	return LanguagesSkipping(source, targets, caps, nil)
+}
+
+// LanguagesSkipping is Languages for a task whose plan skips the steps
+// skipped (wire.ExtractAudio.SkippedSteps): their engines are not judged
+// (a task from subtitles needs no speech recognition for its source).
+func LanguagesSkipping(source string, targets []string, caps Capabilities, skipped []string) error {
+	if err := checkLanguages(source, targets); err != nil {
+		return err
+	}
+	return caps.judge(source, targets, skipped)
+}
+
+// checkLanguages checks the languages' syntax: each a language code, at
+// most MaxTargets targets, each once, none the source's language.
+func checkLanguages(source string, targets []string) error {
 	if err := checkLanguage("source", source); err != nil {
 		return err
 	}
@@ -185,7 +235,7 @@ func Languages(source string, targets []string, caps Capabilities) error {
 			return refuse("target", t, fmt.Sprintf("the same language as the source (%s)", source))
 		}
 	}
-	return caps.judge(source, targets)
+	return nil
 }
 
 // checkLanguage checks a language code's syntax.

@@ -37,6 +37,9 @@ func errorf(line int, format string, args ...any) *Error {
 	return &Error{Line: line, Reason: fmt.Sprintf(format, args...)}
 }
 
+// ReasonEmpty is the reason Parse refuses a file without a cue for.
+const ReasonEmpty = "no cues: the file is empty"
+
 // Limits bound what Parse accepts beyond the formats' own rules.
 type Limits struct {
 	// DurationMS, when > 0, is the video's length: a cue that ends after
@@ -82,7 +85,7 @@ func Parse(data []byte, lim Limits) ([]Cue, error) {
 		if p.blocks > 0 {
 			return nil, errorf(0, "no cue has any text")
 		}
-		return nil, errorf(0, "no cues: the file is empty")
+		return nil, errorf(0, "%s", ReasonEmpty)
 	}
 	return p.cues, nil
 }

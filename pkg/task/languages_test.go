@@ -470,3 +470,27 @@ func TestCancelAndChildrenEndingAtOnceNeverDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnPassesTheBurnedSubtitlesOn: a parent that asked for subtitles
+// burned in has children that do too (their plans'), and a parent that did
+// not has children without a plan.
+func TestSpawnPassesTheBurnedSubtitlesOn(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	for _, burn := range []string{"bilingual", ""} {
+		parent := seedParent(t, db.Pool, "es", "ca")
+		if burn != "" {
+			sql, args := task.SavePlan(parent, task.Plan{BurnSubtitles: burn})
+			if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, child := range spawnAll(t, db.Pool, parent, "es", "ca") {
+			plan, err := task.LoadPlan(ctx, db.Pool, child)
+			if err != nil || plan.BurnSubtitles != burn || len(plan.Skipped) != 0 {
+				t.Errorf("parent burning %q: child's plan %+v, %v", burn, plan, err)
+			}
+		}
+	}
+}

@@ -26,7 +26,9 @@ var ErrExists = errors.New("task exists already")
 // parent's key; the asr worker copies it to each child's key where the
 // parent's asr completes (services/asr, spawnChildren). It returns the outbox rows to publish after
 // the commit (outbox.Flush; a sweep publishes them otherwise). A task that
-// exists already is refused. fileName is the name the video was uploaded
+// exists already is refused. The task's plan (PlanOf: the steps it skips,
+// the subtitles it starts from, the burned-in subtitles it wants) is
+// recorded in the same transaction. fileName is the name the video was uploaded
 // as (admit.Task.FileName; "" when unknown).
 func Submit(ctx context.Context, db Beginner, env *wire.Envelope, p wire.ExtractAudio, fileName string) ([]int64, error) {
 	return SubmitProbed(ctx, db, env, p, fileName, nil)
@@ -51,6 +53,12 @@ func SubmitProbed(ctx context.Context, db Beginner, env *wire.Envelope, p wire.E
 		}
 		if !res.Changed {
 			return fmt.Errorf("create task %s: %w", env.TaskID, ErrExists)
+		}
+		if plan := PlanOf(p, p.SourceLanguage); !plan.IsZero() {
+			sql, args := SavePlan(env.TaskID, plan)
+			if _, err := tx.Exec(ctx, sql, args...); err != nil {
+				return fmt.Errorf("record plan of task %s: %w", env.TaskID, err)
+			}
 		}
 		first := outbox.New(wire.Exchange, env.RoutingKey(), body)
 		if err := outbox.Add(ctx, tx, first); err != nil {

@@ -458,7 +458,8 @@ func InheritedWorker(parent uuid.UUID) string { return "parent " + parent.String
 // reads its video from its own videos/{child}/source.mp4 (copied there
 // from the parent's by the asr worker before Spawn commits) and writes
 // outputs/{child}/final.mp4. In the same statement it copies the parent's
-// segments (start, end, source text) and glossary, and records the parent's
+// segments (start, end, source text), glossary and burned-in subtitles
+// (its plan's burn_subtitles), and records the parent's
 // succeeded extract_audio and asr as the child's (InheritedWorker), so that
 // the child's translate, tts and mux_video run as for any task. A parent
 // that does not exist returns ErrNotFound.
@@ -495,5 +496,8 @@ var spawnSQL = `WITH parent AS (
 ), glossary AS (
 	INSERT INTO task_glossaries (task_id, terms)
 	SELECT c.id, g.terms FROM created c JOIN task_glossaries g ON g.task_id = @parent
+), plan AS (
+	INSERT INTO task_plans (task_id, burn_subtitles)
+	SELECT c.id, p.burn_subtitles FROM created c JOIN task_plans p ON p.task_id = @parent WHERE p.burn_subtitles <> ''
 ), ` + attempt.InheritCTE + `
 )` + createdEventTail

@@ -43,7 +43,7 @@ func SignLinks(ctx context.Context, p Presigner, t *Task, expiry time.Duration) 
 			continue
 		}
 		l := s.outputLinks(OutputOf(c.Result))
-		c.Links = ChildLinks{Output: l.Output, Subtitles: l.Subtitles}
+		c.Links = ChildLinks{Output: l.Output, Subtitles: l.Subtitles, Burned: l.Burned}
 	}
 	return errors.Join(s.errs...)
 }
@@ -62,15 +62,26 @@ func (s *signer) outputLinks(res Output) Links {
 	l := Links{Subtitles: []SubtitleLink{}}
 	l.Output = s.sign(res.OutputVideoKey)
 	l.TimingReport = s.sign(res.TimingReportKey)
+	l.Burned = s.sign(res.BurnedVideoKey)
 	langs := make([]string, 0, len(res.Subtitles))
 	for lang := range res.Subtitles {
 		langs = append(langs, lang)
 	}
+	for lang := range res.SubtitlesVTT {
+		if _, ok := res.Subtitles[lang]; !ok {
+			langs = append(langs, lang)
+		}
+	}
 	sort.Strings(langs)
 	for _, lang := range langs {
-		key := res.Subtitles[lang]
-		if u := s.sign(key); u != nil {
-			l.Subtitles = append(l.Subtitles, SubtitleLink{Language: lang, Key: key, URL: *u})
+		for _, f := range []struct {
+			format string
+			keys   map[string]string
+		}{{"srt", res.Subtitles}, {"vtt", res.SubtitlesVTT}} {
+			key := f.keys[lang]
+			if u := s.sign(key); u != nil {
+				l.Subtitles = append(l.Subtitles, SubtitleLink{Language: lang, Format: f.format, Key: key, URL: *u})
+			}
 		}
 	}
 	return l

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
+	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -88,6 +90,9 @@ type Version struct {
 	// Ready reports whether the version's video was written (its
 	// mux_video part succeeded).
 	Ready bool `json:"ready"`
+	// BurnedVideoKey names the version's output with subtitles drawn in
+	// (final.burned.mp4) once Ready, for a task that asked for it; "" else.
+	BurnedVideoKey string `json:"burnedVideoKey"`
 	// Segment (numbered from 1, as Segments numbers them), PreviousText
 	// and Text say which line the version re-dubbed (null for the first
 	// dub).
@@ -135,6 +140,15 @@ func Versions(ctx context.Context, db Querier, taskID uuid.UUID) ([]Version, err
 	}
 	if out == nil {
 		out = []Version{}
+	}
+	plan, err := task.LoadPlan(ctx, db, taskID)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range out {
+		if v.Ready && plan.BurnSubtitles != "" {
+			out[i].BurnedVideoKey = wire.BurnedKey(v.OutputVideoKey)
+		}
 	}
 	return out, nil
 }

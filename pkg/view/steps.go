@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -18,7 +19,7 @@ type attemptRow struct {
 }
 
 // loadSteps reads the task's attempts and parts and sums them up per step.
-func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Step, error) {
+func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool, plan *task.Plan) ([]Step, error) {
 	rows, err := attempt.Rows(ctx, tx, []uuid.UUID{id}, time.Time{}, false)
 	if err != nil {
 		return nil, fmt.Errorf("read steps of %s: %w", id, err)
@@ -37,6 +38,10 @@ func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Ste
 	}
 	var out []Step
 	for _, name := range stepsOf(parent) {
+		if plan != nil && plan.Skips(name) {
+			out = append(out, Step{Step: name, Status: Skipped, Parts: []Part{}})
+			continue
+		}
 		ok, err := StepSucceeded(ctx, tx, id, name)
 		if err != nil {
 			return nil, err
@@ -44,6 +49,20 @@ func loadSteps(ctx context.Context, tx pgx.Tx, id uuid.UUID, parent bool) ([]Ste
 		out = append(out, buildStep(name, ok, registered[name], attempts))
 	}
 	return out, nil
+}
+
+// Skipped is the status of a step the task's plan leaves out (a task from
+// subtitles skips asr, and translate for subtitles in the target
+// language): no attempt of it is ever made.
+const Skipped = "skipped"
+
+// loadPlan reads the task's plan: nil when it asks nothing.
+func loadPlan(ctx context.Context, q task.Querier, id uuid.UUID) (*task.Plan, error) {
+	p, err := task.LoadPlan(ctx, q, id)
+	if err != nil || p.IsZero() {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // StepSucceeded reports whether every part of the task's step succeeded

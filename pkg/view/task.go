@@ -91,6 +91,10 @@ type Task struct {
 	// Waiting is set while a step waits for an engine of its pool (quota,
 	// rate limit, no engine up): "waiting for quota until 14:00".
 	Waiting *Wait `json:"waiting"`
+	// Plan is what the task asks beyond its languages: the steps it skips
+	// (Step.Status Skipped), the subtitles it starts from, the burned-in
+	// subtitles it wants; null when it asks nothing.
+	Plan *task.Plan `json:"plan"`
 }
 
 // Step is one pipeline step over its parts.
@@ -98,7 +102,9 @@ type Step struct {
 	Step string `json:"step"`
 	// Status is succeeded (every part has, by the runtime's own
 	// step_succeeded), running, parked, failed (no attempt running, the
-	// last one failed) or pending (no attempt yet).
+	// last one failed), pending (no attempt yet) or skipped (the task's
+	// plan leaves it out: it never runs, and counts as done for the steps
+	// after it).
 	Status     string     `json:"status"`
 	Attempts   int        `json:"attempts"`
 	StartedAt  *time.Time `json:"startedAt"`
@@ -157,17 +163,22 @@ type SegmentCounts struct {
 // Links are presigned GET URLs of a task's objects (null where there is
 // none).
 type Links struct {
-	Source       *string        `json:"source"`
-	Output       *string        `json:"output"`
-	DubAudio     *string        `json:"dubAudio"`
+	Source   *string `json:"source"`
+	Output   *string `json:"output"`
+	DubAudio *string `json:"dubAudio"`
+	// Subtitles are the SubRip and WebVTT files, by language then format.
 	Subtitles    []SubtitleLink `json:"subtitles"`
 	TimingReport *string        `json:"timingReport"`
+	// Burned is the output with subtitles drawn in, when the task asked
+	// for it (final.burned.mp4).
+	Burned *string `json:"burned"`
 }
 
 // SubtitleLink is one subtitle file: its language (or "bilingual"), its
-// object key and a presigned URL.
+// format (srt, vtt), its object key and a presigned URL.
 type SubtitleLink struct {
 	Language string `json:"language"`
+	Format   string `json:"format"`
 	Key      string `json:"key"`
 	URL      string `json:"url"`
 }
@@ -197,15 +208,22 @@ type Child struct {
 type ChildLinks struct {
 	Output    *string        `json:"output"`
 	Subtitles []SubtitleLink `json:"subtitles"`
+	Burned    *string        `json:"burned"`
 }
 
 // Output is what a done task's result names: the video, the dub's audio,
 // the subtitle files by language and the timing report.
 type Output struct {
-	OutputVideoKey  string            `json:"output_video_key"`
-	DubAudioKey     string            `json:"dub_audio_key"`
+	OutputVideoKey string `json:"output_video_key"`
+	DubAudioKey    string `json:"dub_audio_key"`
+	// Subtitles and SubtitlesVTT map a language (or "bilingual") to its
+	// SubRip and WebVTT file.
 	Subtitles       map[string]string `json:"subtitles"`
+	SubtitlesVTT    map[string]string `json:"subtitles_vtt"`
 	TimingReportKey string            `json:"timing_report_key"`
+	// BurnedVideoKey is the output with subtitles drawn in
+	// (final.burned.mp4), when the task asked for it.
+	BurnedVideoKey string `json:"burned_video_key"`
 }
 
 // OutputOf reads a result as mux_video records it (zero for none).
@@ -226,21 +244,23 @@ func (t *Task) NoSpeech() bool {
 	return r.NoSpeech
 }
 
-// StepsDone counts the steps that succeeded.
+// StepsDone counts the steps that succeeded, and those the task's plan
+// skipped (nothing is left to do of them).
 func (t *Task) StepsDone() int {
 	n := 0
 	for _, s := range t.Steps {
-		if s.Status == "succeeded" {
+		if s.Status == "succeeded" || s.Status == Skipped {
 			n++
 		}
 	}
 	return n
 }
 
-// CurrentStep names the first step that has not succeeded.
+// CurrentStep names the first step that has not succeeded (a skipped
+// step is never current).
 func (t *Task) CurrentStep() string {
 	for _, s := range t.Steps {
-		if s.Status != "succeeded" {
+		if s.Status != "succeeded" && s.Status != Skipped {
 			return s.Step
 		}
 	}
@@ -296,7 +316,10 @@ func Load(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*Task, error) 
 			if err != nil {
 				return fmt.Errorf("read task %s: %w", id, err)
 			}
-			if t.Steps, err = loadSteps(ctx, tx, id, t.IsParent()); err != nil {
+			if t.Plan, err = loadPlan(ctx, tx, id); err != nil {
+				return err
+			}
+			if t.Steps, err = loadSteps(ctx, tx, id, t.IsParent(), t.Plan); err != nil {
 				return err
 			}
 			t.Waiting = WaitOf(t.Steps)

@@ -51,6 +51,11 @@ const (
 	// wait_no_engine for the engines' pool; Count: how many times, the
 	// last at Until; Detail: the last error).
 	EventHandBack = "hand_back"
+	// EventSkipped: the task's plan leaves a step out (Step), so that no
+	// attempt of it is made — asr for a task from subtitles, translate for
+	// subtitles in the target language (Detail: why; Ref: the subtitles'
+	// key) — at the time the plan was recorded.
+	EventSkipped = "skipped"
 )
 
 // Event is one entry of a task's timeline.
@@ -77,9 +82,10 @@ type Event struct {
 }
 
 // timelineSQL derives the timeline from the durable records: the task row,
-// every attempt of the task and its hand-backs, step_replays, dead letters
-// (and purged ones in the archive), TTS compensations, output versions, the
-// review's waits, edits and approvals, and the console's audit log. The rank orders events of the same instant; the
+// its plan's skipped steps, every attempt of the task and its hand-backs,
+// step_replays, dead letters (and purged ones in the archive), TTS
+// compensations, output versions, the review's waits, edits and approvals,
+// and the console's audit log. The rank orders events of the same instant; the
 // ended event comes last whatever its time.
 var timelineSQL = `
 WITH a AS (
@@ -95,6 +101,12 @@ WITH a AS (
 ), ev AS (
 SELECT created_at AS at, 0 AS rank, 'created' AS kind, '' AS step, '' AS part, NULL::int AS attempt, '' AS worker,
        '' AS status, source_video_key AS detail, NULL::bigint AS delay_ms, '' AS actor, '' AS ref FROM tasks WHERE id = $1
+UNION ALL
+SELECT pl.created_at, 1, 'skipped', sk.step, '', NULL, '', '',
+       CASE sk.step WHEN 'asr' THEN 'the segments come from the subtitles given (' || pl.subtitles_language || ')'
+            ELSE 'the subtitles are in the target language (' || pl.subtitles_language || '): spoken as they are' END,
+       NULL, '', pl.subtitles_key
+  FROM task_plans pl, unnest(pl.skipped_steps) AS sk(step) WHERE pl.task_id = $1
 UNION ALL
 SELECT started_at, 1, 'attempt_started', step, part, attempt, worker, '', '', NULL, '', '' FROM a
 UNION ALL

@@ -229,9 +229,19 @@ func (p *ExtractAudio) check(taskID uuid.UUID) *InvalidError {
 	if err := p.checkTargets(); err != nil {
 		return err
 	}
-	return checkKeys(taskID,
-		keyField{"source_video_key", p.SourceVideoKey, KindVideo},
-		keyField{"output_audio_key", p.OutputAudioKey, KindAudio})
+	keys := []keyField{{"source_video_key", p.SourceVideoKey, KindVideo}, {"output_audio_key", p.OutputAudioKey, KindAudio}}
+	switch {
+	case p.SubtitlesKey != "":
+		keys = append(keys, keyField{"subtitles_key", p.SubtitlesKey, KindSubtitles})
+	case p.SubtitlesLanguage != "":
+		return invalid("subtitles_language", "is the language of subtitles_key, which is missing")
+	case p.SourceSubtitlesKey != "":
+		return invalid("source_subtitles_key", "gives the source text of subtitles_key, which is missing")
+	}
+	if p.SourceSubtitlesKey != "" {
+		keys = append(keys, keyField{"source_subtitles_key", p.SourceSubtitlesKey, KindSubtitles})
+	}
+	return checkKeys(taskID, keys...)
 }
 
 func (p *ASR) check(taskID uuid.UUID) *InvalidError {

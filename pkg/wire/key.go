@@ -17,6 +17,9 @@ const (
 	KindASR    = "asr"
 	KindTTS    = "tts"
 	KindOutput = "outputs"
+	// KindSubtitles holds the subtitle files a task starts from
+	// (ExtractAudio.SubtitlesKey).
+	KindSubtitles = "subtitles"
 )
 
 // MaxKeyBytes is the longest object key accepted, the S3 limit.
@@ -32,7 +35,7 @@ func CheckKey(key, kind string, taskID uuid.UUID) error {
 		return invalid("key", reason)
 	}
 	switch kind {
-	case KindVideo, KindAudio, KindASR, KindTTS, KindOutput:
+	case KindVideo, KindAudio, KindASR, KindTTS, KindOutput, KindSubtitles:
 	default:
 		return invalid("key", fmt.Sprintf("unknown key kind %q", kind))
 	}
@@ -81,6 +84,9 @@ type Keys struct {
 	ASR         string // asr/{task_id}/asr.json
 	DubAudio    string // tts/{task_id}/dub.wav
 	OutputVideo string // outputs/{task_id}/final.mp4
+	// BurnedVideo is the output with subtitles drawn into the picture
+	// (ExtractAudio.BurnSubtitles): outputs/{task_id}/final.burned.mp4.
+	BurnedVideo string
 }
 
 // DefaultKeys returns the standard object keys of a task.
@@ -92,7 +98,22 @@ func DefaultKeys(taskID uuid.UUID) Keys {
 		ASR:         KindASR + "/" + id + "/asr.json",
 		DubAudio:    KindTTS + "/" + id + "/dub.wav",
 		OutputVideo: KindOutput + "/" + id + "/final.mp4",
+		BurnedVideo: KindOutput + "/" + id + "/final.burned.mp4",
 	}
+}
+
+// SubtitlesKey returns where a door stores a subtitle file a task starts
+// from: subtitles/{task_id}/{name}.{ext} (name "subtitles" for the file,
+// "source" for the source text beside a target-language one; ext "srt"
+// or "vtt").
+func SubtitlesKey(taskID uuid.UUID, name, ext string) string {
+	return KindSubtitles + "/" + taskID.String() + "/" + name + "." + ext
+}
+
+// BurnedKey returns the key of the burned-in output beside the output
+// video key: final.mp4 → final.burned.mp4 in the same folder.
+func BurnedKey(outputVideoKey string) string {
+	return strings.TrimSuffix(outputVideoKey, ".mp4") + ".burned.mp4"
 }
 
 // SegmentKey returns the object key of one synthesised segment,

@@ -34,6 +34,50 @@ type ExtractAudio struct {
 	// person's edits of its lines before the voice is made
 	// (ReviewTranscript after asr, ReviewTranslation after translate).
 	Review []string `json:"review,omitempty"`
+	// SubtitlesKey is optional: a subtitle file (SRT or WebVTT) at
+	// subtitles/{task_id}/... that the task starts from instead of
+	// recognising the speech. SubtitlesLanguage is its language: the
+	// source's (the default) — asr is skipped and the file's cues are the
+	// segments, translated as usual — or the target's — asr and translate
+	// are skipped and the lines are spoken as they are (see SkippedSteps).
+	SubtitlesKey      string `json:"subtitles_key,omitempty"`
+	SubtitlesLanguage string `json:"subtitles_language,omitempty"`
+	// SourceSubtitlesKey is optional, beside a target-language
+	// SubtitlesKey: a second file with the source text of the same lines,
+	// for the bilingual subtitles.
+	SourceSubtitlesKey string `json:"source_subtitles_key,omitempty"`
+	// BurnSubtitles is optional: BurnTarget or BurnBilingual draws those
+	// subtitles into the picture of an extra output, final.burned.mp4 beside
+	// final.mp4.
+	BurnSubtitles string `json:"burn_subtitles,omitempty"`
+}
+
+// The values of ExtractAudio.BurnSubtitles.
+const (
+	BurnTarget    = "target"
+	BurnBilingual = "bilingual"
+)
+
+// SkippedSteps returns the steps the task of p leaves out when its source
+// language is source: none without subtitles; asr for subtitles in the
+// source language (SubtitlesLanguage empty or source); asr and translate
+// for subtitles in another language (the target's: pkg/admit refuses any
+// other).
+func (p *ExtractAudio) SkippedSteps(source string) []string {
+	if p.SubtitlesKey == "" {
+		return nil
+	}
+	return SkippedBySubtitles(p.SubtitlesLanguage, source)
+}
+
+// SkippedBySubtitles returns the steps a task from subtitles in language
+// lang leaves out when its source language is source: asr when lang is
+// the source (or empty), else asr and translate.
+func SkippedBySubtitles(lang, source string) []string {
+	if lang == "" || lang == source {
+		return []string{StepASR}
+	}
+	return []string{StepASR, StepTranslate}
 }
 
 // The stages a task may stop at for review (ExtractAudio.Review).

@@ -120,7 +120,7 @@ func (f *fixture) nothingLeft(t *testing.T) {
 	if tasks != 0 || outbox != 0 {
 		t.Fatalf("%d task(s) and %d outbox message(s) left behind by a refused request", tasks, outbox)
 	}
-	for _, prefix := range []string{"videos/", "audios/"} {
+	for _, prefix := range []string{"videos/", "audios/", "subtitles/"} {
 		if keys := f.objectsUnder(t, prefix); len(keys) != 0 {
 			t.Fatalf("objects left behind by a refused request: %v", keys)
 		}

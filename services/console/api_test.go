@@ -88,22 +88,36 @@ func TestDoneTaskLinksDownloadTheOutputs(t *testing.T) {
 	ctx := context.Background()
 	id := f.insertTask(t, "done", time.Now())
 	out := "outputs/" + id.String()
-	objects := map[string]string{out + "/final.mp4": "video", out + "/final.es.srt": "1\n", out + "/timing.json": `{"segments":[]}`}
+	objects := map[string]string{out + "/final.mp4": "video", out + "/final.es.srt": "1\n", out + "/timing.json": `{"segments":[]}`,
+		out + "/final.es.vtt": "WEBVTT\n", out + "/final.burned.mp4": "burned"}
 	for k, v := range objects {
 		if err := f.srv.objects.Put(ctx, k, strings.NewReader(v), int64(len(v)), "application/octet-stream"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	result, _ := json.Marshal(map[string]any{"output_video_key": out + "/final.mp4", "timing_report_key": out + "/timing.json",
-		"subtitles": map[string]string{"es": out + "/final.es.srt"}})
+		"subtitles": map[string]string{"es": out + "/final.es.srt"}, "subtitles_vtt": map[string]string{"es": out + "/final.es.vtt"},
+		"burned_video_key": out + "/final.burned.mp4"})
 	if _, err := f.pool.Exec(ctx, `UPDATE tasks SET result = $2 WHERE id = $1`, id, result); err != nil {
 		t.Fatal(err)
 	}
 	var d taskDetail
 	f.doJSON(t, "GET", "/api/tasks/"+id.String(), nil, http.StatusOK, &d)
-	if d.Links.Output == nil || len(d.Links.Subtitles) != 1 || d.Links.Subtitles[0].Language != "es" ||
+	if d.Links.Output == nil || len(d.Links.Subtitles) != 2 || d.Links.Subtitles[0].Language != "es" ||
+		d.Links.Subtitles[0].Format != "srt" || d.Links.Subtitles[1].Format != "vtt" || d.Links.Burned == nil ||
 		string(d.TimingReport) != `{"segments":[]}` {
 		t.Fatalf("links %+v report %s", d.Links, d.TimingReport)
+	}
+	for _, link := range []string{d.Links.Subtitles[1].URL, *d.Links.Burned} {
+		resp, err := http.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || (string(b) != "WEBVTT\n" && string(b) != "burned") {
+			t.Fatalf("GET %s: %d %q", link, resp.StatusCode, b)
+		}
 	}
 	resp, err := http.Get(*d.Links.Output)
 	if err != nil {

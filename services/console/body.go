@@ -22,7 +22,13 @@ const maxJSONBytes = 1 << 20
 // field by its JSON name and the JSON type it wants — never Go's struct,
 // field or type names.
 func decodeJSON(r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxJSONBytes))
+	return decodeJSONUpTo(r, v, maxJSONBytes)
+}
+
+// decodeJSONUpTo is decodeJSON for a body of at most limit bytes (a
+// task's, whose text fields hold files).
+func decodeJSONUpTo(r *http.Request, v any, limit int64) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {
 		return bodyReadError(err)
 	}
@@ -55,7 +61,7 @@ func unmarshalBody(b []byte, v any) error {
 func bodyReadError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge(fmt.Sprintf("request body: more than %d bytes (1 MiB)", mbe.Limit))
+		return tooLarge(fmt.Sprintf("request body: more than %d bytes (%d MiB)", mbe.Limit, mbe.Limit>>20))
 	}
 	return badRequest("request body: could not be read to its end")
 }

@@ -122,7 +122,7 @@ func sweepRequests(method, path string, fx sweepFixture) []sweepRequest {
 	}
 	post := method == http.MethodPost
 	add(sweepRequest{kind: "malformed JSON", contentType: "application/json", body: []byte(`{"reason": "x",`), want: wantIf(post, 400)})
-	add(sweepRequest{kind: "oversized body", contentType: "application/json", body: oversized(), want: http.StatusRequestEntityTooLarge})
+	add(sweepRequest{kind: "oversized body", contentType: "application/json", body: oversized(method, path), want: http.StatusRequestEntityTooLarge})
 	add(sweepRequest{kind: "wrong content type", contentType: "text/plain", body: []byte(`{}`), want: wantIf(post, 415)})
 	for name, p := range spec.params {
 		if p.In != "path" {
@@ -153,7 +153,14 @@ func wantIf(cond bool, status int) int {
 	return 0
 }
 
-func oversized() []byte { return bytes.Repeat([]byte(" "), maxJSONBytes+1024) }
+// oversized is a JSON body over the route's bound: 1 MiB, or for a task's
+// creation the bound of its text fields (maxTaskJSONBytes).
+func oversized(method, path string) []byte {
+	if method == http.MethodPost && path == "/api/tasks" {
+		return bytes.Repeat([]byte(" "), maxTaskJSONBytes+1024)
+	}
+	return bytes.Repeat([]byte(" "), maxJSONBytes+1024)
+}
 
 // badValue is a malformed path value and the status it must get.
 type badValue struct {

@@ -83,6 +83,9 @@ func computeRealtime(d *taskDetail, now time.Time) realtimeStatus {
 		}
 	}
 	for _, sv := range d.Steps {
+		if sv.Status == view.Skipped {
+			continue // no work: the task's plan leaves it out
+		}
 		rs.Progress.Total += max(1, len(sv.Parts))
 		for _, p := range sv.Parts {
 			switch p.Status {

@@ -55,12 +55,16 @@ func (s *server) taskVersions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// ?links=true adds a download link of each ready version's video (the
-	// page's Versions list), by version number.
-	urls := map[string]*string{}
+	// page's Versions list), by version number, and of its video with
+	// subtitles burned in, when it has one.
+	urls, burned := map[string]*string{}, map[string]*string{}
 	for _, v := range vs {
 		if v.Ready {
 			urls[strconv.Itoa(v.Version)] = s.presign(r.Context(), v.OutputVideoKey)
 		}
+		if v.BurnedVideoKey != "" {
+			burned[strconv.Itoa(v.Version)] = s.presign(r.Context(), v.BurnedVideoKey)
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"taskId": id, "versions": vs, "links": urls})
+	writeJSON(w, http.StatusOK, map[string]any{"taskId": id, "versions": vs, "links": urls, "burnedLinks": burned})
 }

@@ -255,11 +255,15 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (pr
 }
 
 // bodyLimit bounds the body of a request of op: MAX_VIDEO_BYTES and the
-// form's fields for a multipart upload, 1 MiB for anything else.
+// form's fields for a multipart upload, the text fields' bounds for a
+// task's JSON (maxTaskJSONBytes), 1 MiB for anything else.
 func (s *server) bodyLimit(op *opSpec, r *http.Request) int64 {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt == "multipart/form-data" && op != nil && slices.Contains(op.bodyTypes, mt) {
 		return s.cfg.Limits.MaxVideoBytes + 4*maxFieldBytes
+	}
+	if r.Method == http.MethodPost && r.URL.Path == "/api/tasks" {
+		return maxTaskJSONBytes
 	}
 	return maxJSONBytes
 }

@@ -21,8 +21,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// maxFieldBytes bounds a form field other than the video (the glossary).
-const maxFieldBytes = admit.MaxGlossaryBytes
+// maxFieldBytes bounds a form field other than the video (the glossary,
+// a subtitle file).
+const maxFieldBytes = max(admit.MaxGlossaryBytes, admit.MaxSubtitlesBytes)
+
+// maxTaskJSONBytes bounds the JSON body of POST /api/tasks: its text
+// fields (the glossary, two subtitle files) at their bounds.
+const maxTaskJSONBytes = 4 * maxFieldBytes
 
 // maxUploadSeconds bounds the lifetime of a presigned upload URL, whatever
 // CONSOLE_PRESIGN_SECONDS says: the URL is a bearer credential for one
@@ -138,12 +143,17 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 		return sub, badRequest("multipart form: the file field video is required")
 	}
 	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
-		Glossary: fields["glossary"], FileName: fields[videoFileName], Review: []string{fields["review"]}}
+		Glossary: fields["glossary"], FileName: fields[videoFileName], Subtitles: fields["subtitles"],
+		SubtitlesLanguage: fields["subtitlesLanguage"], SourceSubtitles: fields["sourceSubtitles"], BurnSubtitles: fields["burnSubtitles"],
+		Review: []string{fields["review"]}}
 	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
 	info, err := s.limits().Media(r.Context(), path)
 	if err != nil {
+		return sub, err
+	}
+	if err := sub.task.FitVideo(info.Duration); err != nil {
 		return sub, err
 	}
 	sub.probe = admit.ProbeRecord(path, info)
@@ -178,23 +188,45 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 				return nil, false, err
 			}
 			gotVideo, fields[videoFileName] = true, part.FileName()
-		case name == "source" || name == "target" || name == "speaker" || name == "glossary" || name == "review":
-			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		case formFields[name] != "":
+			v, err := s.readField(part, name)
 			if err != nil {
-				return nil, false, formError(err, s.cfg.Limits.MaxVideoBytes)
+				return nil, false, err
 			}
-			if len(b) > maxFieldBytes {
-				return nil, false, tooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
-			}
-			v := string(b)
 			if (name == "target" || name == "review") && fields[name] != "" {
 				v = fields[name] + "," + v // repeated: several languages, both stages
 			}
 			fields[name] = v
 		default:
-			return nil, false, badRequest(fmt.Sprintf("multipart form: unknown field %q (want video, source, target, speaker, glossary, review)", name))
+			return nil, false, badRequest(fmt.Sprintf("multipart form: unknown field %q (want video, %s)", name, formFieldNames))
 		}
 	}
+}
+
+// formFields are the form's fields besides the video, each with the name
+// a refusal of its value gives (pkg/admit's field).
+var formFields = map[string]string{"source": "source", "target": "target", "speaker": "speaker", "glossary": "glossary",
+	"subtitles": admit.FieldSubtitles, "subtitlesLanguage": admit.FieldSubtitles, "sourceSubtitles": admit.FieldSourceSubtitles,
+	"burnSubtitles": admit.FieldBurnSubtitles, "review": "review"}
+
+// formFieldNames lists them for a refusal of an unknown one.
+const formFieldNames = "source, target, speaker, glossary, subtitles, subtitlesLanguage, sourceSubtitles, burnSubtitles, review"
+
+// readField reads a form field's value, at most maxFieldBytes; a subtitle
+// file (a file part or a text field) is read as pkg/admit reads one, so
+// that an empty file is refused rather than taken for none.
+func (s *server) readField(part io.Reader, name string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+	if err != nil {
+		return "", formError(err, s.cfg.Limits.MaxVideoBytes)
+	}
+	if name == "subtitles" || name == "sourceSubtitles" {
+		return admit.SubtitlesText(formFields[name], b)
+	}
+	if len(b) > maxFieldBytes {
+		return "", tooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
+	}
+	return string(b), nil
 }
 
 // saveVideo copies the video part to path, refusing it past
@@ -240,6 +272,15 @@ type uploadedTask struct {
 	// Review are the stages the task stops at for a person's edits
 	// ("transcript", "translation").
 	Review []string `json:"review"`
+	// Subtitles is the text of a subtitle file (SRT or WebVTT) the task
+	// starts from; SubtitlesLanguage its language (default the source);
+	// SourceSubtitles a second file's text, with the source text of
+	// subtitles in the target language; BurnSubtitles "target" or
+	// "bilingual" for an extra output with subtitles drawn in.
+	Subtitles         string `json:"subtitles"`
+	SubtitlesLanguage string `json:"subtitlesLanguage"`
+	SourceSubtitles   string `json:"sourceSubtitles"`
+	BurnSubtitles     string `json:"burnSubtitles"`
 }
 
 // existingUpload starts a task from {"sourceVideoKey", "source", "target",
@@ -251,7 +292,7 @@ type uploadedTask struct {
 // of the upload itself removes it at once.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
 	var body uploadedTask
-	if err := decodeJSON(r, &body); err != nil {
+	if err := decodeJSONUpTo(r, &body, maxTaskJSONBytes); err != nil {
 		return submission{}, err
 	}
 	ctx := r.Context()
@@ -261,7 +302,9 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	}
 	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
-		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName, Review: body.Review}
+		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName, Subtitles: body.Subtitles,
+		SubtitlesLanguage: body.SubtitlesLanguage, SourceSubtitles: body.SourceSubtitles, BurnSubtitles: body.BurnSubtitles,
+		Review: body.Review}
 	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}
@@ -301,6 +344,9 @@ func (s *server) takeUpload(ctx context.Context, key string, sub submission) (su
 	}
 	info, err := s.limits().Media(ctx, path)
 	if err != nil {
+		return sub, err
+	}
+	if err := sub.task.FitVideo(info.Duration); err != nil {
 		return sub, err
 	}
 	sub.probe = admit.ProbeRecord(path, info)
@@ -390,15 +436,21 @@ func taskOfUploadKey(key string) (uuid.UUID, error) {
 	return id, nil
 }
 
-// submit creates the task and publishes its first message, exactly as
-// dubctl submit does (the admitted task's payload, glossary included, in
-// task.Submit; then outbox.Flush, a failed publish left to the workers'
-// outbox sweep). extract_audio stores the glossary in task_glossaries.
+// submit stores the task's subtitle files, creates the task and publishes
+// its first message, exactly as dubctl submit does (the admitted task's
+// payload, glossary included, in task.Submit; then outbox.Flush, a failed
+// publish left to the workers' outbox sweep). extract_audio stores the
+// glossary in task_glossaries.
 func (s *server) submit(ctx context.Context, sub submission) error {
 	payload := sub.task.Payload(sub.id)
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
 	if err != nil {
 		return badRequest(err.Error())
+	}
+	for _, f := range sub.task.SubtitleFiles(sub.id) {
+		if err := s.objects.Put(ctx, f.Key, strings.NewReader(f.Text), int64(len(f.Text)), f.ContentType); err != nil {
+			return unavailableBecause("the subtitles cannot be stored now; try again", err)
+		}
 	}
 	ids, err := task.SubmitProbed(ctx, s.pool, env, payload, sub.task.FileName, sub.probe)
 	if errors.Is(err, task.ErrExists) {

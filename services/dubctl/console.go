@@ -197,7 +197,7 @@ func (c *consoleBackend) Rules(context.Context) (admit.Rules, admit.Limits, erro
 }
 
 // Submit streams the video to POST /api/tasks as a multipart form (never
-// whole in memory) with the languages, speaker and glossary.
+// whole in memory) with the languages, speaker, glossary and subtitles.
 func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
 	f, err := os.Open(s.input)
 	if err != nil {
@@ -208,9 +208,17 @@ func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, e
 	mw := multipart.NewWriter(pw)
 	go func() {
 		for _, kv := range [][2]string{{"source", s.req.Source}, {"target", strings.Join(s.req.Targets, ",")},
-			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}, {"review", strings.Join(s.req.Review, ",")}} {
+			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}, {"subtitlesLanguage", s.req.SubtitlesLanguage},
+			{"burnSubtitles", s.req.BurnSubtitles}, {"review", strings.Join(s.req.Review, ",")}} {
 			if kv[1] != "" {
 				_ = mw.WriteField(kv[0], kv[1])
+			}
+		}
+		for _, kv := range [][2]string{{"subtitles", s.req.Subtitles}, {"sourceSubtitles", s.req.SourceSubtitles}} {
+			if kv[1] != "" {
+				if part, err := mw.CreateFormFile(kv[0], kv[0]); err == nil {
+					_, _ = io.WriteString(part, kv[1])
+				}
 			}
 		}
 		part, err := mw.CreateFormFile("video", filepath.Base(s.input))
@@ -272,9 +280,13 @@ func (c *consoleBackend) Fetch(ctx context.Context, t *view.Task, key, path stri
 // linkOf finds the presigned URL of key among t's links and its
 // children's.
 func linkOf(t *view.Task, key string) string {
-	find := func(result []byte, output *string, subs []view.SubtitleLink) string {
-		if output != nil && view.OutputOf(result).OutputVideoKey == key {
+	find := func(result []byte, output, burned *string, subs []view.SubtitleLink) string {
+		res := view.OutputOf(result)
+		switch {
+		case output != nil && res.OutputVideoKey == key:
 			return *output
+		case burned != nil && res.BurnedVideoKey == key:
+			return *burned
 		}
 		for _, s := range subs {
 			if s.Key == key {
@@ -283,11 +295,11 @@ func linkOf(t *view.Task, key string) string {
 		}
 		return ""
 	}
-	if u := find(t.Result, t.Links.Output, t.Links.Subtitles); u != "" {
+	if u := find(t.Result, t.Links.Output, t.Links.Burned, t.Links.Subtitles); u != "" {
 		return u
 	}
 	for _, ch := range t.ChildrenOf() {
-		if u := find(ch.Result, ch.Links.Output, ch.Links.Subtitles); u != "" {
+		if u := find(ch.Result, ch.Links.Output, ch.Links.Burned, ch.Links.Subtitles); u != "" {
 			return u
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
@@ -140,8 +141,8 @@ func (d *dbBackend) Rules(ctx context.Context) (admit.Rules, admit.Limits, error
 		Capabilities: caps}, admit.LimitsOf(limits), nil
 }
 
-// Submit uploads the video to videos/{id}/source.mp4, then creates the
-// task and its first message in one transaction (task.Submit) and
+// Submit uploads the video to videos/{id}/source.mp4 (and the subtitle
+// files to subtitles/{id}/), then creates the task and its first message in one transaction (task.Submit) and
 // publishes it. Everything is connected before anything is changed.
 func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error) {
 	if s.idempotencyKey == "" {
@@ -176,6 +177,11 @@ func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uui
 	// the system copies it to each language's child task (server-side).
 	if err := objects.PutFile(ctx, p.SourceVideoKey, s.input, "video/mp4"); err != nil {
 		return uuid.Nil, err
+	}
+	for _, f := range s.task.SubtitleFiles(id) {
+		if err := objects.Put(ctx, f.Key, strings.NewReader(f.Text), int64(len(f.Text)), f.ContentType); err != nil {
+			return uuid.Nil, err
+		}
 	}
 	ids, err := task.SubmitProbed(ctx, pool, env, p, s.task.FileName, s.probe)
 	target := id.String()

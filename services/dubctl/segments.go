@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/view"
@@ -124,7 +125,11 @@ func printVersions(w io.Writer, vs []view.Version) error {
 		if v.Segment != nil && v.Text != nil {
 			change = fmt.Sprintf("segment %d: %s", *v.Segment, oneLineText(*v.Text))
 		}
-		t.row(v.Version, v.Ready, v.OutputVideoKey, change)
+		output := v.OutputVideoKey
+		if v.BurnedVideoKey != "" {
+			output += " + " + path.Base(v.BurnedVideoKey) // subtitles burned in
+		}
+		t.row(v.Version, v.Ready, output, change)
 	}
 	return t.flush()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
@@ -15,15 +17,18 @@ import (
 
 // submitOptions are the flags of `dubctl submit`.
 type submitOptions struct {
-	input      string
-	source     string
-	target     string
-	speaker    string
-	glossary   string
-	review     string
-	noValidate bool
-	wait       bool
-	waitOpts   waitOptions
+	input    string
+	source   string
+	target   string
+	speaker  string
+	glossary string
+	review   string
+	// subtitles is --subtitles FILE[:LANG]; sourceSubtitles the second
+	// file of subtitles in the target language; burn --burn-subtitles.
+	subtitles, sourceSubtitles, burn string
+	noValidate                       bool
+	wait                             bool
+	waitOpts                         waitOptions
 	// idempotencyKey makes the submission safe to send again
 	// (--idempotency-key; pkg/idempotency).
 	idempotencyKey string
@@ -59,16 +64,26 @@ type admitter interface {
 func submitCmd() *cobra.Command {
 	var o submitOptions
 	cmd := &cobra.Command{
-		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--review transcript,translation] [--wait]",
+		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--subtitles FILE[:LANG]] [--review transcript,translation] [--wait]",
 		Short: "Upload a video and start dubbing it",
 		Long: `submit checks the video locally with ffprobe (it must be media with an audio
 and a video stream), uploads it to videos/{task_id}/source.mp4, creates the
 task and publishes task.extract_audio (the task row and the message commit
 together through the outbox) — or, through the console, uploads it to the
 console, which does the same. It prints the task id, or with --json the task.
-With --wait it then follows the task like "dubctl wait". With --review the
-task stops in the status review after asr (transcript) or after translate
-(translation) until its lines are approved ("dubctl review").`,
+With --wait it then follows the task like "dubctl wait".
+
+With --subtitles FILE[:LANG] the task starts from a subtitle file (SRT or
+WebVTT) instead of recognising the speech: in the source language (the
+default LANG) its cues are the lines, translated as usual; in the target
+language they are spoken as they are (--source-subtitles FILE gives their
+source text for the bilingual subtitles). The file is checked here as the
+console and extract_audio check it: a refusal names its line (exit 2).
+--burn-subtitles target|bilingual also writes final.burned.mp4, the dub with
+those subtitles drawn into the picture.
+
+With --review the task stops in the status review after asr (transcript) or
+after translate (translation) until its lines are approved ("dubctl review").`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.waitOpts.check(); err != nil {
@@ -97,6 +112,9 @@ task stops in the status review after asr (transcript) or after translate
 	f.StringVar(&o.speaker, "speaker", "", "voice of the dub (the synthesis engine's default when empty)")
 	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
 	f.StringVar(&o.review, "review", "", "stop for a person's edits of the lines before the voice is made: transcript (after asr), translation (after translate), or transcript,translation (see dubctl review)")
+	f.StringVar(&o.subtitles, "subtitles", "", "start from this subtitle file (SRT or WebVTT) instead of recognising the speech: FILE, or FILE:LANG for a file in the target language (default the source)")
+	f.StringVar(&o.sourceSubtitles, "source-subtitles", "", "with --subtitles in the target language: a second file with the source text of the same lines")
+	f.StringVar(&o.burn, "burn-subtitles", "", "also write the dub with subtitles drawn in (final.burned.mp4): target or bilingual")
 	f.BoolVar(&o.noValidate, "no-validate", false, "skip the local ffprobe check: only the file's size and container are checked here (the workers still check)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
 	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "a key of your choosing (1..255 visible ASCII characters) that makes the submit safe to run again: within 24 hours the same submission with it prints its first task and creates nothing; a different submission with it is refused")
@@ -133,6 +151,9 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 	if s.req.Glossary, err = admit.GlossaryFile(o.glossary); err != nil {
 		return s, refused(err)
 	}
+	if err := o.readSubtitles(&s.req); err != nil {
+		return s, refused(err)
+	}
 	if s.task, err = admit.Check(s.req, rules); err != nil {
 		return s, refused(err)
 	}
@@ -149,8 +170,34 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 	if err != nil {
 		return s, refused(err)
 	}
+	if err := s.task.FitVideo(info.Duration); err != nil {
+		return s, refused(err)
+	}
 	s.probe = admit.ProbeRecord(o.input, info)
 	return s, nil
+}
+
+// subtitlesLanguage reads --subtitles FILE[:LANG]: a suffix after the last
+// colon that reads as a language code is the file's language.
+var subtitlesLanguage = regexp.MustCompile(`:([a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*)$`)
+
+// readSubtitles reads the subtitle files of --subtitles and
+// --source-subtitles into req (as pkg/admit reads a file: an empty one is
+// refused, not taken for none), and --burn-subtitles.
+func (o *submitOptions) readSubtitles(req *admit.Request) error {
+	file := o.subtitles
+	if m := subtitlesLanguage.FindStringSubmatch(file); m != nil {
+		file, req.SubtitlesLanguage = strings.TrimSuffix(file, m[0]), m[1]
+	}
+	var err error
+	if req.Subtitles, err = admit.SubtitlesFile(admit.FieldSubtitles, file); err != nil {
+		return err
+	}
+	if req.SourceSubtitles, err = admit.SubtitlesFile(admit.FieldSourceSubtitles, o.sourceSubtitles); err != nil {
+		return err
+	}
+	req.BurnSubtitles = o.burn
+	return nil
 }
 
 // probeTimeout bounds the local ffprobe check of --input.

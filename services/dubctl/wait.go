@@ -56,8 +56,10 @@ func waitCmd() *cobra.Command {
 		Short: "Follow a task until it ends and download the result",
 		Long: `wait shows the task's progress (units of work done: the parts of its steps;
 segments translated and synthesized) on stderr until it ends. When the task is
-done it downloads the dubbed video to --output and the subtitles (SRT) next to
-it (a task of several languages: one video per language). A failed or cancelled
+done it downloads the dubbed video to --output and the subtitles next to
+it, SRT and WebVTT, and — when the task asked for subtitles burned in — the
+dub with them drawn into the picture as <output>.burned.mp4 (a task of
+several languages: one video per language). A failed or cancelled
 task prints its error and exits 1; a compensating task (speech synthesis of
 some segments still fails) says how to re-drive it and exits 4; a timeout
 exits 3.`,
@@ -76,10 +78,12 @@ type waited struct {
 	*view.Task
 	// OutputPath is the video saved (a task of one language),
 	// OutputPaths the video of each language (a parent); SubtitlePaths
-	// are the SRT files saved.
+	// are the SRT and WebVTT files saved, BurnedPaths the videos with
+	// subtitles drawn in.
 	OutputPath    string            `json:"outputPath,omitempty"`
 	OutputPaths   map[string]string `json:"outputPaths,omitempty"`
 	SubtitlePaths []string          `json:"subtitlePaths"`
+	BurnedPaths   []string          `json:"burnedPaths,omitempty"`
 }
 
 // follow reads the task until it ends or o.timeout passes (reading again
@@ -150,6 +154,7 @@ func report(out io.Writer, t *view.Task, o waitOptions, err error) error {
 type download struct {
 	key, path, language string
 	limit               int64
+	burned              bool // the video with subtitles drawn in
 }
 
 // finishDone downloads the outputs of a done task and prints where they
@@ -175,6 +180,8 @@ func finishDone(cmd *cobra.Command, b backend, t *view.Task, o waitOptions) erro
 		switch {
 		case f.limit == maxSubtitleBytes:
 			w.SubtitlePaths = append(w.SubtitlePaths, f.path)
+		case f.burned:
+			w.BurnedPaths = append(w.BurnedPaths, f.path)
 		case f.language != "":
 			if w.OutputPaths == nil {
 				w.OutputPaths = map[string]string{}
@@ -200,8 +207,11 @@ func finishDone(cmd *cobra.Command, b backend, t *view.Task, o waitOptions) erro
 	for _, p := range w.SubtitlePaths {
 		fmt.Fprintf(out, "subtitles: %s\n", p)
 	}
+	for _, p := range w.BurnedPaths {
+		fmt.Fprintf(out, "subtitles burned in: %s\n", p)
+	}
 	for _, f := range files {
-		if f.limit != maxSubtitleBytes {
+		if f.limit != maxSubtitleBytes && !f.burned {
 			fmt.Fprintln(out, f.path)
 		}
 	}
@@ -248,17 +258,20 @@ func downloadsOf(t *view.Task, dest string) ([]download, error) {
 	return out, nil
 }
 
-// outputFiles lists one task's video and SRT files. The subtitles are the
-// ones its result lists (source, target and bilingual), else the workers'
-// layout for the languages given; each is saved as <dest without
-// extension>.<what follows the object's stem>, e.g. dub.es.srt or
-// dub.es-en.srt.
+// outputFiles lists one task's video, its subtitle files and its video
+// with subtitles burned in (when it has one). The subtitles are the ones
+// its result lists (source, target and bilingual; SRT and WebVTT), else
+// the workers' layout of SRT files for the languages given; each is saved
+// as <dest without extension>.<what follows the object's stem>, e.g.
+// dub.es.srt, dub.es-en.vtt or dub.burned.mp4.
 func outputFiles(id uuid.UUID, videoKey string, result []byte, langs []string, dest string, limit int64) ([]download, error) {
 	out := []download{{key: videoKey, path: dest, limit: limit}}
-	subs := view.OutputOf(result).Subtitles
-	keys := make([]string, 0, len(subs))
-	for _, k := range subs {
-		keys = append(keys, k)
+	res := view.OutputOf(result)
+	keys := make([]string, 0, len(res.Subtitles)+len(res.SubtitlesVTT))
+	for _, subs := range []map[string]string{res.Subtitles, res.SubtitlesVTT} {
+		for _, k := range subs {
+			keys = append(keys, k)
+		}
 	}
 	if len(keys) == 0 {
 		stem := strings.TrimSuffix(videoKey, path.Ext(videoKey))
@@ -281,12 +294,18 @@ func outputFiles(id uuid.UUID, videoKey string, result []byte, langs []string, d
 		}
 		out = append(out, download{key: key, path: base + "." + name, limit: maxSubtitleBytes})
 	}
+	if key := res.BurnedVideoKey; key != "" {
+		if err := wire.CheckKey(key, wire.KindOutput, id); err != nil || key != wire.BurnedKey(videoKey) {
+			return nil, fmt.Errorf("burned video key %q: not the output's %s", key, wire.BurnedKey(videoKey))
+		}
+		out = append(out, download{key: key, path: base + ".burned" + filepath.Ext(dest), limit: limit, burned: true})
+	}
 	return out, nil
 }
 
 // subtitleName is what a subtitle's file name may end in: a language, or
-// the target and source of a bilingual file, then .srt.
-var subtitleName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}(\.[A-Za-z0-9_-]{1,16})?\.srt$`)
+// the target and source of a bilingual file, then .srt or .vtt.
+var subtitleName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}(\.[A-Za-z0-9_-]{1,16})?\.(srt|vtt)$`)
 
 // outputLimit bounds the download of a task's output video: the largest
 // source video plus the largest audio the workers accept (MAX_VIDEO_BYTES +
@@ -305,6 +324,9 @@ func outputLimit() (int64, error) {
 // step not fanned out yet counts as one).
 func progressOf(t *view.Task) (desc string, done, total int) {
 	for _, s := range t.Steps {
+		if s.Status == view.Skipped {
+			continue // no work: the task's plan leaves it out
+		}
 		parts := max(1, len(s.Parts))
 		total += parts
 		switch {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,5 +208,46 @@ func (s *stack) reviewLong(t *testing.T, ctx context.Context, review string) {
 	}
 	if batches != len(lines) {
 		t.Errorf("%d translate batches of revision 1 succeeded, want one a line (%d)", batches, len(lines))
+	}
+}
+
+// TestReviewedSubtitles: a task from a person's subtitles stops in review
+// at once when it asks one — the transcript's for subtitles in the source
+// language (no asr attempt, no translate before the approval), the
+// translation's for subtitles in the target language — and ends done with
+// the lines as approved.
+func TestReviewedSubtitles(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	s.start(t, append(append([]string{}, workers...), helpers...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	video := filepath.Join(dir, "talk.mp4")
+	if err := media.MakeSampleVideo(ctx, sampleText, video, media.SampleOptions{Lead: sampleLead}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, lang, review, stage, text string }{
+		{"en.srt", "", "transcript", "transcript", "Good morning everyone."},
+		{"es.srt", ":es", "translation", "translation", "Buenos días a todos."},
+	} {
+		srt := filepath.Join(dir, c.file)
+		body := "1\n00:00:00,500 --> 00:00:03,000\n" + c.text + "\n\n2\n00:00:03,200 --> 00:00:06,000\n" + c.text + "\n"
+		if err := os.WriteFile(srt, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := s.dubctl(t, ctx, "submit", "--input", video, "--subtitles", srt+c.lang, "--review", c.review,
+			"--wait", "--json", "--timeout", "3m")
+		v := decodeTask(t, stdout, stderr)
+		if code != exitReview || v.Status != "review" {
+			t.Fatalf("%s: submit: exit %d, %s: %s\n%s", c.file, code, v.Status, v.Error, stderr)
+		}
+		s.checkNoAttempts(t, ctx, v.TaskID, "asr")
+		s.checkNoAttempts(t, ctx, v.TaskID, "translate")
+		s.reviewEdit(t, ctx, v.TaskID, "--line", "2", "--delete")
+		s.approve(t, ctx, v.TaskID, 0, filepath.Join(dir, c.file+".mp4"))
+		if segs := s.segments(t, ctx, v.TaskID); len(segs) != 1 || !segs[0].Synthesized {
+			t.Errorf("%s: final lines %+v, want the one left, spoken", c.file, segs)
+		}
 	}
 }

@@ -17,11 +17,16 @@ type Config struct {
 
 	// TimeoutSeconds bounds one run of the step.
 	config.TimeoutSeconds `env:"TIMEOUT_EXTRACT_AUDIO_SECONDS" envDefault:"600"`
+
+	// TranslateBatch is how many segments one translate message (or, for
+	// subtitles in the target language, one tts part) of a task from
+	// subtitles carries.
+	config.TranslateBatch
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Limits.Validate(),
+	errs := []error{c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate(),
 		c.CheckTimeout(service)}
 	if c.DefaultSourceLanguage == "" || c.DefaultTargetLanguage == "" {
 		errs = append(errs, errors.New("DEFAULT_SOURCE_LANGUAGE and DEFAULT_TARGET_LANGUAGE must not be empty"))

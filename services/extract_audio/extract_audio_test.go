@@ -62,6 +62,9 @@ func TestExtractAudio(t *testing.T) {
 	t.Run("languages from payload, then task, then defaults", func(t *testing.T) { languagesFallBack(t, s) })
 	t.Run("bad inputs fail the task with a clear reason", func(t *testing.T) { badInputsFail(t, s) })
 	t.Run("the door's probe is reused for the same bytes only", func(t *testing.T) { doorProbeReused(t, s) })
+	t.Run("subtitles in the source skip asr", func(t *testing.T) { subtitlesInTheSource(t, s) })
+	t.Run("subtitles in the target skip asr and translate", func(t *testing.T) { subtitlesInTheTarget(t, s) })
+	t.Run("bad subtitles fail the task with the doors' text", func(t *testing.T) { badSubtitlesRefused(t, s) })
 	// Last: it announces engines, which the cases above do not expect.
 	t.Run("impossible languages are refused at once", func(t *testing.T) { impossibleLanguagesRefused(t, s) })
 }

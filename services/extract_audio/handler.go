@@ -34,7 +34,9 @@ type task struct {
 	probe                                     []byte // tasks.source_probe: the door's (media.ProbeRecord)
 }
 
-// Handle validates the video, extracts its audio, stores it and emits asr.
+// Handle validates the video, extracts its audio, stores it and emits asr
+// — or, for a task from subtitles, stages their cues as the segments and
+// emits what follows them (fromSubtitles).
 func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	var p wire.ExtractAudio
 	if err := msg.Decode(&p); err != nil {
@@ -47,51 +49,84 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return err
 	}
-	if err := h.admit(ctx, t, p); err != nil {
+	if err := h.admit(ctx, t, &p); err != nil {
 		return err
 	}
-
 	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
 	if err != nil {
 		return fmt.Errorf("make temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	video := filepath.Join(dir, "source.media")
-	// The download stops at MAX_VIDEO_BYTES whatever the object's metadata
-	// says.
-	if err := blob.Download(ctx, h.objects, p.SourceVideoKey, video, blob.Need{What: "source video", NonEmpty: true,
-		MaxBytes: h.cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
+	x, err := h.extract(ctx, dir, p, t)
+	if err != nil {
 		return err
 	}
-	// The probe refuses a video that claims to be too long; the decode
-	// enforces the limit on what the streams really hold.
-	info, probe, err := h.probe(ctx, video, t.probe)
-	if err != nil {
-		return fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
-	}
-	wav := filepath.Join(dir, "source.wav")
-	if err := media.ExtractAudio(ctx, video, wav, h.cfg.MaxDuration()); err != nil {
-		return fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, h.explain(err))
-	}
-	if err := h.objects.PutFile(ctx, p.OutputAudioKey, wav, "audio/wav"); err != nil {
-		return fmt.Errorf("store %s: %w", p.OutputAudioKey, err)
-	}
+	info := x.info
 	msg.Log.Info().Dur("video_duration", info.Duration).Str("audio_key", p.OutputAudioKey).
 		Str("source_language", t.sourceLanguage).Str("target_language", t.targetLanguage).Msg("audio extracted")
 
 	// The task row holds what every later step reads: the settled
-	// languages, the speaker and the keys.
+	// languages, the speaker and the keys; its plan what it skips.
 	details := t.details(env, p)
-	details.SourceProbe = probe
+	details.SourceProbe = x.probe
 	msg.Apply(lifecycle.Settle(details))
+	if plan := lifecycle.PlanOf(p, t.sourceLanguage); !plan.IsZero() {
+		sql, args := lifecycle.SavePlan(env.TaskID, plan)
+		msg.Exec(sql, args...)
+	}
 	if err := stageGlossary(msg, p.Glossary); err != nil {
 		return err
+	}
+	if p.SubtitlesKey != "" {
+		return h.fromSubtitles(msg, t, p, x)
 	}
 	return msg.Emit(wire.StepASR, wire.ASR{
 		AudioKey:  p.OutputAudioKey,
 		Language:  t.sourceLanguage,
 		OutputKey: wire.DefaultKeys(env.TaskID).ASR,
 	})
+}
+
+// extracted is what extract made of a task's video.
+type extracted struct {
+	wav   string      // the audio, a local 16 kHz mono WAV file
+	info  *media.Info // the video's probe
+	probe []byte      // the record of it to keep for mux_video
+	lines []line      // a task from subtitles: its lines
+}
+
+// extract downloads and probes the video into dir, reads the task's
+// subtitles (checked against the video's length, before any audio is
+// extracted), extracts the audio and stores it.
+func (h *handler) extract(ctx context.Context, dir string, p wire.ExtractAudio, t task) (extracted, error) {
+	var x extracted
+	video := filepath.Join(dir, "source.media")
+	// The download stops at MAX_VIDEO_BYTES whatever the object's metadata
+	// says.
+	if err := blob.Download(ctx, h.objects, p.SourceVideoKey, video, blob.Need{What: "source video", NonEmpty: true,
+		MaxBytes: h.cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
+		return x, err
+	}
+	// The probe refuses a video that claims to be too long; the decode
+	// enforces the limit on what the streams really hold.
+	var err error
+	if x.info, x.probe, err = h.probe(ctx, video, t.probe); err != nil {
+		return x, fmt.Errorf("check %s: %w", p.SourceVideoKey, h.explain(err))
+	}
+	if p.SubtitlesKey != "" {
+		target := lifecycle.PlanOf(p, t.sourceLanguage).Skips(wire.StepTranslate)
+		if x.lines, err = h.readSubtitles(ctx, p, target, admit.DurationMS(x.info.Duration)); err != nil {
+			return x, err
+		}
+	}
+	x.wav = filepath.Join(dir, "source.wav")
+	if err := media.ExtractAudio(ctx, video, x.wav, h.cfg.MaxDuration()); err != nil {
+		return x, fmt.Errorf("extract audio of %s: %w", p.SourceVideoKey, h.explain(err))
+	}
+	if err := h.objects.PutFile(ctx, p.OutputAudioKey, x.wav, "audio/wav"); err != nil {
+		return x, fmt.Errorf("store %s: %w", p.OutputAudioKey, err)
+	}
+	return x, nil
 }
 
 // resolve settles the task's languages, speaker and output key, and makes
@@ -127,14 +162,16 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 }
 
 // admit refuses, as a permanent error, a task whose languages the
-// engines cannot handle, or whose speaker no tts engine has as a voice —
+// engines cannot handle (a step its subtitles skip is not judged), whose
+// subtitles are in neither its source nor its target language, or whose
+// speaker no tts engine has as a voice —
 // pkg/admit's check, the one every door runs, by what the asr, translate
 // and tts workers announced — or whose glossary breaks the glossary's
 // rules (admit.Glossary: the text rule, each source term once), or that
 // asks a review of a task dubbed into several languages (admit.Review), before
 // anything is downloaded or transcribed. An outside publisher's message
 // reaches no other door.
-func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error {
+func (h *handler) admit(ctx context.Context, t task, p *wire.ExtractAudio) error {
 	if err := admit.Glossary(p.Glossary); err != nil {
 		return fault.Permanent(err)
 	}
@@ -149,7 +186,14 @@ func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error 
 	if len(targets) == 0 {
 		targets = []string{t.targetLanguage}
 	}
-	if err := admit.Languages(t.sourceLanguage, targets, caps); err != nil {
+	if p.SubtitlesKey != "" {
+		// The file's language settled: the source's or the one target's.
+		if p.SubtitlesLanguage, err = admit.SubtitlesLanguage(p.SubtitlesLanguage, t.sourceLanguage, targets,
+			p.SourceSubtitlesKey != ""); err != nil {
+			return fault.Permanent(err)
+		}
+	}
+	if err := admit.LanguagesSkipping(t.sourceLanguage, targets, caps, p.SkippedSteps(t.sourceLanguage)); err != nil {
 		return fault.Permanent(err)
 	}
 	if err := admit.Speaker(t.speakerID, caps); err != nil {

@@ -58,6 +58,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	case err != nil:
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
+	plan, err := task.LoadPlan(ctx, h.db, id)
+	if err != nil {
+		return err
+	}
+	j.burnAs = plan.BurnSubtitles
 	if j.segs, err = h.segments(ctx, id); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
@@ -51,11 +52,15 @@ type job struct {
 	opts             options
 	srcLang, dstLang string
 	probe            []byte // tasks.source_probe: extract_audio's probe of the video (media.ProbeRecord)
-	segs             []segment
-	dir              string
-	report           *media.TimingReport
-	laps             []lap // how long each part of the run took, for the log
-	last             time.Time
+	// burnAs is the task's plan's burn_subtitles: wire.BurnTarget or
+	// wire.BurnBilingual writes the extra output final.burned.mp4 with
+	// those subtitles drawn in; "" none.
+	burnAs string
+	segs   []segment
+	dir    string
+	report *media.TimingReport
+	laps   []lap // how long each part of the run took, for the log
+	last   time.Time
 }
 
 // lap is one part of a run and how long it took.
@@ -108,15 +113,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 	if err := writeFile(timing, j.report.WriteJSON); err != nil {
 		return nil, err
 	}
-	in := media.MuxInput{Video: video, DubWav: dub, DubLanguage: j.dstLang, OriginalLanguage: j.srcLang,
-		Subtitles: []media.Subtitle{
-			{Path: subs[1].file, Language: j.dstLang, Title: "Dub (" + j.dstLang + ")"},
-			{Path: subs[0].file, Language: j.srcLang, Title: "Original (" + j.srcLang + ")"},
-		},
-		MaxDuration: cfg.MaxDuration(), Info: info}
-	if j.opts.burn {
-		in.BurnSubtitles = subs[1].file
-	}
+	in := j.muxInput(video, dub, subs, info)
 	out := filepath.Join(j.dir, "final.mp4")
 	if err := media.Mux(ctx, in, out); err != nil {
 		return nil, fmt.Errorf("mux %s: %w", j.p.SourceVideoKey, j.h.explain(err))
@@ -125,16 +122,70 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 	timingKey := path.Dir(j.p.OutputVideoKey) + "/timing.json"
 	uploads := append([]output{{j.p.TTSAudioKey, dub, "audio/wav"}}, subs...)
 	uploads = append(uploads, output{timingKey, timing, "application/json"}, output{j.p.OutputVideoKey, out, "video/mp4"})
-	for _, up := range uploads {
-		if err := j.h.objects.PutFile(ctx, up.key, up.file, up.contentType); err != nil {
-			return nil, fmt.Errorf("store %s: %w", up.key, err)
+	if j.burnAs != "" {
+		burned, err := j.burn(ctx, in, subs)
+		if err != nil {
+			return nil, err
 		}
+		uploads = append(uploads, burned)
+		result["burned_video_key"] = burned.key
 	}
-	j.lap("store")
+	if err := j.store(ctx, uploads); err != nil {
+		return nil, err
+	}
 	result["output_video_key"], result["dub_audio_key"], result["timing_report_key"] = j.p.OutputVideoKey, j.p.TTSAudioKey, timingKey
 	result["segments"], result["duration_ms"], result["timing"], result["mix"] = len(j.segs), totalMS, j.report.Summary, j.report.Mix
 	result["burned_subtitles"] = j.opts.burn
 	return result, nil
+}
+
+// muxInput is what Mux makes the output of: the video, the dub track, the
+// target and source subtitles as tracks (and, with the mux options'
+// burn_subtitles, the target's drawn into the picture).
+func (j *job) muxInput(video, dub string, subs []output, info *media.Info) media.MuxInput {
+	in := media.MuxInput{Video: video, DubWav: dub, DubLanguage: j.dstLang, OriginalLanguage: j.srcLang,
+		Subtitles: []media.Subtitle{
+			{Path: subs[1].file, Language: j.dstLang, Title: "Dub (" + j.dstLang + ")"},
+			{Path: subs[0].file, Language: j.srcLang, Title: "Original (" + j.srcLang + ")"},
+		},
+		MaxDuration: j.h.cfg.MaxDuration(), Info: info}
+	if j.opts.burn {
+		in.BurnSubtitles = subs[1].file
+	}
+	return in
+}
+
+// store uploads the run's outputs.
+func (j *job) store(ctx context.Context, uploads []output) error {
+	for _, up := range uploads {
+		if err := j.h.objects.PutFile(ctx, up.key, up.file, up.contentType); err != nil {
+			return fmt.Errorf("store %s: %w", up.key, err)
+		}
+	}
+	j.lap("store")
+	return nil
+}
+
+// burn writes the extra output final.burned.mp4: the output of in again,
+// with the target subtitles (or the bilingual ones, the dub's lines over
+// the source's) drawn into the picture by libass. subs are the outputs of
+// subtitles, the bilingual SubRip file among them.
+func (j *job) burn(ctx context.Context, in media.MuxInput, subs []output) (output, error) {
+	in.BurnSubtitles = subs[1].file // the target's SubRip file
+	in.Subtitles = nil              // drawn in: no tracks beside
+	if j.burnAs == wire.BurnBilingual {
+		for _, s := range subs {
+			if strings.HasSuffix(s.key, "-"+j.srcLang+".srt") {
+				in.BurnSubtitles = s.file
+			}
+		}
+	}
+	out := output{wire.BurnedKey(j.p.OutputVideoKey), filepath.Join(j.dir, "final.burned.mp4"), "video/mp4"}
+	if err := media.Mux(ctx, in, out.file); err != nil {
+		return out, fmt.Errorf("burn subtitles into %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+	}
+	j.lap("burn")
+	return out, nil
 }
 
 // probeVideo describes the downloaded video and checks it against lim:

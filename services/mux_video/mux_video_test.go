@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -213,5 +214,62 @@ func TestMuxVideoOptions(t *testing.T) {
 	mix, _ := task.Result["mix"].(map[string]any)
 	if task.Status != "done" || task.Result["burned_subtitles"] != true || mix["background"] != media.BackgroundNone || mix["target_lufs"] != -23.0 {
 		t.Errorf("task = %+v", task)
+	}
+}
+
+// frameGray decodes the frame of video at second at as 8-bit grey pixels.
+func frameGray(t *testing.T, video string, at float64) []byte {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-ss", strconv.FormatFloat(at, 'f', 2, 64), "-i", video,
+		"-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", "-").Output()
+	if err != nil || len(out) == 0 {
+		t.Fatalf("frame at %.2fs of %s: %v", at, video, err)
+	}
+	return out
+}
+
+// meanDiff is the mean absolute difference of two frames' pixels.
+func meanDiff(a, b []byte) float64 {
+	var sum int
+	for i := range min(len(a), len(b)) {
+		d := int(a[i]) - int(b[i])
+		sum += max(d, -d)
+	}
+	return float64(sum) / float64(min(len(a), len(b)))
+}
+
+// TestMuxVideoBurnsAnExtraOutput: a task whose plan asks for bilingual
+// subtitles burned in gets final.burned.mp4 beside final.mp4: final.mp4
+// as ever (its video copied bit for bit), the extra one re-encoded with the
+// lines drawn into the picture (a frame while a line is shown differs from
+// the original far more than one before any line), listed in the result.
+func TestMuxVideoBurnsAnExtraOutput(t *testing.T) {
+	t.Parallel()
+	c := newMuxCase(t)
+	ctx := context.Background()
+	if _, err := c.s.DB.Pool.Exec(ctx, `INSERT INTO task_plans (task_id, burn_subtitles) VALUES ($1, 'bilingual')`, c.id); err != nil {
+		t.Fatal(err)
+	}
+	out := c.mux(t, nil)
+	if a, b := videoHash(t, c.video), videoHash(t, out); a != b {
+		t.Errorf("final.mp4's video changed: %s → %s", a, b)
+	}
+	burnedKey := "outputs/" + c.id.String() + "/final.burned.mp4"
+	if got := c.s.Task(c.id).Result["burned_video_key"]; got != burnedKey {
+		t.Fatalf("result's burned_video_key %v, want %s", got, burnedKey)
+	}
+	burned := filepath.Join(t.TempDir(), "final.burned.mp4")
+	if err := c.s.Blob.GetFile(ctx, burnedKey, burned, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	info, err := media.Probe(ctx, burned)
+	if err != nil || len(info.StreamsOf(media.AudioStream)) != 2 || len(info.StreamsOf(media.SubtitleStream)) != 0 {
+		t.Fatalf("burned output %+v, %v: want the two audio tracks, no subtitle track", info, err)
+	}
+	before := meanDiff(frameGray(t, c.video, 0.2), frameGray(t, burned, 0.2))
+	during := meanDiff(frameGray(t, c.video, 2.5), frameGray(t, burned, 2.5))
+	t.Logf("frame difference before any line %.2f, while one is shown %.2f", before, during)
+	if during < 3*before+1 {
+		t.Errorf("frame difference %.2f while a line is shown, %.2f before: want the lines drawn in", during, before)
 	}
 }

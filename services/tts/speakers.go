@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/speaker"
@@ -32,7 +33,7 @@ type voicing struct {
 // lock.
 func (h *handler) assignSpeakers(ctx context.Context, msg *step.Message, t task, only []int32) error {
 	var missing bool
-	if err := h.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE task_id = $1 AND speaker = ''
+	if err := h.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM segments WHERE task_id = $1 AND (speaker = '' OR voice = '')
 		AND ($2::int[] IS NULL OR idx = ANY($2)))`, t.id, only).Scan(&missing); err != nil {
 		return fmt.Errorf("read speakers of %s: %w", t.id, err)
 	}
@@ -69,6 +70,9 @@ func (h *handler) assignSpeakersTx(ctx context.Context, tx pgx.Tx, msg *step.Mes
 	if err != nil {
 		return fmt.Errorf("read segments of %s: %w", t.id, err)
 	}
+	if err := h.voiceNamed(ctx, tx, msg, t, segs); err != nil {
+		return err
+	}
 	voices := make([]speaker.Voice, len(segs))
 	speakers := make([]string, len(segs))
 	given := map[string]string{}
@@ -102,4 +106,70 @@ func (h *handler) assignSpeakersTx(ctx context.Context, tx pgx.Tx, msg *step.Mes
 		return fmt.Errorf("record speakers of %s: %w", t.id, err)
 	}
 	return nil
+}
+
+// voiceNamed gives a voice to the speakers a person's subtitles named
+// (segments with a speaker and no voice yet: a task from subtitles), in
+// order of appearance, each the next voice of its register — the median
+// pitch of its segments, as for recognised speakers — not taken by a
+// speaker voiced before; the task's own voice goes to the first. segs get
+// their voices too.
+func (h *handler) voiceNamed(ctx context.Context, tx pgx.Tx, msg *step.Message, t task, segs []known) error {
+	given := map[string]string{}
+	pitches := map[string][]float64{}
+	var order []string
+	for _, s := range segs {
+		switch {
+		case s.speaker == "":
+		case s.voice != "":
+			given[s.speaker] = s.voice
+		default:
+			if _, seen := pitches[s.speaker]; !seen {
+				order, pitches[s.speaker] = append(order, s.speaker), nil
+			}
+			if s.voiced.PitchHz > 0 {
+				pitches[s.speaker] = append(pitches[s.speaker], s.voiced.PitchHz)
+			}
+		}
+	}
+	var turns []speaker.Turn
+	for _, name := range order {
+		if _, ok := given[name]; !ok {
+			turns = append(turns, speaker.Turn{Speaker: name, PitchHz: median(pitches[name])})
+		}
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	byName := speaker.AssignMore(turns, given, h.voicing.voices, strings.ToLower(t.language), t.speaker)
+	names, chosen := make([]string, 0, len(turns)), make([]string, 0, len(turns))
+	for _, tr := range turns {
+		names, chosen = append(names, tr.Speaker), append(chosen, byName[tr.Speaker])
+	}
+	for i := range segs {
+		if segs[i].speaker != "" && segs[i].voice == "" {
+			segs[i].voice = byName[segs[i].speaker]
+		}
+	}
+	msg.Log.Info().Int("speakers", len(turns)).Interface("voices", byName).Msg("named speakers voiced")
+	if _, err := tx.Exec(ctx, `UPDATE segments AS s SET voice = v.voice
+		FROM unnest($2::text[], $3::text[]) AS v(speaker, voice)
+		WHERE s.task_id = $1 AND s.speaker = v.speaker AND s.voice = ''`, t.id, names, chosen); err != nil {
+		return fmt.Errorf("record voices of %s: %w", t.id, err)
+	}
+	return nil
+}
+
+// median is the middle of values (the mean of the two middle ones), 0 for
+// none.
+func median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	v := slices.Clone(values)
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }

@@ -631,8 +631,9 @@
       const dl = [];
       if (pick(links, 'output')) dl.push(h('a', {href: pick(links, 'output'), target: '_blank', rel: 'noopener', class: 'child-dub'}, 'dub'));
       for (const sub of listOf(links, 'subtitles')) {
-        dl.push(' · ', h('a', {href: sub.url, target: '_blank', rel: 'noopener'}, 'subtitles' + (sub.language ? ` (${sub.language})` : '')));
+        dl.push(' · ', h('a', {href: sub.url, target: '_blank', rel: 'noopener'}, 'subtitles' + (sub.language ? ` (${sub.language}${sub.format ? ', ' + sub.format : ''})` : '')));
       }
+      if (pick(links, 'burned')) dl.push(' · ', h('a', {href: pick(links, 'burned'), target: '_blank', rel: 'noopener'}, 'burned in'));
       const err = pick(c, 'error') || '';
       return h('tr', {'data-lang': lang, 'data-id': cid, 'data-status': pick(c, 'status')},
         h('td', {}, lang),
@@ -708,7 +709,8 @@
       const parts = s.parts || [];
       return h('li', {'data-step': name},
         h('div', {}, h('strong', {}, name), h('br'), badge(s.status || (parts.length ? 'running' : 'pending'))),
-        h('div', {class: 'attempts'}, parts.length ? parts.map(partRows) : h('span', {class: 'muted'}, 'not started')));
+        h('div', {class: 'attempts'}, parts.length ? parts.map(partRows)
+          : h('span', {class: 'muted'}, s.status === 'skipped' ? 'skipped: the task starts from subtitles' : 'not started')));
     }));
   }
   function partRows(p) {
@@ -731,10 +733,12 @@
     const items = [];
     const add = (label, url) => { if (url) items.push(h('a', {href: url, target: '_blank', rel: 'noopener'}, label)); };
     add('Download the dub', pick(links, 'output', 'dub'));
+    add('The dub with subtitles burned in', pick(links, 'burned'));
     add('Dub audio', pick(links, 'dubAudio'));
     add('Download the source', pick(links, 'source'));
     const subs = pick(links, 'subtitles', 'subs');
-    if (Array.isArray(subs)) subs.forEach((s, i) => add('Subtitles' + (s.language ? ` (${s.language})` : subs.length > 1 ? ` ${i + 1}` : ''), s.url || s));
+    const fmt = (s) => (s.format === 'vtt' ? ', WebVTT' : s.format === 'srt' ? ', SRT' : '');
+    if (Array.isArray(subs)) subs.forEach((s, i) => add('Subtitles' + (s.language ? ` (${s.language}${fmt(s)})` : subs.length > 1 ? ` ${i + 1}` : ''), s.url || s));
     else if (subs && typeof subs === 'object') for (const [k, u] of Object.entries(subs)) add(`Subtitles (${k})`, u);
     else add('Subtitles', subs);
     add('Timing report (JSON)', pick(links, 'timingReport', 'timing'));
@@ -816,8 +820,8 @@
   // what it says.
   const EVENT_STATUS = {created: 'queued', attempt_started: 'running', retry: 'retrying', replay: 'retrying', dead_letter: 'dead_lettered',
     dead_letter_replayed: 'retrying', dead_letter_purged: 'cancelled', compensation: 'compensating', compensation_requeued: 'retrying',
-    version: 'redubbing', operator: 'assigned', hand_back: 'waiting', review: 'review', review_edit: 'assigned',
-    review_approved: 'running'};
+    version: 'redubbing', operator: 'assigned', hand_back: 'waiting', skipped: 'skipped', review: 'review',
+    review_edit: 'assigned', review_approved: 'running'};
   function showEvents(box, data) {
     const events = listOf(data, 'events');
     if (!events.length) { fill(box, h('p', {class: 'muted'}, 'No events.')); return; }
@@ -855,6 +859,7 @@
       h('thead', {}, h('tr', {}, ['#', 'Created', 'Line', 'Change', 'State', ''].map((c) => h('th', {}, c)))),
       h('tbody', {}, vs.map((v) => {
         const url = links[String(v.version)];
+        const burned = (pick(data, 'burnedLinks') || {})[String(v.version)];
         return h('tr', {'data-version': v.version},
           h('td', {class: 'num'}, 'v' + v.version),
           h('td', {}, timeCell(v.createdAt)),
@@ -862,7 +867,8 @@
           h('td', {class: 'wrap'}, v.segment ? [h('span', {class: 'muted'}, v.previousText ?? ''), ' → ', h('strong', {}, v.text ?? '')] : 'the first dub'),
           h('td', {}, badge(v.ready ? 'done' : 'running')),
           h('td', {}, url ? h('a', {href: url, target: '_blank', rel: 'noopener', class: 'version-link'}, 'Download v' + v.version)
-            : h('span', {class: 'muted mono', title: v.outputVideoKey}, v.ready ? 'no link' : 'not ready')));
+            : h('span', {class: 'muted mono', title: v.outputVideoKey}, v.ready ? 'no link' : 'not ready'),
+          burned ? [h('br'), h('a', {href: burned, target: '_blank', rel: 'noopener', class: 'version-burned-link'}, 'burned in')] : null));
       })))));
   }
   function showTaskDeadLetters(box, items, reload) {
@@ -1011,6 +1017,13 @@
     const reviews = [reviewBox('transcript'), reviewBox('translation')];
     const glossary = h('textarea', {id: 'glossary', name: 'glossary', rows: 3, style: 'width:100%',
       placeholder: 'CSV, one term a line: source,target\nqueue,cola\ndubflow,   (empty target: keep the term)'});
+    // A subtitle file (SRT or WebVTT) instead of recognising the speech:
+    // sent as the text of the field subtitles, in either door.
+    const subtitles = h('input', {type: 'file', id: 'subtitles', name: 'subtitles', accept: '.srt,.vtt,text/vtt,application/x-subrip'});
+    const subtitlesLanguage = h('input', {type: 'text', id: 'subtitlesLanguage', name: 'subtitlesLanguage', size: 6,
+      placeholder: 'source', pattern: '[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*', title: 'the language of the subtitles: the spoken one (default) or the one to dub into'});
+    const burn = h('select', {id: 'burnSubtitles', name: 'burnSubtitles'},
+      h('option', {value: ''}, 'no'), h('option', {value: 'target'}, 'the dub\'s lines'), h('option', {value: 'bilingual'}, 'both languages'));
     const bar = h('i', {});
     const status = h('span', {class: 'num', id: 'upload-status'}, 'Choose a video.');
     const submit = h('button', {type: 'submit', class: 'primary', id: 'upload'}, 'Upload and dub');
@@ -1033,12 +1046,16 @@
         h('div', {}, h('label', {for: 'target'}, 'Dub into (es, ca, …)'), target),
         h('div', {}, h('label', {for: 'speaker'}, 'Speaker (voice)'), speaker)),
       h('label', {for: 'glossary'}, 'Glossary (optional, CSV as for dubctl --glossary: source,target a line, at most 1000 terms)'), glossary,
+      h('div', {class: 'row'},
+        h('div', {}, h('label', {for: 'subtitles'}, 'Your subtitles (optional, SRT or WebVTT: no speech recognition)'), subtitles),
+        h('div', {}, h('label', {for: 'subtitlesLanguage'}, 'Their language'), subtitlesLanguage),
+        h('div', {}, h('label', {for: 'burnSubtitles'}, 'Burn subtitles in'), burn)),
       h('div', {class: 'row', id: 'review-choice', style: 'margin-top:8px'}, h('span', {}, 'Stop for review before the voice:'),
         h('label', {for: 'review-transcript', class: 'inline'}, reviews[0], ' the transcript'),
         h('label', {for: 'review-translation', class: 'inline'}, reviews[1], ' the translation')),
       h('div', {style: 'margin:14px 0 6px'}, h('div', {class: 'bar big'}, bar)),
       h('div', {class: 'row'}, status, h('span', {class: 'spacer'}), submit));
-    form.addEventListener('submit', (ev) => {
+    form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       if (!file.files.length) { status.textContent = 'Choose a video first.'; return; }
       const fields = {source: source.value.trim(), target: target.value.trim()};
@@ -1046,6 +1063,9 @@
       if (glossary.value.trim()) fields.glossary = glossary.value;
       const review = reviews.filter((r) => r.checked).map((r) => r.value);
       if (review.length) fields.review = review.join(',');
+      if (subtitles.files.length) fields.subtitles = await subtitles.files[0].text();
+      if (subtitlesLanguage.value.trim()) fields.subtitlesLanguage = subtitlesLanguage.value.trim();
+      if (burn.value) fields.burnSubtitles = burn.value;
       const video = file.files[0];
       let sent;
       if (video.size > PRESIGN_ABOVE) {
