@@ -60,13 +60,8 @@ type admitter interface {
 	Rules(ctx context.Context) (admit.Rules, admit.Limits, error)
 }
 
-// submitCmd builds `dubctl submit`.
-func submitCmd() *cobra.Command {
-	var o submitOptions
-	cmd := &cobra.Command{
-		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--subtitles FILE[:LANG]] [--review transcript,translation] [--wait]",
-		Short: "Upload a video and start dubbing it",
-		Long: `submit checks the video locally with ffprobe (it must be media with an audio
+// submitLong is `dubctl submit`'s help.
+const submitLong = `submit checks the video locally with ffprobe (it must be media with an audio
 and a video stream), uploads it to videos/{task_id}/source.mp4, creates the
 task and publishes task.extract_audio (the task row and the message commit
 together through the outbox) — or, through the console, uploads it to the
@@ -83,8 +78,16 @@ console and extract_audio check it: a refusal names its line (exit 2).
 those subtitles drawn into the picture.
 
 With --review the task stops in the status review after asr (transcript) or
-after translate (translation) until its lines are approved ("dubctl review").`,
-		Args: exactArgs(0),
+after translate (translation) until its lines are approved ("dubctl review").`
+
+// submitCmd builds `dubctl submit`.
+func submitCmd() *cobra.Command {
+	var o submitOptions
+	cmd := &cobra.Command{
+		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--subtitles FILE[:LANG]] [--review transcript,translation] [--wait]",
+		Short: "Upload a video and start dubbing it",
+		Long:  submitLong,
+		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.waitOpts.check(); err != nil {
 				return err
