@@ -397,6 +397,27 @@ $$;
 
 
 --
+-- Name: steps_done_now(uuid, text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.steps_done_now(p_task uuid, p_steps text[]) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_step text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('review/' || p_task::text, 0));
+    FOREACH v_step IN ARRAY p_steps LOOP
+        IF NOT step_succeeded(p_task, v_step) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END
+$$;
+
+
+--
 -- Name: system_config_check(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -878,6 +899,46 @@ CREATE TABLE public.queue_pauses (
 
 
 --
+-- Name: review_edits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.review_edits (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor text DEFAULT ''::text NOT NULL,
+    action text NOT NULL,
+    stage text NOT NULL,
+    line integer,
+    before jsonb DEFAULT '[]'::jsonb NOT NULL,
+    after jsonb DEFAULT '[]'::jsonb NOT NULL,
+    waited_since timestamp with time zone,
+    CONSTRAINT review_edits_action_check CHECK ((action = ANY (ARRAY['edit'::text, 'split'::text, 'merge'::text, 'delete'::text, 'import'::text, 'approve'::text]))),
+    CONSTRAINT review_edits_line_check CHECK ((line >= 1)),
+    CONSTRAINT review_edits_stage_check CHECK ((stage = ANY (ARRAY['transcript'::text, 'translation'::text])))
+);
+
+
+--
+-- Name: review_edits_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.review_edits_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: review_edits_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.review_edits_id_seq OWNED BY public.review_edits.id;
+
+
+--
 -- Name: segments; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1044,7 +1105,12 @@ CREATE TABLE public.tasks (
     targets text[] DEFAULT '{}'::text[] NOT NULL,
     source_file_name text DEFAULT ''::text NOT NULL,
     source_probe jsonb,
-    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'compensating'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
+    review text[] DEFAULT '{}'::text[] NOT NULL,
+    review_stage text DEFAULT ''::text NOT NULL,
+    review_since timestamp with time zone,
+    CONSTRAINT tasks_review_check CHECK ((review <@ ARRAY['transcript'::text, 'translation'::text])),
+    CONSTRAINT tasks_review_stage_check CHECK ((review_stage = ANY (ARRAY[''::text, 'transcript'::text, 'translation'::text]))),
+    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'compensating'::text, 'review'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
 );
 
 
@@ -1320,6 +1386,13 @@ ALTER TABLE ONLY public.outbox ALTER COLUMN id SET DEFAULT nextval('public.outbo
 
 
 --
+-- Name: review_edits id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.review_edits ALTER COLUMN id SET DEFAULT nextval('public.review_edits_id_seq'::regclass);
+
+
+--
 -- Name: task_steps id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1451,6 +1524,14 @@ ALTER TABLE ONLY public.output_versions
 
 ALTER TABLE ONLY public.queue_pauses
     ADD CONSTRAINT queue_pauses_pkey PRIMARY KEY (step);
+
+
+--
+-- Name: review_edits review_edits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.review_edits
+    ADD CONSTRAINT review_edits_pkey PRIMARY KEY (id);
 
 
 --
@@ -1714,6 +1795,13 @@ CREATE INDEX metric_samples_at ON public.metric_samples USING btree (step_second
 
 
 --
+-- Name: review_edits_task; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX review_edits_task ON public.review_edits USING btree (task_id, id);
+
+
+--
 -- Name: segments_tts_missing; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1767,6 +1855,13 @@ CREATE UNIQUE INDEX tasks_child_language ON public.tasks USING btree (parent_tas
 --
 
 CREATE INDEX tasks_created_idx ON public.tasks USING btree (created_at DESC, id DESC);
+
+
+--
+-- Name: tasks_in_review; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tasks_in_review ON public.tasks USING btree (updated_at) WHERE (status = 'review'::text);
 
 
 --
@@ -1904,6 +1999,14 @@ ALTER TABLE ONLY public.engine_reservations
 
 ALTER TABLE ONLY public.output_versions
     ADD CONSTRAINT output_versions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
+
+
+--
+-- Name: review_edits review_edits_task_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.review_edits
+    ADD CONSTRAINT review_edits_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
 
 
 --

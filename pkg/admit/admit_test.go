@@ -13,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/google/uuid"
 )
 
 // installed are capabilities as the embedded engines of the test machine
@@ -58,6 +59,10 @@ func TestCheckRefusesEveryBadRequestWithItsText(t *testing.T) {
 		{"glossary term twice", Request{Glossary: "\ufeffsource,target\ntry,a\nTRY,b\n"}, `glossary: line 3: source term "TRY" is already on line 2; give each term once`, Invalid},
 		{"glossary with an override", Request{Glossary: "try,\u202eab\n"}, `glossary: line 1: target term "\u202eab": U+202E (RIGHT-TO-LEFT OVERRIDE) at character 1: bidirectional overrides and isolates reorder what is shown after them`, Invalid},
 		{"glossary over 1 MiB", Request{Glossary: strings.Repeat("#", MaxGlossaryBytes+1)}, `glossary: more than 1048576 bytes`, TooLarge},
+		{"review of the voice", Request{Review: []string{"transcript,voice"}}, `review "voice": want transcript, translation or both (transcript,translation)`, Invalid},
+		{"review twice", Request{Review: []string{"translation", "translation"}}, `review "translation": named twice`, Invalid},
+		{"review of several languages", Request{Targets: []string{"es,ca"}, Review: []string{"transcript"}},
+			`review: a task dubbed into several languages at once is not reviewed; submit one language per task to review it`, Invalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Check(tc.req, rules)
@@ -82,8 +87,13 @@ func TestCheckAdmitsAndFillsIn(t *testing.T) {
 		got.Glossary[1].Target != "cola" {
 		t.Fatalf("Check = %+v, %v", got, err)
 	}
-	if got, err := Check(Request{}, rules); err != nil || got.Targets[0] != "es" || got.Glossary != nil {
+	if got, err := Check(Request{}, rules); err != nil || got.Targets[0] != "es" || got.Glossary != nil || got.Review != nil {
 		t.Fatalf("defaults: %+v, %v", got, err)
+	}
+	got, err = Check(Request{Review: []string{" translation , transcript", ""}}, rules)
+	if err != nil || strings.Join(got.Review, ",") != "transcript,translation" ||
+		strings.Join(got.Payload(uuid.New()).Review, ",") != "transcript,translation" {
+		t.Fatalf("review: %+v, %v; want both stages in the order a task reaches them, in the payload", got, err)
 	}
 }
 

@@ -51,6 +51,10 @@ type Request struct {
 	// FileName is the name of the uploaded file as the client gave it
 	// (a path is cut to its last element); "" when unknown.
 	FileName string
+	// Review are the stages the task stops at for a person's edits: each
+	// value one stage or several separated by commas
+	// ("transcript,translation"); none for none.
+	Review []string
 	// Subtitles is a subtitle file's text (SubRip or WebVTT) the task
 	// starts from instead of recognising the speech; "" for none.
 	// SubtitlesLanguage is its language ("" for the source), and
@@ -82,6 +86,9 @@ type Task struct {
 	Glossary []wire.Term
 	// FileName is the request's file name, cleaned (CleanFileName).
 	FileName string
+	// Review are the stages the task stops at for review, in the order
+	// it reaches them (nil for none).
+	Review []string
 	// Subtitles are the files the task starts from; nil for none.
 	Subtitles *Subtitles
 	// BurnSubtitles is wire.BurnTarget, wire.BurnBilingual or "".
@@ -94,9 +101,9 @@ type Task struct {
 // then the files: pkg/subtitle's rules, a refusal naming its line), what
 // the engines can do (Rules.Capabilities; a step the subtitles skip is not
 // judged), the speaker (a voice the engines announced), the glossary, the
-// burned-in subtitles. It is pure: the media are checked by Media (and the
-// subtitles against the video's length by Task.FitVideo), the capabilities
-// loaded by LoadCapabilities.
+// burned-in subtitles, the review stages (Review). It is pure: the media
+// are checked by Media (and the subtitles against the video's length by
+// Task.FitVideo), the capabilities loaded by LoadCapabilities.
 func Check(req Request, rules Rules) (Task, error) {
 	t := Task{Source: strings.TrimSpace(req.Source), Speaker: strings.TrimSpace(req.Speaker),
 		FileName: CleanFileName(req.FileName)}
@@ -122,6 +129,14 @@ func Check(req Request, rules Rules) (Task, error) {
 	if t.Glossary, err = parseGlossary(req.Glossary); err != nil {
 		return Task{}, err
 	}
+	review, err := splitReview(req.Review)
+	if err != nil {
+		return Task{}, err
+	}
+	if err := Review(review, t.Targets); err != nil {
+		return Task{}, err
+	}
+	t.Review = reviewOrder(review)
 	if t.BurnSubtitles, err = checkBurn(req.BurnSubtitles); err != nil {
 		return Task{}, err
 	}
@@ -131,12 +146,13 @@ func Check(req Request, rules Rules) (Task, error) {
 // Payload is the extract_audio payload that starts the admitted task id:
 // the video at videos/{id}/source.mp4, the languages (target_languages
 // when there are several), the speaker, the glossary, the subtitle files
-// (at the keys of SubtitleFiles, which the door stores first) and the
-// burned-in subtitles.
+// (at the keys of SubtitleFiles, which the door stores first), the
+// burned-in subtitles and the review stages.
 func (t Task) Payload(id uuid.UUID) wire.ExtractAudio {
 	keys := wire.DefaultKeys(id)
 	p := wire.ExtractAudio{SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio,
-		SourceLanguage: t.Source, TargetLanguage: t.Targets[0], SpeakerID: t.Speaker, Glossary: t.Glossary}
+		SourceLanguage: t.Source, TargetLanguage: t.Targets[0], SpeakerID: t.Speaker, Glossary: t.Glossary,
+		Review: t.Review}
 	if len(t.Targets) > 1 {
 		p.TargetLanguages = t.Targets
 	}

@@ -1,4 +1,7 @@
-// Package dub edits the lines of a finished dub: Redub changes the
+// Package dub edits the lines of a dub. Before the voice is made, a task
+// waiting in review (pkg/task's Review) takes a person's edits — EditLine,
+// SplitLine, MergeLines, DeleteLine — each recorded in review_edits, and
+// Approve lets it go on (review.go). After it, Redub changes the
 // translation of one segment (numbered from 1, as view.Segments numbers
 // them) and starts a new output version that re-synthesizes that segment
 // only and muxes again; a parent task is refused with the names of its

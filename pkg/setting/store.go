@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/store"
@@ -135,4 +136,23 @@ func mapError(op string, err error) error {
 		return &invalidError{pg.Message}
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// IntOf is the integer setting key as stored, or fallback while no service
+// has seeded it yet (a door that reads it once, where it is used, rather
+// than holding a Watch): a review's approval batches its lines by
+// translate.batch_size, as asr does.
+func IntOf(ctx context.Context, db store.Querier, key string, fallback int) (int, error) {
+	s, err := Get(ctx, db, key)
+	if err != nil {
+		return 0, err
+	}
+	if s.UpdatedAt == nil {
+		return fallback, nil
+	}
+	n, err := strconv.Atoi(s.Value)
+	if err != nil {
+		return 0, fmt.Errorf("setting %s: %q is not an integer", key, s.Value)
+	}
+	return n, nil
 }

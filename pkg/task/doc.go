@@ -9,16 +9,21 @@
 //	Compensate  running → compensating                                    task.compensating
 //	Resume      compensating → running                                    task.resumed
 //	Succeed     running → done                                            task.succeeded
-//	Fail        queued, running, compensating      done, cancelled; a     task.failed
-//	            → failed                           part that succeeded
+//	Fail        queued, running, compensating,     done, cancelled; a     task.failed
+//	            review → failed                    part that succeeded
 //	                                               since
 //	FailNoSpeech queued, running → failed: "asr: no speech   task.failed
 //	            found in the audio" (Fail's rules)
-//	Cancel      queued, running, compensating                             task.cancelled
-//	            → cancelled
+//	Cancel      queued, running, compensating,                            task.cancelled
+//	            review → cancelled
 //	Retry       failed, cancelled, queued          running, compensating  task.retried
 //	            → running
 //	Redub       done → running                                            task.redubbing
+//	Hold        queued, running → review: the      compensating, done,    task.review
+//	            lines wait for a person (after     failed, cancelled
+//	            asr, or after the last translate
+//	            batch: its guard)
+//	Approve     review → running                                          task.approved
 //	ChangeSpeaker failed, cancelled, compensating: the speaker changes, the
 //	            status is kept (a retry with another voice)
 //	Spawn       (no row) → queued: a child     an existing child      task.queued
@@ -38,6 +43,9 @@
 //	                Resume); Cancel; failed by tts once TTS_MAX_REQUEUES
 //	                requeues still fail, or by the reconciler after
 //	                RECONCILE_COMPENSATING_MAX_SECONDS
+//	review        → running (a person's approval: Approve); Cancel. No bound:
+//	                it waits for a person, nothing runs and nothing is owed,
+//	                so it is never stuck and never alerted
 //	done          → running (Redub)
 //	failed        → running (Retry: a retry, a dead letter's replay)
 //	cancelled     → running (Retry)

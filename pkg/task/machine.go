@@ -18,6 +18,11 @@ type Way struct {
 	// task may stay in the status when nothing moves it; BoundTo is where
 	// the reconciler then takes it, with the reason as its error.
 	Bound, BoundTo string
+	// Person is set for a status that waits for a person, not for work:
+	// no bound applies, since nothing runs and nothing is owed — the
+	// reconciler and the health checks never count such a task stuck
+	// (review).
+	Person bool
 	// Actions are the operators' ways out.
 	Actions []Action
 }
@@ -46,6 +51,11 @@ var Ways = []Way{
 		Actions: []Action{
 			{Name: "requeue", Doors: "`tts_requeue`, the console's Compensations page", Transition: "Resume", To: Running},
 			{Name: "retry, with another speaker if asked", Doors: "console Retry (`POST /api/tasks/{id}/retry`), `dubctl retry`", Transition: "Resume", To: Running},
+			cancelAction}},
+	{Status: Review, Person: true,
+		Auto: "nothing: it waits for a person's edits of its lines (never stuck, never alerted)",
+		Actions: []Action{
+			{Name: "approve", Doors: "console Approve (`POST /api/tasks/{id}/review/approve`), `dubctl review approve`", Transition: "Approve", To: Running},
 			cancelAction}},
 	{Status: Done, Actions: []Action{
 		{Name: "redub a line", Doors: "console Redub, `dubctl redub`", Transition: "Redub", To: Running}}},

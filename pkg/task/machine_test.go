@@ -19,13 +19,17 @@ var transitions = map[string]func(id uuid.UUID) task.Transition{
 	"Retry":  func(id uuid.UUID) task.Transition { return task.Retry(task.Ref{ID: id}) },
 	"Resume": func(id uuid.UUID) task.Transition { return task.Resume(task.Ref{ID: id}) },
 	"Redub":  func(id uuid.UUID) task.Transition { return task.Redub(task.Ref{ID: id}) },
+	"Approve": func(id uuid.UUID) task.Transition {
+		return task.Approve(task.Ref{ID: id}, task.StageTranscript)
+	},
 	// The reconciler's end of a task nothing moved within its bound.
 	"Fail": func(id uuid.UUID) task.Transition { return task.Fail(task.Ref{ID: id}, "", "reconciler: test") },
 }
 
 // TestEveryStatusHasAWayOut: the state machine (task.Ways) names every
 // status once; every status that has not ended moves on by itself within
-// a bound the reconciler keeps and has an operator action; an ended one has
+// a bound the reconciler keeps — but for one that waits for a person
+// (review), which no bound applies to — and has an operator action; an ended one has
 // an operator action too; and each action and bound, applied to a task in
 // the status, moves it where the table says. (The reconciler's tests run
 // its passes over the same table: services/reconciler.)
@@ -36,7 +40,10 @@ func TestEveryStatusHasAWayOut(t *testing.T) {
 	var listed []string
 	for _, w := range task.Ways {
 		listed = append(listed, w.Status)
-		if !task.Ended(w.Status) && (w.Auto == "" || w.Bound == "" || !task.Ended(w.BoundTo)) {
+		if w.Person && (w.Bound != "" || task.Ended(w.Status)) {
+			t.Errorf("%s: waits for a person, yet is bounded (%q) or ended", w.Status, w.Bound)
+		}
+		if !task.Ended(w.Status) && !w.Person && (w.Auto == "" || w.Bound == "" || !task.Ended(w.BoundTo)) {
 			t.Errorf("%s: nothing ends it by itself within a bound (auto %q, bound %q to %q)", w.Status, w.Auto, w.Bound, w.BoundTo)
 		}
 		if len(w.Actions) == 0 {

@@ -63,7 +63,7 @@ func SubmitProbed(ctx context.Context, db Beginner, env *wire.Envelope, p wire.E
 			res, err := Apply(ctx, tx, Create(Details{ID: env.TaskID, SourceLanguage: p.SourceLanguage,
 				TargetLanguage: p.TargetLanguage, SpeakerID: p.SpeakerID, SourceVideoKey: p.SourceVideoKey,
 				OutputVideoKey: wire.DefaultKeys(env.TaskID).OutputVideo, TraceID: env.TraceID, Targets: p.Targets(),
-				FileName: fileName, SourceProbe: probe}))
+				Review: p.Review, FileName: fileName, SourceProbe: probe}))
 			if err != nil {
 				return err
 			}

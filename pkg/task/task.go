@@ -17,15 +17,19 @@ const (
 	Queued       = "queued"
 	Running      = "running"
 	Compensating = "compensating"
-	Done         = "done"
-	Failed       = "failed"
+	// Review is a task waiting for a person's edits of its lines before
+	// the voice is made (Hold; Approve moves it on): never stuck, never
+	// alerted, since nothing runs and nothing is owed.
+	Review = "review"
+	Done   = "done"
+	Failed = "failed"
 	// Cancelled is the end of a task an operator cancelled (Cancel), or
 	// of a parent whose children ended cancelled, none of them failed.
 	Cancelled = "cancelled"
 )
 
 // Statuses lists every status of a task, in the order of its lifecycle.
-var Statuses = []string{Queued, Running, Compensating, Done, Failed, Cancelled}
+var Statuses = []string{Queued, Running, Compensating, Review, Done, Failed, Cancelled}
 
 // Ended reports whether status is one a task ends in (done, failed,
 // cancelled): nothing moves it on but an operator (Retry, Redub).

@@ -125,41 +125,52 @@ func TestEveryTransitionFromEveryStatus(t *testing.T) {
 	}{
 		{"start", func(id uuid.UUID) task.Transition { return task.Start(task.Ref{ID: id, Step: "extract_audio"}) },
 			map[string]want{task.Queued: moved(task.Running, wire.EventTaskStarted), task.Running: refreshed(task.Running),
-				task.Compensating: kept(task.Compensating), task.Done: kept(task.Done), task.Failed: kept(task.Failed),
-				task.Cancelled: kept(task.Cancelled)}},
+				task.Compensating: kept(task.Compensating), task.Review: kept(task.Review), task.Done: kept(task.Done),
+				task.Failed: kept(task.Failed), task.Cancelled: kept(task.Cancelled)}},
 		{"touch", func(id uuid.UUID) task.Transition { return task.Touch(id) },
 			map[string]want{task.Queued: refreshed(task.Queued), task.Running: refreshed(task.Running),
-				task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused,
+				task.Compensating: refreshed(task.Compensating), task.Review: refused, task.Done: refused, task.Failed: refused,
 				task.Cancelled: refused}},
 		{"compensate", func(id uuid.UUID) task.Transition {
 			return task.Compensate(task.Ref{ID: id, Step: "tts"}, "tts: 2 segments failed")
 		}, map[string]want{task.Queued: refused, task.Running: moved(task.Compensating, wire.EventTaskCompensating),
-			task.Compensating: refreshed(task.Compensating), task.Done: refused, task.Failed: refused,
+			task.Compensating: refreshed(task.Compensating), task.Review: refused, task.Done: refused, task.Failed: refused,
 			task.Cancelled: refused}},
 		{"resume", func(id uuid.UUID) task.Transition { return task.Resume(task.Ref{ID: id, Step: "tts"}) },
 			map[string]want{task.Queued: refused, task.Running: refreshed(task.Running),
-				task.Compensating: moved(task.Running, wire.EventTaskResumed), task.Done: refused, task.Failed: refused,
-				task.Cancelled: refused}},
+				task.Compensating: moved(task.Running, wire.EventTaskResumed), task.Review: refused, task.Done: refused,
+				task.Failed: refused, task.Cancelled: refused}},
 		{"succeed", func(id uuid.UUID) task.Transition {
 			return task.Succeed(task.Ref{ID: id, Step: "mux_video"}, json.RawMessage(`{"segments":3}`), "")
 		}, map[string]want{task.Queued: refused, task.Running: moved(task.Done, wire.EventTaskSucceeded),
-			task.Compensating: refused, task.Done: refused, task.Failed: refused, task.Cancelled: refused}},
+			task.Compensating: refused, task.Review: refused, task.Done: refused, task.Failed: refused, task.Cancelled: refused}},
 		{"fail", func(id uuid.UUID) task.Transition {
 			return task.Fail(task.Ref{ID: id, Step: "asr"}, "", "engine unreachable")
 		}, map[string]want{task.Queued: moved(task.Failed, wire.EventTaskFailed), task.Running: moved(task.Failed, wire.EventTaskFailed),
-			task.Compensating: moved(task.Failed, wire.EventTaskFailed), task.Done: kept(task.Done), task.Failed: refreshed(task.Failed),
-			task.Cancelled: kept(task.Cancelled)}},
+			task.Compensating: moved(task.Failed, wire.EventTaskFailed), task.Review: moved(task.Failed, wire.EventTaskFailed),
+			task.Done: kept(task.Done), task.Failed: refreshed(task.Failed), task.Cancelled: kept(task.Cancelled)}},
 		{"cancel", func(id uuid.UUID) task.Transition { return task.Cancel(task.Ref{ID: id}, "operator") },
 			map[string]want{task.Queued: moved(task.Cancelled, wire.EventTaskCancelled), task.Running: moved(task.Cancelled, wire.EventTaskCancelled),
-				task.Compensating: moved(task.Cancelled, wire.EventTaskCancelled), task.Done: refused, task.Failed: refused,
+				task.Compensating: moved(task.Cancelled, wire.EventTaskCancelled),
+				task.Review:       moved(task.Cancelled, wire.EventTaskCancelled), task.Done: refused, task.Failed: refused,
 				task.Cancelled: refused}},
 		{"retry", func(id uuid.UUID) task.Transition { return task.Retry(task.Ref{ID: id, Step: "asr"}) },
 			map[string]want{task.Queued: moved(task.Running, wire.EventTaskRetried), task.Running: kept(task.Running),
-				task.Compensating: kept(task.Compensating), task.Done: refused, task.Failed: moved(task.Running, wire.EventTaskRetried),
+				task.Compensating: kept(task.Compensating), task.Review: refused, task.Done: refused,
+				task.Failed:    moved(task.Running, wire.EventTaskRetried),
 				task.Cancelled: moved(task.Running, wire.EventTaskRetried)}},
 		{"redub", func(id uuid.UUID) task.Transition { return task.Redub(task.Ref{ID: id}) },
-			map[string]want{task.Queued: refused, task.Running: refused, task.Compensating: refused,
+			map[string]want{task.Queued: refused, task.Running: refused, task.Compensating: refused, task.Review: refused,
 				task.Done: moved(task.Running, wire.EventTaskRedubbing), task.Failed: refused, task.Cancelled: refused}},
+		{"hold", func(id uuid.UUID) task.Transition {
+			return task.Hold(task.Ref{ID: id, Step: "asr"}, task.StageTranscript)
+		}, map[string]want{task.Queued: moved(task.Review, wire.EventTaskReview), task.Running: moved(task.Review, wire.EventTaskReview),
+			task.Compensating: kept(task.Compensating), task.Review: refreshed(task.Review), task.Done: kept(task.Done),
+			task.Failed: kept(task.Failed), task.Cancelled: kept(task.Cancelled)}},
+		{"approve", func(id uuid.UUID) task.Transition { return task.Approve(task.Ref{ID: id}, task.StageTranscript) },
+			map[string]want{task.Queued: refused, task.Running: refused, task.Compensating: refused,
+				task.Review: moved(task.Running, wire.EventTaskApproved), task.Done: refused, task.Failed: refused,
+				task.Cancelled: refused}},
 	}
 	statuses := append(append([]string{}, task.Statuses...), missing)
 	for _, tr := range transitions {

@@ -52,6 +52,10 @@ type Details struct {
 	// FileName is the name the video was uploaded as (admit.Task's); only
 	// Create records it, and a child task inherits its parent's (Spawn).
 	FileName string
+	// Review lists the stages the task stops at for a person's edits
+	// (StageTranscript, StageTranslation; none: it runs through). Settle
+	// keeps what is recorded when it has none.
+	Review []string
 	// SourceProbe is the probe of the source video (media.ProbeRecord's
 	// JSON; nil for none): the door's (Create), which extract_audio
 	// reuses, then extract_audio's (Settle), which mux_video reuses; a
@@ -205,6 +209,42 @@ func Redub(ref Ref) Transition {
 	return redub.transition(ref, nil, nil)
 }
 
+// The stages a task may stop at for review (tasks.review, wire's review).
+const (
+	// StageTranscript stops the task after asr, before translate.
+	StageTranscript = wire.ReviewTranscript
+	// StageTranslation stops the task after translate, before tts.
+	StageTranslation = wire.ReviewTranslation
+)
+
+// Hold stops a queued or running task in review at stage (task.review,
+// the stage as its data): its lines wait for a person's edits, and nothing
+// of it runs until Approve. after names the steps whose completion the
+// hold waits for (none: at once): the part that applies Hold with its
+// success holds the task only when every part of each of those steps has
+// succeeded by then, seen under the task's review lock in a fresh snapshot
+// (steps_done_now), so that of several parts finishing at once exactly the
+// last one holds it. A task in review already keeps waiting since it
+// began; one compensating, done, failed or cancelled is kept (a late part
+// of a task an operator cancelled).
+func Hold(ref Ref, stage string, after ...string) Transition {
+	data, _ := json.Marshal(map[string]string{"stage": stage})
+	if after == nil {
+		after = []string{}
+	}
+	return hold.transition(ref, map[string]any{"stage": stage, "after": after},
+		func(e *wire.Event) { e.Data = data })
+}
+
+// Approve sets a task in review running again (task.approved, the stage
+// approved as its data): a person approved its lines, and the caller
+// stages the next messages in the same transaction (pkg/dub's Approve).
+// Any other status is refused.
+func Approve(ref Ref, stage string) Transition {
+	data, _ := json.Marshal(map[string]string{"stage": stage})
+	return approve.transition(ref, nil, func(e *wire.Event) { e.Data = data })
+}
+
 // rule describes a transition of an existing row; statement writes its SQL.
 type rule struct {
 	name string
@@ -230,7 +270,7 @@ type rule struct {
 
 var (
 	start = newRule(rule{name: "start", from: []string{Queued, Running}, to: Running,
-		keep: []string{Compensating, Done, Failed, Cancelled}, event: wire.EventTaskStarted})
+		keep: []string{Compensating, Review, Done, Failed, Cancelled}, event: wire.EventTaskStarted})
 	touch      = newRule(rule{name: "touch", from: []string{Queued, Running, Compensating}})
 	compensate = newRule(rule{name: "compensate", from: []string{Running, Compensating}, to: Compensating,
 		set: "error = @error", event: wire.EventTaskCompensating})
@@ -240,18 +280,24 @@ var (
 		set: "error = '', result = @result::jsonb, " +
 			"output_video_key = CASE WHEN @output_video_key = '' THEN t.output_video_key ELSE @output_video_key END",
 		event: wire.EventTaskSucceeded, concludes: true})
-	fail = newRule(rule{name: "fail", from: []string{Queued, Running, Compensating, Failed}, to: Failed,
+	fail = newRule(rule{name: "fail", from: []string{Queued, Running, Compensating, Review, Failed}, to: Failed,
 		keep:  []string{Done, Cancelled},
 		set:   "error = CASE WHEN old.status = 'failed' AND t.error <> '' THEN t.error ELSE @error END",
 		guard: `(@step = '' OR NOT ` + attempt.SucceededSQL("old.id", "@step", "@part") + `)`,
 		event: wire.EventTaskFailed, concludes: true})
-	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating}, to: Cancelled,
+	cancel = newRule(rule{name: "cancel", from: []string{Queued, Running, Compensating, Review}, to: Cancelled,
 		set: "error = @error", event: wire.EventTaskCancelled, concludes: true, cascade: cancelChildrenSQL})
 	retry = newRule(rule{name: "retry", from: []string{Failed, Cancelled, Queued}, to: Running,
 		keep: []string{Running, Compensating}, set: "error = ''", event: wire.EventTaskRetried})
 	redub         = newRule(rule{name: "redub", from: []string{Done}, to: Running, set: "error = ''", event: wire.EventTaskRedubbing})
 	changeSpeaker = newRule(rule{name: "change_speaker", from: []string{Failed, Cancelled, Compensating},
 		set: "speaker_id = @speaker"})
+	hold = newRule(rule{name: "hold", from: []string{Queued, Running, Review}, to: Review,
+		keep:  []string{Compensating, Done, Failed, Cancelled},
+		set:   "review_stage = @stage, review_since = CASE WHEN old.status = 'review' THEN t.review_since ELSE now() END",
+		guard: "(cardinality(@after::text[]) = 0 OR steps_done_now(old.id, @after::text[]))", event: wire.EventTaskReview})
+	approve = newRule(rule{name: "approve", from: []string{Review}, to: Running, set: "error = ''",
+		event: wire.EventTaskApproved})
 )
 
 func newRule(r rule) *rule {
@@ -325,13 +371,16 @@ func (r *rule) transition(ref Ref, args map[string]any, edit func(*wire.Event)) 
 }
 
 func detailArgs(d Details) map[string]any {
-	targets := d.Targets
+	targets, review := d.Targets, d.Review
 	if targets == nil {
 		targets = []string{}
 	}
+	if review == nil {
+		review = []string{}
+	}
 	return map[string]any{"id": d.ID, "source_language": d.SourceLanguage, "target_language": d.TargetLanguage,
 		"speaker_id": d.SpeakerID, "source_video_key": d.SourceVideoKey, "output_video_key": d.OutputVideoKey,
-		"trace_id": d.TraceID, "targets": targets}
+		"trace_id": d.TraceID, "targets": targets, "review": review}
 }
 
 // probeArg is the statement argument of a SourceProbe: its JSON text, or
@@ -347,9 +396,9 @@ func probeArg(probe []byte) any {
 // row as it was before the statement: NULL when the insert made it.
 var createSQL = `WITH created AS (
 	INSERT INTO tasks (id, status, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, targets, source_file_name, source_probe)
+	                   output_video_key, trace_id, targets, source_file_name, source_probe, review)
 	VALUES (@id, 'queued', @source_language, @target_language, @speaker_id, @source_video_key,
-	        @output_video_key, @trace_id, @targets::text[], @source_file_name, @source_probe::jsonb)
+	        @output_video_key, @trace_id, @targets::text[], @source_file_name, @source_probe::jsonb, @review::text[])
 	ON CONFLICT (id) DO NOTHING
 	RETURNING status, trace_id
 )` + createdEventTail
@@ -368,9 +417,9 @@ SELECT (SELECT status FROM tasks WHERE id = @id), (SELECT status FROM created), 
 
 // settleSQL records the settled details; the status is not touched.
 const settleSQL = `INSERT INTO tasks AS t (id, source_language, target_language, speaker_id, source_video_key,
-	                   output_video_key, trace_id, project, targets, source_probe)
+	                   output_video_key, trace_id, project, targets, source_probe, review)
 	VALUES (@id, @source_language, @target_language, @speaker_id, @source_video_key, @output_video_key, @trace_id,
-	        @project, @targets::text[], @source_probe::jsonb)
+	        @project, @targets::text[], @source_probe::jsonb, @review::text[])
 	ON CONFLICT (id) DO UPDATE SET source_language = EXCLUDED.source_language,
 	    target_language = EXCLUDED.target_language, speaker_id = EXCLUDED.speaker_id,
 	    source_video_key = EXCLUDED.source_video_key, output_video_key = EXCLUDED.output_video_key,
@@ -378,6 +427,7 @@ const settleSQL = `INSERT INTO tasks AS t (id, source_language, target_language,
 	    trace_id = CASE WHEN t.trace_id = '' THEN EXCLUDED.trace_id ELSE t.trace_id END,
 	    project = CASE WHEN EXCLUDED.project = '' THEN t.project ELSE EXCLUDED.project END,
 	    targets = CASE WHEN cardinality(EXCLUDED.targets) = 0 THEN t.targets ELSE EXCLUDED.targets END,
+	    review = CASE WHEN cardinality(EXCLUDED.review) = 0 THEN t.review ELSE EXCLUDED.review END,
 	    updated_at = now()
 	RETURNING t.status, t.status, NULL::bigint`
 
@@ -399,7 +449,7 @@ const concludeSQL = `, concluded AS (
 const cancelChildrenSQL = `, children AS (
 	UPDATE tasks k SET status = 'cancelled', error = @error, updated_at = now()
 	  FROM (SELECT c.id FROM tasks c
-	         WHERE c.parent_task_id = @id AND c.status IN ('queued', 'running', 'compensating')
+	         WHERE c.parent_task_id = @id AND c.status IN ('queued', 'running', 'compensating', 'review')
 	           AND EXISTS (SELECT 1 FROM moved WHERE moved.from_status <> moved.to_status)
 	         FOR UPDATE OF c SKIP LOCKED) open
 	 WHERE k.id = open.id

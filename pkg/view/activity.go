@@ -22,16 +22,17 @@ type TaskChange struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// TaskChanges reads the unfinished tasks (the limit most recently updated)
-// and those finished after since (both through tasks_status_updated_idx),
-// task only unless it is uuid.Nil.
+// TaskChanges reads the unfinished tasks, those waiting in review among
+// them (the limit most recently updated), and those finished after since
+// (both through tasks_status_updated_idx), task only unless it is
+// uuid.Nil.
 func TaskChanges(ctx context.Context, db Querier, only uuid.UUID, since time.Time, limit int) ([]TaskChange, error) {
 	var one *uuid.UUID
 	if only != uuid.Nil {
 		one = &only
 	}
 	rows, err := db.Query(ctx, `(SELECT id, status, error, updated_at FROM tasks
-		  WHERE status IN ('queued', 'running', 'compensating') AND ($3::uuid IS NULL OR id = $3)
+		  WHERE status IN ('queued', 'running', 'compensating', 'review') AND ($3::uuid IS NULL OR id = $3)
 		  ORDER BY updated_at DESC LIMIT $1)
 		UNION ALL
 		(SELECT id, status, error, updated_at FROM tasks

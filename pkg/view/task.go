@@ -22,6 +22,7 @@ const (
 	Queued       = task.Queued
 	Running      = task.Running
 	Compensating = task.Compensating
+	Review       = task.Review
 	Done         = task.Done
 	Failed       = task.Failed
 	Cancelled    = task.Cancelled
@@ -53,6 +54,13 @@ type Summary struct {
 	// FileName is the name the video was uploaded as ("" when unknown:
 	// a task submitted before names were kept, or from a bare object key).
 	FileName string `json:"fileName"`
+	// Review are the stages the task stops at for a person's edits
+	// (transcript, translation; [] for none). ReviewStage is the stage it
+	// waits in and ReviewSince since when, while its status is review (""
+	// and null otherwise).
+	Review      []string   `json:"review"`
+	ReviewStage string     `json:"reviewStage"`
+	ReviewSince *time.Time `json:"reviewSince"`
 }
 
 // IsParent reports whether the task dubs into several languages through
@@ -261,14 +269,19 @@ func (t *Task) CurrentStep() string {
 
 // summaryColumns are the tasks columns scanSummary reads.
 const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
-	parent_task_id, targets, source_file_name`
+	parent_task_id, targets, source_file_name, review,
+	CASE WHEN status = 'review' THEN review_stage ELSE '' END, CASE WHEN status = 'review' THEN review_since END`
 
 func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 	var t Summary
 	err := row.Scan(append([]any{&t.TaskID, &t.Status, &t.SourceLanguage, &t.TargetLanguage, &t.SpeakerID, &t.Error,
-		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages, &t.FileName}, extra...)...)
+		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages, &t.FileName, &t.Review, &t.ReviewStage,
+		&t.ReviewSince}, extra...)...)
 	if t.TargetLanguages == nil {
 		t.TargetLanguages = []string{}
+	}
+	if t.Review == nil {
+		t.Review = []string{}
 	}
 	return t, err
 }

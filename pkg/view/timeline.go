@@ -24,6 +24,16 @@ const (
 	EventCompensationQueued = "compensation_requeued"
 	EventVersion            = "version"  // an output version was started (Ref: its number; Detail: the new line)
 	EventOperator           = "operator" // an operator's action through the console (Status: cancel, retry, redub…)
+	// EventReview: the task began to wait in review for a person's edits
+	// (Status: the stage, transcript or translation).
+	EventReview = "review"
+	// EventReviewEdit: a person changed the task's lines in review (Status:
+	// edit, split, merge, delete, import; Actor: who; Ref: the line;
+	// Detail: the lines before and after).
+	EventReviewEdit = "review_edit"
+	// EventReviewApproved: a person approved the lines and the task went
+	// on (Status: the stage; Actor: who; Detail: how long it waited).
+	EventReviewApproved = "review_approved"
 	// EventEnded: the task ended (Status: done, failed, cancelled; Detail:
 	// its error), at the time its status changed. It is always the last
 	// event of an ended task's timeline: what the end stopped (a running
@@ -72,9 +82,10 @@ type Event struct {
 }
 
 // timelineSQL derives the timeline from the durable records: the task row,
-// its plan's skipped steps, every attempt of the task and its hand-backs, step_replays, dead letters
-// (and purged ones in the archive), TTS compensations, output versions and
-// the console's audit log. The rank orders events of the same instant; the
+// its plan's skipped steps, every attempt of the task and its hand-backs,
+// step_replays, dead letters (and purged ones in the archive), TTS
+// compensations, output versions, the review's waits, edits and approvals,
+// and the console's audit log. The rank orders events of the same instant; the
 // ended event comes last whatever its time.
 var timelineSQL = `
 WITH a AS (
@@ -126,6 +137,20 @@ UNION ALL
 SELECT at, 4, 'operator', '', '', NULL, '', action, outcome, NULL, actor, '' FROM console_audit
  WHERE target = $1::text AND action IN ('cancel', 'retry', 'redub', 'submit')
 UNION ALL
+SELECT waited_since, 4, 'review', '', '', NULL, '', stage, '', NULL, '', '' FROM review_edits
+ WHERE task_id = $1 AND action = 'approve' AND waited_since IS NOT NULL
+UNION ALL
+SELECT t.review_since, 4, 'review', '', '', NULL, '', t.review_stage, '', NULL, '', '' FROM tasks t
+ WHERE t.id = $1 AND t.review_since IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM review_edits e WHERE e.task_id = $1 AND e.action = 'approve' AND e.waited_since = t.review_since)
+UNION ALL
+SELECT at, 4, CASE WHEN action = 'approve' THEN 'review_approved' ELSE 'review_edit' END, '', '', NULL, '',
+       CASE WHEN action = 'approve' THEN stage ELSE action END,
+       CASE WHEN action = 'approve' THEN 'waited ' || round(extract(epoch FROM at - waited_since))::text || ' s'
+            ELSE jsonb_build_object('before', before, 'after', after)::text END,
+       NULL, actor, coalesce(line::text, '')
+  FROM review_edits WHERE task_id = $1
+UNION ALL
 SELECT first_output_at, 3, 'first_output', 'tts', '', NULL, '', '',
        round(extract(epoch FROM first_output_at - submitted_at)::numeric, 3)::text || ' s after submission', NULL, '', ''
   FROM task_metrics WHERE task_id = $1 AND first_output_at IS NOT NULL
@@ -155,6 +180,9 @@ func Timeline(ctx context.Context, db Querier, taskID uuid.UUID) ([]Event, error
 		var rank int
 		err := r.Scan(&e.At, &rank, &e.Kind, &e.Step, &e.Part, &e.Attempt, &e.Worker, &e.Status, &e.Detail,
 			&e.DelayMS, &e.Actor, &e.Ref, &e.Count, &e.Until)
+		if err == nil && e.Kind == EventReviewEdit {
+			e.Detail = editDetail(e.Status, e.Ref, e.Detail)
+		}
 		return e, err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -35,8 +36,16 @@ func (p *ASR) Part() string {
 	return ""
 }
 
-// Part names a translate message's part by its batch's segment ids.
-func (p *Translate) Part() string { return PartByIDs(p.SegmentIDs) }
+// Part names a translate message's part by its batch's segment ids, with
+// "r<n>/" before them for a revision above 0: the batches sent again after
+// a review are parts of their own, never duplicates of the batches that
+// translated the lines before.
+func (p *Translate) Part() string {
+	if p.Revision > 0 {
+		return "r" + strconv.Itoa(p.Revision) + "/" + PartByIDs(p.SegmentIDs)
+	}
+	return PartByIDs(p.SegmentIDs)
+}
 
 // PartByIDs names a part by the ids of the items it carries, joined by
 // commas. A name longer than 200 bytes becomes first..last#hash, which

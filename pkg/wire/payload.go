@@ -30,6 +30,10 @@ type ExtractAudio struct {
 	Project string `json:"project,omitempty"`
 	// Glossary is optional: terms the translation keeps to (see Term).
 	Glossary []Term `json:"glossary,omitempty"`
+	// Review is optional: the stages at which the task stops for a
+	// person's edits of its lines before the voice is made
+	// (ReviewTranscript after asr, ReviewTranslation after translate).
+	Review []string `json:"review,omitempty"`
 	// SubtitlesKey is optional: a subtitle file (SRT or WebVTT) at
 	// subtitles/{task_id}/... that the task starts from instead of
 	// recognising the speech. SubtitlesLanguage is its language: the
@@ -76,6 +80,15 @@ func SkippedBySubtitles(lang, source string) []string {
 	return []string{StepASR, StepTranslate}
 }
 
+// The stages a task may stop at for review (ExtractAudio.Review).
+const (
+	ReviewTranscript  = "transcript"
+	ReviewTranslation = "translation"
+)
+
+// ReviewStages lists the review stages in the order a task reaches them.
+var ReviewStages = []string{ReviewTranscript, ReviewTranslation}
+
 // ASR is the payload of task.asr. A message with neither Chunk nor Merge
 // (the seed's, as extract_audio and external publishers send it) names the
 // whole audio; the asr step fans it out into one message per chunk, and the
@@ -111,6 +124,11 @@ type Translate struct {
 	TargetLanguage string    `json:"target_language"`
 	// BatchSize is optional (0 when absent): TRANSLATE_BATCH_SIZE applies.
 	BatchSize int `json:"batch_size,omitempty"`
+	// Revision is optional (0 when absent): a batch sent again after a
+	// person approved the translation of a task in review is revision 1,
+	// a part of its own (see Part), and never stops the task for review
+	// again.
+	Revision int `json:"revision,omitempty"`
 }
 
 // TTS is the payload of task.tts. Without SegmentIDs it is the seed's one
@@ -270,6 +288,8 @@ const (
 	EventTaskCancelled    = "task.cancelled"
 	EventTaskRetried      = "task.retried"
 	EventTaskRedubbing    = "task.redubbing"
+	EventTaskReview       = "task.review"
+	EventTaskApproved     = "task.approved"
 	EventWaitingAssigned  = "waiting.assigned"
 )
 

@@ -62,7 +62,14 @@ type taskInfo struct {
 	// at once (none for any other task): its asr spawns a child task per
 	// language instead of translating (spawnChildren).
 	targets []string
+	// review are the stages the task stops at for a person's edits
+	// (tasks.review): with the transcript's, asr translates nothing and
+	// its completion holds the task in review (holdTranscript).
+	review []string
 }
+
+// reviewsTranscript reports whether the task stops for review after asr.
+func (t taskInfo) reviewsTranscript() bool { return slices.Contains(t.review, wire.ReviewTranscript) }
 
 // Handle serves the three kinds of asr message (wire.ASR.Part): the whole
 // audio (what extract_audio sends) is transcribed at once when it fits one chunk,
@@ -82,8 +89,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
 	var t taskInfo
-	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets FROM tasks WHERE id = $1`,
-		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets)
+	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets, review
+		FROM tasks WHERE id = $1`,
+		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets, &t.review)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
@@ -129,6 +137,9 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	stageSegments(msg, msg.Envelope.TaskID, segs, voicesOf(wav, 0, segs, msg.Log), 0, -1)
 	if len(segs) == 0 {
 		return finishWithoutSpeech(msg)
+	}
+	if t.reviewsTranscript() {
+		return holdTranscript(msg)
 	}
 	if len(t.targets) > 0 {
 		return h.spawnChildren(ctx, msg, p, t, segmentIDs(0, len(segs)))
@@ -178,7 +189,9 @@ func (h *handler) chunk(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 		return err
 	}
 	stageSegments(msg, msg.Envelope.TaskID, segs, voicesOf(wav, ch.OffsetMS, segs, msg.Log), base, base+segmentStride)
-	if len(t.targets) == 0 { // a parent's children translate once the merge has spawned them
+	// A parent's children translate once the merge has spawned them; a
+	// task whose transcript is reviewed once it is approved.
+	if len(t.targets) == 0 && !t.reviewsTranscript() {
 		if err := h.emitBatches(msg, p, t, segmentIDs(base, len(segs)), cores.Usable()); err != nil {
 			return err
 		}
@@ -407,6 +420,16 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if len(doc.Segments) == 0 {
 		return finishWithoutSpeech(msg)
 	}
+	if t.reviewsTranscript() {
+		return holdTranscript(msg)
+	}
+	if slices.Contains(t.review, wire.ReviewTranslation) {
+		// The translate batches emit no tts part: the last of them and of
+		// asr's parts to commit holds the task in review of its translation
+		// (the translate worker's holdTranslation), and this may be it.
+		msg.Apply(task.Hold(task.RefOf(env), task.StageTranslation, wire.StepASR, wire.StepTranslate))
+		return nil
+	}
 	if len(t.targets) > 0 {
 		ids := make([]string, len(doc.Segments))
 		for i, s := range doc.Segments {
@@ -461,5 +484,16 @@ func (h *handler) emitTTSParts(ctx context.Context, msg *step.Message, t taskInf
 func finishWithoutSpeech(msg *step.Message) error {
 	msg.Apply(task.FailNoSpeech(task.RefOf(msg.Envelope)))
 	msg.Log.Info().Msg("no speech in the audio; task failed")
+	return nil
+}
+
+// holdTranscript stops a task whose transcript is reviewed in the status
+// review (task.Hold), in the step's own commit: its lines wait for a
+// person's edits, and the person's approval sends its translate batches
+// (pkg/dub's Approve). Nothing else is emitted: no translate batch, no
+// mux_video fan-in.
+func holdTranscript(msg *step.Message) error {
+	msg.Apply(task.Hold(task.RefOf(msg.Envelope), task.StageTranscript))
+	msg.Log.Info().Msg("transcript waits for review")
 	return nil
 }

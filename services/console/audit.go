@@ -62,7 +62,7 @@ func noteAudit(r *http.Request, key string, v any) {
 // auditActions are the actions console_audit records; GET /api/audit
 // filters by them (openapi.json lists them as the action parameter's enum,
 // and a test keeps the two equal).
-var auditActions = []string{"login", "logout", "submit", "cancel", "retry", "redub", "replay", "purge", "requeue",
+var auditActions = []string{"login", "logout", "submit", "cancel", "retry", "redub", "review", "approve", "replay", "purge", "requeue",
 	"pause", "resume", "config", actionRefused}
 
 // audited records every call of h as action in console_audit, with the

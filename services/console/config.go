@@ -18,6 +18,9 @@ type Config struct {
 	config.Common
 	Limits config.Limits
 	config.MediaTools
+	// TranslateBatch is how many lines an approval of a task in review
+	// puts in one translate message, as asr does (TRANSLATE_BATCH_SIZE).
+	config.TranslateBatch
 	// HTTPAddr serves the API and the page.
 	HTTPAddr string `env:"CONSOLE_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// APIToken grants everything; ReadToken (optional) grants GET only.
@@ -60,7 +63,7 @@ type Config struct {
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Limits.Validate()}
+	errs := []error{c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate()}
 	errs = append(errs, c.validateTokens(), c.PresignUser.Validate(c.S3))
 	if c.ReadToken != "" && len(c.ReadToken) < minTokenLength {
 		errs = append(errs, fmt.Errorf("DUBFLOW_API_READ_TOKEN: want at least %d characters (or unset)", minTokenLength))

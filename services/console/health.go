@@ -131,7 +131,10 @@ type healthReport struct {
 	Projects []view.ProjectMetrics `json:"projects"`
 	// StuckTasks are the queued or running tasks with no progress for
 	// monitoring.stuck_task_threshold (seed 003's stuck-task alert).
-	StuckTasks   view.Stuck        `json:"stuckTasks"`
+	StuckTasks view.Stuck `json:"stuckTasks"`
+	// Review are the tasks waiting for a person's edits (at most
+	// healthReviews, the longest waiting first): shown, never a reason.
+	Review       view.ReviewWaits  `json:"review"`
 	Dependencies map[string]string `json:"dependencies"`
 }
 
@@ -141,6 +144,8 @@ const (
 	degradedErrorRate = 0.2
 	// healthProjects bounds the projects the health report averages.
 	healthProjects = 50
+	// healthReviews bounds the tasks in review the health report lists.
+	healthReviews = 20
 )
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
@@ -185,10 +190,7 @@ func (s *server) checkHealth(ctx context.Context) healthReport {
 			h.Dependencies["postgres"] = err.Error()
 		}
 	}
-	threshold := s.settings.Seconds(setting.StuckTaskThreshold)
-	if h.StuckTasks, err = view.StuckTasks(ctx, s.pool, threshold); err != nil && h.Dependencies["postgres"] == "ok" {
-		h.Dependencies["postgres"] = err.Error()
-	}
+	s.readTaskWaits(ctx, &h)
 	deriveUnacknowledged(h.Queues, busy)
 	h.Services = servicesOf(h.Queues, busy)
 	if paused, err := worker.PausedSteps(ctx, s.pool); err == nil {
@@ -336,4 +338,17 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.messages.Collect(ch)
 	c.consumer.Collect(ch)
+}
+
+// readTaskWaits reads the tasks that wait: stuck ones (no progress for
+// monitoring.stuck_task_threshold) and those waiting for a person's review.
+func (s *server) readTaskWaits(ctx context.Context, h *healthReport) {
+	var err error
+	threshold := s.settings.Seconds(setting.StuckTaskThreshold)
+	if h.StuckTasks, err = view.StuckTasks(ctx, s.pool, threshold); err != nil && h.Dependencies["postgres"] == "ok" {
+		h.Dependencies["postgres"] = err.Error()
+	}
+	if h.Review, err = view.InReview(ctx, s.pool, healthReviews); err != nil && h.Dependencies["postgres"] == "ok" {
+		h.Dependencies["postgres"] = err.Error()
+	}
 }

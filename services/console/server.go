@@ -92,7 +92,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/config", reader, s.listSettings},
 		{"PUT", "/api/config/{key}", admin, s.audited("config", s.putSetting)},
 	}
-	return append(append(rs, s.taskRoutes()...), s.extra...)
+	return append(append(append(rs, s.taskRoutes()...), s.reviewRoutes()...), s.extra...)
 }
 
 // taskRoutes are the routes of one task, /api/tasks/{id}...: reads, and

@@ -144,7 +144,8 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	}
 	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
 		Glossary: fields["glossary"], FileName: fields[videoFileName], Subtitles: fields["subtitles"],
-		SubtitlesLanguage: fields["subtitlesLanguage"], SourceSubtitles: fields["sourceSubtitles"], BurnSubtitles: fields["burnSubtitles"]}
+		SubtitlesLanguage: fields["subtitlesLanguage"], SourceSubtitles: fields["sourceSubtitles"], BurnSubtitles: fields["burnSubtitles"],
+		Review: []string{fields["review"]}}
 	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
@@ -192,8 +193,8 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 			if err != nil {
 				return nil, false, err
 			}
-			if name == "target" && fields[name] != "" {
-				v = fields[name] + "," + v // repeated: several languages
+			if (name == "target" || name == "review") && fields[name] != "" {
+				v = fields[name] + "," + v // repeated: several languages, both stages
 			}
 			fields[name] = v
 		default:
@@ -206,10 +207,10 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 // a refusal of its value gives (pkg/admit's field).
 var formFields = map[string]string{"source": "source", "target": "target", "speaker": "speaker", "glossary": "glossary",
 	"subtitles": admit.FieldSubtitles, "subtitlesLanguage": admit.FieldSubtitles, "sourceSubtitles": admit.FieldSourceSubtitles,
-	"burnSubtitles": admit.FieldBurnSubtitles}
+	"burnSubtitles": admit.FieldBurnSubtitles, "review": "review"}
 
 // formFieldNames lists them for a refusal of an unknown one.
-const formFieldNames = "source, target, speaker, glossary, subtitles, subtitlesLanguage, sourceSubtitles, burnSubtitles"
+const formFieldNames = "source, target, speaker, glossary, subtitles, subtitlesLanguage, sourceSubtitles, burnSubtitles, review"
 
 // readField reads a form field's value, at most maxFieldBytes; a subtitle
 // file (a file part or a text field) is read as pkg/admit reads one, so
@@ -268,6 +269,9 @@ type uploadedTask struct {
 	Glossary        string   `json:"glossary"`
 	// FileName is the name of the file the browser or client uploaded.
 	FileName string `json:"fileName"`
+	// Review are the stages the task stops at for a person's edits
+	// ("transcript", "translation").
+	Review []string `json:"review"`
 	// Subtitles is the text of a subtitle file (SRT or WebVTT) the task
 	// starts from; SubtitlesLanguage its language (default the source);
 	// SourceSubtitles a second file's text, with the source text of
@@ -280,7 +284,7 @@ type uploadedTask struct {
 }
 
 // existingUpload starts a task from {"sourceVideoKey", "source", "target",
-// "targetLanguages", "speaker", "glossary"}, the key an upload of POST
+// "targetLanguages", "speaker", "glossary", "review"}, the key an upload of POST
 // /api/uploads was posted to. It admits the fields, then — holding the
 // upload's lock, so that two requests never race for it — takes the
 // upload (takeUpload). A refusal of the fields leaves the upload for a
@@ -299,7 +303,8 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
 		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName, Subtitles: body.Subtitles,
-		SubtitlesLanguage: body.SubtitlesLanguage, SourceSubtitles: body.SourceSubtitles, BurnSubtitles: body.BurnSubtitles}
+		SubtitlesLanguage: body.SubtitlesLanguage, SourceSubtitles: body.SourceSubtitles, BurnSubtitles: body.BurnSubtitles,
+		Review: body.Review}
 	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}

@@ -100,6 +100,7 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 		name                      string
 		source, target, speaker   string
 		glossary, video, wantText string
+		review                    string
 	}{
 		{name: "target xx", target: "xx", video: good, wantText: `target "xx": no translation from en to xx`},
 		{name: "target tlh", target: "tlh", video: good, wantText: `target "tlh": no translation from en to tlh`},
@@ -111,6 +112,9 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 		{name: "glossary of 1001 terms", glossary: glossary("many.csv", terms1001.String()), video: good,
 			wantText: `glossary: 1001 terms, at most 1000`},
 		{name: "speaker with a newline", speaker: "es\nf3", video: good, wantText: `speaker: want a voice name`},
+		{name: "review of the voice", review: "transcript,voice", video: good, wantText: `review "voice": want transcript, translation or both`},
+		{name: "review of several languages", target: "es,ca", review: "translation", video: good,
+			wantText: `review: a task dubbed into several languages at once is not reviewed`},
 		{name: "random bytes", video: noise, wantText: `video: not a media file`},
 		{name: "video without audio", video: silent, wantText: `video: no audio stream`},
 		{name: "over MAX_VIDEO_SECONDS", video: long, wantText: `video: 3s long, at most 2s (MAX_VIDEO_SECONDS=2)`},
@@ -126,7 +130,7 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 			text = string(b)
 		}
 		_, want := admit.Check(admit.Request{Source: tc.source, Targets: []string{tc.target}, Speaker: tc.speaker,
-			Glossary: text}, rules)
+			Glossary: text, Review: []string{tc.review}}, rules)
 		if want == nil {
 			_, want = lim.Media(ctx, tc.video)
 		}
@@ -135,7 +139,7 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 		}
 		args := []string{"submit", "--input", tc.video}
 		for _, f := range [][2]string{{"--source", tc.source}, {"--target", tc.target}, {"--speaker", tc.speaker},
-			{"--glossary", tc.glossary}} {
+			{"--glossary", tc.glossary}, {"--review", tc.review}} {
 			if f[1] != "" {
 				args = append(args, f[0], f[1])
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -29,6 +30,7 @@ type reader interface {
 	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
 	List(ctx context.Context, f listFilter) (view.Page, error)
 	Segments(ctx context.Context, id uuid.UUID) ([]view.Segment, error)
+	Review(ctx context.Context, id uuid.UUID) (*view.TaskReview, error)
 	Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error)
 	Timeline(ctx context.Context, id uuid.UUID) (taskTimeline, error)
 	DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error)
@@ -39,12 +41,19 @@ type reader interface {
 }
 
 // actor changes things, as the console's audited routes do: a new task, a
-// re-dub, a cancel, a retry, replays and purges of dead letters, a pause
+// re-dub, a review's edit and approval, a cancel, a retry, replays and purges of dead letters, a pause
 // of a step, a re-drive of compensating tasks. In database mode each
 // writes the audit row the console writes (dbaudit.go).
 type actor interface {
 	Submit(ctx context.Context, s submission) (uuid.UUID, error)
 	Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error)
+	// EditReview and Approve change a task in review (pkg/dub).
+	EditReview(ctx context.Context, id uuid.UUID, e dub.LineEdit) (*dub.Edited, error)
+	Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, error)
+	// ExportLines and ImportLines take a task's lines out as a subtitle
+	// file and back.
+	ExportLines(ctx context.Context, id uuid.UUID, f subtitle.Format, text string) ([]byte, error)
+	ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error)
 	Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error)
 	Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error)
 	Replay(ctx context.Context, id int64, force bool) (view.Replayed, error)

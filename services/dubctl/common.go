@@ -38,11 +38,15 @@ type Config struct {
 	// PresignUser is the console's signing user (S3_PRESIGN_*): links are
 	// signed as it, as the console signs them.
 	PresignUser config.S3Presign
+	// TranslateBatch is how many lines an approval of a task in review
+	// puts in one translate message (TRANSLATE_BATCH_SIZE), as the console
+	// and asr do.
+	config.TranslateBatch
 }
 
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.PresignUser.Validate(c.S3)}
+	errs := []error{c.Common.Validate(), c.PresignUser.Validate(c.S3), c.TranslateBatch.Validate()}
 	if c.PresignSeconds < 60 || c.PresignSeconds > 7*24*3600 {
 		errs = append(errs, fmt.Errorf("CONSOLE_PRESIGN_SECONDS %d: want 60..604800", c.PresignSeconds))
 	}

@@ -84,13 +84,13 @@ func statusOf(err error) (int, string) {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee) && ee.code == exitUsage, anyIs(err, dub.ErrNoSegment, dub.ErrInvalidText,
-		dlq.ErrBadFilter, view.ErrBadFilter, audit.ErrBadCursor):
+		dub.ErrInvalidLine, dlq.ErrBadFilter, view.ErrBadFilter, audit.ErrBadCursor):
 		return http.StatusBadRequest, "bad_request"
 	case anyIs(err, task.ErrNotFound, view.ErrNotFound, dlq.ErrNotFound, dub.ErrNotFound, worker.ErrUnknownStep,
 		setting.ErrUnknown):
 		return http.StatusNotFound, "not_found"
 	case anyIs(err, task.ErrRefused, dlq.ErrReplayed, dlq.ErrTaskDone, dlq.ErrNotReplayable, retry.ErrRefused,
-		dub.ErrParent):
+		dub.ErrParent, dub.ErrNotInReview, dub.ErrNoLines):
 		return http.StatusConflict, "conflict"
 	}
 	return http.StatusInternalServerError, "internal"

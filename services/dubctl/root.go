@@ -17,6 +17,7 @@ const (
 	exitUsage       = 2 // bad flags or arguments
 	exitTimeout     = 3 // wait gave up before the task ended
 	exitCompensated = 4 // the task waits for an operator (tts_requeue)
+	exitReview      = 5 // the task waits in review for a person's edits (dubctl review)
 )
 
 // newRootCmd builds dubctl's command tree afresh: every run gets its own
@@ -34,13 +35,14 @@ With CONSOLE_URL and DUBFLOW_API_TOKEN set and DATABASE_URL unset, it talks
 to the console's API instead, with the same commands and the same output.
 
 Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
-4 task compensating (waits for tts_requeue).`,
+4 task compensating (waits for tts_requeue), 5 task in review (waits for a
+person's edits: dubctl review).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
-	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd())
+	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd(), reviewCmd())
 	root.AddCommand(searchCmd(), cancelCmd(), retryCmd(), timelineCmd(), queuesCmd(), compensationsCmd(), auditCmd())
 	root.AddCommand(workersCmd(), configCmd())
 	root.PersistentFlags().String("as", "", "database mode: who acts, as the audit log names them (default: the operating-system user)")

@@ -22,6 +22,7 @@ type submitOptions struct {
 	target   string
 	speaker  string
 	glossary string
+	review   string
 	// subtitles is --subtitles FILE[:LANG]; sourceSubtitles the second
 	// file of subtitles in the target language; burn --burn-subtitles.
 	subtitles, sourceSubtitles, burn string
@@ -59,13 +60,8 @@ type admitter interface {
 	Rules(ctx context.Context) (admit.Rules, admit.Limits, error)
 }
 
-// submitCmd builds `dubctl submit`.
-func submitCmd() *cobra.Command {
-	var o submitOptions
-	cmd := &cobra.Command{
-		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--subtitles FILE[:LANG]] [--wait]",
-		Short: "Upload a video and start dubbing it",
-		Long: `submit checks the video locally with ffprobe (it must be media with an audio
+// submitLong is `dubctl submit`'s help.
+const submitLong = `submit checks the video locally with ffprobe (it must be media with an audio
 and a video stream), uploads it to videos/{task_id}/source.mp4, creates the
 task and publishes task.extract_audio (the task row and the message commit
 together through the outbox) — or, through the console, uploads it to the
@@ -79,8 +75,19 @@ language they are spoken as they are (--source-subtitles FILE gives their
 source text for the bilingual subtitles). The file is checked here as the
 console and extract_audio check it: a refusal names its line (exit 2).
 --burn-subtitles target|bilingual also writes final.burned.mp4, the dub with
-those subtitles drawn into the picture.`,
-		Args: exactArgs(0),
+those subtitles drawn into the picture.
+
+With --review the task stops in the status review after asr (transcript) or
+after translate (translation) until its lines are approved ("dubctl review").`
+
+// submitCmd builds `dubctl submit`.
+func submitCmd() *cobra.Command {
+	var o submitOptions
+	cmd := &cobra.Command{
+		Use:   "submit --input FILE [--source en] [--target es] [--speaker S] [--subtitles FILE[:LANG]] [--review transcript,translation] [--wait]",
+		Short: "Upload a video and start dubbing it",
+		Long:  submitLong,
+		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.waitOpts.check(); err != nil {
 				return err
@@ -107,6 +114,7 @@ those subtitles drawn into the picture.`,
 	f.StringVar(&o.target, "target", "", "language to dub into (default DEFAULT_TARGET_LANGUAGE, or the console's); several separated by commas (es,ca): transcribed once, one child task per language")
 	f.StringVar(&o.speaker, "speaker", "", "voice of the dub (the synthesis engine's default when empty)")
 	f.StringVar(&o.glossary, "glossary", "", "CSV file of terms the translation keeps to: source,target (empty target: keep the term)")
+	f.StringVar(&o.review, "review", "", "stop for a person's edits of the lines before the voice is made: transcript (after asr), translation (after translate), or transcript,translation (see dubctl review)")
 	f.StringVar(&o.subtitles, "subtitles", "", "start from this subtitle file (SRT or WebVTT) instead of recognising the speech: FILE, or FILE:LANG for a file in the target language (default the source)")
 	f.StringVar(&o.sourceSubtitles, "source-subtitles", "", "with --subtitles in the target language: a second file with the source text of the same lines")
 	f.StringVar(&o.burn, "burn-subtitles", "", "also write the dub with subtitles drawn in (final.burned.mp4): target or bilingual")
@@ -139,6 +147,9 @@ func (o *submitOptions) check(ctx context.Context, a admitter) (submission, erro
 	s.req = admit.Request{Source: o.source, Speaker: o.speaker, FileName: o.input}
 	if o.target != "" {
 		s.req.Targets = []string{o.target}
+	}
+	if o.review != "" {
+		s.req.Review = []string{o.review}
 	}
 	if s.req.Glossary, err = admit.GlossaryFile(o.glossary); err != nil {
 		return s, refused(err)

@@ -111,6 +111,10 @@ func follow(cmd *cobra.Command, b backend, id uuid.UUID, o waitOptions) error {
 			return report(cmd.OutOrStdout(), t, o, withCode(exitFailed, fmt.Errorf("task %s was %s", id, t.Error)))
 		case view.Ended(t.Status):
 			return report(cmd.OutOrStdout(), t, o, withCode(exitFailed, fmt.Errorf("task %s %s: %s", id, t.Status, t.Error)))
+		case t.Status == view.Review:
+			return report(cmd.OutOrStdout(), t, o, withCode(exitReview, fmt.Errorf(
+				"task %s waits in review of its %s: read and edit its lines with `dubctl review show %s`, then `dubctl review approve %s`",
+				id, t.ReviewStage, id, id)))
 		case t.Status == view.Compensating:
 			return report(cmd.OutOrStdout(), t, o, withCode(exitCompensated, fmt.Errorf(
 				"task %s is compensating: speech synthesis failed for %d segment(s) after all retries; "+

@@ -193,11 +193,15 @@ func (h *handler) planned(ctx context.Context, env *wire.Envelope, p *wire.Extra
 // speaker no tts engine has as a voice —
 // pkg/admit's check, the one every door runs, by what the asr, translate
 // and tts workers announced — or whose glossary breaks the glossary's
-// rules (admit.Glossary: the text rule, each source term once), before
+// rules (admit.Glossary: the text rule, each source term once), or that
+// asks a review of a task dubbed into several languages (admit.Review), before
 // anything is downloaded or transcribed. An outside publisher's message
 // reaches no other door.
 func (h *handler) admit(ctx context.Context, t task, p *wire.ExtractAudio) error {
 	if err := admit.Glossary(p.Glossary); err != nil {
+		return fault.Permanent(err)
+	}
+	if err := admit.Review(p.Review, p.Targets()); err != nil {
 		return fault.Permanent(err)
 	}
 	caps, err := admit.LoadCapabilities(ctx, h.db)
@@ -228,7 +232,7 @@ func (h *handler) admit(ctx context.Context, t task, p *wire.ExtractAudio) error
 func (t task) details(env *wire.Envelope, p wire.ExtractAudio) lifecycle.Details {
 	return lifecycle.Details{ID: env.TaskID, SourceLanguage: t.sourceLanguage, TargetLanguage: t.targetLanguage,
 		SpeakerID: t.speakerID, SourceVideoKey: p.SourceVideoKey, OutputVideoKey: t.outputVideoKey, TraceID: env.TraceID,
-		Project: p.Project, Targets: p.Targets()}
+		Project: p.Project, Targets: p.Targets(), Review: p.Review}
 }
 
 // explain names MAX_VIDEO_SECONDS in an error that hit it.

@@ -195,5 +195,29 @@ func (h *handler) fromSubtitles(msg *step.Message, t task, p wire.ExtractAudio, 
 	stageLines(msg, x.lines, measure(x.wav, x.lines, msg.Log), target)
 	msg.Log.Info().Int("segments", len(x.lines)).Str("subtitles_language", plan.SubtitlesLanguage).
 		Strs("skipped", plan.Skipped).Msg("segments from subtitles")
+	if stage := reviewStage(p.Review, target); stage != "" {
+		// The lines wait for a person's edits; the approval sends them on
+		// (pkg/dub's Approve), as after asr.
+		msg.Apply(lifecycle.Hold(lifecycle.RefOf(msg.Envelope), stage))
+		return nil
+	}
 	return h.emitLines(msg, t, len(x.lines), target)
+}
+
+// reviewStage is the stage a task from subtitles stops at for review at
+// once ("" for none): the transcript's, when asked, for subtitles in the
+// source language; for subtitles in the target language, whose lines are
+// translations already, the translation's, whichever stage was asked. A
+// task from source-language subtitles reviewing only its translation
+// stops after translate, as any task does.
+func reviewStage(review []string, target bool) string {
+	switch {
+	case len(review) == 0:
+		return ""
+	case target:
+		return lifecycle.StageTranslation
+	case slices.Contains(review, wire.ReviewTranscript):
+		return lifecycle.StageTranscript
+	}
+	return ""
 }

@@ -817,7 +817,9 @@ func TestStrandedChildrenAreCancelled(t *testing.T) {
 // TestEveryBoundEndsItsTask runs the state machine's bounds (task.Ways):
 // a task left in each status that has not ended, with nothing moving it,
 // is not ended before its bound (with the service's defaults) and is
-// ended, where the table says, by the first pass after it.
+// ended, where the table says, by the first pass after it. A status that
+// waits for a person (review) has no bound: every pass, a year later,
+// leaves it as it is and reports nothing about it.
 func TestEveryBoundEndsItsTask(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -831,6 +833,10 @@ func TestEveryBoundEndsItsTask(t *testing.T) {
 		"RECONCILE_COMPENSATING_MAX_SECONDS": set.CompensatingMax}
 	for _, w := range task.Ways {
 		if task.Ended(w.Status) {
+			continue
+		}
+		if w.Person {
+			leftAlone(t, f, w.Status)
 			continue
 		}
 		setting, _, _ := strings.Cut(w.Bound, " ")
@@ -859,5 +865,27 @@ func TestEveryBoundEndsItsTask(t *testing.T) {
 				t.Errorf("%s, %s later: %s, want %s (%s)", w.Status, c.after, status, c.want, w.Bound)
 			}
 		}
+	}
+}
+
+// leftAlone checks that every pass of the reconciler, a year after a task
+// began waiting in status for a person, neither moves it nor acts on it.
+func leftAlone(t *testing.T, f *fixture, status string) {
+	t.Helper()
+	id := f.task(t, 0)
+	f.exec(t, `UPDATE tasks SET status = $2, updated_at = now() - interval '1 year' WHERE id = $1`, id, status)
+	rec := f.reconciler()
+	at(t, f, rec, 365*24*time.Hour)
+	for _, a := range passes(t, rec, 2) {
+		if a.TaskID == id {
+			t.Errorf("%s: the reconciler acted on a task waiting for a person: %+v", status, a)
+		}
+	}
+	var got string
+	if err := f.pool.QueryRow(context.Background(), `SELECT status FROM tasks WHERE id = $1`, id).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != status {
+		t.Errorf("%s, a year later: %s, want it left alone", status, got)
 	}
 }

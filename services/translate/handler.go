@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/cores"
@@ -11,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,7 +29,9 @@ type handler struct {
 }
 
 // Handle translates the batch's untranslated segments, stages their
-// mt_text, and emits the batch's tts part (the same segments).
+// mt_text, and emits the batch's tts part (the same segments) — or, for a
+// task whose translation is reviewed, holds it in review once its last
+// batch is translated (holdTranslation).
 func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	var p wire.Translate
 	if err := msg.Decode(&p); err != nil {
@@ -40,8 +44,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	var speaker string
 	var long bool
-	err = h.db.QueryRow(ctx, `SELECT speaker_id, `+step.FannedOutSQL("$1", "'"+wire.StepASR+"'")+
-		` FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker, &long)
+	var review []string
+	err = h.db.QueryRow(ctx, `SELECT speaker_id, review, `+step.FannedOutSQL("$1", "'"+wire.StepASR+"'")+
+		` FROM tasks WHERE id = $1`, env.TaskID).Scan(&speaker, &review, &long)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
@@ -63,6 +68,10 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 			WHERE s.task_id = $1 AND s.idx = t.idx AND s.mt_text IS NULL`, env.TaskID, idx, out)
 	}
 	msg.Log.Info().Int("segments", len(want)).Int("translated", len(texts)).Msg("batch translated")
+	if p.Revision == 0 && slices.Contains(review, wire.ReviewTranslation) {
+		holdTranslation(msg, long)
+		return nil
+	}
 	// The batch's own tts part (the same segments), emitted with this
 	// success: synthesis of these segments starts while later chunks are
 	// still transcribed and translated (tts tells their speakers apart
@@ -168,4 +177,21 @@ func (h *handler) pending(ctx context.Context, env *wire.Envelope, want []int32)
 		}
 	}
 	return idx, texts, nil
+}
+
+// holdTranslation stages, for a batch of a task whose translation is
+// reviewed (revision 0: not sent again after an approval), no tts part:
+// the part whose success completes the last of asr and translate — this
+// batch, or a long recording's asr merge — holds the task in review
+// (task.Hold, guarded by both steps' completion as seen under the task's
+// review lock, so that of parts finishing at once exactly the last one
+// holds it, and never while chunks are still transcribed). The person's
+// approval sends the batches again as revision 1, which translate the
+// lines left without a translation and emit their tts parts. A long
+// recording's batch still lets the task's next held batch in.
+func holdTranslation(msg *step.Message, long bool) {
+	if long {
+		msg.ReleaseWindow()
+	}
+	msg.Apply(task.Hold(task.RefOf(msg.Envelope), task.StageTranslation, wire.StepASR, wire.StepTranslate))
 }

@@ -38,3 +38,36 @@ func Done(t testing.TB, ctx context.Context, q task.Querier, traceID string) uui
 	}
 	return id
 }
+
+// InReview creates a task from en into es that reviews stage (and the
+// stages after it named in also) and takes it, as the asr or translate
+// worker would, through running to review at stage: extract_audio and asr
+// recorded as succeeded (and translate, for the translation's stage). The
+// caller adds its lines (segments); it returns the id.
+func InReview(t testing.TB, ctx context.Context, q task.Querier, stage string, also ...string) uuid.UUID {
+	t.Helper()
+	id := uuid.New()
+	keys := wire.DefaultKeys(id)
+	ref := task.Ref{ID: id}
+	steps := []string{wire.StepExtractAudio, wire.StepASR}
+	if stage == task.StageTranslation {
+		steps = append(steps, wire.StepTranslate)
+	}
+	for _, tr := range []task.Transition{
+		task.Create(task.Details{ID: id, SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es",
+			SourceVideoKey: keys.SourceVideo, OutputVideoKey: keys.OutputVideo, TraceID: "trace-review",
+			Review: append([]string{stage}, also...)}),
+		task.Start(ref), task.Hold(task.Ref{ID: id, Step: steps[len(steps)-1]}, stage),
+	} {
+		if _, err := task.Apply(ctx, q, tr); err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+	}
+	var n int
+	if err := q.QueryRow(ctx, `WITH s AS (INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
+		SELECT $1, step, '', 1, 'succeeded', 'tasktest', now(), now() FROM unnest($2::text[]) AS step RETURNING 1)
+		SELECT count(*) FROM s`, id, steps).Scan(&n); err != nil {
+		t.Fatalf("steps of task %s: %v", id, err)
+	}
+	return id
+}

@@ -17,6 +17,12 @@
     retry: (id) => `/api/tasks/${enc(id)}/retry`,
     redub: (id) => `/api/tasks/${enc(id)}/redub`,
     segments: (id) => `/api/tasks/${enc(id)}/segments`,
+    review: (id) => `/api/tasks/${enc(id)}/review`,
+    reviewEdit: (id) => `/api/tasks/${enc(id)}/review/edit`,
+    reviewApprove: (id) => `/api/tasks/${enc(id)}/review/approve`,
+    reviewImport: (id) => `/api/tasks/${enc(id)}/review/import`,
+    reviewExport: (id, format) => `/api/tasks/${enc(id)}/review/export?format=${enc(format)}`,
+    reviewAudio: (id, n) => `/api/tasks/${enc(id)}/review/audio?line=${enc(n)}`,
     events: '/api/events',
     health: '/api/system/health',
     deadLetters: '/api/dead-letters',
@@ -40,8 +46,11 @@
   };
   const CSRF_HEADER = 'X-CSRF-Token';
   const STEPS = ['extract_audio', 'asr', 'translate', 'tts', 'mux_video'];
-  const TASK_STATUSES = ['queued', 'running', 'compensating', 'done', 'failed', 'cancelled'];
+  const TASK_STATUSES = ['queued', 'running', 'compensating', 'review', 'done', 'failed', 'cancelled'];
   const ACTIVE = new Set(['queued', 'running', 'compensating', 'redubbing']);
+  // A task in review waits for a person: it can be cancelled, and its page
+  // is not reloaded on a timer (nothing moves it but an edit or approval).
+  const CANCELLABLE = new Set([...ACTIVE, 'review']);
   const PAGE_SIZE = 25;
   // Videos larger than this go straight to the object store (a presigned
   // POST policy from POST /api/uploads), not through the console.
@@ -438,12 +447,18 @@
     return h('tr', {'data-id': id, 'data-status': pick(t, 'status')},
       h('td', {}, h('a', {href: '/tasks/' + enc(id), title: id, class: 'mono'}, shortId(id)),
         fileName(t) ? h('div', {class: 'muted small clamp file-name', title: fileName(t)}, fileName(t)) : null),
-      h('td', {}, badge(pick(t, 'status'))),
+      h('td', {}, badge(pick(t, 'status')), reviewNote(t)),
       h('td', {}, `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`),
       h('td', {}, pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'),
       cell(pick(t, 'createdAt', 'created_at')),
       cell(pick(t, 'updatedAt', 'updated_at')),
       h('td', {title: err, class: 'muted wrap'}, h('div', {class: 'clamp'}, err)));
+  }
+  // reviewNote says, for a task waiting in review, what for and how long.
+  function reviewNote(t) {
+    const since = pick(t, 'reviewSince');
+    if (pick(t, 'status') !== 'review' || !since) return null;
+    return h('div', {class: 'muted small review-note'}, `${pick(t, 'reviewStage')} · waiting ${dur(between(since))}`);
   }
   // fileName is the name the task's video was uploaded as ('' unknown).
   function fileName(t) { return pick(t, 'fileName', 'file_name') || ''; }
@@ -480,6 +495,7 @@
       timing: h('div', {id: 'timing'}),
       segments: h('div', {id: 'segments'}),
       dead: h('div', {id: 'task-dlq'}),
+      review: h('div', {class: 'panel review', id: 'review', hidden: true}),
     };
     const tabs = {
       overview: h('div', {id: 'tab-overview'}),
@@ -508,6 +524,7 @@
       tabBar, tabs.overview, tabs.timeline, tabs.versions);
     fill(tabs.overview,
       el.progress,
+      el.review,
       el.languages,
       h('div', {class: 'grid2'},
         h('div', {class: 'panel'}, h('h2', {}, 'Source'), el.source),
@@ -528,6 +545,9 @@
       ]);
       family = pick(d, 'languages') || null;
       showTask(el, id, d, rt, listOf(lines, 'segments'), load);
+      const inReview = pick(pick(d, 'task') || d, 'status') === 'review';
+      el.review.hidden = !inReview;
+      if (inReview) showReview(el.review, id, await api(API.review(id), {signal: ctx.signal}), load, false);
     };
     el.cancel.addEventListener('click', action(() => api(API.cancel(id), {method: 'POST', body: {reason: 'cancelled from the console'}}), () => { flash('Cancelled'); load().catch(report); }));
     el.retry.addEventListener('click', action(() => {
@@ -565,7 +585,7 @@
     const t = pick(d, 'task') || d;
     const status = pick(t, 'status');
     fill(el.status, badge(status));
-    el.cancel.disabled = !ACTIVE.has(status);
+    el.cancel.disabled = !CANCELLABLE.has(status);
     el.retry.disabled = status !== 'failed' && status !== 'cancelled' && status !== 'compensating';
     el.speaker.disabled = el.retry.disabled;
     showProgress(el.progress, rt, status);
@@ -800,7 +820,8 @@
   // what it says.
   const EVENT_STATUS = {created: 'queued', attempt_started: 'running', retry: 'retrying', replay: 'retrying', dead_letter: 'dead_lettered',
     dead_letter_replayed: 'retrying', dead_letter_purged: 'cancelled', compensation: 'compensating', compensation_requeued: 'retrying',
-    version: 'redubbing', operator: 'assigned', hand_back: 'waiting', skipped: 'skipped'};
+    version: 'redubbing', operator: 'assigned', hand_back: 'waiting', skipped: 'skipped', review: 'review',
+    review_edit: 'assigned', review_approved: 'running'};
   function showEvents(box, data) {
     const events = listOf(data, 'events');
     if (!events.length) { fill(box, h('p', {class: 'muted'}, 'No events.')); return; }
@@ -856,6 +877,122 @@
       h('tbody', {}, items.map((d) => deadLetterRows(d, reload))))));
   }
 
+  // ---- review: a task's lines before the voice is made ----
+  // A task submitted with review waits in the status review after asr (its
+  // transcript) or after translate (its translation). The panel lists its
+  // lines, each editable (times, speaker, source, translation; split
+  // before a word, merge with the next, delete), with its source audio to
+  // listen to; the lines go out as SRT/WebVTT and come back edited; Approve
+  // lets the chain go on. Every edit is kept in the timeline and the audit.
+  // force re-renders even while a line is being edited (after an edit of
+  // this page's own).
+  function showReview(box, id, rv, reload, force) {
+    if (!force && (box.contains(document.activeElement) || box.querySelector('tr.dirty'))) return; // keep an edit in progress
+    const lines = listOf(rv, 'lines');
+    const stage = pick(rv, 'stage') || '';
+    const since = pick(rv, 'since');
+    const ro = readonly();
+    const after = (out) => {
+      const e = pick(out, 'edit') || {};
+      flash(e.action === 'import' ? `Imported ${listOf(out, 'lines').length} lines` : `Line ${e.line}: ${e.action} saved`);
+      const edits = [...listOf(rv, 'edits'), e];
+      showReview(box, id, Object.assign({}, rv, {lines: listOf(out, 'lines'), edits}), reload, true);
+      reload().catch(report); // the segments below, and the review as the server has it
+    };
+    const edit = (body) => api(API.reviewEdit(id), {method: 'POST', body});
+    const approve = h('button', {type: 'button', id: 'review-approve', class: 'primary admin-only', disabled: !lines.length}, 'Approve');
+    approve.addEventListener('click', action(() => api(API.reviewApprove(id), {method: 'POST', body: {}}),
+      (out) => { flash(`Approved the ${pick(out, 'stage')}: ${pick(out, 'lines')} lines go on`); reload().catch(report); }));
+    fill(box,
+      h('div', {class: 'row'}, h('h2', {style: 'margin:0'}, `Review of the ${stage}`),
+        h('span', {class: 'muted', id: 'review-waiting'}, since ? `waiting for ${dur(between(since))} · ` : '',
+          `${lines.length} lines · ${listOf(rv, 'edits').length} edits`),
+        h('span', {class: 'spacer'}),
+        h('a', {href: API.reviewExport(id, 'srt'), id: 'review-export-srt', download: ''}, 'Export SRT'),
+        h('a', {href: API.reviewExport(id, 'vtt'), id: 'review-export-vtt', download: ''}, 'Export WebVTT'),
+        reviewImport(id, after, ro), approve),
+      h('audio', {id: 'review-audio', preload: 'none'}),
+      h('p', {class: 'muted small'}, stage === 'transcript'
+        ? 'Fix what was heard: a line whose text changes is translated when you approve. Times in seconds.'
+        : 'Fix the translations: a line whose source text changes is translated again when you approve. Times in seconds.'),
+      lines.length ? h('div', {class: 'tablebox', style: 'max-height:560px;overflow:auto'}, h('table', {id: 'review-table'},
+        h('colgroup', {}, h('col', {style: 'width:40px'}), h('col', {style: 'width:200px'}), h('col', {style: 'width:110px'}),
+          h('col', {}), h('col', {}), h('col', {style: 'width:260px'})),
+        h('thead', {}, h('tr', {}, ['#', 'start – end (s)', 'speaker', 'source', 'translation', ''].map((x) => h('th', {}, x)))),
+        h('tbody', {}, lines.map((l, i) => reviewRow(id, l, i === lines.length - 1, ro, edit, after)))))
+        : h('p', {class: 'muted', id: 'review-empty'}, 'No lines left: import a subtitle file, or cancel the task.'));
+  }
+  // reviewRow is one editable line of the review table.
+  function reviewRow(id, l, last, ro, edit, after) {
+    const n = l.n;
+    const input = (name, value, attrs) => h('input', Object.assign({type: 'text', id: `review-${name}-${n}`, value: value ?? '',
+      disabled: ro, 'aria-label': `${name} of line ${n}`}, attrs || {}));
+    const secs = (ms) => (ms / 1000).toFixed(3);
+    const start = input('start', secs(l.startMs), {type: 'number', step: '0.001', min: '0', style: 'width:72px'});
+    const end = input('end', secs(l.endMs), {type: 'number', step: '0.001', min: '0', style: 'width:72px'});
+    const speaker = input('speaker', l.speaker, {maxlength: 64, style: 'width:100%', placeholder: '—'});
+    const source = input('source', l.source, {maxlength: 2000, style: 'width:100%;min-width:160px'});
+    const text = input('text', l.text, {maxlength: 2000, style: 'width:100%;min-width:160px', placeholder: '(translated on approval)'});
+    const word = input('word', '', {type: 'number', min: '2', step: '1', style: 'width:80px', placeholder: 'word #', title: 'split before this word (numbered from 1)', class: 'admin-only'});
+    const tr = h('tr', {id: 'review-line-' + n});
+    const changes = () => {
+      const c = {};
+      const ms = (el) => Math.round(Number(el.value) * 1000);
+      if (ms(start) !== l.startMs) c.startMs = ms(start);
+      if (ms(end) !== l.endMs) c.endMs = ms(end);
+      if (speaker.value.trim() !== (l.speaker || '')) c.speaker = speaker.value.trim();
+      if (source.value.trim() !== l.source) c.source = source.value.trim();
+      if (text.value.trim() !== (l.text ?? '')) c.text = text.value.trim();
+      return c;
+    };
+    for (const el of [start, end, speaker, source, text]) {
+      el.addEventListener('input', () => tr.classList.toggle('dirty', Object.keys(changes()).length > 0));
+      el.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); save.click(); } });
+    }
+    const btn = (name, label, fn, attrs) => {
+      const b = h('button', Object.assign({type: 'button', id: `review-${name}-${n}`, class: 'small admin-only'}, attrs || {}), label);
+      b.addEventListener('click', action(fn, after));
+      return b;
+    };
+    const save = btn('save', 'Save', () => {
+      const c = changes();
+      if (!Object.keys(c).length) return Promise.reject(new Error(`Line ${n}: nothing changed`));
+      return edit(Object.assign({line: n}, c));
+    });
+    const play = h('button', {type: 'button', id: 'review-play-' + n, class: 'small', title: 'listen to the line\'s source audio'}, '▶');
+    play.addEventListener('click', () => playLine(API.reviewAudio(id, n)));
+    append(tr, [h('td', {class: 'num'}, String(n)), h('td', {class: 'nowrap'}, start, ' – ', end), h('td', {}, speaker),
+      h('td', {}, source), h('td', {}, text),
+      h('td', {class: 'nowrap'}, h('div', {}, play, ' ', save, ' ',
+        btn('merge', 'Merge ↓', () => edit({line: n, action: 'merge'}), {disabled: last, title: 'merge with the next line'}), ' ',
+        btn('delete', 'Delete', () => edit({line: n, action: 'delete'}), {class: 'small danger admin-only'})),
+      h('div', {style: 'margin-top:4px'}, word, ' ',
+        btn('split', 'Split', () => edit({line: n, action: 'split', word: Number(word.value)}))))]);
+    return tr;
+  }
+  // reviewImport is the import control: a subtitle file, which text it
+  // holds, and the button that sends it.
+  function reviewImport(id, after, ro) {
+    if (ro) return null;
+    const file = h('input', {type: 'file', id: 'review-import-file', accept: '.srt,.vtt,text/vtt,application/x-subrip', style: 'max-width:200px'});
+    const which = h('select', {id: 'review-import-text', 'aria-label': 'the text the file holds'},
+      h('option', {value: 'source'}, 'source text'), h('option', {value: 'target'}, 'translation'));
+    const send = h('button', {type: 'button', id: 'review-import', class: 'small'}, 'Import');
+    send.addEventListener('click', action(async () => {
+      if (!file.files.length) throw new Error('Choose a subtitle file (SRT or WebVTT) to import');
+      return api(API.reviewImport(id), {method: 'POST', body: {text: which.value, subtitles: await file.files[0].text()}});
+    }, after));
+    return h('span', {class: 'row', style: 'gap:4px'}, file, which, send);
+  }
+  // playLine plays a line's source audio in the review's player (one for
+  // all lines: a line played stops the one playing).
+  function playLine(url) {
+    const player = $('#review-audio');
+    if (!player) return;
+    player.src = url;
+    player.play().catch((e) => report(new Error('The line\'s audio cannot be played: ' + e.message)));
+  }
+
   // ---- upload ----
   // A small file goes as multipart/form-data to POST /api/tasks; a large
   // one is posted to the object store with a presigned POST policy (POST
@@ -874,6 +1011,10 @@
     target.pattern = '\\s*[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*(\\s*,\\s*[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*)*\\s*';
     target.title = 'one language code such as es, or several separated by commas: es, ca, fr';
     const speaker = h('input', {type: 'text', id: 'speaker', name: 'speaker', placeholder: 'default voice'});
+    // Review before the voice: the task stops after asr and/or translate
+    // for a person's edits of its lines (one language only).
+    const reviewBox = (stage) => h('input', {type: 'checkbox', id: 'review-' + stage, name: 'review', value: stage});
+    const reviews = [reviewBox('transcript'), reviewBox('translation')];
     const glossary = h('textarea', {id: 'glossary', name: 'glossary', rows: 3, style: 'width:100%',
       placeholder: 'CSV, one term a line: source,target\nqueue,cola\ndubflow,   (empty target: keep the term)'});
     // A subtitle file (SRT or WebVTT) instead of recognising the speech:
@@ -909,6 +1050,9 @@
         h('div', {}, h('label', {for: 'subtitles'}, 'Your subtitles (optional, SRT or WebVTT: no speech recognition)'), subtitles),
         h('div', {}, h('label', {for: 'subtitlesLanguage'}, 'Their language'), subtitlesLanguage),
         h('div', {}, h('label', {for: 'burnSubtitles'}, 'Burn subtitles in'), burn)),
+      h('div', {class: 'row', id: 'review-choice', style: 'margin-top:8px'}, h('span', {}, 'Stop for review before the voice:'),
+        h('label', {for: 'review-transcript', class: 'inline'}, reviews[0], ' the transcript'),
+        h('label', {for: 'review-translation', class: 'inline'}, reviews[1], ' the translation')),
       h('div', {style: 'margin:14px 0 6px'}, h('div', {class: 'bar big'}, bar)),
       h('div', {class: 'row'}, status, h('span', {class: 'spacer'}), submit));
     form.addEventListener('submit', async (ev) => {
@@ -917,6 +1061,8 @@
       const fields = {source: source.value.trim(), target: target.value.trim()};
       if (speaker.value.trim()) fields.speaker = speaker.value.trim();
       if (glossary.value.trim()) fields.glossary = glossary.value;
+      const review = reviews.filter((r) => r.checked).map((r) => r.value);
+      if (review.length) fields.review = review.join(',');
       if (subtitles.files.length) fields.subtitles = await subtitles.files[0].text();
       if (subtitlesLanguage.value.trim()) fields.subtitlesLanguage = subtitlesLanguage.value.trim();
       if (burn.value) fields.burnSubtitles = burn.value;
@@ -966,7 +1112,9 @@
         : reject(new Error(`object store: HTTP ${xhr.status}${storeError(xhr.responseText)}`)));
       xhr.send(form);
     });
-    const out = await api(API.tasks, {method: 'POST', body: Object.assign({sourceVideoKey: pick(up, 'sourceVideoKey'), fileName: video.name}, fields)});
+    const body = Object.assign({sourceVideoKey: pick(up, 'sourceVideoKey'), fileName: video.name}, fields);
+    if (body.review) body.review = body.review.split(','); // the JSON body takes a list
+    const out = await api(API.tasks, {method: 'POST', body});
     return pick(out, 'taskId');
   }
   // storeError reads the message of an S3 error answer (XML), if any.
@@ -1160,6 +1308,7 @@
       queues: h('tbody', {id: 'queues-body'}),
       services: h('tbody', {id: 'services-body'}),
       engines: h('div', {id: 'engines'}),
+      review: h('div', {id: 'health-review'}),
     };
     const windows = h('div', {class: 'filters', role: 'group', 'aria-label': 'Window'}, Object.keys(WINDOWS).map((w) =>
       h('button', {type: 'button', class: w === win ? 'on' : '', onclick: () => go('/health?window=' + w)}, w)));
@@ -1177,6 +1326,7 @@
         h('th', {class: 'num'}, 'Workers'), h('th', {}, 'State'), h('th', {}, ''))),
       el.work))),
     h('div', {class: 'panel'}, h('h2', {}, 'Engines'), el.engines),
+    h('div', {class: 'panel'}, h('h2', {}, 'Waiting for review'), el.review),
     h('div', {class: 'grid2'},
       h('div', {class: 'panel'}, h('h2', {}, 'All queues'), h('table', {id: 'queues'},
         h('colgroup', {}, h('col', {}), h('col', {style: 'width:100px'}), h('col', {style: 'width:110px'})),
@@ -1323,10 +1473,23 @@
     fill(el.services, steps.length ? steps.map((x) => h('tr', {'data-step': x.step}, h('td', {}, x.step),
       h('td', {class: 'num', style: x.consumers === 0 ? 'color:var(--bad);font-weight:600' : ''}, x.consumers ?? '—')))
       : h('tr', {class: 'empty'}, h('td', {colspan: 2}, 'No per-step figures.')));
+    showReviewWaits(el.review, pick(hd, 'review') || {});
     const deps = pick(hd, 'dependencies') || {};
     for (const [k, v] of Object.entries(deps)) {
       el.services.append(h('tr', {}, h('td', {class: 'muted'}, k), h('td', {class: 'num'}, v === 'ok' ? badge('healthy') : h('span', {title: v}, badge('unhealthy')))));
     }
+  }
+  // showReviewWaits lists the tasks waiting in review, the longest waiting
+  // first: never a reason of the status, they wait for a person.
+  function showReviewWaits(box, rw) {
+    const tasks = listOf(rw, 'tasks');
+    if (!tasks.length) { fill(box, h('p', {class: 'muted'}, 'No task waits for review.')); return; }
+    fill(box, h('p', {class: 'muted'}, `${pick(rw, 'count') ?? tasks.length} tasks wait for a person's edits (not stuck: nothing runs for them).`),
+      h('table', {id: 'review-waits'}, h('thead', {}, h('tr', {}, ['Task', 'Stage', 'Waiting'].map((c) => h('th', {}, c)))),
+        h('tbody', {}, tasks.map((t) => h('tr', {'data-id': t.taskId},
+          h('td', {}, h('a', {href: '/tasks/' + enc(t.taskId), class: 'mono', title: t.taskId}, shortId(t.taskId)),
+            t.fileName ? h('span', {class: 'muted small'}, ' ', t.fileName) : null),
+          h('td', {}, t.stage), h('td', {class: 'num'}, dur((t.waitedSeconds || 0) * 1000)))))));
   }
   function rank(name) {
     const i = STEPS.findIndex((s) => name === 'task.' + s || name === s);
