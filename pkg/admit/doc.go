@@ -29,7 +29,7 @@
 //     signature (Container), so that garbage is refused there too.
 //
 // Loading is separate: LoadCapabilities reads what the workers announced
-// (Announce; pkg/worker renews it every RefreshInterval): asr the languages
+// (engine.Announce; pkg/worker renews it every engine.RefreshInterval): asr the languages
 // it hears, translate its pairs, tts the languages it speaks. A step that
 // never announced is not judged — its workers may be scaled to zero or not
 // deployed yet, and a door does not refuse what it cannot know; the
