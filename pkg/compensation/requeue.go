@@ -47,24 +47,16 @@ type Options struct {
 	DryRun bool
 }
 
-// lacksAudio holds for the segments s of the task t that have no audio.
-const lacksAudio = `s.task_id = t.id AND s.tts_audio_key IS NULL`
-
-// MissingSQL is a column of the indexes (segments.idx, in order) of the
-// segments of the task t that have no audio: the segments a re-drive
-// synthesizes, and those the console lists for a compensating task.
-const MissingSQL = `ARRAY(SELECT s.idx FROM segments s WHERE ` + lacksAudio + ` ORDER BY s.idx)`
-
 // candidatesSQL selects, and locks (SKIP LOCKED: concurrent passes share
 // the work), tasks past translation whose tts step is neither running nor
 // done (every part succeeded: a re-dub's part v<n> is one of them): every compensating task (one whose segments all have audio now,
 // after dubctl redub, say, moves on to mux_video), and with $3 running
 // tasks idle for $2 with segments lacking audio.
-var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + MissingSQL + ` AS missing
+var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + task.MissingAudioSQL + ` AS missing
   FROM tasks t
  WHERE (t.status = 'compensating'
         OR ($3 AND t.status = 'running' AND t.updated_at < now() - $2::interval
-            AND EXISTS (SELECT 1 FROM segments s WHERE ` + lacksAudio + `)))
+            AND EXISTS (SELECT 1 FROM segments s WHERE ` + task.LacksAudioSQL + `)))
    AND NOT step_succeeded(t.id, 'tts')
    AND NOT ` + attempt.HeldSQL("t.id", "'tts'") + `
    AND step_succeeded(t.id, 'translate')

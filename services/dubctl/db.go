@@ -104,7 +104,7 @@ func (d *dbBackend) Versions(ctx context.Context, id uuid.UUID) ([]view.Version,
 }
 
 // DeadLetters lists dead letters.
-func (d *dbBackend) DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error) {
+func (d *dbBackend) DeadLetters(ctx context.Context, f view.DeadLetterFilter) ([]view.DeadLetter, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
 		return nil, err
@@ -230,14 +230,14 @@ func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string)
 }
 
 // Replay replays one dead letter (dlq.Replay).
-func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (view.Replayed, error) {
+func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (dlq.Replayed, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
-		return view.Replayed{}, err
+		return dlq.Replayed{}, err
 	}
 	pub, err := d.publisher(ctx)
 	if err != nil {
-		return view.Replayed{}, err
+		return dlq.Replayed{}, err
 	}
 	r, err := dlq.Replay(ctx, pool, pub, id, dlq.Options{Force: force})
 	if err != nil && r.Attempt != 0 {
@@ -246,7 +246,7 @@ func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (view.Repl
 		err = nil
 	}
 	d.record(ctx, actionOf("replay", strconv.FormatInt(id, 10), http.StatusOK), err)
-	return view.ReplayedOf(r), err
+	return r, err
 }
 
 // Changed waits for a change of the task's status (task.Listener, LISTEN
