@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -65,10 +65,10 @@ var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + task.M
  FOR UPDATE OF t SKIP LOCKED`
 
 // Requeue runs one pass: in one transaction it re-drives up to opts.Limit
-// tasks (step.Replay of their tts message: next attempt, fresh retry
+// tasks (replay.Step of their tts message: next attempt, fresh retry
 // budget, history kept), sets compensating tasks running and marks their
 // compensations requeued; after the commit it publishes the messages.
-func Requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts Options) ([]Task, error) {
+func Requeue(ctx context.Context, pool *pgxpool.Pool, pub outbox.Publisher, opts Options) ([]Task, error) {
 	var tasks []Task
 	var ids []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -167,7 +167,7 @@ func redriveTTS(ctx context.Context, tx pgx.Tx, id uuid.UUID, trace, speaker, vo
 			return 0, nil, err
 		}
 	}
-	fresh, msgID, err := step.Replay(ctx, tx, env, reason)
+	fresh, msgID, err := replay.Step(ctx, tx, env, reason)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -225,7 +225,7 @@ var errDryRun = errors.New("dry run")
 // tts attempt ran from (of any part: a re-dub's version v<n> is one; a
 // translate batch's part becomes the message of the whole task), or, if
 // tts never ran, one built from the task row.
-// Its attempt accounts for replays not claimed yet, so that step.Replay
+// Its attempt accounts for replays not claimed yet, so that replay.Step
 // numbers the new attempt after them.
 func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker string) (*wire.Envelope, error) {
 	body, err := attempt.LastMessage(ctx, tx, taskID, wire.StepTTS)

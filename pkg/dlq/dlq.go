@@ -1,6 +1,6 @@
 // Package dlq replays the dead letters the dlq_recorder stored (pkg/view
 // reads them for the doors): the original message is published again with a fresh retry budget
-// (step.Replay: the next unused attempt number, earlier attempts kept in
+// (replay.Step: the next unused attempt number, earlier attempts kept in
 // the step attempts as history), the dead letter is marked replayed so that it is
 // not replayed twice by accident, and a failed task runs again.
 package dlq
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/deadletter"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -68,7 +68,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, pub Publisher, id int64, op
 	var ids []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		out, ids, err = replay(ctx, tx, id, opts)
+		out, ids, err = replayTx(ctx, tx, id, opts)
 		return err
 	})
 	if err != nil {
@@ -80,10 +80,10 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, pub Publisher, id int64, op
 	return out, nil
 }
 
-// replay stages the replay of dead letter id in tx and returns the outbox
+// replayTx stages the replay of dead letter id in tx and returns the outbox
 // rows to publish after the commit: the message, and the task's
 // event.task.retried when it was failed.
-func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, []int64, error) {
+func replayTx(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, []int64, error) {
 	var replayedAt *time.Time
 	var orig []byte
 	err := tx.QueryRow(ctx, `SELECT replayed_at, original_message FROM dead_letters WHERE id = $1 FOR UPDATE`, id).
@@ -105,7 +105,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 	if err != nil {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: original message: %v: %w", id, err, ErrNotReplayable)
 	}
-	part, err := step.PartOf(env)
+	part, err := env.Part()
 	if err != nil {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: %v: %w", id, err, ErrNotReplayable)
 	}
@@ -119,7 +119,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 	if status == "done" {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: task %s: %w", id, env.TaskID, ErrTaskDone)
 	}
-	fresh, msgID, err := step.Replay(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
+	fresh, msgID, err := replay.Step(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
 	if err != nil {
 		return Replayed{}, nil, err
 	}
@@ -216,7 +216,7 @@ func partKey(orig []byte) (partID, bool) {
 	if err != nil {
 		return partID{}, false
 	}
-	part, err := step.PartOf(env)
+	part, err := env.Part()
 	if err != nil {
 		return partID{}, false
 	}
