@@ -2,10 +2,8 @@ package step
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
@@ -285,36 +283,13 @@ func (r *Runner) recordUnstarted(ctx context.Context, d Delivery) {
 		Err: errors.New("the consumer stopped (a shutdown, or the step paused) before the delivery started")})
 }
 
-// peek reads the envelope fields of a message that failed validation, for
-// the dead letter and to fail its task; nil when not even the task id is a
-// UUID.
+// peek reads the envelope fields of a message that failed validation
+// (wire.PeekHead), for the dead letter and to fail its task; nil when not
+// even the task id is a UUID.
 func peek(body []byte) *wire.Envelope {
-	if len(body) > wire.MaxMessageBytes {
+	h, ok := wire.PeekHead(body)
+	if !ok || h.TaskID == uuid.Nil {
 		return nil
 	}
-	var head struct {
-		TaskID  string `json:"task_id"`
-		Step    string `json:"step"`
-		Attempt int    `json:"attempt"`
-		TraceID string `json:"trace_id"`
-	}
-	if json.Unmarshal(body, &head) != nil {
-		return nil
-	}
-	id, err := uuid.Parse(head.TaskID)
-	if err != nil {
-		return nil
-	}
-	env := &wire.Envelope{TaskID: id}
-	// Keep only what the dead-letter schema accepts.
-	if wire.RoutingKey(head.Step) != "" {
-		env.Step = head.Step
-	}
-	if head.Attempt > 0 && head.Attempt <= 1000 {
-		env.Attempt = head.Attempt
-	}
-	if n := len(head.TraceID); n > 0 && n <= 128 && strings.IndexFunc(head.TraceID, func(r rune) bool { return r <= ' ' || r > '~' }) < 0 {
-		env.TraceID = head.TraceID
-	}
-	return env
+	return &wire.Envelope{TaskID: h.TaskID, Step: h.Step, Attempt: h.Attempt, TraceID: h.TraceID}
 }
