@@ -250,9 +250,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 
 // markReplayed marks the dead letters where holds replayed once more.
 func markReplayed(ctx context.Context, q store.Querier, where string, args ...any) error {
-	_, err := q.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
-		WHERE `+where, args...)
-	return err
+	return deadletter.MarkReplayed(ctx, q, where, args...)
 }
 
 // MarkStepReplayed marks, in tx, the dead letters of the task's step not

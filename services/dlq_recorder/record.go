@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -73,58 +73,12 @@ func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, er
 	return out, nil
 }
 
-const insertDeadLetterSQL = `INSERT INTO dead_letters (message_id, task_id, step, attempt, error_class,
-	failure_reason, original_message, raw_body, routing_key, source, failed_at, part)
-	VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12)
-	ON CONFLICT (message_id) WHERE message_id <> '' DO NOTHING
-	RETURNING id`
-
-// insertDeadLetter inserts dl and returns its id, 0 when a dead letter with
-// the same message id was recorded before. An original that jsonb refuses
-// (valid JSON with a \u0000 in a string) is kept in raw_body only.
+// insertDeadLetter records dl (dlq.Record) and returns its id, 0 when a
+// dead letter with the same message id was recorded before.
 func insertDeadLetter(ctx context.Context, tx pgx.Tx, dl *deadLetter) (int64, error) {
-	insert := func(q pgx.Tx, original []byte) (int64, error) {
-		var orig *string
-		if original != nil {
-			s := string(original)
-			orig = &s
-		}
-		var id int64
-		err := q.QueryRow(ctx, insertDeadLetterSQL, dl.MessageID, dl.TaskID, dl.Step, dl.Attempt, dl.ErrorClass,
-			truncate(dl.Reason, 8000), orig, dl.Raw, dl.RoutingKey, dl.Source, dl.FailedAt, dl.Part).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, nil
-		}
-		return id, err
-	}
-	if dl.Original == nil {
-		id, err := insert(tx, nil)
-		if err != nil {
-			return 0, fmt.Errorf("insert dead letter: %w", err)
-		}
-		return id, nil
-	}
-	sp, err := tx.Begin(ctx) // a savepoint
-	if err != nil {
-		return 0, fmt.Errorf("insert dead letter: %w", err)
-	}
-	id, err := insert(sp, dl.Original)
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) && pg.Code[:2] == "22" {
-		_ = sp.Rollback(ctx)
-		if id, err = insert(tx, nil); err != nil {
-			return 0, fmt.Errorf("insert dead letter: %w", err)
-		}
-		return id, nil
-	}
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		return 0, fmt.Errorf("insert dead letter: %w", err)
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("insert dead letter: %w", err)
-	}
-	return id, nil
+	return dlq.Record(ctx, tx, &dlq.Entry{MessageID: dl.MessageID, TaskID: dl.TaskID, Step: dl.Step, Part: dl.Part,
+		Attempt: dl.Attempt, ErrorClass: dl.ErrorClass, Reason: truncate(dl.Reason, 8000), Original: dl.Original,
+		Raw: dl.Raw, RoutingKey: dl.RoutingKey, Source: dl.Source, FailedAt: dl.FailedAt})
 }
 
 // compensation records one task.tts_compensation message against its
