@@ -1,7 +1,9 @@
 // Package compensation re-drives the speech synthesis of tasks whose
 // segments still lack audio after the tts step's retries (tasks waiting in
 // compensating): one tts message per task, with a fresh retry budget.
-// tts_requeue and the console's compensation API share it.
+// tts_requeue and the console's compensation API share it. It is the one
+// writer of tts_compensations: the dead-letter recorder records the
+// compensation messages through Record, a re-drive marks them requeued.
 package compensation
 
 import (

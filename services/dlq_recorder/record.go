@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -82,16 +83,9 @@ func insertDeadLetter(ctx context.Context, tx pgx.Tx, dl *deadLetter) (int64, er
 }
 
 // compensation records one task.tts_compensation message against its
-// segment. It reports whether the message was new.
+// segment (compensation.Record). It reports whether the message was new.
 func (r *recorder) compensation(ctx context.Context, messageID string, c *wire.Compensation) (bool, error) {
-	tag, err := r.pool.Exec(ctx, `INSERT INTO tts_compensations
-		(message_id, task_id, segment_idx, error, trace_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (message_id) DO NOTHING`,
-		messageID, c.TaskID, c.SegmentIdx, c.Error, c.TraceID, c.CreatedAt)
-	if err != nil {
-		return false, fmt.Errorf("record compensation of %s segment %d: %w", c.TaskID, c.SegmentIdx, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return compensation.Record(ctx, r.pool, messageID, c)
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.
