@@ -234,10 +234,12 @@ func sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Dura
 	return sent, moved, perr
 }
 
-// Flush publishes the given outbox rows now, each confirmed, and deletes
-// them; rows another process is publishing at the same moment are skipped.
-// Tools that write to the outbox (replays, requeues, dead-letter records)
-// call it after their commit so they do not wait for a sweep.
+// Flush publishes the given outbox rows, committed already, now, each
+// confirmed, and deletes them; rows another process is publishing at the
+// same moment are skipped. A change and its messages commit together with
+// Commit, which flushes them; Flush alone is for rows committed by
+// statements of their own (held parts let in by the start-up recovery and
+// the reconciler) or left behind (the reconciler's outbox pass).
 func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
