@@ -72,12 +72,12 @@ var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + task.M
 // compensations requeued; after the commit it publishes the messages.
 func Requeue(ctx context.Context, pool *pgxpool.Pool, pub outbox.Publisher, opts Options) ([]Task, error) {
 	var tasks []Task
-	var ids []int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, pool, pub, func(tx pgx.Tx) ([]int64, error) {
 		cands, err := findCandidates(ctx, tx, opts)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		var ids []int64
 		for _, c := range cands {
 			if opts.DryRun {
 				tasks = append(tasks, c.Task)
@@ -85,21 +85,21 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, pub outbox.Publisher, opts
 			}
 			staged, err := redrive(ctx, tx, &c)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			tasks = append(tasks, c.Task)
 			ids = append(ids, staged...)
 		}
 		if opts.DryRun {
-			return errDryRun
+			return nil, errDryRun
 		}
-		return nil
+		return ids, nil
 	})
-	if err != nil && !errors.Is(err, errDryRun) {
+	switch {
+	case errors.Is(err, outbox.ErrUnpublished):
+		return tasks, fmt.Errorf("re-drive: %w", err)
+	case err != nil && !errors.Is(err, errDryRun):
 		return nil, err
-	}
-	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
-		return tasks, fmt.Errorf("re-drive committed; messages wait in the outbox for a sweep: %w", err)
 	}
 	return tasks, nil
 }

@@ -65,17 +65,17 @@ type Options struct {
 // running again, in one transaction; then it publishes the message.
 func Replay(ctx context.Context, pool *pgxpool.Pool, pub Publisher, id int64, opts Options) (Replayed, error) {
 	var out Replayed
-	var ids []int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, pool, pub, func(tx pgx.Tx) ([]int64, error) {
+		var ids []int64
 		var err error
 		out, ids, err = replayTx(ctx, tx, id, opts)
-		return err
+		return ids, err
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, outbox.ErrUnpublished):
+		return out, fmt.Errorf("dead letter %d replayed: %w", id, err)
+	case err != nil:
 		return Replayed{}, err
-	}
-	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
-		return out, fmt.Errorf("dead letter %d replayed, but its message waits in the outbox for a sweep: %w", id, err)
 	}
 	return out, nil
 }

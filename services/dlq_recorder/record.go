@@ -33,19 +33,18 @@ type recorded struct {
 
 // deadLetter records dl, marks its task failed (task.Fail: announced by
 // event.task.failed unless the task had failed already) in one
-// transaction, then publishes the event. A dead letter recorded
+// transaction, then publishes the event (outbox.Commit). A dead letter recorded
 // before (same message id) changes nothing.
 func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, error) {
 	var out recorded
-	var ids []int64
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, r.pool, r.pub, func(tx pgx.Tx) ([]int64, error) {
 		id, err := insertDeadLetter(ctx, tx, dl)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out.ID = id
 		if id == 0 || dl.TaskID == nil {
-			return nil
+			return nil, nil
 		}
 		reason := dl.Reason
 		if dl.Step != "" {
@@ -54,22 +53,19 @@ func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, er
 		res, err := task.Apply(ctx, tx, task.Fail(task.Ref{ID: *dl.TaskID, Step: dl.Step, Trace: dl.TraceID}, dl.Part, reason))
 		switch {
 		case errors.Is(err, task.ErrNotFound):
-			return nil
+			return nil, nil
 		case err != nil:
-			return fmt.Errorf("mark task %s failed: %w", *dl.TaskID, err)
+			return nil, fmt.Errorf("mark task %s failed: %w", *dl.TaskID, err)
 		}
 		out.Failed = res.To == task.Failed && res.Changed
-		if res.EventID != 0 {
-			ids = append(ids, res.EventID)
-		}
-		return nil
+		return []int64{res.EventID}, nil
 	})
-	if err != nil {
-		return recorded{}, fmt.Errorf("record dead letter %s: %w", dl.MessageID, err)
-	}
-	if err := outbox.Flush(ctx, r.pool, r.pub, ids); err != nil {
+	switch {
+	case errors.Is(err, outbox.ErrUnpublished):
 		// Committed: the outbox sweep (reconciler, workers) publishes it.
 		return out, fmt.Errorf("publish event.task.failed: %w", err)
+	case err != nil:
+		return recorded{}, fmt.Errorf("record dead letter %s: %w", dl.MessageID, err)
 	}
 	return out, nil
 }
