@@ -14,11 +14,11 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // maxFieldBytes bounds a form field other than the video (the glossary).
@@ -389,25 +389,21 @@ func taskOfUploadKey(key string) (uuid.UUID, error) {
 
 // submit creates the task and publishes its first message, exactly as
 // dubctl submit does (the admitted task's payload, glossary included, in
-// task.Submit; then outbox.Flush, a failed publish left to the workers'
-// outbox sweep). extract_audio stores the glossary in task_glossaries.
+// task.Submit, committed and published by outbox.Commit, a failed publish
+// left to the workers' outbox sweep). extract_audio stores the glossary in task_glossaries.
 func (s *server) submit(ctx context.Context, sub submission) error {
 	payload := sub.task.Payload(sub.id)
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	ids, err := task.SubmitProbed(ctx, s.pool, env, payload, sub.task.FileName, sub.probe)
+	err = s.commit(ctx, sub.id, func(tx pgx.Tx) ([]int64, error) {
+		return task.SubmitProbed(ctx, tx, env, payload, sub.task.FileName, sub.probe)
+	})
 	if errors.Is(err, task.ErrExists) {
 		return conflict(fmt.Sprintf("task %s exists already", sub.id))
 	}
-	if err != nil {
-		return err
-	}
-	if err := outbox.Flush(ctx, s.pool, s.pub, ids); err != nil {
-		s.log.Warn().Err(err).Str("task_id", sub.id.String()).Msg("publish deferred to the outbox sweep")
-	}
-	return nil
+	return err
 }
 
 // upload is what POST /api/uploads answers: a presigned POST policy

@@ -19,6 +19,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // dbBackend is database mode: the read model over Postgres, the object
@@ -161,8 +162,7 @@ func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uui
 	if err != nil {
 		return uuid.Nil, usageError(err)
 	}
-	pool, err := d.db(ctx)
-	if err != nil {
+	if _, err := d.db(ctx); err != nil {
 		return uuid.Nil, err
 	}
 	objects, err := d.blob(ctx)
@@ -177,7 +177,9 @@ func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uui
 	if err := objects.PutFile(ctx, p.SourceVideoKey, s.input, "video/mp4"); err != nil {
 		return uuid.Nil, err
 	}
-	ids, err := task.SubmitProbed(ctx, pool, env, p, s.task.FileName, s.probe)
+	err = d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		return task.SubmitProbed(ctx, tx, env, p, s.task.FileName, s.probe)
+	})
 	target := id.String()
 	if err != nil {
 		target = ""
@@ -186,21 +188,27 @@ func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uui
 	if err != nil {
 		return uuid.Nil, err
 	}
-	d.flush(ctx, ids)
 	return id, nil
 }
 
-// flush publishes committed outbox rows; what fails is left to a
-// worker's outbox sweep.
-func (d *dbBackend) flush(ctx context.Context, ids []int64) {
-	pool, _ := d.db(ctx)
-	pub, err := d.publisher(ctx)
-	if err == nil {
-		err = outbox.Flush(ctx, pool, pub, ids)
-	}
+// commit runs fn in one transaction and publishes the outbox rows it
+// returns after the commit (outbox.Commit); a publish that fails is a
+// warning, left to a worker's outbox sweep: the change is done.
+func (d *dbBackend) commit(ctx context.Context, fn func(tx pgx.Tx) ([]int64, error)) error {
+	pool, err := d.db(ctx)
 	if err != nil {
-		d.warnf("publish deferred to the outbox sweep: %v", err)
+		return err
 	}
+	pub, err := d.publisher(ctx)
+	if err != nil {
+		return err
+	}
+	err = outbox.Commit(ctx, pool, pub, fn)
+	if errors.Is(err, outbox.ErrUnpublished) {
+		d.warnf("publish deferred to the outbox sweep: %v", err)
+		return nil
+	}
+	return err
 }
 
 // warnf prints a warning: something that did not stop the command.
@@ -210,14 +218,20 @@ func (d *dbBackend) warnf(format string, args ...any) {
 
 // Redub changes one line (dub.Redub) and publishes the re-dub.
 func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error) {
-	pool, err := d.db(ctx)
-	if err != nil {
+	if _, err := d.db(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := d.publisher(ctx); err != nil {
 		return nil, err
 	}
-	r, err := dub.Redub(ctx, pool, id, n, text)
+	var r *dub.Redubbed
+	err := d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		if r, err = dub.Redub(ctx, tx, id, n, text); err != nil {
+			return nil, err
+		}
+		return r.Outbox, nil
+	})
 	d.record(ctx, actionOf("redub", id.String(), http.StatusAccepted), err)
 	if errors.Is(err, dub.ErrNoSegment) || errors.Is(err, dub.ErrInvalidText) {
 		return nil, usageError(err)
@@ -225,7 +239,6 @@ func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string)
 	if err != nil {
 		return nil, err
 	}
-	d.flush(ctx, r.Outbox)
 	return r, nil
 }
 
