@@ -1,9 +1,9 @@
 // Package retry runs a task again for an operator: a failed or cancelled
 // task from its first step that has not succeeded, a compensating task's
 // speech synthesis — either with another voice if asked. The console's
-// POST /api/tasks/{id}/retry and `dubctl retry` (both modes) call Task;
-// neither publishes anything itself beyond flushing the outbox rows it
-// returns.
+// POST /api/tasks/{id}/retry and `dubctl retry` (both modes) call Task
+// inside outbox.Commit's transaction, which publishes the outbox rows it
+// returns after the commit.
 package retry
 
 import (
@@ -55,7 +55,7 @@ type Retried struct {
 	// default).
 	Speaker  string `json:"speaker"`
 	Replayed []Part `json:"replayed"`
-	// Outbox are the rows to publish after the commit (outbox.Flush); what
+	// Outbox are the rows to publish after the commit (outbox.Commit); what
 	// is not published waits for the workers' sweep.
 	Outbox []int64 `json:"-"`
 }

@@ -13,7 +13,7 @@ import (
 // its part, that attempt is recorded as the base of a new budget
 // (step_replays), and the message is added to the outbox. Earlier attempts
 // stay recorded as history. Commit tx, then publish the returned outbox id
-// (outbox.Flush) or leave it to a sweep.
+// (outbox.Commit) or leave it to a sweep.
 func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (*wire.Envelope, int64, error) {
 	return replay.Step(ctx, tx, env, reason)
 }

@@ -24,7 +24,7 @@ import (
 // budget: the message gets the next unused attempt number of its part, that
 // attempt is recorded as the base of a new budget (step_replays), and the
 // message is added to the outbox. Earlier attempts stay recorded as
-// history. Commit tx, then publish the returned outbox id (outbox.Flush) or
+// history. Commit tx and publish the returned outbox id (outbox.Commit) or
 // leave it to a sweep.
 func Step(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (*wire.Envelope, int64, error) {
 	part, err := env.Part()
