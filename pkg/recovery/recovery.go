@@ -82,7 +82,7 @@ func AtStart(ctx context.Context, p *service.Process, passes ...Pass) (Report, e
 	r.ReservationsReaped, err = pool.ReapExpired(ctx, p.Pool, time.Now())
 	note(err)
 	note(r.inFlight(ctx, p))
-	sent, err := outbox.Sweep(ctx, p.Pool, p.Publisher(), OutboxAge, limit)
+	sent, _, err := outbox.Sweep(ctx, p.Pool, p.Publisher(), OutboxAge, limit)
 	r.OutboxPublished += len(sent)
 	note(err)
 	for _, ps := range passes {

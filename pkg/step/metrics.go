@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/ops"
-	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,7 +19,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	wait     *prometheus.HistogramVec
 	projects projectLabels
-	outbox   *outbox.Metrics
+	outbox   *relay.Metrics
 }
 
 // WaitBuckets are the bounds of dubflow_step_wait_seconds: fine below a
@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		wait: ops.Histograms(reg, "dubflow_step_wait_seconds",
 			"Time a step's message waited in its work queue, from when it was ready there (published; for a retry, back from its delay tier) to the claim of its attempt, by step and project (the first 20 a process sees; then other; none without a project). Not counted: waits in a delay tier, or in a task's window of held parts.",
 			WaitBuckets, "step", "project"),
-		outbox: outbox.NewMetrics(reg),
+		outbox: relay.NewMetrics(reg),
 	}
 }
 

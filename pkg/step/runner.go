@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -53,7 +54,7 @@ type Runner struct {
 	cfg     Config
 	routes  map[string]Route
 	policy  policy
-	relay   *outbox.Relay
+	relay   *relay.Relay
 	running atomic.Bool
 	// now is the clock decisions are taken by.
 	now func() time.Time
@@ -85,7 +86,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	r.policy = policy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, lease: cfg.Lease,
 		dependencyWait: cfg.DependencyWait, deliveryLimit: cfg.DeliveryLimit}
-	r.relay = outbox.NewRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
+	r.relay = relay.New(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
 	r.claims = newCombiner(cfg.Pool, combineItems, combineFlight)
 	r.commits = newCombiner(cfg.Pool, combineItems, combineFlight)
 	return r, nil
