@@ -23,10 +23,9 @@ type delivery struct {
 	msg    *Message
 	stepID int64
 	// watch fires when the task's work stops (nil until the claim).
-	watch   *task.Watch
-	elapsed time.Duration // how long the handler ran
-	log     zerolog.Logger
-	facts   facts
+	watch *task.Watch
+	log   zerolog.Logger
+	facts facts
 }
 
 // step names the delivery's step for metrics.
@@ -66,7 +65,7 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 		dl.facts.Invalid = fmt.Errorf("invalid message: %w", err)
 		return dl
 	}
-	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log}
+	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log, Timeout: route.Timeout}
 	f := &dl.facts
 	// A part may wait for another step than the route's (wire.Depender:
 	// a tts part waits for nothing: its translate batch emitted it).

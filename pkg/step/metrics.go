@@ -2,7 +2,6 @@ package step
 
 import (
 	"sync"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/ops"
@@ -84,9 +83,4 @@ func (p *projectLabels) label(project string) string {
 
 func (m *Metrics) outcome(step, outcome string) {
 	m.messages.WithLabelValues(step, outcome).Inc()
-}
-
-func (m *Metrics) observe(step, outcome string, d time.Duration) {
-	m.messages.WithLabelValues(step, outcome).Inc()
-	m.duration.WithLabelValues(step, outcome).Observe(d.Seconds())
 }
