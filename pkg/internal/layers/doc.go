@@ -2,7 +2,8 @@
 // tests (and by make lint): the import graph of dubflow's own packages is
 // at most MaxDepth packages deep, and the step runtime and what the
 // workers use never stand on the read model (pkg/view) or the admission
-// rules (pkg/admit). It has no code of its own.
+// rules (pkg/admit), and nothing under pkg/ reads the environment. It has
+// no code of its own.
 package layers
 
 // MaxDepth is the longest chain of imports, in packages, the project's
