@@ -18,9 +18,9 @@ var environReaders = map[string]bool{"Getenv": true, "LookupEnv": true, "Environ
 // main's helper reads the environment for it, and the tools that start a
 // child process hand it the environment it runs in.
 var mayReadEnviron = map[string]string{
-	"pkg/config/config.go":               "Environ, which only a main calls (service.Main, dubctl), reads it once",
-	"pkg/media/zygote.go":                "the zygote's child inherits the environment and LD_PRELOAD",
-	"pkg/speech/apertium_pipe.go":        "the apertium child inherits the environment",
+	"pkg/config/config.go":                "Environ, which only a main calls (service.Main, dubctl), reads it once",
+	"pkg/media/zygote.go":                 "the zygote's child inherits the environment and LD_PRELOAD",
+	"pkg/speech/apertium_pipe.go":         "the apertium child inherits the environment",
 	"pkg/speech/speechtest/speechtest.go": "test kit: the speech fixtures (DUBFLOW_FIXTURES)",
 }
 
