@@ -34,6 +34,8 @@
 //	                                                    (step.CloseExpiredAttempt)
 //	InheritCTE    (no row) → succeeded, the parent's    pkg/task's Spawn of a child task
 //	              extract_audio and asr as a child's
+//	RecordSucceeded (no row) → succeeded, each step     pkg/task/tasktest's finished task
+//	              of a task made finished at once
 //	ReleaseStuck  held parts → let into their window    the reconciler
 //	              (release_held), past an age           (step.ReleaseStuckWindows) and
 //	                                                    the start-up recovery
