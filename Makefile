@@ -257,9 +257,11 @@ schema: ## Rewrite migrations/schema.sql (every table and SQL function as the mi
 	scripts/stack.sh with-infra $(GO) test -count=1 -run '^TestSchemaFileIsCurrent$$' ./pkg/store -update
 
 .PHONY: lint
-lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck and the shell scripts
+lint: vet staticcheck ## Check formatting (gofmt -l must be empty), go vet, staticcheck, the import graph and pkg/ reading no environment (pkg/internal/layers) and the shell scripts
 	@out=$$(gofmt -l $(GOFILES)); \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting (make fmt):" >&2; echo "$$out" >&2; exit 1; fi
+	@$(GO) test -count=1 -v -run '^(TestImportGraphIsLow|TestWorkersDoNotStandOnTheReadModel|TestPkgReadsNoEnvironment)$$' ./pkg/internal/layers | \
+		grep -E '_test.go:|^(--- FAIL|FAIL|ok)' || { echo "lint: pkg/internal/layers failed" >&2; exit 1; }
 	@for f in scripts/*.sh .ci/run; do bash -n "$$f"; done
 	@if command -v shellcheck >/dev/null; then shellcheck scripts/*.sh .ci/run; fi
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -197,13 +198,13 @@ func TestAnnouncementsAreLoadedAndRenewed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.Postgres(t)
-	if err := Announce(ctx, db.Pool, Capability{Step: "translate", Worker: "w1", Engine: "apertium", Languages: []string{"en|es"}}); err != nil {
+	if err := engine.Announce(ctx, db.Pool, engine.Capability{Step: "translate", Worker: "w1", Engine: "apertium", Languages: []string{"en|es"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Announce(ctx, db.Pool, Capability{Step: "translate", Worker: "w1", Engine: "apertium", Languages: []string{"en|es", "en|ca"}}); err != nil {
+	if err := engine.Announce(ctx, db.Pool, engine.Capability{Step: "translate", Worker: "w1", Engine: "apertium", Languages: []string{"en|es", "en|ca"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Announce(ctx, db.Pool, Capability{Step: "mux_video", Worker: "w1"}); err == nil {
+	if err := engine.Announce(ctx, db.Pool, engine.Capability{Step: "mux_video", Worker: "w1"}); err == nil {
 		t.Fatal("a step without languages was announced")
 	}
 	// A row no worker renewed for over a week is forgotten.
@@ -218,7 +219,7 @@ func TestAnnouncementsAreLoadedAndRenewed(t *testing.T) {
 	if err := Languages("en", []string{"xx"}, caps); err == nil || !strings.HasPrefix(err.Error(), `target "xx": no translation from en to xx`) {
 		t.Fatalf("xx with the loaded capabilities: %v", err)
 	}
-	if err := Announce(ctx, db.Pool, Capability{Step: "asr", Worker: "a1", Engine: "pocketsphinx", Languages: []string{"en"}}); err != nil {
+	if err := engine.Announce(ctx, db.Pool, engine.Capability{Step: "asr", Worker: "a1", Engine: "pocketsphinx", Languages: []string{"en"}}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -325,7 +326,7 @@ func TestSpeakerIsJudgedByTheAnnouncedVoices(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.Postgres(t)
-	if err := Announce(ctx, db.Pool, Capability{Step: "tts", Worker: "t1", Engine: "espeak", Languages: []string{"en", "es"},
+	if err := engine.Announce(ctx, db.Pool, engine.Capability{Step: "tts", Worker: "t1", Engine: "espeak", Languages: []string{"en", "es"},
 		Voices: []string{"en-us", "es", "es-419", "+m3", "+f3"}}); err != nil {
 		t.Fatal(err)
 	}

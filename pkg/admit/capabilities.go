@@ -8,53 +8,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// Capability is what one worker announced its engine can do.
-type Capability struct {
-	// Step is wire.StepASR, wire.StepTranslate or wire.StepTTS.
-	Step string `json:"step"`
-	// Worker names the announcing process; Engine its engine (ASR_ENGINE,
-	// TRANSLATE_ENGINE, TTS_ENGINE).
-	Worker string `json:"worker"`
-	Engine string `json:"engine"`
-	// Languages: for asr the languages it hears, for tts those it speaks,
-	// for translate its pairs "from|to" (speech.Pair); speech.AnyLanguage
-	// for any. Codes are speech.BaseLanguage's.
-	Languages []string `json:"languages"`
-	// Voices (tts only): the voice names a task's speaker may be, variants
-	// as "+variant" (speech.Voices), lower case; speech.AnyLanguage for
-	// any. Nil: not announced (the speaker is not judged by this one).
-	Voices []string  `json:"voices,omitempty"`
-	SeenAt time.Time `json:"seen_at"`
-}
 
 // Capabilities are the announcements the doors judge languages by.
 // A step with no announcement is not judged: its workers may be scaled to
 // zero, or not deployed yet, and a door must not refuse what it cannot
 // know. The zero value judges nothing.
-type Capabilities []Capability
-
-// Steps whose engines are announced.
-var announcedSteps = []string{wire.StepASR, wire.StepTranslate, wire.StepTTS}
+type Capabilities []engine.Capability
 
 // Window is how long after a step's newest announcement other workers'
 // announcements of the step still count: a running worker refreshes its
-// own every RefreshInterval, so an older one is a worker that is gone (or a
+// own every engine.RefreshInterval, so an older one is a worker that is gone (or a
 // deployment that changed its engine). The newest announcement counts
 // however old it is: workers scaled to zero still say what they can do
 // when they come back.
 const Window = 10 * time.Minute
-
-// RefreshInterval is how often a worker renews its announcement.
-const RefreshInterval = time.Minute
-
-// forget is how long announcements are kept before Announce removes them.
-const forget = 7 * 24 * time.Hour
 
 // judge checks that source can be transcribed, translated into each
 // target and each target spoken, leaving out the steps skipped.
@@ -209,52 +181,16 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Execer runs a statement: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// Announce records what c's worker can do, as seen now, and removes
-// announcements no worker renewed for a week.
-func Announce(ctx context.Context, db Execer, c Capability) error {
-	if !slices.Contains(announcedSteps, c.Step) {
-		return fmt.Errorf("announce capabilities: step %q: want one of %v", c.Step, announcedSteps)
-	}
-	langs := c.Languages
-	if langs == nil {
-		langs = []string{}
-	}
-	b, err := json.Marshal(langs)
-	if err != nil {
-		return fmt.Errorf("announce capabilities: %w", err)
-	}
-	var voices []byte
-	if c.Voices != nil {
-		if voices, err = json.Marshal(c.Voices); err != nil {
-			return fmt.Errorf("announce capabilities: %w", err)
-		}
-	}
-	if _, err := db.Exec(ctx, `INSERT INTO engine_capabilities (step, worker, engine, languages, voices, seen_at)
-		VALUES ($1, $2, $3, $4, $5, now())
-		ON CONFLICT (step, worker) DO UPDATE SET engine = EXCLUDED.engine, languages = EXCLUDED.languages,
-			voices = EXCLUDED.voices, seen_at = EXCLUDED.seen_at`, c.Step, c.Worker, c.Engine, b, voices); err != nil {
-		return fmt.Errorf("announce capabilities of %s %s: %w", c.Step, c.Worker, err)
-	}
-	if _, err := db.Exec(ctx, `DELETE FROM engine_capabilities WHERE seen_at < now() - $1 * interval '1 second'`, forget.Seconds()); err != nil {
-		return fmt.Errorf("forget old capabilities: %w", err)
-	}
-	return nil
-}
-
-// LoadCapabilities reads the engines' announcements (engine_capabilities).
+// LoadCapabilities reads the engines' announcements (engine_capabilities,
+// written by engine.Announce).
 func LoadCapabilities(ctx context.Context, db Querier) (Capabilities, error) {
 	rows, err := db.Query(ctx, `SELECT step, worker, engine, languages, voices, seen_at FROM engine_capabilities
-		WHERE seen_at > now() - $1 * interval '1 second' ORDER BY step, worker`, forget.Seconds())
+		WHERE seen_at > now() - $1 * interval '1 second' ORDER BY step, worker`, engine.Keep.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("read engine capabilities: %w", err)
 	}
 	var caps Capabilities
-	var c Capability
+	var c engine.Capability
 	var langs, voices []byte
 	if _, err := pgx.ForEachRow(rows, []any{&c.Step, &c.Worker, &c.Engine, &langs, &voices, &c.SeenAt}, func() error {
 		c.Languages, c.Voices = nil, nil

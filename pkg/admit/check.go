@@ -6,15 +6,16 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/glossary"
 	"github.com/dubflow/dubflow/pkg/speech"
+	"github.com/dubflow/dubflow/pkg/textrule"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
 
 // Limits of a request besides its media's. The speaker's and the
 // languages' are the wire contract's (proto/defs.schema.json), the
-// glossary's pkg/dub's (proto/extract_audio.schema.json).
+// glossary's pkg/glossary's (proto/extract_audio.schema.json).
 const (
 	// MaxTargets bounds the languages one task dubs into.
 	MaxTargets = wire.MaxTargetLanguages
@@ -25,8 +26,8 @@ const (
 	// MaxGlossaryBytes bounds a glossary's CSV text.
 	MaxGlossaryBytes = 1 << 20
 	// MaxGlossaryTerms and MaxTermLength bound a glossary's terms.
-	MaxGlossaryTerms = dub.MaxGlossaryTerms
-	MaxTermLength    = dub.MaxTermLength
+	MaxGlossaryTerms = glossary.MaxTerms
+	MaxTermLength    = glossary.MaxTermLength
 )
 
 // languagePattern and speakerPattern are the wire contract's
@@ -281,9 +282,9 @@ func parseGlossary(text string) ([]wire.Term, error) {
 	if len(text) > MaxGlossaryBytes {
 		return nil, &Error{Field: "glossary", Reason: fmt.Sprintf("more than %d bytes", MaxGlossaryBytes), Kind: TooLarge}
 	}
-	terms, err := dub.ParseGlossaryCSV(strings.NewReader(text))
+	terms, err := glossary.ParseCSV(strings.NewReader(text))
 	if err != nil {
-		reason := strings.TrimPrefix(err.Error(), dub.ErrInvalidGlossary.Error()+": ")
+		reason := strings.TrimPrefix(err.Error(), glossary.ErrInvalid.Error()+": ")
 		return nil, &Error{Field: "glossary", Reason: reason, Kind: Invalid, Err: err}
 	}
 	if len(terms) == 0 {
@@ -297,7 +298,7 @@ const MaxFileNameBytes = 255
 
 // CleanFileName is the file name a task keeps of name: its last path
 // element (either slash), without the characters the text rule refuses
-// (dub.Unsafe: control characters, bidirectional overrides), trimmed, at most
+// (textrule.Unsafe: control characters, bidirectional overrides), trimmed, at most
 // MaxFileNameBytes bytes of valid UTF-8. A name is shown and searched,
 // never used as a path, so nothing else is refused.
 func CleanFileName(name string) string {
@@ -305,7 +306,7 @@ func CleanFileName(name string) string {
 		name = name[i+1:]
 	}
 	name = strings.Map(func(r rune) rune {
-		if dub.Unsafe(r) {
+		if textrule.Unsafe(r) {
 			return -1
 		}
 		return r

@@ -11,11 +11,11 @@
 //   - Check: the languages (a code each; the source never a target; at most
 //     MaxTargets targets, each once; each possible with the configured
 //     engines), the speaker (the wire contract's voice name) and the
-//     glossary (CSV "source,target" parsed by dub.ParseGlossaryCSV, at most
+//     glossary (CSV "source,target" parsed by glossary.ParseCSV, at most
 //     MaxGlossaryTerms terms of MaxTermLength characters; a byte-order mark
 //     skipped; bytes that are not UTF-8, a source term given twice and the
 //     characters the text rule refuses — control characters, bidirectional
-//     overrides and isolates, dub.CheckText — refused with their line). It
+//     overrides and isolates, textrule.Check — refused with their line). It
 //     returns the admitted Task, whose Payload is the extract_audio payload
 //     to submit.
 //   - Glossary: the glossary rules for terms that arrived parsed (an
@@ -29,7 +29,7 @@
 //     signature (Container), so that garbage is refused there too.
 //
 // Loading is separate: LoadCapabilities reads what the workers announced
-// (Announce; pkg/worker renews it every RefreshInterval): asr the languages
+// (engine.Announce; pkg/worker renews it every engine.RefreshInterval): asr the languages
 // it hears, translate its pairs, tts the languages it speaks. A step that
 // never announced is not judged — its workers may be scaled to zero or not
 // deployed yet, and a door does not refuse what it cannot know; the

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/config"
-	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/glossary"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
@@ -42,11 +42,11 @@ func LimitsOf(l config.Limits) Limits {
 // Glossary checks a glossary that arrived as terms rather than CSV text
 // (an outside publisher's extract_audio payload; the doors send CSV, which
 // Check parses) by the rules the CSV parser applies: each term follows the
-// text rule (dub.CheckText) and no source term is given twice. The
+// text rule (textrule.Check) and no source term is given twice. The
 // refusal names the term by its position, from 1.
 func Glossary(terms []wire.Term) error {
-	if err := dub.CheckTerms(terms); err != nil {
-		return &Error{Field: "glossary", Reason: strings.TrimPrefix(err.Error(), dub.ErrInvalidGlossary.Error()+": "),
+	if err := glossary.CheckTerms(terms); err != nil {
+		return &Error{Field: "glossary", Reason: strings.TrimPrefix(err.Error(), glossary.ErrInvalid.Error()+": "),
 			Kind: Invalid, Err: err}
 	}
 	return nil

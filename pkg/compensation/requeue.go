@@ -1,7 +1,9 @@
 // Package compensation re-drives the speech synthesis of tasks whose
 // segments still lack audio after the tts step's retries (tasks waiting in
 // compensating): one tts message per task, with a fresh retry budget.
-// tts_requeue and the console's compensation API share it.
+// tts_requeue and the console's compensation API share it. It is the one
+// writer of tts_compensations: the dead-letter recorder records the
+// compensation messages through Record, a re-drive marks them requeued.
 package compensation
 
 import (
@@ -11,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -47,24 +49,16 @@ type Options struct {
 	DryRun bool
 }
 
-// lacksAudio holds for the segments s of the task t that have no audio.
-const lacksAudio = `s.task_id = t.id AND s.tts_audio_key IS NULL`
-
-// MissingSQL is a column of the indexes (segments.idx, in order) of the
-// segments of the task t that have no audio: the segments a re-drive
-// synthesizes, and those the console lists for a compensating task.
-const MissingSQL = `ARRAY(SELECT s.idx FROM segments s WHERE ` + lacksAudio + ` ORDER BY s.idx)`
-
 // candidatesSQL selects, and locks (SKIP LOCKED: concurrent passes share
 // the work), tasks past translation whose tts step is neither running nor
 // done (every part succeeded: a re-dub's part v<n> is one of them): every compensating task (one whose segments all have audio now,
 // after dubctl redub, say, moves on to mux_video), and with $3 running
 // tasks idle for $2 with segments lacking audio.
-var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + MissingSQL + ` AS missing
+var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + task.MissingAudioSQL + ` AS missing
   FROM tasks t
  WHERE (t.status = 'compensating'
         OR ($3 AND t.status = 'running' AND t.updated_at < now() - $2::interval
-            AND EXISTS (SELECT 1 FROM segments s WHERE ` + lacksAudio + `)))
+            AND EXISTS (SELECT 1 FROM segments s WHERE ` + task.LacksAudioSQL + `)))
    AND NOT step_succeeded(t.id, 'tts')
    AND NOT ` + attempt.HeldSQL("t.id", "'tts'") + `
    AND step_succeeded(t.id, 'translate')
@@ -73,17 +67,17 @@ var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + Missin
  FOR UPDATE OF t SKIP LOCKED`
 
 // Requeue runs one pass: in one transaction it re-drives up to opts.Limit
-// tasks (step.Replay of their tts message: next attempt, fresh retry
+// tasks (replay.Step of their tts message: next attempt, fresh retry
 // budget, history kept), sets compensating tasks running and marks their
 // compensations requeued; after the commit it publishes the messages.
-func Requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts Options) ([]Task, error) {
+func Requeue(ctx context.Context, pool *pgxpool.Pool, pub outbox.Publisher, opts Options) ([]Task, error) {
 	var tasks []Task
-	var ids []int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, pool, pub, func(tx pgx.Tx) ([]int64, error) {
 		cands, err := findCandidates(ctx, tx, opts)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		var ids []int64
 		for _, c := range cands {
 			if opts.DryRun {
 				tasks = append(tasks, c.Task)
@@ -91,21 +85,21 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, opts O
 			}
 			staged, err := redrive(ctx, tx, &c)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			tasks = append(tasks, c.Task)
 			ids = append(ids, staged...)
 		}
 		if opts.DryRun {
-			return errDryRun
+			return nil, errDryRun
 		}
-		return nil
+		return ids, nil
 	})
-	if err != nil && !errors.Is(err, errDryRun) {
+	switch {
+	case errors.Is(err, outbox.ErrUnpublished):
+		return tasks, fmt.Errorf("re-drive: %w", err)
+	case err != nil && !errors.Is(err, errDryRun):
 		return nil, err
-	}
-	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
-		return tasks, fmt.Errorf("re-drive committed; messages wait in the outbox for a sweep: %w", err)
 	}
 	return tasks, nil
 }
@@ -175,7 +169,7 @@ func redriveTTS(ctx context.Context, tx pgx.Tx, id uuid.UUID, trace, speaker, vo
 			return 0, nil, err
 		}
 	}
-	fresh, msgID, err := step.Replay(ctx, tx, env, reason)
+	fresh, msgID, err := replay.Step(ctx, tx, env, reason)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -233,7 +227,7 @@ var errDryRun = errors.New("dry run")
 // tts attempt ran from (of any part: a re-dub's version v<n> is one; a
 // translate batch's part becomes the message of the whole task), or, if
 // tts never ran, one built from the task row.
-// Its attempt accounts for replays not claimed yet, so that step.Replay
+// Its attempt accounts for replays not claimed yet, so that replay.Step
 // numbers the new attempt after them.
 func ttsMessage(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, trace, speaker string) (*wire.Envelope, error) {
 	body, err := attempt.LastMessage(ctx, tx, taskID, wire.StepTTS)

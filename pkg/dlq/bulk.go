@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/deadletter"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,20 +72,7 @@ func ReplayMatching(ctx context.Context, pool *pgxpool.Pool, pub Publisher, m Ma
 // dead_letters_archive with the time and by (who purged), in one
 // statement. It returns the ids purged.
 func Purge(ctx context.Context, q store.Querier, m Match, by string) ([]int64, error) {
-	rows, err := q.Query(ctx, `WITH gone AS (DELETE FROM dead_letters WHERE `+where+` RETURNING *)
-		INSERT INTO dead_letters_archive (id, message_id, task_id, step, part, attempt, error_class, failure_reason,
-			original_message, raw_body, routing_key, source, failed_at, recorded_at, replayed_at, replay_count, purged_by)
-		SELECT id, message_id, task_id, step, part, attempt, error_class, failure_reason, original_message, raw_body,
-			routing_key, source, failed_at, recorded_at, replayed_at, replay_count, $6 FROM gone
-		RETURNING id`, append(m.args(), by)...)
-	if err != nil {
-		return nil, fmt.Errorf("purge dead letters: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("purge dead letters: %w", err)
-	}
-	return ids, nil
+	return deadletter.Purge(ctx, q, where, m.args(), by)
 }
 
 // BulkRequest is a bulk replay or purge as a door receives it (the body of

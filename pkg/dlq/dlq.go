@@ -1,20 +1,20 @@
-// Package dlq reads the dead letters the dlq_recorder stored and replays
-// them: the original message is published again with a fresh retry budget
-// (step.Replay: the next unused attempt number, earlier attempts kept in
+// Package dlq replays the dead letters the dlq_recorder stored (pkg/view
+// reads them for the doors): the original message is published again with a fresh retry budget
+// (replay.Step: the next unused attempt number, earlier attempts kept in
 // the step attempts as history), the dead letter is marked replayed so that it is
 // not replayed twice by accident, and a failed task runs again.
 package dlq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/deadletter"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/outbox"
-	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -25,8 +25,9 @@ import (
 
 // Errors Replay returns for dead letters it will not replay.
 var (
-	// ErrNotFound: no dead letter has the id.
-	ErrNotFound = errors.New("dead letter not found")
+	// ErrNotFound: no dead letter has the id (pkg/view's GetDeadLetter
+	// says the same).
+	ErrNotFound = deadletter.ErrNotFound
 	// ErrReplayed: the dead letter was replayed before (use Force).
 	ErrReplayed = errors.New("dead letter already replayed")
 	// ErrNotReplayable: its original message is not a valid task message.
@@ -35,103 +36,8 @@ var (
 	ErrTaskDone = errors.New("task is done")
 )
 
-// DeadLetter is one recorded dead letter, in the read model's JSON (the
-// console's camelCase): an item of GET /api/dead-letters, of a task's
-// deadLetters and of `dubctl dlq list --json` (pkg/view's DeadLetter).
-type DeadLetter struct {
-	ID            int64      `json:"id"`
-	MessageID     string     `json:"messageId"`
-	TaskID        *uuid.UUID `json:"taskId"`
-	Step          string     `json:"step"`
-	Part          string     `json:"part"`
-	Attempt       int        `json:"attempt"`
-	ErrorClass    string     `json:"errorClass"`
-	FailureReason string     `json:"failureReason"`
-	RoutingKey    string     `json:"routingKey"`
-	Source        string     `json:"source"`
-	FailedAt      time.Time  `json:"failedAt"`
-	RecordedAt    time.Time  `json:"recordedAt"`
-	ReplayedAt    *time.Time `json:"replayedAt"`
-	ReplayCount   int        `json:"replayCount"`
-	// OriginalMessage is the failed message (Get only; null when it was not
-	// JSON).
-	OriginalMessage json.RawMessage `json:"originalMessage,omitempty"`
-	// RawBody is the delivery as received (Get only); the API does not
-	// show it.
-	RawBody []byte `json:"-"`
-}
-
-// Replayable reports whether the dead letter can be replayed without Force.
-func (d *DeadLetter) Replayable() bool { return d.ReplayedAt == nil && d.TaskID != nil }
-
-// Filter selects dead letters for List.
-type Filter struct {
-	// Step keeps only this step ("" for all).
-	Step string
-	// Since keeps only dead letters that failed at or after it (zero: all).
-	Since time.Time
-	// Pending keeps only those not replayed yet.
-	Pending bool
-	// Limit bounds the result (0: 100).
-	Limit int
-}
-
-const columns = `id, message_id, task_id, step, part, attempt, error_class, failure_reason, routing_key, source,
-	failed_at, recorded_at, replayed_at, replay_count`
-
-func scan(row pgx.Row, d *DeadLetter, extra ...any) error {
-	return row.Scan(append([]any{&d.ID, &d.MessageID, &d.TaskID, &d.Step, &d.Part, &d.Attempt, &d.ErrorClass,
-		&d.FailureReason, &d.RoutingKey, &d.Source, &d.FailedAt, &d.RecordedAt, &d.ReplayedAt, &d.ReplayCount},
-		extra...)...)
-}
-
-// List returns the dead letters f selects, newest first.
-func List(ctx context.Context, q store.Querier, f Filter) ([]DeadLetter, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	var since *time.Time
-	if !f.Since.IsZero() {
-		since = &f.Since
-	}
-	rows, err := q.Query(ctx, `SELECT `+columns+` FROM dead_letters
-		WHERE ($1 = '' OR step = $1) AND ($2::timestamptz IS NULL OR failed_at >= $2)
-		  AND (NOT $3 OR replayed_at IS NULL)
-		ORDER BY failed_at DESC, id DESC LIMIT $4`, f.Step, since, f.Pending, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
-		var d DeadLetter
-		return d, scan(row, &d)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	return out, nil
-}
-
-// Get returns one dead letter with its original message and raw body.
-func Get(ctx context.Context, q store.Querier, id int64) (*DeadLetter, error) {
-	var d DeadLetter
-	var orig []byte
-	err := scan(q.QueryRow(ctx, `SELECT `+columns+`, original_message, raw_body FROM dead_letters WHERE id = $1`, id),
-		&d, &orig, &d.RawBody)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read dead letter %d: %w", id, err)
-	}
-	if orig != nil {
-		d.OriginalMessage = orig
-	}
-	return &d, nil
-}
-
 // Replayed describes one replay, in the read model's JSON: what POST
-// /api/dead-letters/{id}/replay answers and `dubctl dlq replay --json` lists
-// (pkg/view's Replayed).
+// /api/dead-letters/{id}/replay answers and `dubctl dlq replay --json` lists.
 type Replayed struct {
 	// ID is the dead letter replayed.
 	ID     int64     `json:"id"`
@@ -159,38 +65,38 @@ type Options struct {
 // running again, in one transaction; then it publishes the message.
 func Replay(ctx context.Context, pool *pgxpool.Pool, pub Publisher, id int64, opts Options) (Replayed, error) {
 	var out Replayed
-	var ids []int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, pool, pub, func(tx pgx.Tx) ([]int64, error) {
+		var ids []int64
 		var err error
-		out, ids, err = replay(ctx, tx, id, opts)
-		return err
+		out, ids, err = replayTx(ctx, tx, id, opts)
+		return ids, err
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, outbox.ErrUnpublished):
+		return out, fmt.Errorf("dead letter %d replayed: %w", id, err)
+	case err != nil:
 		return Replayed{}, err
-	}
-	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
-		return out, fmt.Errorf("dead letter %d replayed, but its message waits in the outbox for a sweep: %w", id, err)
 	}
 	return out, nil
 }
 
-// replay stages the replay of dead letter id in tx and returns the outbox
+// replayTx stages the replay of dead letter id in tx and returns the outbox
 // rows to publish after the commit: the message, and the task's
 // event.task.retried when it was failed.
-func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, []int64, error) {
-	var d DeadLetter
+func replayTx(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, []int64, error) {
+	var replayedAt *time.Time
 	var orig []byte
-	err := scan(tx.QueryRow(ctx, `SELECT `+columns+`, original_message FROM dead_letters WHERE id = $1 FOR UPDATE`, id),
-		&d, &orig)
+	err := tx.QueryRow(ctx, `SELECT replayed_at, original_message FROM dead_letters WHERE id = $1 FOR UPDATE`, id).
+		Scan(&replayedAt, &orig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Replayed{}, nil, fmt.Errorf("read dead letter %d: %w", id, err)
 	}
-	if d.ReplayedAt != nil && !opts.Force {
+	if replayedAt != nil && !opts.Force {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d (replayed at %s; a forced replay runs it again): %w",
-			id, d.ReplayedAt.Format(time.RFC3339), ErrReplayed)
+			id, replayedAt.Format(time.RFC3339), ErrReplayed)
 	}
 	if orig == nil {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: original message is not JSON: %w", id, ErrNotReplayable)
@@ -199,7 +105,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 	if err != nil {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: original message: %v: %w", id, err, ErrNotReplayable)
 	}
-	part, err := step.PartOf(env)
+	part, err := env.Part()
 	if err != nil {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: %v: %w", id, err, ErrNotReplayable)
 	}
@@ -213,7 +119,7 @@ func replay(ctx context.Context, tx pgx.Tx, id int64, opts Options) (Replayed, [
 	if status == "done" {
 		return Replayed{}, nil, fmt.Errorf("dead letter %d: task %s: %w", id, env.TaskID, ErrTaskDone)
 	}
-	fresh, msgID, err := step.Replay(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
+	fresh, msgID, err := replay.Step(ctx, tx, env, fmt.Sprintf("dlq replay of dead letter %d", id))
 	if err != nil {
 		return Replayed{}, nil, err
 	}
@@ -251,12 +157,12 @@ func replayIDs(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int
 			errs = append(errs, ctx.Err())
 			break
 		}
-		d, err := Get(ctx, pool, id)
+		orig, err := original(ctx, pool, id)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if k, ok := partKey(d); ok && done[k] {
+		if k, ok := partKey(orig); ok && done[k] {
 			if err := markReplayed(ctx, pool, `id = $1 AND replayed_at IS NULL`, id); err != nil {
 				errs = append(errs, fmt.Errorf("mark dead letter %d replayed: %w", id, err))
 				continue
@@ -287,15 +193,30 @@ type partID struct {
 	step, part string
 }
 
-func partKey(d *DeadLetter) (partID, bool) {
-	if d.OriginalMessage == nil {
+// original reads the original message of dead letter id (nil when it was
+// not JSON).
+func original(ctx context.Context, q store.Querier, id int64) ([]byte, error) {
+	var orig []byte
+	err := q.QueryRow(ctx, `SELECT original_message FROM dead_letters WHERE id = $1`, id).Scan(&orig)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read dead letter %d: %w", id, err)
+	}
+	return orig, nil
+}
+
+// partKey names the part an original message is of.
+func partKey(orig []byte) (partID, bool) {
+	if orig == nil {
 		return partID{}, false
 	}
-	env, err := wire.Decode(d.OriginalMessage)
+	env, err := wire.Decode(orig)
 	if err != nil {
 		return partID{}, false
 	}
-	part, err := step.PartOf(env)
+	part, err := env.Part()
 	if err != nil {
 		return partID{}, false
 	}
@@ -329,9 +250,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 
 // markReplayed marks the dead letters where holds replayed once more.
 func markReplayed(ctx context.Context, q store.Querier, where string, args ...any) error {
-	_, err := q.Exec(ctx, `UPDATE dead_letters SET replayed_at = now(), replay_count = replay_count + 1
-		WHERE `+where, args...)
-	return err
+	return deadletter.MarkReplayed(ctx, q, where, args...)
 }
 
 // MarkStepReplayed marks, in tx, the dead letters of the task's step not

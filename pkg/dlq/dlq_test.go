@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -137,7 +138,7 @@ func TestReplayRepublishesWithAFreshBudgetOnce(t *testing.T) {
 		status != "running" || errText != "" {
 		t.Errorf("task %s %q (%v), want running without error", status, errText, err)
 	}
-	d, err := dlq.Get(ctx, f.pool, id)
+	d, err := view.GetDeadLetter(ctx, f.pool, id)
 	if err != nil || d.ReplayedAt == nil || d.ReplayCount != 1 || d.Replayable() {
 		t.Errorf("dead letter after replay: %+v (%v)", d, err)
 	}
@@ -166,7 +167,7 @@ func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
 	ctx := context.Background()
 	task, first := f.failedTask(t, "failed")
 	// The broker's dead letter of the same message.
-	d, err := dlq.Get(ctx, f.pool, first)
+	d, err := view.GetDeadLetter(ctx, f.pool, first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
 	}
 	f.empty(t)
 	for id, want := range map[int64]bool{first: true, second: true, doneDL: false, noOriginal: false} {
-		d, err := dlq.Get(ctx, f.pool, id)
+		d, err := view.GetDeadLetter(ctx, f.pool, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,11 +202,11 @@ func TestReplayAllOncePerPartAndRefusals(t *testing.T) {
 	if _, err := dlq.Replay(ctx, f.pool, f.pub, 999999, dlq.Options{}); !errors.Is(err, dlq.ErrNotFound) {
 		t.Errorf("unknown id: %v", err)
 	}
-	list, err := dlq.List(ctx, f.pool, dlq.Filter{Step: wire.StepTTS, Pending: true})
+	list, err := view.DeadLetters(ctx, f.pool, view.DeadLetterFilter{Step: wire.StepTTS, Pending: true})
 	if err != nil || len(list) != 2 {
 		t.Errorf("pending list %+v (%v), want the two not replayed", list, err)
 	}
-	list, err = dlq.List(ctx, f.pool, dlq.Filter{Since: time.Now().Add(time.Hour)})
+	list, err = view.DeadLetters(ctx, f.pool, view.DeadLetterFilter{Since: time.Now().Add(time.Hour)})
 	if err != nil || len(list) != 0 {
 		t.Errorf("list since the future: %d (%v)", len(list), err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/review"
 	"github.com/dubflow/dubflow/pkg/task"
-	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 )
@@ -27,9 +27,9 @@ type Approved struct {
 	// Lines is how many lines go on; Batches how many translate messages
 	// carry them (each translates those of its lines without a
 	// translation, then sends their tts part).
-	Lines   int             `json:"lines"`
-	Batches int             `json:"batches"`
-	Edit    view.ReviewEdit `json:"edit"`
+	Lines   int         `json:"lines"`
+	Batches int         `json:"batches"`
+	Edit    review.Edit `json:"edit"`
 	// Outbox lists the committed outbox rows (the task.approved event and
 	// the translate messages): publish them with outbox.Flush, or leave
 	// them to a worker's sweep.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/pkg/review"
 	"github.com/google/uuid"
 )
 
@@ -36,7 +36,7 @@ func EditLine(ctx context.Context, db Beginner, id uuid.UUID, actor string, n in
 			return fmt.Errorf("change line %d of %s: %w", n, id, err)
 		}
 		s.lines[i] = l
-		e, err := s.record(ctx, actor, ActionEdit, &n, []view.ReviewLine{before}, []view.ReviewLine{l.shown(n)})
+		e, err := s.record(ctx, actor, ActionEdit, &n, []review.Line{before}, []review.Line{l.shown(n)})
 		out = s.edited(e)
 		return err
 	})
@@ -159,8 +159,8 @@ func SplitLine(ctx context.Context, db Beginner, id uuid.UUID, actor string, n, 
 		if err := s.rewrite(ctx); err != nil {
 			return err
 		}
-		e, err := s.record(ctx, actor, ActionSplit, &n, []view.ReviewLine{l.shown(n)},
-			[]view.ReviewLine{first.shown(n), second.shown(n + 1)})
+		e, err := s.record(ctx, actor, ActionSplit, &n, []review.Line{l.shown(n)},
+			[]review.Line{first.shown(n), second.shown(n + 1)})
 		out = s.edited(e)
 		return err
 	})
@@ -196,8 +196,8 @@ func MergeLines(ctx context.Context, db Beginner, id uuid.UUID, actor string, n 
 		if err := s.rewrite(ctx); err != nil {
 			return err
 		}
-		e, err := s.record(ctx, actor, ActionMerge, &n, []view.ReviewLine{a.shown(n), b.shown(n + 1)},
-			[]view.ReviewLine{m.shown(n)})
+		e, err := s.record(ctx, actor, ActionMerge, &n, []review.Line{a.shown(n), b.shown(n + 1)},
+			[]review.Line{m.shown(n)})
 		out = s.edited(e)
 		return err
 	})
@@ -218,7 +218,7 @@ func DeleteLine(ctx context.Context, db Beginner, id uuid.UUID, actor string, n 
 		if err := s.rewrite(ctx); err != nil {
 			return err
 		}
-		e, err := s.record(ctx, actor, ActionDelete, &n, []view.ReviewLine{gone.shown(n)}, nil)
+		e, err := s.record(ctx, actor, ActionDelete, &n, []review.Line{gone.shown(n)}, nil)
 		out = s.edited(e)
 		return err
 	})

@@ -51,9 +51,9 @@ type Redubbed struct {
 	Text         string  `json:"text"`
 	// OutputVideoKey is where the new version's video will be written.
 	OutputVideoKey string `json:"outputVideoKey"`
-	// Outbox lists the committed outbox rows (the task.redubbing event and
-	// the tts message): publish them with outbox.Flush, or leave them to a
-	// worker's sweep.
+	// Outbox lists the outbox rows (the task.redubbing event and the tts
+	// message): run Redub inside outbox.Commit's transaction, which
+	// publishes them after the commit, or leave them to a worker's sweep.
 	Outbox []int64 `json:"-"`
 }
 

@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dubflow/dubflow/pkg/review"
 	"github.com/dubflow/dubflow/pkg/task"
-	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -27,7 +27,7 @@ import (
 // timeline shows. These are the only writes of segments while a task is
 // in review; nothing runs for the task then.
 //
-// Lines are numbered from 1 in timeline order, as view.ReviewLines (and
+// Lines are numbered from 1 in timeline order, as review.Lines (and
 // dubctl segments) number them. An edit of one line keeps the segments'
 // numbering; a split, merge, deletion or import renumbers them from 0.
 //
@@ -81,9 +81,9 @@ type Change struct {
 // Edited is what a review edit did: the edit as recorded and the task's
 // lines after it.
 type Edited struct {
-	TaskID uuid.UUID         `json:"taskId"`
-	Edit   view.ReviewEdit   `json:"edit"`
-	Lines  []view.ReviewLine `json:"lines"`
+	TaskID uuid.UUID     `json:"taskId"`
+	Edit   review.Edit   `json:"edit"`
+	Lines  []review.Line `json:"lines"`
 }
 
 // line is one segment row as the review reads and writes it.
@@ -97,8 +97,8 @@ type line struct {
 }
 
 // shown is l as a person sees it, numbered n.
-func (l line) shown(n int) view.ReviewLine {
-	return view.ReviewLine{N: n, StartMS: l.startMS, EndMS: l.endMS, Speaker: l.speaker, Source: l.source, Text: l.text}
+func (l line) shown(n int) review.Line {
+	return review.Line{N: n, StartMS: l.startMS, EndMS: l.endMS, Speaker: l.speaker, Source: l.source, Text: l.text}
 }
 
 // session is one review operation inside its transaction: the task's row
@@ -187,13 +187,13 @@ func (s *session) rewrite(ctx context.Context) error {
 }
 
 // record adds the edit to review_edits and returns it as recorded.
-func (s *session) record(ctx context.Context, actor, action string, n *int, before, after []view.ReviewLine) (view.ReviewEdit, error) {
-	e := view.ReviewEdit{Actor: actor, Action: action, Stage: s.stage, Line: n, Before: before, After: after}
+func (s *session) record(ctx context.Context, actor, action string, n *int, before, after []review.Line) (review.Edit, error) {
+	e := review.Edit{Actor: actor, Action: action, Stage: s.stage, Line: n, Before: before, After: after}
 	if e.Before == nil {
-		e.Before = []view.ReviewLine{}
+		e.Before = []review.Line{}
 	}
 	if e.After == nil {
-		e.After = []view.ReviewLine{}
+		e.After = []review.Line{}
 	}
 	b, _ := json.Marshal(e.Before)
 	a, _ := json.Marshal(e.After)
@@ -210,8 +210,8 @@ func (s *session) record(ctx context.Context, actor, action string, n *int, befo
 }
 
 // edited is the answer of an edit: the edit and the lines after it.
-func (s *session) edited(e view.ReviewEdit) *Edited {
-	out := &Edited{TaskID: s.id, Edit: e, Lines: make([]view.ReviewLine, len(s.lines))}
+func (s *session) edited(e review.Edit) *Edited {
+	out := &Edited{TaskID: s.id, Edit: e, Lines: make([]review.Line, len(s.lines))}
 	for i, l := range s.lines {
 		out.Lines[i] = l.shown(i + 1)
 	}

@@ -3,13 +3,13 @@ package dub
 import (
 	"context"
 
-	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNotFound is returned for a task that does not exist (view's own, so
-// that a reader and a re-dub refuse a missing task alike).
-var ErrNotFound = view.ErrNotFound
+// ErrNotFound is returned for a task that does not exist (pkg/task's, the
+// tasks' owner, so that a reader and a re-dub refuse a missing task alike).
+var ErrNotFound = task.ErrNotFound
 
 // Querier reads rows: a pool, a connection or a transaction.
 type Querier interface {

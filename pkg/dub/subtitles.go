@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/review"
 	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/task"
-	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // A task's lines in review go out as a subtitle file and come back edited
@@ -39,25 +40,25 @@ var ErrNoTranslation = errors.New("a line has no translation yet")
 // translation, else the source), each with its speaker. A translation
 // asked of a task with a line without one is ErrNoTranslation.
 func ExportLines(ctx context.Context, db Querier, id uuid.UUID, f subtitle.Format, text string) ([]byte, error) {
-	r, err := view.ReviewOf(ctx, db, id)
+	stage, lines, err := exportable(ctx, db, id)
 	if err != nil {
 		return nil, err
 	}
 	if text == "" {
 		text = TextSource
-		if r.Stage == task.StageTranslation {
+		if stage == task.StageTranslation {
 			text = TextTarget
 		}
 	}
-	cues := make([]subtitle.Cue, len(r.Lines))
-	for i, l := range r.Lines {
-		cues[i] = subtitle.Cue{StartMS: l.StartMS, EndMS: l.EndMS, Text: l.Source, Speaker: l.Speaker}
+	cues := make([]subtitle.Cue, len(lines))
+	for i, l := range lines {
+		cues[i] = subtitle.Cue{StartMS: l.startMS, EndMS: l.endMS, Text: l.source, Speaker: l.speaker}
 		if text == TextTarget {
-			if l.Text == nil || *l.Text == "" {
+			if l.text == nil || *l.text == "" {
 				return nil, fmt.Errorf("export the translation of task %s: line %d: %w (it is made on approval); export the source text",
-					id, l.N, ErrNoTranslation)
+					id, i+1, ErrNoTranslation)
 			}
-			cues[i].Text = *l.Text
+			cues[i].Text = *l.text
 		}
 	}
 	var b bytes.Buffer
@@ -87,7 +88,7 @@ func ImportLines(ctx context.Context, db Beginner, id uuid.UUID, actor, text str
 		if err != nil {
 			return fmt.Errorf("%w: subtitles: %v", ErrInvalidLine, err)
 		}
-		before := make([]view.ReviewLine, len(s.lines))
+		before := make([]review.Line, len(s.lines))
 		for i, l := range s.lines {
 			before[i] = l.shown(i + 1)
 		}
@@ -97,7 +98,7 @@ func ImportLines(ctx context.Context, db Beginner, id uuid.UUID, actor, text str
 		if err := s.rewrite(ctx); err != nil {
 			return err
 		}
-		after := make([]view.ReviewLine, len(s.lines))
+		after := make([]review.Line, len(s.lines))
 		for i, l := range s.lines {
 			after[i] = l.shown(i + 1)
 		}
@@ -148,4 +149,34 @@ func checkCue(n int, c subtitle.Cue) error {
 		return fmt.Errorf("cue %d: %w", n, err)
 	}
 	return nil
+}
+
+// exportable reads task id's review stage ("" unless it waits in review)
+// and its lines in timeline order. A task that does not exist is
+// ErrNotFound.
+func exportable(ctx context.Context, db Querier, id uuid.UUID) (string, []line, error) {
+	var status, stage string
+	err := db.QueryRow(ctx, `SELECT status, review_stage FROM tasks WHERE id = $1`, id).Scan(&status, &stage)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	case err != nil:
+		return "", nil, fmt.Errorf("read task %s: %w", id, err)
+	}
+	if status != task.Review {
+		stage = ""
+	}
+	rows, err := db.Query(ctx, `SELECT start_ms, end_ms, speaker, src_text, mt_text
+		FROM segments WHERE task_id = $1 ORDER BY idx`, id)
+	if err != nil {
+		return "", nil, fmt.Errorf("read the lines of %s: %w", id, err)
+	}
+	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (line, error) {
+		var l line
+		return l, r.Scan(&l.startMS, &l.endMS, &l.speaker, &l.source, &l.text)
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("read the lines of %s: %w", id, err)
+	}
+	return stage, lines, nil
 }

@@ -1,11 +1,13 @@
 // Package outbox is dubflow's transactional outbox. A message is added to
 // the outbox table in the same Postgres transaction as the change it
-// announces (Add, or Message.Insert staged in a batch); after the commit it
-// is published with a publisher confirm and its row deleted (Relay.Publish,
-// Flush). Rows that a crash or a broker outage left behind are published by
-// a periodic sweep (Relay.Sweep, Relay.SweepLoop), so every committed
-// message reaches the broker at least once; consumers skip duplicates by
-// the message id.
+// announces (Add, or InsertSQL staged in a batch); after the commit it is
+// published with a publisher confirm and its row deleted (Commit, which
+// runs the transaction and then publishes; the step runtime's relay,
+// pkg/internal/relay, for a step's success). Rows that a crash or a broker
+// outage left behind are published by a sweep (Sweep: the relay's periodic
+// one, the start-up recovery's), so every committed message reaches the
+// broker at least once; consumers skip duplicates by the message id. A row
+// the broker refuses MaxFailures times is moved to the dead letters.
 package outbox
 
 import (
@@ -59,7 +61,7 @@ type Querier interface {
 }
 
 // Add adds m to the outbox inside the caller's transaction and sets m.ID.
-// The message is published after the commit (Flush, Relay.Publish) or, if
+// The message is published after the commit (Commit, the runtime's relay) or, if
 // that never happens, by a sweep.
 func Add(ctx context.Context, q Querier, m *Message) error {
 	if err := q.QueryRow(ctx, InsertSQL, m.Args()...).Scan(&m.ID); err != nil {

@@ -19,10 +19,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/service"
-	"github.com/dubflow/dubflow/pkg/step"
 )
 
 // Ages below which AtStart leaves things to their owners: an outbox row
@@ -82,7 +82,7 @@ func AtStart(ctx context.Context, p *service.Process, passes ...Pass) (Report, e
 	r.ReservationsReaped, err = pool.ReapExpired(ctx, p.Pool, time.Now())
 	note(err)
 	note(r.inFlight(ctx, p))
-	sent, err := outbox.Sweep(ctx, p.Pool, p.Publisher(), OutboxAge, limit)
+	sent, _, err := outbox.Sweep(ctx, p.Pool, p.Publisher(), OutboxAge, limit)
 	r.OutboxPublished += len(sent)
 	note(err)
 	for _, ps := range passes {
@@ -112,15 +112,15 @@ func (r *Report) declare(ctx context.Context, p *service.Process) error {
 // inFlight closes the ended tasks' attempts left running, counts the live
 // ones whose lease ran out, and lets in the parts held past HeldAge.
 func (r *Report) inFlight(ctx context.Context, p *service.Process) error {
-	closed, err := step.CloseEndedAttempts(ctx, p.Pool, 0, limit, nil)
+	closed, err := attempt.CloseEnded(ctx, p.Pool, 0, limit, nil)
 	r.AttemptsClosed = len(closed)
 	if err != nil {
 		return err
 	}
-	if r.LeasesExpired, err = step.CountExpiredAttempts(ctx, p.Pool); err != nil {
+	if r.LeasesExpired, err = attempt.CountExpired(ctx, p.Pool); err != nil {
 		return err
 	}
-	stuck, err := step.ReleaseStuckWindows(ctx, p.Pool, HeldAge, limit, nil)
+	stuck, err := attempt.ReleaseStuck(ctx, p.Pool, HeldAge, limit, nil)
 	var ids []int64
 	for _, w := range stuck {
 		ids = append(ids, w.Released...)

@@ -1,9 +1,9 @@
 // Package retry runs a task again for an operator: a failed or cancelled
 // task from its first step that has not succeeded, a compensating task's
 // speech synthesis — either with another voice if asked. The console's
-// POST /api/tasks/{id}/retry and `dubctl retry` (both modes) call Task;
-// neither publishes anything itself beyond flushing the outbox rows it
-// returns.
+// POST /api/tasks/{id}/retry and `dubctl retry` (both modes) call Task
+// inside outbox.Commit's transaction, which publishes the outbox rows it
+// returns after the commit.
 package retry
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -55,7 +55,7 @@ type Retried struct {
 	// default).
 	Speaker  string `json:"speaker"`
 	Replayed []Part `json:"replayed"`
-	// Outbox are the rows to publish after the commit (outbox.Flush); what
+	// Outbox are the rows to publish after the commit (outbox.Commit); what
 	// is not published waits for the workers' sweep.
 	Outbox []int64 `json:"-"`
 }
@@ -85,7 +85,7 @@ type Beginner interface {
 //
 //   - failed or cancelled: the first pipeline step that has not succeeded
 //     publishes each of its unfinished parts again with a fresh retry
-//     budget (step.Replay; earlier attempts stay as history), the step's
+//     budget (replay.Step; earlier attempts stay as history), the step's
 //     dead letters are marked replayed, and the task runs again
 //     (task.Retry);
 //   - compensating: its speech synthesis is re-driven as tts_requeue does
@@ -245,11 +245,11 @@ func retryFailed(ctx context.Context, tx pgx.Tx, id uuid.UUID, opts Options, out
 				return err
 			}
 		}
-		fresh, msgID, err := step.Replay(ctx, tx, env, opts.reason())
+		fresh, msgID, err := replay.Step(ctx, tx, env, opts.reason())
 		if err != nil {
 			return err
 		}
-		part, _ := step.PartOf(env)
+		part, _ := env.Part()
 		out.Replayed = append(out.Replayed, Part{Step: env.Step, Part: part, Attempt: fresh.Attempt})
 		out.Outbox = append(out.Outbox, msgID)
 	}
@@ -347,7 +347,7 @@ func failedStep(ctx context.Context, tx pgx.Tx, id uuid.UUID) (string, error) {
 // registered when it fanned the step out; the first step's is rebuilt from
 // the task row when neither was kept.
 func unfinishedParts(ctx context.Context, tx pgx.Tx, id uuid.UUID, stepName string) ([]*wire.Envelope, error) {
-	envs, err := step.UnfinishedMessages(ctx, tx, id, stepName)
+	envs, err := replay.Unfinished(ctx, tx, id, stepName)
 	if err != nil {
 		return nil, err
 	}

@@ -76,10 +76,15 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // do sends req and returns the body of a 2xx answer. Connection errors,
 // timeouts and body read errors are transient; other statuses are
-// classified by classifyStatus. op names the call in errors.
+// classified by classifyStatus. op names the call in errors. The trace of
+// the message being worked on (wire.TraceOf) goes along as X-Request-Id,
+// so that an engine's own logs can be matched with dubflow's.
 func do(ctx context.Context, client *http.Client, req *http.Request, op string) ([]byte, http.Header, error) {
 	if client == nil {
 		client = &http.Client{Timeout: DefaultHTTPTimeout}
+	}
+	if id := wire.TraceOf(ctx); id != "" && req.Header.Get("X-Request-Id") == "" {
+		req.Header.Set("X-Request-Id", id)
 	}
 	resp, err := client.Do(req.WithContext(ctx))
 	if err != nil {

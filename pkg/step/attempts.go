@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -103,25 +104,9 @@ func AddPart(ctx context.Context, q store.Querier, task uuid.UUID, step, part st
 }
 
 // UnfinishedMessages returns the message of each part of the task's step
-// without a success, to re-drive it from: the one its latest attempt ran
-// from, or the one registered when the step was fanned out
-// (attempt.UnfinishedMessages). A part with neither, or one that does not
-// decode, is left out.
+// without a success, to re-drive it from (replay.Unfinished).
 func UnfinishedMessages(ctx context.Context, q attempt.Reader, task uuid.UUID, step string) ([]*wire.Envelope, error) {
-	bodies, err := attempt.UnfinishedMessages(ctx, q, task, step)
-	if err != nil {
-		return nil, err
-	}
-	var envs []*wire.Envelope
-	for _, b := range bodies {
-		if b == nil {
-			continue
-		}
-		if env, err := wire.Decode(b); err == nil {
-			envs = append(envs, env)
-		}
-	}
-	return envs, nil
+	return replay.Unfinished(ctx, q, task, step)
 }
 
 // PartMessage is a registered part of a step with the message emitted for

@@ -68,6 +68,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	Log           zerolog.Logger
 	Metrics       *Metrics
+	// Middleware wraps every route's handler inside the runtime's own
+	// (Recover, Tracing, Logging, Metrics.Middleware), the first outermost.
+	Middleware []Middleware
 }
 
 func (c *Config) defaults() error {

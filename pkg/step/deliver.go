@@ -2,10 +2,8 @@ package step
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
@@ -25,10 +23,9 @@ type delivery struct {
 	msg    *Message
 	stepID int64
 	// watch fires when the task's work stops (nil until the claim).
-	watch   *task.Watch
-	elapsed time.Duration // how long the handler ran
-	log     zerolog.Logger
-	facts   facts
+	watch *task.Watch
+	log   zerolog.Logger
+	facts facts
 }
 
 // step names the delivery's step for metrics.
@@ -68,7 +65,7 @@ func (r *Runner) read(ctx context.Context, d Delivery) *delivery {
 		dl.facts.Invalid = fmt.Errorf("invalid message: %w", err)
 		return dl
 	}
-	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log}
+	dl.route, dl.msg = route, &Message{Envelope: env, Part: part, Log: dl.log, Timeout: route.Timeout}
 	f := &dl.facts
 	// A part may wait for another step than the route's (wire.Depender:
 	// a tts part waits for nothing: its translate batch emitted it).
@@ -285,36 +282,13 @@ func (r *Runner) recordUnstarted(ctx context.Context, d Delivery) {
 		Err: errors.New("the consumer stopped (a shutdown, or the step paused) before the delivery started")})
 }
 
-// peek reads the envelope fields of a message that failed validation, for
-// the dead letter and to fail its task; nil when not even the task id is a
-// UUID.
+// peek reads the envelope fields of a message that failed validation
+// (wire.PeekHead), for the dead letter and to fail its task; nil when not
+// even the task id is a UUID.
 func peek(body []byte) *wire.Envelope {
-	if len(body) > wire.MaxMessageBytes {
+	h, ok := wire.PeekHead(body)
+	if !ok || h.TaskID == uuid.Nil {
 		return nil
 	}
-	var head struct {
-		TaskID  string `json:"task_id"`
-		Step    string `json:"step"`
-		Attempt int    `json:"attempt"`
-		TraceID string `json:"trace_id"`
-	}
-	if json.Unmarshal(body, &head) != nil {
-		return nil
-	}
-	id, err := uuid.Parse(head.TaskID)
-	if err != nil {
-		return nil
-	}
-	env := &wire.Envelope{TaskID: id}
-	// Keep only what the dead-letter schema accepts.
-	if wire.RoutingKey(head.Step) != "" {
-		env.Step = head.Step
-	}
-	if head.Attempt > 0 && head.Attempt <= 1000 {
-		env.Attempt = head.Attempt
-	}
-	if n := len(head.TraceID); n > 0 && n <= 128 && strings.IndexFunc(head.TraceID, func(r rune) bool { return r <= ' ' || r > '~' }) < 0 {
-		env.TraceID = head.TraceID
-	}
-	return env
+	return &wire.Envelope{TaskID: h.TaskID, Step: h.Step, Attempt: h.Attempt, TraceID: h.TraceID}
 }

@@ -3,7 +3,10 @@
 // through the step attempts (pkg/attempt, which writes them), dependencies
 // between steps, timeouts, the
 // transactional outbox, retries through the delay tiers, dead-lettering,
-// panic recovery, graceful shutdown and metrics.
+// graceful shutdown and the counts of what it decided. What every run
+// shares besides — panic recovery, the trace, logging, the runs' durations
+// — is Middleware around the handler (middleware.go: Recover, Tracing,
+// Logging, Metrics.Middleware), as net/http's handlers are wrapped.
 //
 // A delivery goes decide, then do: the runner reads and claims it
 // (deliver.go), asks decide (decide.go, pure, its table in decide_test.go)

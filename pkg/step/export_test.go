@@ -11,3 +11,7 @@ func Uncombined(r *Runner) {
 
 // ObserveWait counts a claimed attempt's queue wait on m, as a claim does.
 func ObserveWait(m *Metrics, step, project string, seconds float64) { m.waited(step, project, seconds) }
+
+// Decided records outcome as the runtime's decision for msg's run, as the
+// runner does after the handler returned (Message.OnOutcome).
+func Decided(msg *Message, outcome string) { msg.decided(outcome) }

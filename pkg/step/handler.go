@@ -62,9 +62,33 @@ type Message struct {
 	Part string
 	// Log carries task_id, step, attempt and trace_id.
 	Log zerolog.Logger
+	// Timeout bounds this run of the handler (the route's).
+	Timeout time.Duration
 
 	stmts []stmt
 	fns   []func(ctx context.Context, tx pgx.Tx) error
+	// outcomes are called with the outcome the runtime records for the run
+	// (OnOutcome).
+	outcomes []func(outcome string)
+}
+
+// OnOutcome asks the runtime to call fn, after the handler returned, with
+// the outcome it records for this run: succeeded, retried, dead_lettered,
+// parked, waited or refused (the task stopped while the step ran). fn is
+// not called for a run whose outcome is not recorded (its lease lost, or
+// the message handed back). Middleware that measures runs by their
+// outcome registers here (Metrics.Middleware).
+func (m *Message) OnOutcome(fn func(outcome string)) {
+	m.outcomes = append(m.outcomes, fn)
+}
+
+// decided calls the OnOutcome functions with outcome, once.
+func (m *Message) decided(outcome string) {
+	fns := m.outcomes
+	m.outcomes = nil
+	for _, fn := range fns {
+		fn(outcome)
+	}
 }
 
 // stmt is one statement of the success transaction.

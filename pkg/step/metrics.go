@@ -2,10 +2,9 @@ package step
 
 import (
 	"sync"
-	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/ops"
-	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,7 +18,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	wait     *prometheus.HistogramVec
 	projects projectLabels
-	outbox   *outbox.Metrics
+	outbox   *relay.Metrics
 }
 
 // WaitBuckets are the bounds of dubflow_step_wait_seconds: fine below a
@@ -47,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		wait: ops.Histograms(reg, "dubflow_step_wait_seconds",
 			"Time a step's message waited in its work queue, from when it was ready there (published; for a retry, back from its delay tier) to the claim of its attempt, by step and project (the first 20 a process sees; then other; none without a project). Not counted: waits in a delay tier, or in a task's window of held parts.",
 			WaitBuckets, "step", "project"),
-		outbox: outbox.NewMetrics(reg),
+		outbox: relay.NewMetrics(reg),
 	}
 }
 
@@ -84,9 +83,4 @@ func (p *projectLabels) label(project string) string {
 
 func (m *Metrics) outcome(step, outcome string) {
 	m.messages.WithLabelValues(step, outcome).Inc()
-}
-
-func (m *Metrics) observe(step, outcome string, d time.Duration) {
-	m.messages.WithLabelValues(step, outcome).Inc()
-	m.duration.WithLabelValues(step, outcome).Observe(d.Seconds())
 }

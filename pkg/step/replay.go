@@ -2,47 +2,18 @@ package step
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	"github.com/dubflow/dubflow/pkg/internal/attempt"
-	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/internal/replay"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 )
 
 // Replay stages, inside tx, a new run of env's step with a fresh retry
-// budget: the message gets the next unused attempt number of its part, that
-// attempt is recorded as the base of a new budget (step_replays), and the
-// message is added to the outbox. Earlier attempts stay recorded as
-// history. Commit tx, then publish the returned outbox id (outbox.Flush) or
-// leave it to a sweep.
+// budget (replay.Step): the message gets the next unused attempt number of
+// its part, that attempt is recorded as the base of a new budget
+// (step_replays), and the message is added to the outbox. Earlier attempts
+// stay recorded as history. Commit tx, then publish the returned outbox id
+// (outbox.Commit) or leave it to a sweep.
 func Replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (*wire.Envelope, int64, error) {
-	part, err := PartOf(env)
-	if err != nil {
-		return nil, 0, err
-	}
-	next, err := attempt.NextAttempt(ctx, tx, env.TaskID, env.Step, part)
-	if err != nil {
-		return nil, 0, fmt.Errorf("replay %s/%s: %w", env.TaskID, env.Step, err)
-	}
-	next = max(next, env.Attempt+1)
-	if _, err := tx.Exec(ctx, `INSERT INTO step_replays (task_id, step, part, base_attempt, reason)
-		VALUES ($1, $2, $3, $4, $5)`, env.TaskID, env.Step, part, next, reason); err != nil {
-		return nil, 0, fmt.Errorf("replay %s/%s: record: %w", env.TaskID, env.Step, err)
-	}
-	fresh, err := wire.New(env.Step, env.TaskID, env.TraceID, env.Payload)
-	if err != nil {
-		return nil, 0, fmt.Errorf("replay %s/%s: %w", env.TaskID, env.Step, err)
-	}
-	fresh.Attempt = next
-	body, err := json.Marshal(fresh)
-	if err != nil {
-		return nil, 0, fmt.Errorf("replay %s/%s: encode: %w", env.TaskID, env.Step, err)
-	}
-	o := outbox.New(wire.Exchange, wire.RoutingKey(env.Step), body)
-	if err := outbox.Add(ctx, tx, o); err != nil {
-		return nil, 0, err
-	}
-	return fresh, o.ID, nil
+	return replay.Step(ctx, tx, env, reason)
 }

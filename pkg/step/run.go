@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
@@ -21,7 +19,6 @@ import (
 // step is cut short when its task's work stops (dl.watch, or the
 // heartbeat's read): its context is cancelled with fault.ErrTaskStopped.
 func (r *Runner) run(ctx context.Context, dl *delivery) {
-	start := time.Now()
 	stopCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	runCtx, cancel := context.WithTimeoutCause(stopCtx, dl.route.Timeout,
@@ -37,13 +34,12 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 	lost := r.heartbeat(runCtx, cancel, watch, dl.stepID, dl.log)
 	var err error
 	if watch.Status() == "" {
-		err = r.call(runCtx, dl.route.Handler, dl.msg)
+		err = dl.route.Handler.Handle(runCtx, dl.msg) // Recover, outermost, turns a panic into an error
 	}
 	if err != nil && runCtx.Err() != nil && !errors.Is(err, context.Cause(runCtx)) {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(runCtx))
 	}
 	cancel()
-	dl.elapsed = time.Since(start)
 	f := &dl.facts
 	// An outage of the database under the handler's own queries is waited
 	// for like any unavailable service, not counted as the step's failure.
@@ -52,21 +48,6 @@ func (r *Runner) run(ctx context.Context, dl *delivery) {
 	f.Interrupted = err != nil && ctx.Err() != nil
 	r.countWaits(ctx, dl)
 }
-
-// call runs the handler, turning a panic into an error.
-func (r *Runner) call(ctx context.Context, h Handler, msg *Message) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			msg.Log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("handler panicked")
-			err = panicError(p)
-		}
-	}()
-	return h.Handle(ctx, msg)
-}
-
-// panicError is the error a handler's panic is recorded as: transient, so
-// the step is retried.
-func panicError(p any) error { return fmt.Errorf("handler panic: %v", p) }
 
 // heartbeat extends the lease while the step runs; when the lease or the
 // claim is lost it cancels the step and records which (a loss) in the

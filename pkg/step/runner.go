@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/store"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -53,7 +54,7 @@ type Runner struct {
 	cfg     Config
 	routes  map[string]Route
 	policy  policy
-	relay   *outbox.Relay
+	relay   *relay.Relay
 	running atomic.Bool
 	// now is the clock decisions are taken by.
 	now func() time.Time
@@ -75,7 +76,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{cfg: cfg, routes: make(map[string]Route, len(cfg.Routes)), now: time.Now}
+	chain := append([]Middleware{Recover(), Tracing(), Logging(), cfg.Metrics.Middleware()}, cfg.Middleware...)
 	for _, route := range cfg.Routes {
+		route.Handler = Chain(route.Handler, chain...)
 		r.routes[route.Step] = route
 	}
 	r.settle.Pause = cfg.HandBackPause
@@ -85,7 +88,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	r.policy = policy{maxRetries: cfg.MaxRetries, backoff: cfg.Backoff, lease: cfg.Lease,
 		dependencyWait: cfg.DependencyWait, deliveryLimit: cfg.DeliveryLimit}
-	r.relay = outbox.NewRelay(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
+	r.relay = relay.New(cfg.Pool, cfg.Publisher, cfg.Log, cfg.Metrics.outbox)
 	r.claims = newCombiner(cfg.Pool, combineItems, combineFlight)
 	r.commits = newCombiner(cfg.Pool, combineItems, combineFlight)
 	return r, nil
@@ -178,16 +181,17 @@ func (r *Runner) handle(ctx context.Context, d Delivery) {
 	}
 }
 
-// note logs a decision and counts it in the metrics.
+// note logs a decision and counts it in the metrics; the outcome it
+// records for a run goes to the run's middleware (Message.OnOutcome). The
+// start of a run is the Logging middleware's to log.
 func (r *Runner) note(dl *delivery, dec decision) {
 	if dec.Metric != "" {
-		if dec.Action == actRecord && dl.facts.Commits == 0 {
-			r.cfg.Metrics.observe(dl.step(), dec.Metric, dl.elapsed)
-		} else {
-			r.cfg.Metrics.outcome(dl.step(), dec.Metric)
+		r.cfg.Metrics.outcome(dl.step(), dec.Metric)
+		if dec.Action == actRecord && dl.facts.Commits == 0 && dl.msg != nil {
+			dl.msg.decided(dec.Metric)
 		}
 	}
-	if dec.Why == "" {
+	if dec.Why == "" || dec.Action == actRun {
 		return
 	}
 	ev := dl.log.WithLevel(levels[dec.Level])
@@ -198,8 +202,6 @@ func (r *Runner) note(dl *delivery, dec decision) {
 		ev = ev.Str("error_class", dec.Class)
 	}
 	switch {
-	case dec.Action == actRun:
-		ev = ev.Str("part", dl.msg.Part).Dur("timeout", dl.route.Timeout)
 	case dec.Action == actLater:
 		ev = ev.Dur("check_in", dec.Delay)
 	case dec.Record == recRetried:

@@ -21,18 +21,16 @@ func ExampleApply() {
 	var pub outbox.Publisher // the broker
 	id := uuid.MustParse("0b4d7c1e-3c1a-4f5e-9a51-2f0f6f3d1a10")
 
-	var res task.Result
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = task.Apply(ctx, tx, task.Cancel(task.Ref{ID: id}, "asked by the customer"))
-		return err
+	err := outbox.Commit(ctx, pool, pub, func(tx pgx.Tx) ([]int64, error) {
+		res, err := task.Apply(ctx, tx, task.Cancel(task.Ref{ID: id}, "asked by the customer"))
+		return []int64{res.EventID}, err
 	})
 	switch {
 	case errors.Is(err, task.ErrRefused):
 		fmt.Println("the task ended already:", err)
+	case errors.Is(err, outbox.ErrUnpublished):
+		fmt.Println("cancelled; the event waits for the outbox sweep:", err)
 	case err != nil:
 		fmt.Println("cancel:", err)
-	default:
-		_ = outbox.Flush(ctx, pool, pub, []int64{res.EventID})
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/compensation"
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -23,7 +23,7 @@ type Compensation struct {
 // the segments that still lack audio and the last synthesis error (the
 // task's error without one).
 func Compensations(ctx context.Context, db Querier, limit int) ([]Compensation, error) {
-	rows, err := db.Query(ctx, `SELECT t.id, t.status, t.updated_at, `+compensation.MissingSQL+`,
+	rows, err := db.Query(ctx, `SELECT t.id, t.status, t.updated_at, `+task.MissingAudioSQL+`,
 		coalesce((SELECT s.tts_error FROM segments s WHERE s.task_id = t.id AND s.tts_error <> ''
 		          ORDER BY s.tts_failed_at DESC NULLS LAST LIMIT 1), t.error)
 		FROM tasks t WHERE t.status = 'compensating' ORDER BY t.updated_at, t.id LIMIT $1`, limit)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/review"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -43,38 +44,13 @@ type TaskReview struct {
 	Edits []ReviewEdit `json:"edits"`
 }
 
-// ReviewLine is one line under review.
-type ReviewLine struct {
-	// N numbers the line from 1 in timeline order: the number the edits
-	// take (as dubctl segments numbers them).
-	N       int `json:"n"`
-	StartMS int `json:"startMs"`
-	EndMS   int `json:"endMs"`
-	// Speaker is who says the line ("" when not known yet: the voices are
-	// told apart when the speech is made).
-	Speaker string `json:"speaker"`
-	// Source is what is said; Text its translation, null while there is
-	// none (it is made on approval).
-	Source string  `json:"source"`
-	Text   *string `json:"text"`
-}
+// ReviewLine is one line under review (pkg/review: the shape the writer,
+// pkg/dub, shares with this read model).
+type ReviewLine = review.Line
 
 // ReviewEdit is one change a person made to a task's lines in review, or
-// an approval: who, when, which line, and the lines it touched before and
-// after (an import: every line; an approval: none).
-type ReviewEdit struct {
-	ID     int64     `json:"id"`
-	At     time.Time `json:"at"`
-	Actor  string    `json:"actor"`
-	Action string    `json:"action"`
-	Stage  string    `json:"stage"`
-	// Line is the line edited, split, merged with the next or deleted,
-	// numbered as the lines read before the edit (null for an import or
-	// an approval).
-	Line   *int         `json:"line"`
-	Before []ReviewLine `json:"before"`
-	After  []ReviewLine `json:"after"`
-}
+// an approval (review.Edit).
+type ReviewEdit = review.Edit
 
 // ReviewOf reads task taskID's review: its status, stage, lines and edits.
 // A task that does not exist is ErrNotFound.

@@ -14,8 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ErrNotFound is returned for a task (or dead letter) without a row.
-var ErrNotFound = errors.New("no such task")
+// ErrNotFound is returned for a task (or dead letter) without a row:
+// pkg/task's, so that every door refuses a missing task alike.
+var ErrNotFound = task.ErrNotFound
 
 // Task statuses, pkg/task's: the read model shows what pkg/task records.
 const (

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/pool"
@@ -11,12 +10,12 @@ import (
 // EnginePool opens stepName's pool of engines configured in value (the
 // step's ASR_POOL, TRANSLATE_POOL or TTS_POOL; see pkg/pool.Parse): its
 // members' limits go into the shared schedule, its metrics on the
-// process's registry. api_key_env names are read from the process's
-// environment.
+// process's registry. api_key_env names are looked up in the environment
+// the worker was started with (Run's environ, which its main read).
 func (d *Deps) EnginePool(stepName, value string) (*pool.Pool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := pool.Open(ctx, d.Pool, stepName, value, os.Getenv, d.Registry)
+	p, err := pool.Open(ctx, d.Pool, stepName, value, d.getenv, d.Registry)
 	if err == nil {
 		d.pools = append(d.pools, p)
 	}
@@ -31,3 +30,6 @@ func (d *Deps) flushPools() {
 		p.Sched.Flush()
 	}
 }
+
+// getenv looks name up in the worker's environment ("" when unset).
+func (d *Deps) getenv(name string) string { return d.environ[name] }

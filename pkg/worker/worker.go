@@ -43,6 +43,9 @@ type Deps struct {
 	// pools are the engine pools opened (EnginePool): their last releases
 	// are written when the worker stops.
 	pools []*pool.Pool
+	// environ is the environment Run was given (its main read it): where
+	// EnginePool looks up the pools' api_key_env names.
+	environ map[string]string
 }
 
 // Run serves stepName, the service of the same name: it reads cfg from
@@ -57,7 +60,7 @@ func Run(ctx context.Context, environ map[string]string, stepName string, cfg Co
 		return err
 	}
 	defer p.Close()
-	d := &Deps{Process: p}
+	d := &Deps{Process: p, environ: environ}
 	defer d.flushPools()
 	h, err := newHandler(d)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // cancelTask ends a task that is not finished (task.Cancel): it becomes
@@ -24,11 +25,12 @@ func (s *server) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) 
 	if body.Reason == "" {
 		body.Reason = "by an operator in the console"
 	}
-	res, err := task.Apply(ctx, s.pool, task.Cancel(task.Ref{ID: id}, body.Reason))
-	if err != nil {
+	if err := s.commit(ctx, id, func(tx pgx.Tx) ([]int64, error) {
+		res, err := task.Apply(ctx, tx, task.Cancel(task.Ref{ID: id}, body.Reason))
+		return []int64{res.EventID}, err
+	}); err != nil {
 		return nil, err
 	}
-	s.flush(ctx, id, []int64{res.EventID})
 	return s.loadSummary(ctx, s.pool, id)
 }
 
@@ -55,18 +57,16 @@ func taskCommand[B any](s *server, status int, do func(ctx context.Context, id u
 	}
 }
 
-// flush publishes outbox rows after their commit; what fails waits for the
-// workers' outbox sweep.
-func (s *server) flush(ctx context.Context, id uuid.UUID, ids []int64) {
-	var keep []int64
-	for _, i := range ids {
-		if i != 0 {
-			keep = append(keep, i)
-		}
-	}
-	if err := outbox.Flush(ctx, s.pool, s.pub, keep); err != nil {
+// commit runs fn in one transaction and publishes the outbox rows it
+// returns after the commit (outbox.Commit); a publish that fails is logged
+// and left to the workers' outbox sweep: the change is done.
+func (s *server) commit(ctx context.Context, id uuid.UUID, fn func(tx pgx.Tx) ([]int64, error)) error {
+	err := outbox.Commit(ctx, s.pool, s.pub, fn)
+	if errors.Is(err, outbox.ErrUnpublished) {
 		s.log.Warn().Err(err).Str("task_id", id.String()).Msg("publish deferred to the outbox sweep")
+		return nil
 	}
+	return err
 }
 
 // retryBody is what POST /api/tasks/{id}/retry reads: an optional JSON
@@ -84,10 +84,15 @@ func (s *server) retryTask(w http.ResponseWriter, r *http.Request) {
 
 // retryWith runs a failed or cancelled task again from its failed step, or
 // a compensating task's speech synthesis, optionally with another speaker
-// (retry.Task, which dubctl retry calls too), then publishes what it
-// staged and answers what it replayed.
+// (retry.Task, which dubctl retry calls too), publishes what it staged
+// after the commit and answers what it replayed.
 func (s *server) retryWith(ctx context.Context, id uuid.UUID, body retryBody) (any, error) {
-	res, err := retry.Task(ctx, s.pool, id, retry.Options{Speaker: strings.TrimSpace(body.Speaker), By: "console"})
+	var res retry.Retried
+	err := s.commit(ctx, id, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		res, err = retry.Task(ctx, tx, id, retry.Options{Speaker: strings.TrimSpace(body.Speaker), By: "console"})
+		return res.Outbox, err
+	})
 	var refusal *admit.Error
 	switch {
 	case errors.As(err, &refusal):
@@ -97,6 +102,5 @@ func (s *server) retryWith(ctx context.Context, id uuid.UUID, body retryBody) (a
 	case err != nil:
 		return nil, err
 	}
-	s.flush(ctx, id, res.Outbox)
 	return res, nil
 }

@@ -15,10 +15,10 @@ import (
 // model's).
 type deadLetterView = view.DeadLetter
 
-// listDeadLetters answers dlq.List: ?step=&pending=true&since=2h&limit=100.
+// listDeadLetters answers view.DeadLetters: ?step=&pending=true&since=2h&limit=100.
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := dlq.Filter{Step: q.Get("step"), Pending: q.Get("pending") == "true"}
+	f := view.DeadLetterFilter{Step: q.Get("step"), Pending: q.Get("pending") == "true"}
 	if f.Step != "" && wire.RoutingKey(f.Step) == "" {
 		s.fail(w, r, badRequest(fmt.Sprintf("step %q: want one of %v", f.Step, wire.Pipeline)))
 		return
@@ -85,5 +85,5 @@ func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Warn().Err(err).Int64("dead_letter", id).Msg("replayed; publish deferred to the outbox sweep")
 	}
-	writeJSON(w, http.StatusOK, view.ReplayedOf(res))
+	writeJSON(w, http.StatusOK, res)
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
@@ -37,8 +37,8 @@ type engineView struct {
 
 // liveAnnouncement is how recent a worker's announcement of its engine
 // must be for the worker to count as running: it renews it every
-// admit.RefreshInterval.
-const liveAnnouncement = 2 * admit.RefreshInterval
+// engine.RefreshInterval.
+const liveAnnouncement = 2 * engine.RefreshInterval
 
 // singleWindow is how far back a single engine's attempts are counted.
 const singleWindow = 24 * time.Hour

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/pool"
 )
 
@@ -59,11 +59,11 @@ func TestEnginesListsSingleEnginesAsPoolsOfOne(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	for _, c := range []admit.Capability{{Step: "asr", Worker: "asr-1", Engine: "pocketsphinx", Languages: []string{"en"}},
+	for _, c := range []engine.Capability{{Step: "asr", Worker: "asr-1", Engine: "pocketsphinx", Languages: []string{"en"}},
 		{Step: "asr", Worker: "asr-2", Engine: "pocketsphinx", Languages: []string{"en"}},
 		{Step: "translate", Worker: "translate-1", Engine: "apertium", Languages: []string{"en|es"}},
 		{Step: "tts", Worker: "tts-1", Engine: "espeak", Languages: []string{"es"}}} {
-		if err := admit.Announce(ctx, f.pool, c); err != nil {
+		if err := engine.Announce(ctx, f.pool, c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // redubTask changes the translation of one segment (numbered from 1) of a
@@ -14,7 +15,15 @@ import (
 // earlier version stays. A parent task is refused (409) with the names of
 // its children, an empty text with 400.
 func (s *server) redubTask(ctx context.Context, id uuid.UUID, body redubBody) (any, error) {
-	res, err := dub.Redub(ctx, s.pool, id, body.Segment, body.Text)
+	var res *dub.Redubbed
+	err := s.commit(ctx, id, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		res, err = dub.Redub(ctx, tx, id, body.Segment, body.Text)
+		if err != nil {
+			return nil, err
+		}
+		return res.Outbox, nil
+	})
 	switch {
 	case errors.Is(err, dub.ErrNotFound):
 		err = notFound(err.Error())
@@ -26,7 +35,6 @@ func (s *server) redubTask(ctx context.Context, id uuid.UUID, body redubBody) (a
 	if err != nil {
 		return nil, err
 	}
-	s.flush(ctx, id, res.Outbox)
 	return res, nil
 }
 

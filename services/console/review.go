@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/jackc/pgx/v5"
 )
 
 // The review of a task's lines before the voice is made (pkg/dub's review
@@ -145,14 +146,20 @@ func (s *server) approveReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	a, err := dub.Approve(r.Context(), s.pool, id, principalOf(r).name, batch)
+	var a *dub.Approved
+	err = s.commit(r.Context(), id, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		if a, err = dub.Approve(r.Context(), tx, id, principalOf(r).name, batch); err != nil {
+			return nil, err
+		}
+		return a.Outbox, nil
+	})
 	if err != nil {
 		s.fail(w, r, reviewError(err))
 		return
 	}
 	noteAudit(r, "stage", a.Stage)
 	noteAudit(r, "lines", a.Lines)
-	s.flush(r.Context(), id, a.Outbox)
 	writeJSON(w, http.StatusAccepted, a)
 }
 

@@ -438,9 +438,10 @@ func taskOfUploadKey(key string) (uuid.UUID, error) {
 
 // submit stores the task's subtitle files, creates the task and publishes
 // its first message, exactly as dubctl submit does (the admitted task's
-// payload, glossary included, in task.Submit; then outbox.Flush, a failed
-// publish left to the workers' outbox sweep). extract_audio stores the
-// glossary in task_glossaries.
+// payload, glossary included, in task.SubmitProbed's own transaction, which
+// rides over a database failover; then outbox.Flush, a failed publish left
+// to the workers' outbox sweep). extract_audio stores the glossary in
+// task_glossaries.
 func (s *server) submit(ctx context.Context, sub submission) error {
 	payload := sub.task.Payload(sub.id)
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
@@ -452,6 +453,8 @@ func (s *server) submit(ctx context.Context, sub submission) error {
 			return unavailableBecause("the subtitles cannot be stored now; try again", err)
 		}
 	}
+	// Not in outbox.Commit: a submission commits in a transaction of its
+	// own, which rides over a database failover (task.SubmitProbed).
 	ids, err := task.SubmitProbed(ctx, s.pool, env, payload, sub.task.FileName, sub.probe)
 	if errors.Is(err, task.ErrExists) {
 		return conflict(fmt.Sprintf("task %s exists already", sub.id))

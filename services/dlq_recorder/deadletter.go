@@ -121,15 +121,8 @@ func (dl *deadLetter) describeOriginal(original []byte) {
 		return
 	}
 	// Invalid envelopes still say what they can.
-	var loose struct {
-		TaskID  string `json:"task_id"`
-		Step    string `json:"step"`
-		Attempt int    `json:"attempt"`
-		TraceID string `json:"trace_id"`
-	}
-	if json.Unmarshal(original, &loose) == nil {
-		id, _ := uuid.Parse(loose.TaskID)
-		dl.fill(id, loose.Step, loose.Attempt, loose.TraceID)
+	if head, ok := wire.PeekHead(original); ok {
+		dl.fill(head.TaskID, head.Step, head.Attempt, head.TraceID)
 	}
 }
 

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/compensation"
+	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,19 +33,18 @@ type recorded struct {
 
 // deadLetter records dl, marks its task failed (task.Fail: announced by
 // event.task.failed unless the task had failed already) in one
-// transaction, then publishes the event. A dead letter recorded
+// transaction, then publishes the event (outbox.Commit). A dead letter recorded
 // before (same message id) changes nothing.
 func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, error) {
 	var out recorded
-	var ids []int64
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, r.pool, r.pub, func(tx pgx.Tx) ([]int64, error) {
 		id, err := insertDeadLetter(ctx, tx, dl)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out.ID = id
 		if id == 0 || dl.TaskID == nil {
-			return nil
+			return nil, nil
 		}
 		reason := dl.Reason
 		if dl.Step != "" {
@@ -53,91 +53,35 @@ func (r *recorder) deadLetter(ctx context.Context, dl *deadLetter) (recorded, er
 		res, err := task.Apply(ctx, tx, task.Fail(task.Ref{ID: *dl.TaskID, Step: dl.Step, Trace: dl.TraceID}, dl.Part, reason))
 		switch {
 		case errors.Is(err, task.ErrNotFound):
-			return nil
+			return nil, nil
 		case err != nil:
-			return fmt.Errorf("mark task %s failed: %w", *dl.TaskID, err)
+			return nil, fmt.Errorf("mark task %s failed: %w", *dl.TaskID, err)
 		}
 		out.Failed = res.To == task.Failed && res.Changed
-		if res.EventID != 0 {
-			ids = append(ids, res.EventID)
-		}
-		return nil
+		return []int64{res.EventID}, nil
 	})
-	if err != nil {
-		return recorded{}, fmt.Errorf("record dead letter %s: %w", dl.MessageID, err)
-	}
-	if err := outbox.Flush(ctx, r.pool, r.pub, ids); err != nil {
+	switch {
+	case errors.Is(err, outbox.ErrUnpublished):
 		// Committed: the outbox sweep (reconciler, workers) publishes it.
 		return out, fmt.Errorf("publish event.task.failed: %w", err)
+	case err != nil:
+		return recorded{}, fmt.Errorf("record dead letter %s: %w", dl.MessageID, err)
 	}
 	return out, nil
 }
 
-const insertDeadLetterSQL = `INSERT INTO dead_letters (message_id, task_id, step, attempt, error_class,
-	failure_reason, original_message, raw_body, routing_key, source, failed_at, part)
-	VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12)
-	ON CONFLICT (message_id) WHERE message_id <> '' DO NOTHING
-	RETURNING id`
-
-// insertDeadLetter inserts dl and returns its id, 0 when a dead letter with
-// the same message id was recorded before. An original that jsonb refuses
-// (valid JSON with a \u0000 in a string) is kept in raw_body only.
+// insertDeadLetter records dl (dlq.Record) and returns its id, 0 when a
+// dead letter with the same message id was recorded before.
 func insertDeadLetter(ctx context.Context, tx pgx.Tx, dl *deadLetter) (int64, error) {
-	insert := func(q pgx.Tx, original []byte) (int64, error) {
-		var orig *string
-		if original != nil {
-			s := string(original)
-			orig = &s
-		}
-		var id int64
-		err := q.QueryRow(ctx, insertDeadLetterSQL, dl.MessageID, dl.TaskID, dl.Step, dl.Attempt, dl.ErrorClass,
-			truncate(dl.Reason, 8000), orig, dl.Raw, dl.RoutingKey, dl.Source, dl.FailedAt, dl.Part).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, nil
-		}
-		return id, err
-	}
-	if dl.Original == nil {
-		id, err := insert(tx, nil)
-		if err != nil {
-			return 0, fmt.Errorf("insert dead letter: %w", err)
-		}
-		return id, nil
-	}
-	sp, err := tx.Begin(ctx) // a savepoint
-	if err != nil {
-		return 0, fmt.Errorf("insert dead letter: %w", err)
-	}
-	id, err := insert(sp, dl.Original)
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) && pg.Code[:2] == "22" {
-		_ = sp.Rollback(ctx)
-		if id, err = insert(tx, nil); err != nil {
-			return 0, fmt.Errorf("insert dead letter: %w", err)
-		}
-		return id, nil
-	}
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		return 0, fmt.Errorf("insert dead letter: %w", err)
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("insert dead letter: %w", err)
-	}
-	return id, nil
+	return dlq.Record(ctx, tx, &dlq.Entry{MessageID: dl.MessageID, TaskID: dl.TaskID, Step: dl.Step, Part: dl.Part,
+		Attempt: dl.Attempt, ErrorClass: dl.ErrorClass, Reason: truncate(dl.Reason, 8000), Original: dl.Original,
+		Raw: dl.Raw, RoutingKey: dl.RoutingKey, Source: dl.Source, FailedAt: dl.FailedAt})
 }
 
 // compensation records one task.tts_compensation message against its
-// segment. It reports whether the message was new.
+// segment (compensation.Record). It reports whether the message was new.
 func (r *recorder) compensation(ctx context.Context, messageID string, c *wire.Compensation) (bool, error) {
-	tag, err := r.pool.Exec(ctx, `INSERT INTO tts_compensations
-		(message_id, task_id, segment_idx, error, trace_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (message_id) DO NOTHING`,
-		messageID, c.TaskID, c.SegmentIdx, c.Error, c.TraceID, c.CreatedAt)
-	if err != nil {
-		return false, fmt.Errorf("record compensation of %s segment %d: %w", c.TaskID, c.SegmentIdx, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return compensation.Record(ctx, r.pool, messageID, c)
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

@@ -33,7 +33,7 @@ type reader interface {
 	Review(ctx context.Context, id uuid.UUID) (*view.TaskReview, error)
 	Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error)
 	Timeline(ctx context.Context, id uuid.UUID) (taskTimeline, error)
-	DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error)
+	DeadLetters(ctx context.Context, f view.DeadLetterFilter) ([]view.DeadLetter, error)
 	DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, error)
 	Compensations(ctx context.Context, limit int) ([]view.Compensation, error)
 	Audit(ctx context.Context, f auditFilter) (audit.Page, error)
@@ -56,7 +56,7 @@ type actor interface {
 	ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error)
 	Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error)
 	Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error)
-	Replay(ctx context.Context, id int64, force bool) (view.Replayed, error)
+	Replay(ctx context.Context, id int64, force bool) (dlq.Replayed, error)
 	// Bulk replays (purge false) or purges the dead letters b selects.
 	Bulk(ctx context.Context, purge bool, b dlq.BulkRequest) (dlq.BulkResult, error)
 	SetPaused(ctx context.Context, step string, paused bool) (worker.Pause, error)

@@ -164,7 +164,7 @@ func (c *consoleBackend) Versions(ctx context.Context, id uuid.UUID) ([]view.Ver
 }
 
 // DeadLetters reads GET /api/dead-letters.
-func (c *consoleBackend) DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error) {
+func (c *consoleBackend) DeadLetters(ctx context.Context, f view.DeadLetterFilter) ([]view.DeadLetter, error) {
 	q := url.Values{"step": {f.Step}, "limit": {fmt.Sprint(f.Limit)}, "pending": {fmt.Sprint(f.Pending)}}
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
@@ -250,8 +250,8 @@ func (c *consoleBackend) Redub(ctx context.Context, id uuid.UUID, n int, text st
 }
 
 // Replay sends POST /api/dead-letters/{id}/replay.
-func (c *consoleBackend) Replay(ctx context.Context, id int64, force bool) (view.Replayed, error) {
-	var r view.Replayed
+func (c *consoleBackend) Replay(ctx context.Context, id int64, force bool) (dlq.Replayed, error) {
+	var r dlq.Replayed
 	return r, c.post(ctx, fmt.Sprintf("/api/dead-letters/%d/replay", id), map[string]bool{"force": force}, &r)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // dbBackend is database mode: the read model over Postgres, the object
@@ -105,7 +106,7 @@ func (d *dbBackend) Versions(ctx context.Context, id uuid.UUID) ([]view.Version,
 }
 
 // DeadLetters lists dead letters.
-func (d *dbBackend) DeadLetters(ctx context.Context, f dlq.Filter) ([]view.DeadLetter, error) {
+func (d *dbBackend) DeadLetters(ctx context.Context, f view.DeadLetterFilter) ([]view.DeadLetter, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
 		return nil, err
@@ -183,6 +184,8 @@ func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uui
 			return uuid.Nil, err
 		}
 	}
+	// Not in outbox.Commit: a submission commits in a transaction of its
+	// own, which rides over a database failover (task.SubmitProbed).
 	ids, err := task.SubmitProbed(ctx, pool, env, p, s.task.FileName, s.probe)
 	target := id.String()
 	if err != nil {
@@ -192,17 +195,37 @@ func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uui
 	if err != nil {
 		return uuid.Nil, err
 	}
-	d.flush(ctx, ids)
+	d.publish(ctx, ids)
 	return id, nil
 }
 
-// flush publishes committed outbox rows; what fails is left to a
-// worker's outbox sweep.
-func (d *dbBackend) flush(ctx context.Context, ids []int64) {
-	pool, _ := d.db(ctx)
+// commit runs fn in one transaction and publishes the outbox rows it
+// returns after the commit (outbox.Commit); a publish that fails is a
+// warning, left to a worker's outbox sweep: the change is done.
+func (d *dbBackend) commit(ctx context.Context, fn func(tx pgx.Tx) ([]int64, error)) error {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return err
+	}
+	pub, err := d.publisher(ctx)
+	if err != nil {
+		return err
+	}
+	err = outbox.Commit(ctx, pool, pub, fn)
+	if errors.Is(err, outbox.ErrUnpublished) {
+		d.warnf("publish deferred to the outbox sweep: %v", err)
+		return nil
+	}
+	return err
+}
+
+// publish publishes outbox rows committed by a transaction of their own
+// (a submission's); a publish that fails is a warning, left to a worker's
+// outbox sweep.
+func (d *dbBackend) publish(ctx context.Context, ids []int64) {
 	pub, err := d.publisher(ctx)
 	if err == nil {
-		err = outbox.Flush(ctx, pool, pub, ids)
+		err = outbox.Flush(ctx, d.pool, pub, ids)
 	}
 	if err != nil {
 		d.warnf("publish deferred to the outbox sweep: %v", err)
@@ -216,14 +239,20 @@ func (d *dbBackend) warnf(format string, args ...any) {
 
 // Redub changes one line (dub.Redub) and publishes the re-dub.
 func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error) {
-	pool, err := d.db(ctx)
-	if err != nil {
+	if _, err := d.db(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := d.publisher(ctx); err != nil {
 		return nil, err
 	}
-	r, err := dub.Redub(ctx, pool, id, n, text)
+	var r *dub.Redubbed
+	err := d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		if r, err = dub.Redub(ctx, tx, id, n, text); err != nil {
+			return nil, err
+		}
+		return r.Outbox, nil
+	})
 	d.record(ctx, actionOf("redub", id.String(), http.StatusAccepted), err)
 	if errors.Is(err, dub.ErrNoSegment) || errors.Is(err, dub.ErrInvalidText) {
 		return nil, usageError(err)
@@ -231,19 +260,18 @@ func (d *dbBackend) Redub(ctx context.Context, id uuid.UUID, n int, text string)
 	if err != nil {
 		return nil, err
 	}
-	d.flush(ctx, r.Outbox)
 	return r, nil
 }
 
 // Replay replays one dead letter (dlq.Replay).
-func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (view.Replayed, error) {
+func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (dlq.Replayed, error) {
 	pool, err := d.db(ctx)
 	if err != nil {
-		return view.Replayed{}, err
+		return dlq.Replayed{}, err
 	}
 	pub, err := d.publisher(ctx)
 	if err != nil {
-		return view.Replayed{}, err
+		return dlq.Replayed{}, err
 	}
 	r, err := dlq.Replay(ctx, pool, pub, id, dlq.Options{Force: force})
 	if err != nil && r.Attempt != 0 {
@@ -252,7 +280,7 @@ func (d *dbBackend) Replay(ctx context.Context, id int64, force bool) (view.Repl
 		err = nil
 	}
 	d.record(ctx, actionOf("replay", strconv.FormatInt(id, 10), http.StatusOK), err)
-	return view.ReplayedOf(r), err
+	return r, err
 }
 
 // Changed waits for a change of the task's status (task.Listener, LISTEN

@@ -15,6 +15,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // The operators' actions and reads in database mode beyond submit, redub
@@ -32,13 +33,13 @@ func (d *dbBackend) Cancel(ctx context.Context, id uuid.UUID, reason string) (vi
 	if _, err := d.publisher(ctx); err != nil {
 		return view.Summary{}, err
 	}
-	res, err := task.Apply(ctx, pool, task.Cancel(task.Ref{ID: id}, reason))
+	err = d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		res, err := task.Apply(ctx, tx, task.Cancel(task.Ref{ID: id}, reason))
+		return []int64{res.EventID}, err
+	})
 	d.record(ctx, actionOf("cancel", id.String(), http.StatusOK), err)
 	if err != nil {
 		return view.Summary{}, err
-	}
-	if res.EventID != 0 {
-		d.flush(ctx, []int64{res.EventID})
 	}
 	return view.LoadSummary(ctx, pool, id)
 }
@@ -47,14 +48,18 @@ func (d *dbBackend) Cancel(ctx context.Context, id uuid.UUID, reason string) (vi
 // compensating task's speech synthesis, optionally with another speaker
 // (retry.Task, what POST /api/tasks/{id}/retry runs).
 func (d *dbBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (retried, error) {
-	pool, err := d.db(ctx)
-	if err != nil {
+	if _, err := d.db(ctx); err != nil {
 		return retried{}, err
 	}
 	if _, err := d.publisher(ctx); err != nil {
 		return retried{}, err
 	}
-	out, err := retry.Task(ctx, pool, id, retry.Options{Speaker: strings.TrimSpace(speaker), By: "dubctl"})
+	var out retry.Retried
+	err := d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		out, err = retry.Task(ctx, tx, id, retry.Options{Speaker: strings.TrimSpace(speaker), By: "dubctl"})
+		return out.Outbox, err
+	})
 	var refusal *admit.Error
 	if errors.As(err, &refusal) {
 		err = usageError(refusal)
@@ -63,7 +68,6 @@ func (d *dbBackend) Retry(ctx context.Context, id uuid.UUID, speaker string) (re
 	if err != nil {
 		return retried{}, err
 	}
-	d.flush(ctx, out.Outbox)
 	return out, nil
 }
 

@@ -47,18 +47,18 @@ func (o *dlqListOptions) register(cmd *cobra.Command) {
 }
 
 // filter checks the flags and turns them into the list's filter.
-func (o *dlqListOptions) filter(now time.Time) (dlq.Filter, error) {
+func (o *dlqListOptions) filter(now time.Time) (view.DeadLetterFilter, error) {
 	if err := checkStep(o.step); err != nil {
-		return dlq.Filter{}, err
+		return view.DeadLetterFilter{}, err
 	}
 	from, err := dlq.ParseSince(o.since, now)
 	if err != nil {
-		return dlq.Filter{}, usageError(err)
+		return view.DeadLetterFilter{}, usageError(err)
 	}
 	if o.limit < 1 || o.limit > 100000 {
-		return dlq.Filter{}, usageError(fmt.Errorf("--limit %d: want 1..100000", o.limit))
+		return view.DeadLetterFilter{}, usageError(fmt.Errorf("--limit %d: want 1..100000", o.limit))
 	}
-	return dlq.Filter{Step: o.step, Since: from, Pending: o.pending, Limit: o.limit}, nil
+	return view.DeadLetterFilter{Step: o.step, Since: from, Pending: o.pending, Limit: o.limit}, nil
 }
 
 func dlqListCmd() *cobra.Command {
@@ -205,14 +205,14 @@ func runReplay(cmd *cobra.Command, args []string, o dlqReplayOptions) error {
 		return err
 	}
 	return withBackend(cmd, func(ctx context.Context, b backend) error {
-		var replayed []view.Replayed
+		var replayed []dlq.Replayed
 		r, err := b.Replay(ctx, id, o.force)
 		if r.Attempt > 0 {
 			replayed = append(replayed, r)
 		}
 		if o.json {
 			if replayed == nil {
-				replayed = []view.Replayed{}
+				replayed = []dlq.Replayed{}
 			}
 			if jerr := writeJSON(cmd.OutOrStdout(), replayed); jerr != nil {
 				return jerr
@@ -225,7 +225,7 @@ func runReplay(cmd *cobra.Command, args []string, o dlqReplayOptions) error {
 }
 
 // printReplayed writes a line for each dead letter replayed.
-func printReplayed(w io.Writer, replayed []view.Replayed) {
+func printReplayed(w io.Writer, replayed []dlq.Replayed) {
 	for _, r := range replayed {
 		if r.Attempt == 0 {
 			fmt.Fprintf(w, "dead letter %d: task %s %s marked replayed (same part replayed above)\n", r.ID, r.TaskID, r.Step)

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // A task's review in both modes: through the console's
@@ -124,7 +125,14 @@ func (d *dbBackend) Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, e
 	if err != nil {
 		return nil, err
 	}
-	ap, err := dub.Approve(ctx, pool, id, d.actor, batch)
+	var ap *dub.Approved
+	err = d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		if ap, err = dub.Approve(ctx, tx, id, d.actor, batch); err != nil {
+			return nil, err
+		}
+		return ap.Outbox, nil
+	})
 	a := actionOf("approve", id.String(), http.StatusAccepted)
 	if err == nil {
 		a.detail = map[string]any{"stage": ap.Stage, "lines": ap.Lines}
@@ -133,7 +141,6 @@ func (d *dbBackend) Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, e
 	if err != nil {
 		return nil, reviewRefusal(err)
 	}
-	d.flush(ctx, ap.Outbox)
 	return ap, nil
 }
 

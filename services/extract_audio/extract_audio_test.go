@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -79,12 +80,12 @@ func TestExtractAudio(t *testing.T) {
 func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 	ctx := context.Background()
 	caps := admit.Capabilities{}
-	for _, c := range []admit.Capability{
+	for _, c := range []engine.Capability{
 		{Step: wire.StepASR, Worker: "asr-1", Engine: "pocketsphinx", Languages: []string{"en"}},
 		{Step: wire.StepTranslate, Worker: "translate-1", Engine: "apertium", Languages: []string{"en|es", "es|en"}},
 		{Step: wire.StepTTS, Worker: "tts-1", Engine: "espeak", Languages: []string{"en", "es"}, Voices: []string{"en", "es", "+m3"}},
 	} {
-		if err := admit.Announce(ctx, s.DB.Pool, c); err != nil {
+		if err := engine.Announce(ctx, s.DB.Pool, c); err != nil {
 			t.Fatal(err)
 		}
 		caps = append(caps, c)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -74,33 +75,33 @@ const overtakeMargin = 2 * time.Minute
 // closed in the same transaction (its late outcome is refused).
 func (r *reconciler) lostMessages(ctx context.Context) ([]Action, error) {
 	var c *lostCheck
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, r.pool, r.pub, func(tx pgx.Tx) ([]int64, error) {
 		// One replica at a time: two counting the same deficit would each
 		// re-drive it.
 		var mine bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('dubflow reconciler lost messages', 0))`).
 			Scan(&mine); err != nil {
-			return fmt.Errorf("lock the lost-message check: %w", err)
+			return nil, fmt.Errorf("lock the lost-message check: %w", err)
 		}
 		if !mine {
-			return nil
+			return nil, nil
 		}
 		var err error
 		if c, err = r.countLost(ctx, tx); err != nil {
-			return err
+			return nil, err
 		}
 		for _, stepName := range wire.Pipeline {
 			if err := c.step(ctx, stepName); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		r.suspects = c.suspects
-		return nil
+		return c.outbox, nil
 	})
-	if err != nil || c == nil {
+	if c == nil || err != nil && !errors.Is(err, outbox.ErrUnpublished) {
 		return nil, err // rolled back: nothing was re-driven
 	}
-	return c.acts, flush(ctx, r.pool, r.pub, c.outbox)
+	return c.acts, published(err)
 }
 
 // lostCheck is one lost-message check inside its transaction: the counts it

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -29,32 +30,30 @@ import (
 // committed to the outbox in the same transaction.
 func (r *reconciler) overdueTasks(ctx context.Context) ([]Action, error) {
 	var acts []Action
-	var outbox []int64
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	err := outbox.Commit(ctx, r.pool, r.pub, func(tx pgx.Tx) ([]int64, error) {
 		tasks, err := r.findOverdue(ctx, tx)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		var ids []int64
 		for _, o := range tasks {
 			stalled, reason, err := o.reason(ctx, tx)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			id, err := failTask(ctx, tx, o.id, o.trace, stalled, reason)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if id != 0 {
-				outbox = append(outbox, id)
-			}
+			ids = append(ids, id)
 			acts = append(acts, Action{Kind: actionFailed, TaskID: o.id, Step: stalled, Detail: reason})
 		}
-		return nil
+		return ids, nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, outbox.ErrUnpublished) {
 		return nil, err
 	}
-	return acts, flush(ctx, r.pool, r.pub, outbox)
+	return acts, published(err)
 }
 
 // overdue is a task overdueTasks fails, locked in its transaction.

@@ -129,20 +129,20 @@ func (r *reconciler) endedTaskLeases(ctx context.Context) ([]Action, error) {
 // are refused since, so nothing else would end them.
 func (r *reconciler) strandedChildren(ctx context.Context) ([]Action, error) {
 	var acts []Action
-	var ids []int64
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		acts, ids = nil, nil
+	err := outbox.Commit(ctx, r.pool, r.pub, func(tx pgx.Tx) ([]int64, error) {
+		acts = nil
+		var ids []int64
 		stranded, err := task.CancelStranded(ctx, tx, r.set.Batch)
 		for _, c := range stranded {
 			acts = append(acts, Action{Kind: actionCancelled, TaskID: c.ID, Detail: "its parent " + c.Parent.String() + " was cancelled"})
 			ids = append(ids, c.EventID)
 		}
-		return err
+		return ids, err
 	})
-	if err != nil || len(ids) == 0 {
+	if err != nil && !errors.Is(err, outbox.ErrUnpublished) {
 		return acts, err
 	}
-	return acts, flush(ctx, r.pool, r.pub, ids)
+	return acts, published(err)
 }
 
 // heldParts lets in the held parts of live tasks whose windows have room
@@ -266,8 +266,15 @@ func replay(ctx context.Context, tx pgx.Tx, env *wire.Envelope, reason string) (
 	return Action{TaskID: env.TaskID, Step: env.Step, Part: part, Attempt: fresh.Attempt, Detail: reason}, id, nil
 }
 
+// flush publishes outbox rows committed already (outbox.Flush).
 func flush(ctx context.Context, pool *pgxpool.Pool, pub step.Publisher, ids []int64) error {
-	if err := outbox.Flush(ctx, pool, pub, ids); err != nil {
+	return published(outbox.Flush(ctx, pool, pub, ids))
+}
+
+// published is the failure of a publish after a commit as a pass reports
+// it (nil for none): the messages stay in the outbox for a sweep.
+func published(err error) error {
+	if err != nil {
 		return fmt.Errorf("publish re-driven messages (they stay in the outbox): %w", err)
 	}
 	return nil

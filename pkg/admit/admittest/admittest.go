@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
 // DB is what AnnounceInstalled writes and reads through.
 type DB interface {
-	admit.Execer
+	engine.Execer
 	admit.Querier
 }
 
@@ -33,13 +34,13 @@ func AnnounceInstalled(t testing.TB, db DB) admit.Capabilities {
 		if err != nil {
 			t.Fatalf("%s capabilities: %v", e.engine, err)
 		}
-		c := admit.Capability{Step: e.step, Worker: e.step + "-test", Engine: e.engine, Languages: langs}
+		c := engine.Capability{Step: e.step, Worker: e.step + "-test", Engine: e.engine, Languages: langs}
 		if e.step == wire.StepTTS {
 			if c.Voices, err = speech.Voices(ctx, e.of); err != nil {
 				t.Fatalf("%s voices: %v", e.engine, err)
 			}
 		}
-		if err := admit.Announce(ctx, db, c); err != nil {
+		if err := engine.Announce(ctx, db, c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,6 +34,11 @@
 //	                                                    (step.CloseExpiredAttempt)
 //	InheritCTE    (no row) → succeeded, the parent's    pkg/task's Spawn of a child task
 //	              extract_audio and asr as a child's
+//	RecordSucceeded (no row) → succeeded, each step     pkg/task/tasktest's finished task
+//	              of a task made finished at once
+//	ReleaseStuck  held parts → let into their window    the reconciler
+//	              (release_held), past an age           (step.ReleaseStuckWindows) and
+//	                                                    the start-up recovery
 //
 // The runtime's decision (pkg/step's decide) names an Outcome; Finish turns
 // it into the statement that ends the claimed attempt. The statements that
@@ -47,6 +52,8 @@
 // handler stages Cover with Message.CoverParts, the reconciler closes
 // attempts with CloseEndedAttempts and CloseExpiredAttempt and reads the
 // pending parts; pkg/dub's redub adds a version's part with AddPart.
+// pkg/recovery, the start-up pass below the runtime, calls CloseEnded,
+// CountExpired and ReleaseStuck itself.
 //
 // A Statement is a value: SQL and its arguments, to run alone (Exec) or
 // staged with a step's other statements in its success transaction. The

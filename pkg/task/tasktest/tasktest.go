@@ -7,6 +7,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -31,9 +32,8 @@ func Done(t testing.TB, ctx context.Context, q task.Querier, traceID string) uui
 		}
 	}
 	var n int
-	if err := q.QueryRow(ctx, `WITH s AS (INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
-		SELECT $1, step, '', 1, 'succeeded', 'tasktest', now(), now() FROM unnest($2::text[]) AS step RETURNING 1)
-		SELECT count(*) FROM s`, id, wire.Pipeline).Scan(&n); err != nil {
+	st := attempt.RecordSucceeded(id, wire.Pipeline, "tasktest")
+	if err := q.QueryRow(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
 		t.Fatalf("steps of task %s: %v", id, err)
 	}
 	return id
@@ -64,9 +64,8 @@ func InReview(t testing.TB, ctx context.Context, q task.Querier, stage string, a
 		}
 	}
 	var n int
-	if err := q.QueryRow(ctx, `WITH s AS (INSERT INTO task_steps (task_id, step, part, attempt, status, worker, started_at, finished_at)
-		SELECT $1, step, '', 1, 'succeeded', 'tasktest', now(), now() FROM unnest($2::text[]) AS step RETURNING 1)
-		SELECT count(*) FROM s`, id, steps).Scan(&n); err != nil {
+	st := attempt.RecordSucceeded(id, steps, "tasktest")
+	if err := q.QueryRow(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
 		t.Fatalf("steps of task %s: %v", id, err)
 	}
 	return id

@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -37,7 +38,7 @@ func TestFullWorkQueueRefusesThenDeadLetters(t *testing.T) {
 	defer conn.Close()
 	testenv.Policy(t, url, "work-queue-length", `^task\.asr$`, `{"max-length": 1}`)
 	pub := broker.NewPublisher(conn, broker.WithRefusalPatience(500*time.Millisecond))
-	relay := outbox.NewRelay(db.Pool, pub, zerolog.Nop(), nil)
+	relay := relay.New(db.Pool, pub, zerolog.Nop(), nil)
 	deleting, stopDeleting := context.WithCancel(ctx)
 	deleted := make(chan struct{})
 	go func() { defer close(deleted); relay.DeleteLoop(deleting) }()
@@ -100,7 +101,7 @@ func TestFullWorkQueueRefusesThenDeadLetters(t *testing.T) {
 
 // fill publishes new rows through relay until the broker refuses one (the
 // queue is full), and returns it with how many were accepted before it.
-func fill(t *testing.T, ctx context.Context, db *testenv.Database, relay *outbox.Relay) (*outbox.Message, int) {
+func fill(t *testing.T, ctx context.Context, db *testenv.Database, relay *relay.Relay) (*outbox.Message, int) {
 	t.Helper()
 	accepted := 0
 	var refused *outbox.Message

@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/broker"
+	"github.com/dubflow/dubflow/pkg/internal/relay"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -40,7 +41,7 @@ func TestARowTheBrokerKeepsRefusingIsDeadLettered(t *testing.T) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	relay := outbox.NewRelay(db.Pool, broker.NewPublisher(conn), zerolog.Nop(), outbox.NewMetrics(reg))
+	relay := relay.New(db.Pool, broker.NewPublisher(conn), zerolog.Nop(), relay.NewMetrics(reg))
 	if n, err := relay.Sweep(ctx, 0, 100); n != 1 || err == nil {
 		t.Fatalf("sweep published %d, err %v; want the good row published and the refusals reported", n, err)
 	}

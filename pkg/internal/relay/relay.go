@@ -1,4 +1,11 @@
-package outbox
+// Package relay is the step runtime's side of the outbox (pkg/outbox):
+// the messages a step's success committed are published right after the
+// commit (Relay.Publish), their rows deleted in batches (DeleteLoop), a
+// confirm that comes late still waited for, and rows a crash or a broker
+// outage left behind swept periodically (SweepLoop). It sits under
+// pkg/internal: it is the runtime's machinery, and services commit and
+// publish through outbox.Commit instead.
+package relay
 
 import (
 	"context"
@@ -7,8 +14,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/ops"
-	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/jackc/pgx/v5"
+	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -45,14 +51,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // batches by DeleteLoop.
 type Relay struct {
 	pool    *pgxpool.Pool
-	pub     Publisher
+	pub     outbox.Publisher
 	log     zerolog.Logger
 	metrics *Metrics
 	done    chan int64
 }
 
-// NewRelay returns a relay publishing through pub. m may be nil.
-func NewRelay(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger, m *Metrics) *Relay {
+// New returns a relay publishing through pub. m may be nil.
+func New(pool *pgxpool.Pool, pub outbox.Publisher, log zerolog.Logger, m *Metrics) *Relay {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
@@ -66,7 +72,7 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger, m *Metrics)
 // to LateConfirmWait, and its row deleted if the broker confirms it after
 // all, so that the sweep does not send a copy of a message already on its
 // queue (a slow broker under load confirms seconds late).
-func (r *Relay) Publish(ctx context.Context, msgs []*Message) error {
+func (r *Relay) Publish(ctx context.Context, msgs []*outbox.Message) error {
 	for _, m := range msgs {
 		if err := r.pub.Publish(ctx, m.Exchange, m.RoutingKey, m.Publishing()); err != nil {
 			var pending confirmPending
@@ -97,7 +103,7 @@ type confirmPending interface {
 // deleted as Publish would have; if not, the sweep publishes it after.
 // Without the hold a sweep could take the row while its confirm is on
 // the way.
-func (r *Relay) awaitLate(ctx context.Context, m *Message, pending confirmPending) {
+func (r *Relay) awaitLate(ctx context.Context, m *outbox.Message, pending confirmPending) {
 	hold, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := r.pool.Exec(hold, `UPDATE outbox SET next_try_at = now() + $2::interval WHERE id = $1`,
@@ -109,7 +115,7 @@ func (r *Relay) awaitLate(ctx context.Context, m *Message, pending confirmPendin
 
 // lateConfirm waits for the confirm of m that Publish's caller gave up on
 // and, if the broker confirms m, deletes its row as Publish would have.
-func (r *Relay) lateConfirm(ctx context.Context, m *Message, pending confirmPending) {
+func (r *Relay) lateConfirm(ctx context.Context, m *outbox.Message, pending confirmPending) {
 	ctx, cancel := context.WithTimeout(ctx, LateConfirmWait)
 	defer cancel()
 	if err := pending.Await(ctx); err != nil {
@@ -122,7 +128,7 @@ func (r *Relay) lateConfirm(ctx context.Context, m *Message, pending confirmPend
 }
 
 // published counts m as published and queues its row for DeleteLoop.
-func (r *Relay) published(ctx context.Context, m *Message) {
+func (r *Relay) published(ctx context.Context, m *outbox.Message) {
 	r.metrics.published.WithLabelValues(m.RoutingKey).Inc()
 	select {
 	case r.done <- m.ID:
@@ -194,149 +200,15 @@ func (r *Relay) SweepLoop(ctx context.Context, interval, age time.Duration) {
 }
 
 // Sweep publishes up to limit outbox rows older than age and deletes them
-// (see the package's Sweep), counting them in the relay's metrics; the rows
+// (outbox.Sweep), counting them in the relay's metrics; the rows
 // it moved to dead_letters are counted and logged.
 func (r *Relay) Sweep(ctx context.Context, age time.Duration, limit int) (int, error) {
-	sent, moved, err := sweep(ctx, r.pool, r.pub, age, limit)
+	sent, moved, err := outbox.Sweep(ctx, r.pool, r.pub, age, limit)
 	r.metrics.swept.Add(float64(len(sent)))
 	for _, m := range moved {
 		r.metrics.deadLettered.WithLabelValues(m.RoutingKey).Inc()
 		r.log.Error().Int64("outbox_id", m.ID).Str("message_id", m.MessageID.String()).Str("routing_key", m.RoutingKey).
-			Str("exchange", m.Exchange).Int("failures", MaxFailures).Msg("outbox message refused by the broker too often; moved to dead_letters")
+			Str("exchange", m.Exchange).Int("failures", outbox.MaxFailures).Msg("outbox message refused by the broker too often; moved to dead_letters")
 	}
 	return len(sent), err
-}
-
-// Sweep publishes up to limit outbox rows older than age (and not pausing
-// after a failed publish), in order, each confirmed, and deletes them, in
-// one transaction that locks the rows (SKIP LOCKED), so processes sweeping at
-// once never publish the same row twice. It returns the messages published;
-// rows whose publish failed wait for a later sweep, and a row the broker
-// refused MaxFailures times is moved to dead_letters (see publishLocked).
-func Sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) ([]*Message, error) {
-	sent, _, err := sweep(ctx, pool, pub, age, limit)
-	return sent, err
-}
-
-// sweep is Sweep, also returning the rows moved to dead_letters.
-func sweep(ctx context.Context, pool *pgxpool.Pool, pub Publisher, age time.Duration, limit int) (sent, moved []*Message, err error) {
-	var perr error
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		sent, moved, perr, err = publishLocked(ctx, tx, pub, true, `SELECT id, message_id, exchange, routing_key, body, failures FROM outbox
-			WHERE created_at < now() - $1::interval AND (next_try_at IS NULL OR next_try_at <= now())
-			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, age, limit)
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return sent, moved, perr
-}
-
-// Flush publishes the given outbox rows now, each confirmed, and deletes
-// them; rows another process is publishing at the same moment are skipped.
-// Tools that write to the outbox (replays, requeues, dead-letter records)
-// call it after their commit so they do not wait for a sweep.
-func Flush(ctx context.Context, pool *pgxpool.Pool, pub Publisher, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	var perr error
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		_, _, perr, err = publishLocked(ctx, tx, pub, false, `SELECT id, message_id, exchange, routing_key, body, failures FROM outbox
-			WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return perr
-}
-
-// publishTimeout bounds one publish of a sweep or flush: the publisher
-// retries a publish lost with its channel until its context ends.
-const publishTimeout = 10 * time.Second
-
-// MaxFailures is how often the broker may refuse an outbox row (no queue
-// for its routing key, its exchange missing, a nack) before the sweep moves
-// it to dead_letters with the last refusal as its reason: retried with
-// pauses growing to a minute, about six minutes. Publishes that time out
-// (the broker unreachable) count towards the pauses but never move a row.
-const MaxFailures = 10
-
-// publishLocked selects outbox rows with query (which locks them and reads
-// id, message_id, exchange, routing_key, body, failures), publishes them in
-// order, each confirmed, and deletes those published. A row the broker
-// refuses does not block the others: its failure is recorded on the row
-// (failures, last_error) and it is tried again after a growing pause
-// (next_try_at, at most a minute); with move, a row refused for the
-// MaxFailures-th time is moved to dead_letters instead (returned as moved).
-// A publish that times out (the broker is unreachable) stops the run, as
-// the rows after it would fail too. The publish failures are returned as
-// perr (those published are still deleted when tx commits); err reports a
-// database failure, after which tx must roll back.
-func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, move bool, query string, args ...any) (sent, moved []*Message, perr, err error) {
-	msgs, failures, err := readLocked(ctx, tx, query, args...)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var ids []int64
-	var failed []error
-	for i, m := range msgs {
-		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		err := pub.Publish(pctx, m.Exchange, m.RoutingKey, m.Publishing())
-		cancel()
-		if err == nil {
-			ids = append(ids, m.ID)
-			sent = append(sent, m)
-			continue
-		}
-		err = fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.RoutingKey, err)
-		failed = append(failed, err)
-		outage := ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)
-		if move && !outage && failures[i]+1 >= MaxFailures {
-			if derr := deadLetter(ctx, tx, m, failures[i]+1, err); derr != nil {
-				return nil, nil, errors.Join(failed...), derr
-			}
-			moved = append(moved, m)
-			continue
-		}
-		if _, uerr := tx.Exec(ctx, `UPDATE outbox SET failures = failures + 1, last_error = $2,
-				next_try_at = now() + least(interval '1 second' * power(2, least(failures, 6)), interval '1 minute')
-			WHERE id = $1`, m.ID, wire.Reason(err.Error())); uerr != nil {
-			return nil, nil, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", m.ID, uerr)
-		}
-		if outage {
-			break
-		}
-	}
-	perr = errors.Join(failed...)
-	if len(ids) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
-			return nil, nil, perr, fmt.Errorf("delete published outbox rows: %w", err)
-		}
-	}
-	return sent, moved, perr, nil
-}
-
-// readLocked reads the outbox rows query selects, with their failures so far.
-func readLocked(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]*Message, []int, error) {
-	rows, err := tx.Query(ctx, query, args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("select outbox: %w", err)
-	}
-	var failures []int
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) {
-		m := &Message{}
-		var n int
-		err := row.Scan(&m.ID, &m.MessageID, &m.Exchange, &m.RoutingKey, &m.Body, &n)
-		failures = append(failures, n)
-		return m, err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("read outbox: %w", err)
-	}
-	return msgs, failures, nil
 }

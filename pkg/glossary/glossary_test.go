@@ -1,4 +1,4 @@
-package dub_test
+package glossary_test
 
 import (
 	"errors"
@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/glossary"
 	"github.com/dubflow/dubflow/pkg/wire"
 )
 
-func TestParseGlossaryCSV(t *testing.T) {
+func TestParseCSV(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, csv string
@@ -35,15 +35,15 @@ func TestParseGlossaryCSV(t *testing.T) {
 		{name: "three fields", csv: "a,b\nq,c,x\n", err: "line 2: 3 fields, want source,target"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := dub.ParseGlossaryCSV(strings.NewReader(tc.csv))
+			got, err := glossary.ParseCSV(strings.NewReader(tc.csv))
 			if tc.err != "" {
-				if !errors.Is(err, dub.ErrInvalidGlossary) || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("ParseGlossaryCSV = %v, want %q", err, tc.err)
+				if !errors.Is(err, glossary.ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseCSV = %v, want %q", err, tc.err)
 				}
 				return
 			}
 			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("ParseGlossaryCSV = %+v, %v; want %+v", got, err, tc.want)
+				t.Fatalf("ParseCSV = %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
 	}
@@ -51,14 +51,14 @@ func TestParseGlossaryCSV(t *testing.T) {
 
 func TestCheckTermsNamesTheTerm(t *testing.T) {
 	t.Parallel()
-	if err := dub.CheckTerms([]wire.Term{{Source: "a", Target: "b"}, {Source: "dubflow"}}); err != nil {
+	if err := glossary.CheckTerms([]wire.Term{{Source: "a", Target: "b"}, {Source: "dubflow"}}); err != nil {
 		t.Fatal(err)
 	}
-	err := dub.CheckTerms([]wire.Term{{Source: "Try"}, {Source: "b"}, {Source: " try ", Target: "x"}})
-	if !errors.Is(err, dub.ErrInvalidGlossary) || !strings.HasSuffix(err.Error(), `term 3: source term " try " is already term 1; give each term once`) {
+	err := glossary.CheckTerms([]wire.Term{{Source: "Try"}, {Source: "b"}, {Source: " try ", Target: "x"}})
+	if !errors.Is(err, glossary.ErrInvalid) || !strings.HasSuffix(err.Error(), `term 3: source term " try " is already term 1; give each term once`) {
 		t.Fatalf("a term twice: %v", err)
 	}
-	err = dub.CheckTerms([]wire.Term{{Source: "a"}, {Source: "b", Target: "\u202dx"}})
+	err = glossary.CheckTerms([]wire.Term{{Source: "a"}, {Source: "b", Target: "\u202dx"}})
 	if !strings.HasSuffix(err.Error(), `term 2: target term "\u202dx": U+202D (LEFT-TO-RIGHT OVERRIDE) at character 1: bidirectional overrides and isolates reorder what is shown after them`) {
 		t.Fatalf("an override: %v", err)
 	}

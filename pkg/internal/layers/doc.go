@@ -1,0 +1,12 @@
+// Package layers holds the checks of the house's shape, run with the
+// tests (and by make lint): the import graph of dubflow's own packages is
+// at most MaxDepth packages deep, and the step runtime and what the
+// workers use never stand on the read model (pkg/view) or the admission
+// rules (pkg/admit), and nothing under pkg/ reads the environment. It has
+// no code of its own.
+package layers
+
+// MaxDepth is the longest chain of imports, in packages, the project's
+// graph may have: a service, the workers' wiring, the runtime, the tables'
+// owners, the store and the contracts.
+const MaxDepth = 7
