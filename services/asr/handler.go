@@ -19,6 +19,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -110,6 +111,9 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	}
 	defer os.RemoveAll(dir)
 	if err := h.checkLength(p.AudioKey, wav); err != nil {
+		return err
+	}
+	if err := h.chargeShared(ctx, msg.Envelope.TaskID, p.AudioKey, wav); err != nil {
 		return err
 	}
 	whole, err := h.asr.Whole(wav)
@@ -364,6 +368,18 @@ func (h *handler) checkLength(key, wav string) error {
 	}
 	limit := time.Duration(h.maxSeconds) * time.Second
 	return worker.Limit(media.CheckLength("audio "+key, d, limit), media.ErrTooLong, "MAX_VIDEO_SECONDS", h.maxSeconds)
+}
+
+// chargeShared charges the audio's minutes, once per task, to its
+// project's daily use of the shared engines (tenant.ChargeShared): past the
+// project's limit the step waits with reason project_quota until the next
+// day, parked, never failed.
+func (h *handler) chargeShared(ctx context.Context, id uuid.UUID, key, wav string) error {
+	d, err := media.WAVFileDuration(wav)
+	if err != nil {
+		return fault.Permanent(fmt.Errorf("audio %s: %w", key, err))
+	}
+	return tenant.ChargeShared(ctx, h.db, id, d.Seconds(), time.Now())
 }
 
 // merge writes asr.json from the chunks' transcripts once every chunk has

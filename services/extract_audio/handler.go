@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -114,16 +115,39 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 	if err := wire.CheckKey(t.outputVideoKey, wire.KindOutput, env.TaskID); err != nil {
 		return task{}, fault.Permanent(fmt.Errorf("task's output_video_key: %w", err))
 	}
+	if err := h.checkProject(ctx, p.Project); err != nil {
+		return task{}, err
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A message published straight to the exchange (without dubctl):
 		// the task's row is made now, so that its progress and failure are
 		// recorded from the first step on. Its event.task.queued waits in
 		// the outbox for the runtime's sweep.
-		if _, err := lifecycle.Apply(ctx, h.db, lifecycle.Create(t.details(env, p))); err != nil {
+		d := t.details(env, p)
+		d.Project = first(p.Project, tenant.Default)
+		if _, err := lifecycle.Apply(ctx, h.db, lifecycle.Create(d)); err != nil {
 			return task{}, fmt.Errorf("create task %s: %w", env.TaskID, err)
 		}
 	}
 	return t, nil
+}
+
+// checkProject refuses, as a permanent error (the message is
+// dead-lettered with this reason), a project that is not one of the
+// projects' records: an outside publisher's message names its project,
+// and only an existing one may own a task.
+func (h *handler) checkProject(ctx context.Context, project string) error {
+	if project == "" {
+		return nil
+	}
+	ok, err := tenant.Exists(ctx, h.db, project)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fault.Permanent(fmt.Errorf("project %q: no such project (an operator creates it: dubctl project create)", project))
+	}
+	return nil
 }
 
 // admit refuses, as a permanent error, a task whose languages the
