@@ -53,6 +53,8 @@ type Summary struct {
 	// FileName is the name the video was uploaded as ("" when unknown:
 	// a task submitted before names were kept, or from a bare object key).
 	FileName string `json:"fileName"`
+	// Project is the project the task belongs to (pkg/tenant).
+	Project string `json:"project"`
 }
 
 // IsParent reports whether the task dubs into several languages through
@@ -241,12 +243,12 @@ func (t *Task) CurrentStep() string {
 
 // summaryColumns are the tasks columns scanSummary reads.
 const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
-	parent_task_id, targets, source_file_name`
+	parent_task_id, targets, source_file_name, project`
 
 func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 	var t Summary
 	err := row.Scan(append([]any{&t.TaskID, &t.Status, &t.SourceLanguage, &t.TargetLanguage, &t.SpeakerID, &t.Error,
-		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages, &t.FileName}, extra...)...)
+		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages, &t.FileName, &t.Project}, extra...)...)
 	if t.TargetLanguages == nil {
 		t.TargetLanguages = []string{}
 	}
