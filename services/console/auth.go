@@ -47,9 +47,9 @@ type auth struct {
 	tokens []namedToken
 	// store holds the projects' tokens (nil: only the configuration's).
 	store store.Querier
-	key    []byte
-	ttl    time.Duration
-	now    func() time.Time
+	key   []byte
+	ttl   time.Duration
+	now   func() time.Time
 }
 
 func newAuth(cfg *Config) *auth {
