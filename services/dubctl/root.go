@@ -42,7 +42,7 @@ Exit codes: 0 success, 1 error or failed task, 2 usage, 3 timeout,
 	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
 	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd())
 	root.AddCommand(searchCmd(), cancelCmd(), retryCmd(), timelineCmd(), queuesCmd(), compensationsCmd(), auditCmd())
-	root.AddCommand(workersCmd(), configCmd())
+	root.AddCommand(workersCmd(), configCmd(), projectCmd(), tokenCmd())
 	root.PersistentFlags().String("as", "", "database mode: who acts, as the audit log names them (default: the operating-system user)")
 	return root
 }
