@@ -115,9 +115,6 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 	if err := wire.CheckKey(t.outputVideoKey, wire.KindOutput, env.TaskID); err != nil {
 		return task{}, fault.Permanent(fmt.Errorf("task's output_video_key: %w", err))
 	}
-	if err := h.checkProject(ctx, p.Project); err != nil {
-		return task{}, err
-	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A message published straight to the exchange (without dubctl):
 		// the task's row is made now, so that its progress and failure are
@@ -133,9 +130,9 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 }
 
 // checkProject refuses, as a permanent error (the message is
-// dead-lettered with this reason), a project that is not one of the
-// projects' records: an outside publisher's message names its project,
-// and only an existing one may own a task.
+// dead-lettered with this reason and the task failed), a project that is
+// not one of the projects' records: an outside publisher's message names
+// its project, and only an existing one may own a task.
 func (h *handler) checkProject(ctx context.Context, project string) error {
 	if project == "" {
 		return nil
@@ -150,7 +147,8 @@ func (h *handler) checkProject(ctx context.Context, project string) error {
 	return nil
 }
 
-// admit refuses, as a permanent error, a task whose languages the
+// admit refuses, as a permanent error, a task of a project that does not
+// exist (checkProject), a task whose languages the
 // engines cannot handle, or whose speaker no tts engine has as a voice —
 // pkg/admit's check, the one every door runs, by what the asr, translate
 // and tts workers announced — or whose glossary breaks the glossary's
@@ -158,6 +156,9 @@ func (h *handler) checkProject(ctx context.Context, project string) error {
 // anything is downloaded or transcribed. An outside publisher's message
 // reaches no other door.
 func (h *handler) admit(ctx context.Context, t task, p wire.ExtractAudio) error {
+	if err := h.checkProject(ctx, p.Project); err != nil {
+		return err
+	}
 	if err := admit.Glossary(p.Glossary); err != nil {
 		return fault.Permanent(err)
 	}
