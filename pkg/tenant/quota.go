@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,8 +36,8 @@ func nextDay(now time.Time) time.Time {
 // daily limit it charges nothing and answers fault.Wait with reason
 // fault.WaitProjectQuota until the next day: the step runtime parks the
 // step (it is not failed, and such waits are not bounded) and offers it
-// again then. A task without a project row (an old task, a test's) is not
-// charged. The project's row is locked for the charge, so that two tasks
+// again then. A task without a project row (an old task, a test's), or of
+// a project that uses its own engines only, is not charged. The project's row is locked for the charge, so that two tasks
 // never both take the last minutes.
 func ChargeShared(ctx context.Context, db interface {
 	Begin(context.Context) (pgx.Tx, error)
@@ -58,11 +59,12 @@ func ChargeShared(ctx context.Context, db interface {
 func charge(ctx context.Context, tx pgx.Tx, id uuid.UUID, seconds float64, now time.Time) error {
 	var project string
 	var limit *int32
-	var charged bool
-	err := tx.QueryRow(ctx, `SELECT p.id, p.daily_shared_minutes, EXISTS (SELECT 1 FROM project_charges c WHERE c.task_id = t.id)
-		FROM tasks t JOIN projects p ON p.id = t.project WHERE t.id = $1 FOR UPDATE OF p`, id).Scan(&project, &limit, &charged)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && charged) {
-		return nil
+	var charged, shared bool
+	err := tx.QueryRow(ctx, `SELECT p.id, p.daily_shared_minutes, p.shared_engines,
+		EXISTS (SELECT 1 FROM project_charges c WHERE c.task_id = t.id)
+		FROM tasks t JOIN projects p ON p.id = t.project WHERE t.id = $1 FOR UPDATE OF p`, id).Scan(&project, &limit, &shared, &charged)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (charged || !shared)) {
+		return nil // no project, charged already, or on its own engines only
 	}
 	if err != nil {
 		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
@@ -104,4 +106,29 @@ func UsageOf(ctx context.Context, q store.Querier, project string, now time.Time
 		u.LimitMinutes = &l
 	}
 	return u, nil
+}
+
+// EngineScope returns the project of task id and whether its tasks may
+// use the shared engines (pool.ForProject): a task without a project row
+// uses the shared engines, as before projects.
+func EngineScope(ctx context.Context, q store.Querier, id uuid.UUID) (project string, shared bool, err error) {
+	err = q.QueryRow(ctx, `SELECT t.project, coalesce(p.shared_engines, true)
+		FROM tasks t LEFT JOIN projects p ON p.id = t.project WHERE t.id = $1`, id).Scan(&project, &shared)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", true, nil
+	}
+	if err != nil {
+		return "", true, fmt.Errorf("read the project of task %s: %w", id, err)
+	}
+	return project, shared, nil
+}
+
+// EngineContext is ctx for the engine calls of task id: its project's own
+// engines first, the shared ones when the project allows (EngineScope).
+func EngineContext(ctx context.Context, q store.Querier, id uuid.UUID) (context.Context, error) {
+	project, shared, err := EngineScope(ctx, q, id)
+	if err != nil {
+		return ctx, err
+	}
+	return pool.ForProject(ctx, project, shared), nil
 }

@@ -76,6 +76,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
+	// The task's project's own engines first, the shared ones when it may.
+	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
+	if err != nil {
+		return err
+	}
 	if err := wire.CheckKey(p.AudioKey, wire.KindAudio, env.TaskID); err != nil {
 		return fault.Permanent(fmt.Errorf("audio_key: %w", err))
 	}
@@ -83,7 +88,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
 	var t taskInfo
-	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets FROM tasks WHERE id = $1`,
+	err = h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets FROM tasks WHERE id = $1`,
 		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
