@@ -208,7 +208,7 @@ func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, e
 	mw := multipart.NewWriter(pw)
 	go func() {
 		for _, kv := range [][2]string{{"source", s.req.Source}, {"target", strings.Join(s.req.Targets, ",")},
-			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}} {
+			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}, {"project", s.project}} {
 			if kv[1] != "" {
 				_ = mw.WriteField(kv[0], kv[1])
 			}
