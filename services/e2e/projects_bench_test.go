@@ -41,7 +41,9 @@ func BenchmarkProjectsTakeTurns(b *testing.B) {
 			wg.Go(func() { ids[j], errs[j] = s.clipsSubmitOne(ctx, video, "--project", "proj-a") })
 		}
 		time.Sleep(time.Second) // B submits a second after A
-		beside += s.timeClip(b, ctx, video, "proj-b")
+		d, id := s.timeClipID(b, ctx, video, "proj-b")
+		beside += d
+		b.Log("\nB's clip beside A's:\n" + s.timeline(b, ctx, id))
 		wg.Wait()
 		for _, err := range errs {
 			if err != nil {
@@ -65,11 +67,18 @@ func BenchmarkProjectsTakeTurns(b *testing.B) {
 // to the task done.
 func (s *stack) timeClip(tb testing.TB, ctx context.Context, video, project string) time.Duration {
 	tb.Helper()
+	d, _ := s.timeClipID(tb, ctx, video, project)
+	return d
+}
+
+// timeClipID is timeClip with the task's id.
+func (s *stack) timeClipID(tb testing.TB, ctx context.Context, video, project string) (time.Duration, uuid.UUID) {
+	tb.Helper()
 	start := time.Now()
 	id, err := s.clipsSubmitOne(ctx, video, "--project", project)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	s.clipsWait(tb, ctx, []uuid.UUID{id}, 10*time.Minute)
-	return time.Since(start)
+	return time.Since(start), id
 }
