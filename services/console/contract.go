@@ -123,7 +123,7 @@ func parseContract(doc []byte) (contract, error) {
 // spec resolves one operation.
 func (d *openapiDocument) spec(op rawOperation) (*opSpec, error) {
 	s := &opSpec{params: map[string]paramSpec{}, errors: map[int][]string{}, scope: op.Scope}
-	if s.scope != scopeProject && s.scope != scopeSystem {
+	if s.scope != "" && s.scope != scopeProject && s.scope != scopeSystem {
 		return nil, fmt.Errorf("x-scope %q: want %s or %s", op.Scope, scopeProject, scopeSystem)
 	}
 	for _, rp := range op.Parameters {

@@ -544,3 +544,14 @@ func TestProjectMetricsAreBounded(t *testing.T) {
 		t.Errorf("dubflow_project_shared_engine_minutes: %v, want p00 1.5, other 0.5", m)
 	}
 }
+
+// TestEveryOperationSaysItsScope: every operation of openapi.json says
+// whether a project's token may call it (x-scope); one that does not is
+// refused to project tokens (system) until it says so.
+func TestEveryOperationSaysItsScope(t *testing.T) {
+	for op, spec := range apiContract {
+		if spec.scope == "" {
+			t.Errorf("%s: no x-scope (project or system) in openapi.json; project tokens get 403 until it has one", op)
+		}
+	}
+}
