@@ -125,6 +125,9 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if err != nil {
 		return fault.Permanent(fmt.Errorf("audio %s: %w", p.AudioKey, err))
 	}
+	// The whole audio's message leaves its project's window (extract_audio
+	// emits it windowed): the project's next held asr message goes in.
+	msg.ReleaseWindow()
 	if !whole {
 		return h.fanOut(ctx, msg, p, wav)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -88,11 +89,15 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := stageGlossary(msg, p.Glossary); err != nil {
 		return err
 	}
-	return msg.Emit(wire.StepASR, wire.ASR{
+	// Windowed: a project's tasks (its fair_scope) have at most a window of
+	// asr messages in the queue at once, so that another project's task
+	// takes turns with them instead of waiting behind all of them; the asr
+	// message of a task of its own scope goes at once, as before.
+	return msg.EmitWindowed(wire.StepASR, cores.Usable(), []any{wire.ASR{
 		AudioKey:  p.OutputAudioKey,
 		Language:  t.sourceLanguage,
 		OutputKey: wire.DefaultKeys(env.TaskID).ASR,
-	})
+	}})
 }
 
 // resolve settles the task's languages, speaker and output key, and makes
