@@ -249,6 +249,11 @@ func (f *fixture) seedTenants(t *testing.T) tenantFixture {
 		original_message) VALUES ('mb', $1, 'asr', 1, 'engine down', $2) RETURNING id`, fx.taskB, msg).Scan(&fx.deadLetter); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := f.pool.Exec(ctx, `INSERT INTO metric_samples (series, key, at, value)
+		VALUES ('project_tasks_done', $1, now() - interval '1 minute', 1), ('project_tasks_done', $2, now() - interval '1 minute', 2)`,
+		fx.a, fx.b); err != nil {
+		t.Fatal(err)
+	}
 	fx.uploadB = uploadKey(fx.b, uuid.New())
 	if err := f.srv.objects.Put(ctx, fx.uploadB, strings.NewReader("not a video"), 11, "video/mp4"); err != nil {
 		t.Fatal(err)
@@ -553,5 +558,30 @@ func TestEveryOperationSaysItsScope(t *testing.T) {
 		if spec.scope == "" {
 			t.Errorf("%s: no x-scope (project or system) in openapi.json; project tokens get 403 until it has one", op)
 		}
+	}
+}
+
+// TestProjectHistoryIsItsOwn: a project's token reads the per-project
+// series of the metric history, its own project's line only, and is
+// refused the installation's series.
+func TestProjectHistoryIsItsOwn(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	fx := f.seedTenants(t)
+	status, body := f.send(t, "GET", "/api/metrics/history?since=1h", fx.tokenA, nil)
+	var h history
+	if status != http.StatusOK || json.Unmarshal(body, &h) != nil || len(h.Series) != 2 {
+		t.Fatalf("A's history: %d %s", status, body)
+	}
+	if h.Series[0].Name != "project_tasks_done" || len(h.Series[0].Lines) != 1 || h.Series[0].Lines[0].Key != fx.a {
+		t.Errorf("A's project_tasks_done: %+v, want its own line only", h.Series[0])
+	}
+	if status, body := f.send(t, "GET", "/api/metrics/history?series=queue_depth", fx.tokenA, nil); status != http.StatusForbidden {
+		t.Errorf("A asking for queue_depth: %d %s, want 403", status, body)
+	}
+	var all history
+	f.doJSON(t, "GET", "/api/metrics/history?series=project_tasks_done", nil, http.StatusOK, &all)
+	if len(all.Series) != 1 || len(all.Series[0].Lines) != 2 {
+		t.Errorf("an admin's project_tasks_done: %+v, want both projects' lines", all.Series)
 	}
 }
