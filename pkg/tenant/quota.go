@@ -132,3 +132,17 @@ func EngineContext(ctx context.Context, q store.Querier, id uuid.UUID) (context.
 	}
 	return pool.ForProject(ctx, project, shared), nil
 }
+
+// Crowded reports whether task id belongs to a project that takes its
+// turns as a project (fair_scope project) and has more than over tasks
+// queued or running: its bulk work may yield the CPU to other projects'
+// (speech.Yielding), as a long recording's chunks yield to short tasks.
+func Crowded(ctx context.Context, q store.Querier, id uuid.UUID, over int) (bool, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE project = window_scope($1) AND window_scope($1) <> ''
+		AND status IN ('queued', 'running')`, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("count the tasks of the project of %s: %w", id, err)
+	}
+	return n > over, nil
+}

@@ -131,7 +131,7 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if !whole {
 		return h.fanOut(ctx, msg, p, wav)
 	}
-	segs, err := h.transcribe(ctx, wav, p.Language)
+	segs, err := h.transcribe(h.turn(ctx, msg), wav, p.Language)
 	if err != nil {
 		return fmt.Errorf("transcribe %s: %w", p.AudioKey, err)
 	}
@@ -376,6 +376,27 @@ func (h *handler) checkLength(key, wav string) error {
 	}
 	limit := time.Duration(h.maxSeconds) * time.Second
 	return worker.Limit(media.CheckLength("audio "+key, d, limit), media.ErrTooLong, "MAX_VIDEO_SECONDS", h.maxSeconds)
+}
+
+// crowdNice is how much nicer a crowded project's transcriptions run
+// (speech.Yielding): at 5 one gets about a third of the CPU of another
+// project's while both want it, and all of it alone.
+const crowdNice = 5
+
+// turn is ctx for transcribing the task's whole audio: yielding the CPU
+// when the task's project has more tasks queued or running than the
+// machine has cores (tenant.Crowded), so that another project's task,
+// taking its turn in the queue beside them, is not slowed as much by them
+// on the same cores. A failed count leaves ctx as it is.
+func (h *handler) turn(ctx context.Context, msg *step.Message) context.Context {
+	crowded, err := tenant.Crowded(ctx, h.db, msg.Envelope.TaskID, cores.Usable())
+	if err != nil {
+		msg.Log.Warn().Err(err).Msg("count the project's tasks")
+	}
+	if !crowded {
+		return ctx
+	}
+	return speech.Yielding(ctx, crowdNice)
 }
 
 // chargeShared charges the audio's minutes, once per task, to its
