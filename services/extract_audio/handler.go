@@ -89,15 +89,17 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := stageGlossary(msg, p.Glossary); err != nil {
 		return err
 	}
-	// Windowed: a project's tasks (its fair_scope) have at most a window of
-	// asr messages in the queue at once, so that another project's task
-	// takes turns with them instead of waiting behind all of them; the asr
-	// message of a task of its own scope goes at once, as before.
-	return msg.EmitWindowed(wire.StepASR, cores.Usable(), []any{wire.ASR{
-		AudioKey:  p.OutputAudioKey,
-		Language:  t.sourceLanguage,
-		OutputKey: wire.DefaultKeys(env.TaskID).ASR,
-	}})
+	return emitASR(msg, wire.ASR{AudioKey: p.OutputAudioKey, Language: t.sourceLanguage,
+		OutputKey: wire.DefaultKeys(env.TaskID).ASR})
+}
+
+// emitASR stages the asr message in its task's window: a project's tasks
+// (its fair_scope) have at most a window of asr messages in the queue at
+// once, so that another project's task takes turns with them instead of
+// waiting behind all of them; the asr message of a task of its own scope
+// goes at once, as before. asr's whole-audio message lets the next in.
+func emitASR(msg *step.Message, p wire.ASR) error {
+	return msg.EmitWindowed(wire.StepASR, cores.Usable(), []any{p})
 }
 
 // resolve settles the task's languages, speaker and output key, and makes
