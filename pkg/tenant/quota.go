@@ -139,8 +139,9 @@ func EngineContext(ctx context.Context, q store.Querier, id uuid.UUID) (context.
 // (speech.Yielding), as a long recording's chunks yield to short tasks.
 func Crowded(ctx context.Context, q store.Querier, id uuid.UUID, over int) (bool, error) {
 	var n int
-	err := q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE project = window_scope($1) AND window_scope($1) <> ''
-		AND status IN ('queued', 'running')`, id).Scan(&n)
+	err := q.QueryRow(ctx, `WITH s AS (SELECT window_scope($1) AS project)
+		SELECT count(*) FROM tasks t, s WHERE s.project <> '' AND t.project = s.project
+		AND t.status IN ('queued', 'running')`, id).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("count the tasks of the project of %s: %w", id, err)
 	}

@@ -122,3 +122,30 @@ func TestChargeShared(t *testing.T) {
 		t.Errorf("the default project (no limit): %v", err)
 	}
 }
+
+// TestCrowded: a project that takes its turns as a project is crowded past
+// the bound of queued or running tasks; the default project (each task its
+// own turn) never is.
+func TestCrowded(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if _, err := tenant.CreateProject(ctx, db.Pool, tenant.NewProject{ID: "busy"}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	var last, def uuid.UUID
+	for i := range 3 {
+		last, def = uuid.New(), uuid.New()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, project) VALUES ($1, 'running', 'busy'), ($2, 'queued', 'default')`,
+			last, def); err != nil {
+			t.Fatal(err)
+		}
+		crowded, err := tenant.Crowded(ctx, db.Pool, last, 2)
+		if err != nil || crowded != (i == 2) {
+			t.Errorf("%d tasks of busy: crowded %v (%v), want %v", i+1, crowded, err, i == 2)
+		}
+	}
+	if crowded, err := tenant.Crowded(ctx, db.Pool, def, 2); err != nil || crowded {
+		t.Errorf("the default project: crowded %v (%v), want never", crowded, err)
+	}
+}
