@@ -699,10 +699,10 @@
       const why = {project_quota: "the project used its minutes on the shared engines today", no_quota: 'every engine spent its quota',
         rate_limit: 'every engine is rate limited', no_engine: 'no engine can serve'}[pick(w, 'reason')] || pick(w, 'reason');
       rows.push(['Waiting', h('span', {id: 'task-waiting', class: 'wrap'}, `${pick(w, 'step')}: ${pick(w, 'reason')} (${why}) until `,
-        timeCell(pick(w, 'until')))]);
+        timeCell(pick(w, 'until'))), 'wrap']);
     }
     const err = pick(t, 'error');
-    fill(dl, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
+    fill(dl, rows.map(([k, v, cls]) => [h('dt', {}, k), h('dd', cls ? {class: cls} : {}, v)]),
       h('dt', {}, 'Error'), h('dd', {class: err ? 'wrap bad' : 'muted', id: 'task-error'}, err ? copyable(err) : '—'));
   }
   // stepsOf returns [{step, status, parts: [{part, attempts: [...]}]}] from
