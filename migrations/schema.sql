@@ -306,7 +306,7 @@ DECLARE
     v_id      bigint;
     r         record;
 BEGIN
-    v_project := coalesce((SELECT t.project FROM tasks t WHERE t.id = p_task), '');
+    v_project := window_scope(p_task);
     PERFORM pg_advisory_xact_lock(hashtextextended('window/' ||
         CASE WHEN v_project = '' THEN 'task/' || p_task::text ELSE 'project/' || v_project END || '/' || p_step, 0));
     FOR r IN
@@ -353,7 +353,7 @@ DECLARE
     v_flight  integer;
     v_id      bigint;
 BEGIN
-    v_project := coalesce((SELECT t.project FROM tasks t WHERE t.id = p_task), '');
+    v_project := window_scope(p_task);
     PERFORM pg_advisory_xact_lock(hashtextextended('window/' ||
         CASE WHEN v_project = '' THEN 'task/' || p_task::text ELSE 'project/' || v_project END || '/' || p_step, 0));
     SELECT * INTO v_held FROM held_parts WHERE task_id = p_task AND step = p_step AND part = p_part;
@@ -510,6 +510,18 @@ CREATE FUNCTION public.task_stopped(p_task uuid) RETURNS text
 $$;
 
 
+--
+-- Name: window_scope(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.window_scope(p_task uuid) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT coalesce((SELECT CASE WHEN t.project = '' OR p.fair_scope = 'task' THEN '' ELSE t.project END
+                       FROM tasks t LEFT JOIN projects p ON p.id = t.project WHERE t.id = p_task), '')
+$$;
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -562,6 +574,26 @@ CREATE TABLE public.agent_queues (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT agent_queues_queue_size_check CHECK ((queue_size >= 0))
+);
+
+
+--
+-- Name: api_tokens; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_tokens (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    project text NOT NULL,
+    name text NOT NULL,
+    role text NOT NULL,
+    digest bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text DEFAULT ''::text NOT NULL,
+    expires_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    revoked_by text DEFAULT ''::text NOT NULL,
+    CONSTRAINT api_tokens_name_check CHECK ((name ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
+    CONSTRAINT api_tokens_role_check CHECK ((role = ANY (ARRAY['admin'::text, 'operator'::text, 'read'::text])))
 );
 
 
@@ -886,6 +918,49 @@ CREATE TABLE public.output_versions (
 
 
 --
+-- Name: project_charges; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.project_charges (
+    task_id uuid NOT NULL,
+    project text NOT NULL,
+    day date NOT NULL,
+    seconds double precision NOT NULL,
+    charged_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: project_usage; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.project_usage (
+    project text NOT NULL,
+    day date NOT NULL,
+    shared_seconds double precision DEFAULT 0 NOT NULL
+);
+
+
+--
+-- Name: projects; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.projects (
+    id text NOT NULL,
+    name text DEFAULT ''::text NOT NULL,
+    shared_engines boolean DEFAULT true NOT NULL,
+    daily_shared_minutes integer,
+    fair_scope text DEFAULT 'project'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text DEFAULT ''::text NOT NULL,
+    CONSTRAINT projects_daily_shared_minutes_check CHECK (((daily_shared_minutes IS NULL) OR (daily_shared_minutes >= 0))),
+    CONSTRAINT projects_fair_scope_check CHECK ((fair_scope = ANY (ARRAY['project'::text, 'task'::text]))),
+    CONSTRAINT projects_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9_-]{0,62}$'::text)),
+    CONSTRAINT projects_name_check CHECK ((length(name) <= 200))
+);
+
+
+--
 -- Name: queue_pauses; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1100,7 +1175,7 @@ CREATE TABLE public.tasks (
     trace_id text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    project text DEFAULT ''::text NOT NULL,
+    project text DEFAULT 'default'::text NOT NULL,
     parent_task_id uuid,
     targets text[] DEFAULT '{}'::text[] NOT NULL,
     source_file_name text DEFAULT ''::text NOT NULL,
@@ -1423,6 +1498,22 @@ ALTER TABLE ONLY public.agent_queues
 
 
 --
+-- Name: api_tokens api_tokens_digest_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_digest_key UNIQUE (digest);
+
+
+--
+-- Name: api_tokens api_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: console_audit console_audit_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1516,6 +1607,30 @@ ALTER TABLE ONLY public.outbox
 
 ALTER TABLE ONLY public.output_versions
     ADD CONSTRAINT output_versions_pkey PRIMARY KEY (task_id, version);
+
+
+--
+-- Name: project_charges project_charges_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.project_charges
+    ADD CONSTRAINT project_charges_pkey PRIMARY KEY (task_id);
+
+
+--
+-- Name: project_usage project_usage_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.project_usage
+    ADD CONSTRAINT project_usage_pkey PRIMARY KEY (project, day);
+
+
+--
+-- Name: projects projects_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.projects
+    ADD CONSTRAINT projects_pkey PRIMARY KEY (id);
 
 
 --
@@ -1697,6 +1812,13 @@ CREATE UNIQUE INDEX agent_queue_items_queued_order ON public.agent_queue_items U
 
 
 --
+-- Name: api_tokens_live_name; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX api_tokens_live_name ON public.api_tokens USING btree (project, name) WHERE (revoked_at IS NULL);
+
+
+--
 -- Name: console_audit_at; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1865,6 +1987,13 @@ CREATE INDEX tasks_in_review ON public.tasks USING btree (updated_at) WHERE (sta
 
 
 --
+-- Name: tasks_project_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tasks_project_created ON public.tasks USING btree (project, created_at DESC, id DESC);
+
+
+--
 -- Name: tasks_project_live; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1986,6 +2115,14 @@ ALTER TABLE ONLY public.agent_queue_items
 
 
 --
+-- Name: api_tokens api_tokens_project_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_tokens
+    ADD CONSTRAINT api_tokens_project_fkey FOREIGN KEY (project) REFERENCES public.projects(id) ON DELETE CASCADE;
+
+
+--
 -- Name: engine_reservations engine_reservations_step_name_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1999,6 +2136,14 @@ ALTER TABLE ONLY public.engine_reservations
 
 ALTER TABLE ONLY public.output_versions
     ADD CONSTRAINT output_versions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
+
+
+--
+-- Name: project_usage project_usage_project_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.project_usage
+    ADD CONSTRAINT project_usage_project_fkey FOREIGN KEY (project) REFERENCES public.projects(id) ON DELETE CASCADE;
 
 
 --

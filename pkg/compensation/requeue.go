@@ -42,6 +42,9 @@ type Options struct {
 	// lost tts message on its own, and only when the message is really
 	// gone, not waiting in task.tts behind a backlog.
 	Running bool
+	// Project, when not "", keeps to that project's tasks (a project's
+	// token's pass).
+	Project string
 	// MinIdle spares running tasks that made progress more recently (with
 	// Running).
 	MinIdle time.Duration
@@ -62,6 +65,7 @@ var candidatesSQL = `SELECT t.id, t.status, t.trace_id, t.speaker_id, ` + task.M
    AND NOT step_succeeded(t.id, 'tts')
    AND NOT ` + attempt.HeldSQL("t.id", "'tts'") + `
    AND step_succeeded(t.id, 'translate')
+   AND ($4 = '' OR t.project = $4)
  ORDER BY t.updated_at, t.id
  LIMIT $1
  FOR UPDATE OF t SKIP LOCKED`
@@ -112,7 +116,7 @@ type candidate struct {
 
 // findCandidates locks up to opts.Limit tasks to re-drive (candidatesSQL).
 func findCandidates(ctx context.Context, tx pgx.Tx, opts Options) ([]candidate, error) {
-	rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle, opts.Running)
+	rows, err := tx.Query(ctx, candidatesSQL, opts.Limit, opts.MinIdle, opts.Running, opts.Project)
 	if err != nil {
 		return nil, fmt.Errorf("find tasks missing tts audio: %w", err)
 	}

@@ -24,12 +24,16 @@ type Match struct {
 	Since, Until time.Time
 	// Pending keeps only those not replayed yet.
 	Pending bool
+	// Project, when not "", keeps the dead letters of that project's
+	// tasks (a project's token's bulk action).
+	Project string
 }
 
-// where is m as a condition on dead_letters ($1..$5, args gives them).
+// where is m as a condition on dead_letters ($1..$6, args gives them).
 const where = `($1 = '' OR step = $1) AND ($2 = '' OR error_class = $2)
 	AND ($3::timestamptz IS NULL OR failed_at >= $3) AND ($4::timestamptz IS NULL OR failed_at < $4)
-	AND (NOT $5 OR replayed_at IS NULL)`
+	AND (NOT $5 OR replayed_at IS NULL)
+	AND ($6 = '' OR task_id IN (SELECT t.id FROM tasks t WHERE t.project = $6))`
 
 func (m Match) args() []any {
 	var since, until *time.Time
@@ -39,7 +43,7 @@ func (m Match) args() []any {
 	if !m.Until.IsZero() {
 		until = &m.Until
 	}
-	return []any{m.Step, m.ErrorClass, since, until, m.Pending}
+	return []any{m.Step, m.ErrorClass, since, until, m.Pending, m.Project}
 }
 
 // Count returns how many dead letters m matches, and how many of those a

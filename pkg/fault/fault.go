@@ -115,6 +115,10 @@ const (
 	WaitNoQuota   = "no_quota"   // every engine of the pool spent its daily quota
 	WaitRateLimit = "rate_limit" // every engine is rate limited or cooling down
 	WaitNoEngine  = "no_engine"  // no engine can serve: breakers open, none configured
+	// WaitProjectQuota: the task's project used its daily minutes on the
+	// shared engines (pkg/tenant); the step waits for the next day, and
+	// such waits are not bounded (the step is parked, never failed).
+	WaitProjectQuota = "project_quota"
 )
 
 // waitError says that no engine can serve the step before a time.

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// projectID is what a project's id may be (pkg/tenant's).
+var projectID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Member is one engine of a pool, as configured.
 type Member struct {
@@ -27,6 +31,11 @@ type Member struct {
 	// pool file need not hold secrets (resolved by Parse's lookup).
 	APIKeyEnv string `json:"api_key_env"`
 	Model     string `json:"model"`
+	// Project, when set, makes the engine a project's own (seed 003's
+	// per-user services): only that project's tasks use it, and they use
+	// it before the shared engines (those without a project), which they
+	// fall back to only when the project allows it (ForProject).
+	Project string `json:"project"`
 	Limits
 	// TimeoutSeconds bounds one request to the engine (0: the step's
 	// default, speech.DefaultHTTPTimeout): a hanging engine holds a call no
@@ -130,6 +139,9 @@ func (m *Member) validate(kinds []string, seen map[string]bool) error {
 	}
 	if !known {
 		errs = append(errs, fmt.Errorf("engine %q: kind %q: want one of %v", m.Name, m.Kind, kinds))
+	}
+	if m.Project != "" && !projectID.MatchString(m.Project) {
+		errs = append(errs, fmt.Errorf("engine %q: project %q: want a project's id (a-z 0-9 _ -)", m.Name, m.Project))
 	}
 	if m.Weight == 0 {
 		m.Weight = 1

@@ -39,8 +39,36 @@ var errRace = errors.New("engine taken meanwhile")
 // fault.Wait with the reason and the time the pool can serve again. A call
 // whose context ended (its step stopped: the task was cancelled or failed,
 // the step timed out, the worker stops) reserves nothing more.
+//
+// The engines a call may use are its task's project's (ForProject) first,
+// then, when the project allows it, the shared ones; a call without a
+// project uses the shared ones only.
 func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Context, engine string) error) error {
+	project, shared := scopeOf(ctx)
+	own, common := p.split(project)
+	if len(own) == 0 {
+		if !shared {
+			return fault.Wait(fmt.Errorf("%s pool: project %s has no engine of its own and may not use the shared ones",
+				p.Sched.Step, project), fault.WaitNoEngine, p.Sched.now().Add(time.Minute))
+		}
+		return p.among(ctx, units, common, call)
+	}
+	err := p.among(ctx, units, own, call)
+	if _, _, waiting := fault.WaitOf(err); waiting && shared && len(common) > 0 {
+		return p.among(ctx, units, common, call) // the project's own engines cannot serve now
+	}
+	return err
+}
+
+// among is Do over the engines in set only.
+func (p *Pool) among(ctx context.Context, units int64, set map[string]bool, call func(ctx context.Context, engine string) error) error {
 	tried := map[string]bool{}
+	for _, m := range p.Sched.Cfg.Engines {
+		if !set[m.Name] {
+			tried[m.Name] = true // not this call's
+		}
+	}
+	everyone := p.untried(tried)
 	var last error
 	var waited time.Duration
 	for {
@@ -49,7 +77,7 @@ func (p *Pool) Do(ctx context.Context, units int64, call func(ctx context.Contex
 		}
 		cands := p.untried(tried)
 		if len(cands) == 0 {
-			return p.wait(ctx, p.names(), units, last, true)
+			return p.wait(ctx, everyone, units, last, true)
 		}
 		res, ok, err := p.take(cands, units)
 		if err != nil {
@@ -188,8 +216,45 @@ func (p *Pool) localWait() time.Duration {
 	return DefaultLocalWait
 }
 
-// names are the pool's engines; untried those not in tried.
-func (p *Pool) names() []string { return p.untried(nil) }
+// split returns the engines of project (none for "") and the shared ones.
+func (p *Pool) split(project string) (own, common map[string]bool) {
+	own, common = map[string]bool{}, map[string]bool{}
+	for _, m := range p.Sched.Cfg.Engines {
+		switch m.Project {
+		case "":
+			common[m.Name] = true
+		case project:
+			if project != "" {
+				own[m.Name] = true
+			}
+		}
+	}
+	return own, common
+}
+
+// scopeKey keys a call's project in its context.
+type scopeKey struct{}
+
+type scope struct {
+	project string
+	shared  bool
+}
+
+// ForProject returns ctx for the calls of a task of project: they use the
+// project's own engines first, and the shared ones only when shared.
+func ForProject(ctx context.Context, project string, shared bool) context.Context {
+	return context.WithValue(ctx, scopeKey{}, scope{project: project, shared: shared})
+}
+
+// scopeOf is ctx's project and whether it may use the shared engines (a
+// context without one: no project, shared engines).
+func scopeOf(ctx context.Context) (string, bool) {
+	s, ok := ctx.Value(scopeKey{}).(scope)
+	if !ok {
+		return "", true
+	}
+	return s.project, s.shared
+}
 
 func (p *Pool) untried(tried map[string]bool) []string {
 	var out []string

@@ -18,8 +18,9 @@ const DefaultMaxWaits = 10
 // leaves the wait unbounded this once (the next wait counts again).
 func (r *Runner) countWaits(ctx context.Context, dl *delivery) {
 	f := &dl.facts
-	if _, _, ok := fault.WaitOf(f.Err); !ok || f.Lost != leaseHeld || f.Interrupted {
-		return
+	reason, _, ok := fault.WaitOf(f.Err)
+	if !ok || f.Lost != leaseHeld || f.Interrupted || reason == fault.WaitProjectQuota {
+		return // a project's daily quota is waited out, however long: parked, never failed
 	}
 	bound := r.cfg.MaxWaits()
 	if bound <= 0 {

@@ -20,6 +20,8 @@ type TaskChange struct {
 	Status    string    `json:"status"`
 	Error     string    `json:"error"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Project is the task's project: a project's stream carries its own.
+	Project string `json:"project"`
 }
 
 // TaskChanges reads the unfinished tasks, those waiting in review among
@@ -31,11 +33,11 @@ func TaskChanges(ctx context.Context, db Querier, only uuid.UUID, since time.Tim
 	if only != uuid.Nil {
 		one = &only
 	}
-	rows, err := db.Query(ctx, `(SELECT id, status, error, updated_at FROM tasks
+	rows, err := db.Query(ctx, `(SELECT id, status, error, updated_at, project FROM tasks
 		  WHERE status IN ('queued', 'running', 'compensating', 'review') AND ($3::uuid IS NULL OR id = $3)
 		  ORDER BY updated_at DESC LIMIT $1)
 		UNION ALL
-		(SELECT id, status, error, updated_at FROM tasks
+		(SELECT id, status, error, updated_at, project FROM tasks
 		  WHERE status IN ('done', 'failed', 'cancelled') AND updated_at > $2
 		  AND ($3::uuid IS NULL OR id = $3))`, limit, since, one)
 	if err != nil {
@@ -43,7 +45,7 @@ func TaskChanges(ctx context.Context, db Querier, only uuid.UUID, since time.Tim
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TaskChange, error) {
 		var t TaskChange
-		return t, r.Scan(&t.TaskID, &t.Status, &t.Error, &t.UpdatedAt)
+		return t, r.Scan(&t.TaskID, &t.Status, &t.Error, &t.UpdatedAt, &t.Project)
 	})
 }
 

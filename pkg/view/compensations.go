@@ -23,10 +23,17 @@ type Compensation struct {
 // the segments that still lack audio and the last synthesis error (the
 // task's error without one).
 func Compensations(ctx context.Context, db Querier, limit int) ([]Compensation, error) {
+	return CompensationsOf(ctx, db, limit, "")
+}
+
+// CompensationsOf is Compensations of project's tasks ("": of every
+// project).
+func CompensationsOf(ctx context.Context, db Querier, limit int, project string) ([]Compensation, error) {
 	rows, err := db.Query(ctx, `SELECT t.id, t.status, t.updated_at, `+task.MissingAudioSQL+`,
 		coalesce((SELECT s.tts_error FROM segments s WHERE s.task_id = t.id AND s.tts_error <> ''
 		          ORDER BY s.tts_failed_at DESC NULLS LAST LIMIT 1), t.error)
-		FROM tasks t WHERE t.status = 'compensating' ORDER BY t.updated_at, t.id LIMIT $1`, limit)
+		FROM tasks t WHERE t.status = 'compensating' AND ($2 = '' OR t.project = $2)
+		ORDER BY t.updated_at, t.id LIMIT $1`, limit, project)
 	if err != nil {
 		return nil, fmt.Errorf("list compensations: %w", err)
 	}

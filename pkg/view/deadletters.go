@@ -53,6 +53,9 @@ type DeadLetterFilter struct {
 	Pending bool
 	// Limit bounds the result (0: 100).
 	Limit int
+	// Project, when not "", keeps the dead letters of that project's
+	// tasks (a project's token's list).
+	Project string
 }
 
 const deadLetterColumns = `id, message_id, task_id, step, part, attempt, error_class, failure_reason, routing_key, source,
@@ -77,7 +80,8 @@ func DeadLetters(ctx context.Context, q store.Querier, f DeadLetterFilter) ([]De
 	rows, err := q.Query(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters
 		WHERE ($1 = '' OR step = $1) AND ($2::timestamptz IS NULL OR failed_at >= $2)
 		  AND (NOT $3 OR replayed_at IS NULL)
-		ORDER BY failed_at DESC, id DESC LIMIT $4`, f.Step, since, f.Pending, f.Limit)
+		  AND ($5 = '' OR task_id IN (SELECT t.id FROM tasks t WHERE t.project = $5))
+		ORDER BY failed_at DESC, id DESC LIMIT $4`, f.Step, since, f.Pending, f.Limit, f.Project)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}

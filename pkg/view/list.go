@@ -40,6 +40,8 @@ type Filter struct {
 	Language string
 	// Since and Until keep tasks created in [Since, Until) (nil: open).
 	Since, Until *time.Time
+	// Project keeps the tasks of this project ("" for every project).
+	Project string
 	// Error keeps tasks whose error, or an error of one of their step
 	// attempts, contains it, without regard to case.
 	Error string
@@ -101,17 +103,18 @@ func List(ctx context.Context, q interface {
 	return page, nil
 }
 
-// searchSQL is the search part of List's condition ($6..$10: searchArgs).
+// searchSQL is the search part of List's condition ($6..$12: searchArgs).
 // A search by Q also finds child tasks.
 var searchSQL = `
 		  AND ($6 = '' OR id::text LIKE $6 || '%' OR source_video_key ILIKE '%' || $11 || '%'
 		       OR source_file_name ILIKE '%' || $11 || '%')
 		  AND ($7 = '' OR source_language = $7 OR target_language = $7 OR $7 = ANY (targets))
 		  AND ($8::timestamptz IS NULL OR created_at >= $8) AND ($9::timestamptz IS NULL OR created_at < $9)
-		  AND ($10 = '' OR error ILIKE '%' || $10 || '%' OR ` + attempt.ErrorLikeSQL("tasks.id", `'%' || $10 || '%'`) + `)`
+		  AND ($10 = '' OR error ILIKE '%' || $10 || '%' OR ` + attempt.ErrorLikeSQL("tasks.id", `'%' || $10 || '%'`) + `)
+		  AND ($12 = '' OR project = $12)`
 
 func (f Filter) searchArgs() []any {
-	return []any{likeEscape(strings.ToLower(f.Q)), f.Language, f.Since, f.Until, likeEscape(f.Error), likeEscape(f.Q)}
+	return []any{likeEscape(strings.ToLower(f.Q)), f.Language, f.Since, f.Until, likeEscape(f.Error), likeEscape(f.Q), f.Project}
 }
 
 // likeEscape makes s match itself in a LIKE pattern.

@@ -62,6 +62,8 @@ type Summary struct {
 	Review      []string   `json:"review"`
 	ReviewStage string     `json:"reviewStage"`
 	ReviewSince *time.Time `json:"reviewSince"`
+	// Project is the project the task belongs to (pkg/tenant).
+	Project string `json:"project"`
 }
 
 // IsParent reports whether the task dubs into several languages through
@@ -271,13 +273,13 @@ func (t *Task) CurrentStep() string {
 // summaryColumns are the tasks columns scanSummary reads.
 const summaryColumns = `id, status, source_language, target_language, speaker_id, error, created_at, updated_at,
 	parent_task_id, targets, source_file_name, review,
-	CASE WHEN status = 'review' THEN review_stage ELSE '' END, CASE WHEN status = 'review' THEN review_since END`
+	CASE WHEN status = 'review' THEN review_stage ELSE '' END, CASE WHEN status = 'review' THEN review_since END, project`
 
 func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 	var t Summary
 	err := row.Scan(append([]any{&t.TaskID, &t.Status, &t.SourceLanguage, &t.TargetLanguage, &t.SpeakerID, &t.Error,
 		&t.CreatedAt, &t.UpdatedAt, &t.ParentTaskID, &t.TargetLanguages, &t.FileName, &t.Review, &t.ReviewStage,
-		&t.ReviewSince}, extra...)...)
+		&t.ReviewSince, &t.Project}, extra...)...)
 	if t.TargetLanguages == nil {
 		t.TargetLanguages = []string{}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
@@ -82,6 +83,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
+	// The task's project's own engines first, the shared ones when it may.
+	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
+	if err != nil {
+		return err
+	}
 	if err := wire.CheckKey(p.AudioKey, wire.KindAudio, env.TaskID); err != nil {
 		return fault.Permanent(fmt.Errorf("audio_key: %w", err))
 	}
@@ -89,7 +95,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
 	var t taskInfo
-	err := h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets, review
+	err = h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets, review
 		FROM tasks WHERE id = $1`,
 		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets, &t.review)
 	switch {
@@ -120,14 +126,20 @@ func (h *handler) whole(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if err := h.checkLength(p.AudioKey, wav); err != nil {
 		return err
 	}
+	if err := h.chargeShared(ctx, msg.Envelope.TaskID, p.AudioKey, wav); err != nil {
+		return err
+	}
 	whole, err := h.asr.Whole(wav)
 	if err != nil {
 		return fault.Permanent(fmt.Errorf("audio %s: %w", p.AudioKey, err))
 	}
+	// The whole audio's message leaves its project's window (extract_audio
+	// emits it windowed): the project's next held asr message goes in.
+	msg.ReleaseWindow()
 	if !whole {
 		return h.fanOut(ctx, msg, p, wav)
 	}
-	segs, err := h.transcribe(ctx, wav, p.Language)
+	segs, err := h.transcribe(h.turn(ctx, msg), wav, p.Language)
 	if err != nil {
 		return fmt.Errorf("transcribe %s: %w", p.AudioKey, err)
 	}
@@ -377,6 +389,39 @@ func (h *handler) checkLength(key, wav string) error {
 	}
 	limit := time.Duration(h.maxSeconds) * time.Second
 	return worker.Limit(media.CheckLength("audio "+key, d, limit), media.ErrTooLong, "MAX_VIDEO_SECONDS", h.maxSeconds)
+}
+
+// crowdNice is how much nicer a crowded project's transcriptions run
+// (speech.Yielding): at 5 one gets about a third of the CPU of another
+// project's while both want it, and all of it alone.
+const crowdNice = 5
+
+// turn is ctx for transcribing the task's whole audio: yielding the CPU
+// when the task's project has more tasks queued or running than the
+// machine has cores (tenant.Crowded), so that another project's task,
+// taking its turn in the queue beside them, is not slowed as much by them
+// on the same cores. A failed count leaves ctx as it is.
+func (h *handler) turn(ctx context.Context, msg *step.Message) context.Context {
+	crowded, err := tenant.Crowded(ctx, h.db, msg.Envelope.TaskID, cores.Usable())
+	if err != nil {
+		msg.Log.Warn().Err(err).Msg("count the project's tasks")
+	}
+	if !crowded {
+		return ctx
+	}
+	return speech.Yielding(ctx, crowdNice)
+}
+
+// chargeShared charges the audio's minutes, once per task, to its
+// project's daily use of the shared engines (tenant.ChargeShared): past the
+// project's limit the step waits with reason project_quota until the next
+// day, parked, never failed.
+func (h *handler) chargeShared(ctx context.Context, id uuid.UUID, key, wav string) error {
+	d, err := media.WAVFileDuration(wav)
+	if err != nil {
+		return fault.Permanent(fmt.Errorf("audio %s: %w", key, err))
+	}
+	return tenant.ChargeShared(ctx, h.db, id, d.Seconds(), time.Now())
 }
 
 // merge writes asr.json from the chunks' transcripts once every chunk has

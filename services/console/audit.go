@@ -50,6 +50,10 @@ func noteOf(r *http.Request) *auditNote {
 // given, "" when it is unknown).
 func noteActor(r *http.Request, name, role string) { n := noteOf(r); n.actor, n.role = name, role }
 
+// noteAuditTarget names the entry's target when the path has none (a
+// project created).
+func noteAuditTarget(r *http.Request, target string) { noteOf(r).target = target }
+
 // noteAudit adds key to the entry's detail (a filter, a count).
 func noteAudit(r *http.Request, key string, v any) {
 	n := noteOf(r)
@@ -63,7 +67,7 @@ func noteAudit(r *http.Request, key string, v any) {
 // filters by them (openapi.json lists them as the action parameter's enum,
 // and a test keeps the two equal).
 var auditActions = []string{"login", "logout", "submit", "cancel", "retry", "redub", "review", "approve", "replay", "purge", "requeue",
-	"pause", "resume", "config", actionRefused}
+	"pause", "resume", "config", "project", "token", "revoke", actionRefused}
 
 // audited records every call of h as action in console_audit, with the
 // caller's token name, the route's {id} or {step} as target (else the

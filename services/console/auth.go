@@ -12,12 +12,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/dubflow/dubflow/pkg/tenant"
+	"github.com/google/uuid"
 )
 
-// Roles a token or session grants.
+// Roles a token or session grants. The configuration's tokens are admin
+// or read across every project; a project's token (pkg/tenant) is admin,
+// operator or read within its project (principal.project).
 const (
-	roleAdmin = "admin"
-	roleRead  = "read"
+	roleAdmin    = "admin"
+	roleRead     = "read"
+	roleOperator = tenant.RoleOperator
+	// roleProject marks a session made from a project's token: the
+	// session names the token's id, and its row (read at every request)
+	// gives the project and role, so that a revoked token's sessions end too.
+	roleProject = "project"
 )
 
 // Names of the session and CSRF cookies and of the CSRF header.
@@ -34,9 +45,11 @@ const (
 // reads (server.guard).
 type auth struct {
 	tokens []namedToken
-	key    []byte
-	ttl    time.Duration
-	now    func() time.Time
+	// store holds the projects' tokens (nil: only the configuration's).
+	store store.Querier
+	key   []byte
+	ttl   time.Duration
+	now   func() time.Time
 }
 
 func newAuth(cfg *Config) *auth {
@@ -79,7 +92,7 @@ func (a *auth) verifySession(v string) (principal, bool) {
 	if len(f) == 3 {
 		f = append(f, f[0])
 	}
-	if len(f) != 4 || (f[0] != roleAdmin && f[0] != roleRead) {
+	if len(f) != 4 || (f[0] != roleAdmin && f[0] != roleRead && f[0] != roleProject) {
 		return principal{}, false
 	}
 	sec, err := strconv.ParseInt(f[1], 10, 64)
@@ -99,6 +112,32 @@ type principal struct {
 	name    string // the token's name (DUBFLOW_API_TOKENS; "admin" or "read" for the single tokens)
 	session string // the cookie value when authenticated by cookie
 	expires time.Time
+	// project is the project of a project's token; "" for the
+	// configuration's tokens, which act across every project.
+	project string
+	// tokenID is a project's token's id (uuid.Nil for the configuration's).
+	tokenID uuid.UUID
+}
+
+// global reports whether p acts across every project.
+func (p principal) global() bool { return p.project == "" }
+
+// canAct reports whether p may call the routes that change things (access
+// admin): an admin across every project, a project's admin or operator.
+func (p principal) canAct() bool {
+	if p.global() {
+		return p.role == roleAdmin
+	}
+	return p.role == roleAdmin || p.role == roleOperator
+}
+
+// canManage reports whether p may manage a project's tokens: an admin
+// across every project, or the project's own admin (access manager).
+func (p principal) canManage() bool { return p.role == roleAdmin }
+
+// projectPrincipal is who a project's token acts as: named project/name.
+func projectPrincipal(t tenant.Token) principal {
+	return principal{role: t.Role, name: t.Project + "/" + t.Name, project: t.Project, tokenID: t.ID}
 }
 
 // authenticate finds the request's principal: a bearer token first, then
@@ -111,9 +150,13 @@ type principal struct {
 func (a *auth) authenticate(r *http.Request) (principal, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
-		name, role := a.lookup(strings.TrimSpace(tok))
-		if !strings.EqualFold(scheme, "Bearer") || role == "" {
+		tok = strings.TrimSpace(tok)
+		name, role := a.lookup(tok)
+		if !strings.EqualFold(scheme, "Bearer") {
 			return principal{}, unauthorized("invalid bearer token")
+		}
+		if role == "" {
+			return a.projectToken(r.Context(), tok)
 		}
 		return principal{role: role, name: name}, nil
 	}
@@ -124,6 +167,12 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 	p, ok := a.verifySession(c.Value)
 	if !ok {
 		return principal{}, unauthorized("session expired or invalid; log in again")
+	}
+	if p.role == roleProject {
+		var err error
+		if p, err = a.projectSession(r.Context(), p); err != nil {
+			return principal{}, err
+		}
 	}
 	if !safeMethod(r.Method) {
 		got := r.Header.Get(csrfHeader)
@@ -136,14 +185,64 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 	return p, nil
 }
 
+// projectToken finds the live project's token whose secret is tok.
+func (a *auth) projectToken(ctx context.Context, tok string) (principal, error) {
+	if a.store == nil || tok == "" {
+		return principal{}, unauthorized("invalid bearer token")
+	}
+	t, ok, err := tenant.Lookup(ctx, a.store, tok)
+	if err != nil {
+		return principal{}, unavailableBecause("the token cannot be checked now; try again", err)
+	}
+	if !ok {
+		return principal{}, unauthorized("invalid bearer token")
+	}
+	return projectPrincipal(t), nil
+}
+
+// projectSession reads the token a project's session was made from: a
+// token revoked or expired since ends its sessions at their next request.
+func (a *auth) projectSession(ctx context.Context, p principal) (principal, error) {
+	id, err := uuid.Parse(p.name)
+	if err != nil || a.store == nil {
+		return principal{}, unauthorized("session expired or invalid; log in again")
+	}
+	t, ok, err := tenant.LookupID(ctx, a.store, id)
+	if err != nil {
+		return principal{}, unavailableBecause("the session cannot be checked now; try again", err)
+	}
+	if !ok {
+		return principal{}, unauthorized("session ended (its token was revoked or expired); log in again")
+	}
+	out := projectPrincipal(t)
+	out.session, out.expires = p.session, p.expires
+	return out, nil
+}
+
+// loginAs finds who token is for a login: the configuration's tokens, then
+// the projects'. It answers the session's role and name to sign (a
+// project's session names its token's id) and the principal.
+func (a *auth) loginAs(ctx context.Context, token string) (role, name string, p principal, err error) {
+	if name, role := a.lookup(token); role != "" {
+		return role, name, principal{role: role, name: name}, nil
+	}
+	if p, err = a.projectToken(ctx, token); err != nil {
+		return "", "", p, err
+	}
+	return roleProject, p.tokenID.String(), p, nil
+}
+
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
 // sessionView is what login and GET /api/session answer.
 type sessionView struct {
-	Role      string    `json:"role"`
-	Name      string    `json:"name,omitempty"`
+	Role string `json:"role"`
+	Name string `json:"name,omitempty"`
+	// Project is a project's token's project; "" for an admin or reader
+	// across every project.
+	Project   string    `json:"project"`
 	CSRFToken string    `json:"csrfToken,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
@@ -169,10 +268,13 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	name, role := s.auth.lookup(body.Token)
-	noteActor(r, name, role)
-	if role == "" {
-		s.fail(w, r, unauthorized("unknown token"))
+	role, name, p, err := s.auth.loginAs(r.Context(), body.Token)
+	noteActor(r, p.name, p.role)
+	if err != nil {
+		if e, ok := err.(*apiError); ok && e.Status == http.StatusUnauthorized {
+			err = unauthorized("unknown token")
+		}
+		s.fail(w, r, err)
 		return
 	}
 	value, exp := s.auth.newSession(name, role)
@@ -182,7 +284,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	csrf := s.auth.csrfToken(value)
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: csrf, Path: "/", Expires: exp,
 		Secure: secure, SameSite: http.SameSiteStrictMode})
-	writeJSON(w, http.StatusOK, sessionView{Role: role, Name: name, CSRFToken: csrf, ExpiresAt: exp.UTC()})
+	writeJSON(w, http.StatusOK, sessionView{Role: p.role, Name: p.name, Project: p.project, CSRFToken: csrf, ExpiresAt: exp.UTC()})
 }
 
 // logout ends the request's session: its cookie value is revoked
@@ -210,7 +312,7 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 // session tells the page who it is and its CSRF token after a reload.
 func (s *server) session(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
-	v := sessionView{Role: p.role, Name: p.name}
+	v := sessionView{Role: p.role, Name: p.name, Project: p.project}
 	if p.session != "" {
 		v.CSRFToken, v.ExpiresAt = s.auth.csrfToken(p.session), p.expires.UTC()
 	}

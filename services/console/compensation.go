@@ -20,7 +20,7 @@ func (s *server) listCompensations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := view.Compensations(r.Context(), s.pool, limit)
+	out, err := view.CompensationsOf(r.Context(), s.pool, limit, projectOf(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -50,7 +50,7 @@ func (s *server) requeueCompensations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest(fmt.Sprintf("limit %d: want 1..1000", body.Limit)))
 		return
 	}
-	tasks, err := compensation.Requeue(r.Context(), s.pool, s.pub, compensation.Options{Limit: body.Limit})
+	tasks, err := compensation.Requeue(r.Context(), s.pool, s.pub, compensation.Options{Limit: body.Limit, Project: projectOf(r)})
 	if err != nil && tasks == nil {
 		s.fail(w, r, err)
 		return

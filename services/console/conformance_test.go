@@ -199,6 +199,8 @@ func fillPath(path string, fx sweepFixture, override map[string]string) string {
 		values["id"] = fx.project.String()
 	case strings.HasPrefix(path, "/api/waiting/entries/"):
 		values["id"] = fx.entry.String()
+	case strings.HasPrefix(path, "/api/projects/"), strings.HasPrefix(path, "/api/tokens/"):
+		values["id"] = fx.project.String() // no project or token has it
 	}
 	for k, v := range override {
 		values[k] = v

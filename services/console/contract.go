@@ -33,6 +33,11 @@ type opSpec struct {
 	bodyRequired bool
 	// errors are the documented error answers: status → codes.
 	errors map[int][]string
+	// scope is the operation's x-scope: scopeProject (a project's token
+	// may call it, on its project's resources only) or scopeSystem (admins
+	// across every project only: 403 to a project's token); "" is
+	// scopeSystem.
+	scope string
 }
 
 // paramSpec is one parameter's schema, as far as the checks read it.
@@ -88,6 +93,7 @@ type rawOperation struct {
 		Content  map[string]json.RawMessage `json:"content"`
 	} `json:"requestBody"`
 	Responses map[string]rawResponse `json:"responses"`
+	Scope     string                 `json:"x-scope"`
 }
 
 // parseContract reads the operations of an OpenAPI document; a parameter
@@ -116,7 +122,10 @@ func parseContract(doc []byte) (contract, error) {
 
 // spec resolves one operation.
 func (d *openapiDocument) spec(op rawOperation) (*opSpec, error) {
-	s := &opSpec{params: map[string]paramSpec{}, errors: map[int][]string{}}
+	s := &opSpec{params: map[string]paramSpec{}, errors: map[int][]string{}, scope: op.Scope}
+	if s.scope != "" && s.scope != scopeProject && s.scope != scopeSystem {
+		return nil, fmt.Errorf("x-scope %q: want %s or %s", op.Scope, scopeProject, scopeSystem)
+	}
 	for _, rp := range op.Parameters {
 		p, err := d.param(rp)
 		if err != nil {

@@ -18,7 +18,7 @@ type deadLetterView = view.DeadLetter
 // listDeadLetters answers view.DeadLetters: ?step=&pending=true&since=2h&limit=100.
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := view.DeadLetterFilter{Step: q.Get("step"), Pending: q.Get("pending") == "true"}
+	f := view.DeadLetterFilter{Step: q.Get("step"), Pending: q.Get("pending") == "true", Project: projectOf(r)}
 	if f.Step != "" && wire.RoutingKey(f.Step) == "" {
 		s.fail(w, r, badRequest(fmt.Sprintf("step %q: want one of %v", f.Step, wire.Pipeline)))
 		return

@@ -24,6 +24,7 @@ func readBulk(r *http.Request) (bulkRequest, dlq.Match, error) {
 		return b, dlq.Match{}, err
 	}
 	m, err := b.Match(time.Now())
+	m.Project = projectOf(r) // a project's token acts on its project's dead letters only
 	if errors.Is(err, dlq.ErrBadFilter) {
 		err = badRequest(err.Error())
 	}

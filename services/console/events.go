@@ -56,6 +56,8 @@ type event struct {
 	taskID uuid.UUID
 	data   []byte
 	at     int64
+	// project is the task's: a project's subscriber gets its own only.
+	project string
 }
 
 // taskEvent is the data of a task event (the read model's TaskChange).
@@ -65,10 +67,22 @@ type taskEvent = view.TaskChange
 // model's StepAttempt).
 type stepEvent = view.StepAttempt
 
-// subscriber receives the events of one task, or of all (uuid.Nil).
+// subscriber receives the events of one task, or of all (uuid.Nil); of
+// one project's tasks only when project is not "" (a project's token).
 type subscriber struct {
-	task uuid.UUID
-	ch   chan event
+	task    uuid.UUID
+	project string
+	ch      chan event
+}
+
+// wants reports whether ev is for s. A subscriber of one task gets its
+// events whatever they say of the project: the guard let only the task's
+// own project subscribe to it.
+func (s *subscriber) wants(ev event) bool {
+	if s.task != uuid.Nil {
+		return s.task == ev.taskID
+	}
+	return s.project == "" || s.project == ev.project
 }
 
 // hub polls Postgres for task and step changes and fans them out.
@@ -96,8 +110,8 @@ func newHub(pool *pgxpool.Pool, log zerolog.Logger) *hub {
 		tasks: map[uuid.UUID]taskEvent{}, steps: map[int64]string{}}
 }
 
-func (h *hub) subscribe(task uuid.UUID) *subscriber {
-	s := &subscriber{task: task, ch: make(chan event, subscriberBuffer)}
+func (h *hub) subscribe(task uuid.UUID, project string) *subscriber {
+	s := &subscriber{task: task, project: project, ch: make(chan event, subscriberBuffer)}
 	h.mu.Lock()
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
@@ -118,7 +132,7 @@ func (h *hub) publish(ev event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if s.task != uuid.Nil && s.task != ev.taskID {
+		if !s.wants(ev) {
 			continue
 		}
 		select {
@@ -184,7 +198,7 @@ func (h *hub) poll(ctx context.Context) error {
 	for id, st := range steps {
 		next[id] = stepKey(st)
 		if old, ok := h.steps[id]; !ok || old != next[id] {
-			out = append(out, stepEventOf(st))
+			out = append(out, stepEventOf(st, seen[st.TaskID].Project))
 		}
 	}
 	for _, t := range tasks {
@@ -211,17 +225,18 @@ func stepKey(st stepEvent) string {
 
 func taskEventOf(t taskEvent) event {
 	b, _ := json.Marshal(t)
-	return event{kind: "task", taskID: t.TaskID, data: b, at: t.UpdatedAt.UnixMicro()}
+	return event{kind: "task", taskID: t.TaskID, data: b, at: t.UpdatedAt.UnixMicro(), project: t.Project}
 }
 
-// stepEventOf dates an attempt's event by its latest change (start or end).
-func stepEventOf(st stepEvent) event {
+// stepEventOf dates an attempt's event by its latest change (start or
+// end); project is its task's.
+func stepEventOf(st stepEvent, project string) event {
 	b, _ := json.Marshal(st)
 	at := st.StartedAt
 	if st.FinishedAt != nil && st.FinishedAt.After(at) {
 		at = *st.FinishedAt
 	}
-	return event{kind: "step", taskID: st.TaskID, data: b, at: at.UnixMicro()}
+	return event{kind: "step", taskID: st.TaskID, data: b, at: at.UnixMicro(), project: project}
 }
 
 // sortEvents orders events by the time of their change, tasks after the
@@ -260,7 +275,9 @@ func replay(ctx context.Context, db querier, one uuid.UUID, since time.Time) ([]
 	}
 	var out []event
 	ids := make([]uuid.UUID, 0, len(tasks)+1)
+	projects := make(map[uuid.UUID]string, len(tasks))
 	for _, t := range tasks {
+		projects[t.TaskID] = t.Project
 		ids = append(ids, t.TaskID)
 		if t.UpdatedAt.After(since) {
 			out = append(out, taskEventOf(t))
@@ -274,7 +291,7 @@ func replay(ctx context.Context, db querier, one uuid.UUID, since time.Time) ([]
 		return nil, false, err
 	}
 	for _, st := range steps {
-		out = append(out, stepEventOf(st))
+		out = append(out, stepEventOf(st, projects[st.TaskID]))
 	}
 	sortEvents(out)
 	return out, len(out) <= maxReplayEvents, nil
@@ -290,20 +307,20 @@ func (s *server) taskEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// Subscribed before the state is read: a change in between is sent
 	// after it, never lost.
-	sub := s.events.subscribe(id)
+	sub := s.events.subscribe(id, projectOf(r))
 	defer s.events.unsubscribe(sub)
 	t, err := s.loadSummary(r.Context(), s.pool, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	first := taskEventOf(taskEvent{TaskID: id, Status: t.Status, Error: t.Error, UpdatedAt: t.UpdatedAt})
+	first := taskEventOf(taskEvent{TaskID: id, Status: t.Status, Error: t.Error, UpdatedAt: t.UpdatedAt, Project: t.Project})
 	s.stream(w, r, sub, id, &first)
 }
 
 // allEvents streams every task's events.
 func (s *server) allEvents(w http.ResponseWriter, r *http.Request) {
-	sub := s.events.subscribe(uuid.Nil)
+	sub := s.events.subscribe(uuid.Nil, projectOf(r))
 	defer s.events.unsubscribe(sub)
 	s.stream(w, r, sub, uuid.Nil, nil)
 }
@@ -377,7 +394,9 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, sub *subscriber,
 		fmt.Fprintf(w, "id: %d\nevent: reset\ndata: %s\n\n", hwm, b)
 	case len(res.events) > 0:
 		for _, ev := range res.events {
-			send(ev)
+			if sub.wants(ev) {
+				send(ev)
+			}
 		}
 	case first != nil:
 		send(*first)

@@ -37,7 +37,15 @@ var historySeries = []struct{ name, unit string }{
 	{"step_duration_p95", "seconds"}, // of attempts finished in the last 5 minutes (key: step)
 	{"tasks_done", "per_minute"},     // tasks that ended done in the last minute
 	{"tasks_failed", "per_minute"},   // tasks that ended failed in the last minute
+	// The same per project (key: project; a row only for a project with
+	// such tasks that minute): what a project's token reads of the history.
+	{"project_tasks_done", "per_minute"},
+	{"project_tasks_failed", "per_minute"},
 }
+
+// projectSeries are the series a project's token may read: its project's
+// lines only (projectHistory).
+var projectSeries = []string{"project_tasks_done", "project_tasks_failed"}
 
 // stepSeriesSQL computes every series but queue_depth at $1 and inserts it.
 var stepSeriesSQL = `INSERT INTO metric_samples (series, key, at, value)
@@ -47,6 +55,10 @@ SELECT series, key, $1, value FROM (
   SELECT 'tasks_' || st, '', (SELECT count(*) FROM tasks WHERE status = st
           AND updated_at > $1::timestamptz - interval '1 minute' AND updated_at <= $1)::float8
     FROM unnest(ARRAY['done', 'failed']) st
+  UNION ALL
+  SELECT 'project_tasks_' || status, project, count(*)::float8 FROM tasks
+   WHERE status IN ('done', 'failed') AND updated_at > $1::timestamptz - interval '1 minute' AND updated_at <= $1
+   GROUP BY status, project
 ) v ON CONFLICT DO NOTHING`
 
 // sampler writes the metric history. Every replica runs one; each sample
@@ -173,6 +185,31 @@ type historyQuery struct {
 	series       []string
 	since, until time.Time
 	step         string
+	// project keeps that project's lines only (a project's token).
+	project string
+	// every: no series was asked for (every one is answered).
+	every bool
+}
+
+// projectHistory narrows hq for a project's token: the per-project series
+// only (all of them when none was asked), its own project's lines; another
+// series is the installation's (403).
+func projectHistory(hq *historyQuery, project string) error {
+	if project == "" {
+		return nil
+	}
+	hq.project = project
+	if hq.every {
+		hq.series = projectSeries
+		return nil
+	}
+	for _, name := range hq.series {
+		if !slices.Contains(projectSeries, name) {
+			return forbidden("forbidden", fmt.Sprintf("series %s is the whole installation's; a project's token reads %s",
+				name, strings.Join(projectSeries, ", ")))
+		}
+	}
+	return nil
 }
 
 // metricsHistory answers GET /api/metrics/history?series=a,b&since=6h&step=tts:
@@ -182,6 +219,9 @@ type historyQuery struct {
 // when PROMETHEUS_URL is set.
 func (s *server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 	hq, err := readHistoryQuery(r, s.retention())
+	if err == nil {
+		err = projectHistory(&hq, projectOf(r))
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -189,7 +229,7 @@ func (s *server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 	out := history{Source: "postgres", Since: hq.since.UTC(), Until: hq.until.UTC(), Series: []historySeriesView{}}
 	for _, name := range hq.series {
 		var lines []historyLine
-		if s.cfg.PrometheusURL != "" {
+		if _, ok := promQueries[name]; ok && s.cfg.PrometheusURL != "" {
 			out.Source = "prometheus"
 			lines, err = s.promHistory(r.Context(), name, hq)
 		} else {
@@ -198,6 +238,9 @@ func (s *server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.fail(w, r, err)
 			return
+		}
+		if hq.project != "" {
+			lines = slices.DeleteFunc(lines, func(l historyLine) bool { return l.Key != hq.project })
 		}
 		out.Series = append(out.Series, historySeriesView{Name: name, Unit: unitOf(name), Lines: keepStep(lines, hq.step, name)})
 	}
@@ -240,7 +283,7 @@ func readHistoryQuery(r *http.Request, keep time.Duration) (historyQuery, error)
 		}
 	}
 	if len(hq.series) == 0 {
-		hq.series = strings.Split(seriesNames(), ", ")
+		hq.series, hq.every = strings.Split(seriesNames(), ", "), true
 	}
 	return hq, nil
 }

@@ -205,7 +205,7 @@ func jsonFingerprint(b []byte) ([]byte, uuid.UUID) {
 	var id uuid.UUID
 	if m, ok := v.(map[string]any); ok {
 		if key, ok := m["sourceVideoKey"].(string); ok {
-			id, _ = taskOfUploadKey(key)
+			id, _, _ = taskOfUploadKey(key)
 		}
 	}
 	return h.Sum(nil), id

@@ -37,7 +37,7 @@ func run(ctx context.Context, environ map[string]string) error {
 	s := &server{cfg: &cfg, log: p.Log, pool: p.Pool, objects: p.Blob, signer: signer, pub: p.Publisher(),
 		queues: amqpInspector{conn: p.PublishConn()}, events: newHub(p.Pool, p.Log), auth: newAuth(&cfg), page: page(signer.Origin()),
 		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst), settings: p.Settings}
-	p.Registry.MustRegister(newQueueCollector(s.queues))
+	p.Registry.MustRegister(newQueueCollector(s.queues), newProjectCollector(p.Pool))
 	return p.Run(ctx,
 		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },
 		s.events.run, sampler{s: s, now: time.Now}.run, s.refusalLoop, s.sweepUploads, s.sweepIdempotency)

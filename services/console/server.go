@@ -24,8 +24,12 @@ const (
 	public access = iota
 	// reader routes need any token or session.
 	reader
-	// admin routes need the admin token or an admin session.
+	// admin routes change things: they need an admin across every
+	// project, or a project's admin or operator (principal.canAct).
 	admin
+	// manager routes manage a project's tokens: an admin across every
+	// project, or the project's own admin.
+	manager
 )
 
 // route is one API route; routes() is the list the server serves and the
@@ -92,7 +96,7 @@ func (s *server) routes() []route {
 		{"GET", "/api/config", reader, s.listSettings},
 		{"PUT", "/api/config/{key}", admin, s.audited("config", s.putSetting)},
 	}
-	return append(append(append(rs, s.taskRoutes()...), s.reviewRoutes()...), s.extra...)
+	return append(append(append(append(rs, s.taskRoutes()...), s.reviewRoutes()...), s.projectRoutes()...), s.extra...)
 }
 
 // taskRoutes are the routes of one task, /api/tasks/{id}...: reads, and
@@ -125,6 +129,9 @@ func (s *server) taskRoutes() []route {
 // or an empty one, and 404 otherwise; only the public routes' paths
 // answer 405 without authentication.
 func (s *server) Handler() http.Handler {
+	if s.auth.store == nil && s.pool != nil {
+		s.auth.store = s.pool // the projects' tokens
+	}
 	mux := http.NewServeMux()
 	nr := noRoute{s: s, paths: http.NewServeMux(), methods: map[string][]string{}, public: map[string]bool{}}
 	for _, rt := range s.routes() {
@@ -228,6 +235,10 @@ func (s *server) guard(rt route) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
+		if err := s.owned(r, rt, p); err != nil {
+			s.fail(w, r, err) // another project's id: 404, as for no such id
+			return
+		}
 		rt.handle(w, r)
 	})
 }
@@ -252,8 +263,8 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (pr
 			return p, false
 		}
 	}
-	if rt.access == admin && p.role != roleAdmin {
-		s.refuse(w, r, rt, p, forbidden("forbidden", "this token is read-only"))
+	if err := permits(p, rt); err != nil {
+		s.refuse(w, r, rt, p, err)
 		return p, false
 	}
 	return p, true

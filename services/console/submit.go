@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -34,9 +35,10 @@ const maxTaskJSONBytes = 4 * maxFieldBytes
 // upload.
 const maxUploadSeconds = 15 * 60
 
-// uploadPrefix is where presigned uploads go: uploads/{taskId}/source.mp4,
-// a key nothing but POST /api/tasks reads, which takes the task's own
-// copy of it and removes it.
+// uploadPrefix is where presigned uploads go:
+// uploads/{project}/{taskId}/source.mp4 (uploads/{taskId}/source.mp4
+// before projects: the default project's), a key nothing but POST
+// /api/tasks reads, which takes the task's own copy of it and removes it.
 const uploadPrefix = "uploads/"
 
 // submission is a task to create.
@@ -49,6 +51,8 @@ type submission struct {
 	// probe is the record of the video's check (admit.ProbeRecord; nil
 	// without one), stored with the task for extract_audio to reuse.
 	probe []byte
+	// project owns the task (pkg/tenant).
+	project string
 }
 
 // created is what POST /api/tasks answers.
@@ -149,6 +153,9 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	if sub.task, err = s.admit(r.Context(), req); err != nil {
 		return sub, err
 	}
+	if sub.project, err = s.submitProject(r, fields["project"]); err != nil {
+		return sub, err
+	}
 	info, err := s.limits().Media(r.Context(), path)
 	if err != nil {
 		return sub, err
@@ -207,10 +214,10 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 // a refusal of its value gives (pkg/admit's field).
 var formFields = map[string]string{"source": "source", "target": "target", "speaker": "speaker", "glossary": "glossary",
 	"subtitles": admit.FieldSubtitles, "subtitlesLanguage": admit.FieldSubtitles, "sourceSubtitles": admit.FieldSourceSubtitles,
-	"burnSubtitles": admit.FieldBurnSubtitles, "review": "review"}
+	"burnSubtitles": admit.FieldBurnSubtitles, "review": "review", "project": "project"}
 
 // formFieldNames lists them for a refusal of an unknown one.
-const formFieldNames = "source, target, speaker, glossary, subtitles, subtitlesLanguage, sourceSubtitles, burnSubtitles, review"
+const formFieldNames = "source, target, speaker, glossary, subtitles, subtitlesLanguage, sourceSubtitles, burnSubtitles, review, project"
 
 // readField reads a form field's value, at most maxFieldBytes; a subtitle
 // file (a file part or a text field) is read as pkg/admit reads one, so
@@ -296,11 +303,15 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 		return submission{}, err
 	}
 	ctx := r.Context()
-	id, err := taskOfUploadKey(body.SourceVideoKey)
+	id, project, err := taskOfUploadKey(body.SourceVideoKey)
 	if err != nil {
 		return submission{}, err
 	}
-	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo}
+	if mine := projectOf(r); mine != "" && project != mine {
+		// Another project's upload is, to a project's token, no upload.
+		return submission{}, badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", body.SourceVideoKey))
+	}
+	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo, project: project}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
 		Speaker: body.Speaker, Glossary: body.Glossary, FileName: body.FileName, Subtitles: body.Subtitles,
 		SubtitlesLanguage: body.SubtitlesLanguage, SourceSubtitles: body.SourceSubtitles, BurnSubtitles: body.BurnSubtitles,
@@ -419,21 +430,53 @@ func (s *server) taskExists(ctx context.Context, id uuid.UUID) (bool, error) {
 	return view.TaskExists(ctx, s.pool, id)
 }
 
-// uploadKey is where the upload of task id goes.
-func uploadKey(id uuid.UUID) string { return uploadPrefix + id.String() + "/source.mp4" }
+// uploadKey is where the upload of task id of project goes.
+func uploadKey(project string, id uuid.UUID) string {
+	return uploadPrefix + project + "/" + id.String() + "/source.mp4"
+}
 
-// taskOfUploadKey returns the task id of a key uploads/{taskId}/source.mp4.
-func taskOfUploadKey(key string) (uuid.UUID, error) {
-	const want = "sourceVideoKey: want the uploads/{taskId}/source.mp4 that POST /api/uploads answered"
+// taskOfUploadKey returns the task id and project of a key
+// uploads/{project}/{taskId}/source.mp4 (or uploads/{taskId}/source.mp4,
+// the default project's, from before projects).
+func taskOfUploadKey(key string) (uuid.UUID, string, error) {
+	const want = "sourceVideoKey: want the uploads/{project}/{taskId}/source.mp4 that POST /api/uploads answered"
 	parts := strings.Split(key, "/")
-	if len(parts) != 3 {
-		return uuid.Nil, badRequest(want)
+	project := tenant.Default
+	if len(parts) == 4 {
+		project, parts = parts[1], append(parts[:1:1], parts[2:]...)
+	}
+	if len(parts) != 3 || !tenant.ValidID(project) {
+		return uuid.Nil, "", badRequest(want)
 	}
 	id, err := uuid.Parse(parts[1])
-	if err != nil || key != uploadKey(id) {
-		return uuid.Nil, badRequest(want)
+	if err != nil || (key != uploadKey(project, id) && key != uploadPrefix+id.String()+"/source.mp4") {
+		return uuid.Nil, "", badRequest(want)
 	}
-	return id, nil
+	return id, project, nil
+}
+
+// submitProject is the project a task submitted by r belongs to: a
+// project's token's own (asking for another is as asking for none that
+// exists), else the one asked for, which must exist, else the default.
+func (s *server) submitProject(r *http.Request, asked string) (string, error) {
+	mine := projectOf(r)
+	switch {
+	case mine != "" && (asked == "" || asked == mine):
+		return mine, nil
+	case asked == "":
+		return tenant.Default, nil
+	}
+	ok := false
+	if mine == "" {
+		var err error
+		if ok, err = tenant.Exists(r.Context(), s.pool, asked); err != nil {
+			return "", unavailableBecause("the projects cannot be read now; try again", err)
+		}
+	}
+	if !ok {
+		return "", badRequest(fmt.Sprintf("project %q: no such project", shortValue(asked)))
+	}
+	return asked, nil
 }
 
 // submit stores the task's subtitle files, creates the task and publishes
@@ -444,6 +487,7 @@ func taskOfUploadKey(key string) (uuid.UUID, error) {
 // task_glossaries.
 func (s *server) submit(ctx context.Context, sub submission) error {
 	payload := sub.task.Payload(sub.id)
+	payload.Project = sub.project
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
 	if err != nil {
 		return badRequest(err.Error())
@@ -496,6 +540,9 @@ type upload struct {
 func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ContentType string `json:"contentType"`
+		// Project is the project the upload's task will belong to (an
+		// admin's choice; a project's token's own).
+		Project string `json:"project"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
 		s.fail(w, r, err)
@@ -506,8 +553,13 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	project, err := s.submitProject(r, body.Project)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	id := uuid.New()
-	key := uploadKey(id)
+	key := uploadKey(project, id)
 	expiry := s.uploadExpiry()
 	pol := blob.UploadPolicy{Key: key, Expiry: expiry, MaxBytes: s.cfg.Limits.MaxVideoBytes, ContentType: ct}
 	up, err := s.signer.PresignPost(r.Context(), pol)

@@ -52,6 +52,11 @@ func taskFilter(r *http.Request) (view.Filter, error) {
 		return f, err
 	}
 	f.Q, f.Language, f.Error = strings.TrimSpace(q.Get("q")), q.Get("language"), q.Get("error")
+	// ?project= narrows an admin's list to one project (the page's
+	// switcher); a project's token lists its own project, whatever it asks.
+	if f.Project = q.Get("project"); projectOf(r) != "" {
+		f.Project = projectOf(r)
+	}
 	if f.Since, f.Until, err = timeRange(q.Get("since"), q.Get("until")); err != nil {
 		return f, err
 	}

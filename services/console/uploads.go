@@ -110,7 +110,7 @@ func (s *server) sweepUploadsOnce(ctx context.Context, now time.Time) (map[strin
 	}
 	ids := make([]uuid.UUID, len(objs))
 	for i, o := range objs {
-		ids[i], _ = taskOfUploadKey(o.Key) // uuid.Nil: not an upload's key, judged by age alone
+		ids[i], _, _ = taskOfUploadKey(o.Key) // uuid.Nil: not an upload's key, judged by age alone
 	}
 	taken, err := s.tasksAmong(ctx, ids)
 	if err != nil {

@@ -209,7 +209,8 @@ func (c *consoleBackend) Submit(ctx context.Context, s submission) (uuid.UUID, e
 	go func() {
 		for _, kv := range [][2]string{{"source", s.req.Source}, {"target", strings.Join(s.req.Targets, ",")},
 			{"speaker", s.req.Speaker}, {"glossary", s.req.Glossary}, {"subtitlesLanguage", s.req.SubtitlesLanguage},
-			{"burnSubtitles", s.req.BurnSubtitles}, {"review", strings.Join(s.req.Review, ",")}} {
+			{"burnSubtitles", s.req.BurnSubtitles}, {"review", strings.Join(s.req.Review, ",")},
+			{"project", s.project}} {
 			if kv[1] != "" {
 				_ = mw.WriteField(kv[0], kv[1])
 			}

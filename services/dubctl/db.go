@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -159,12 +161,19 @@ func (d *dbBackend) Submit(ctx context.Context, s submission) (uuid.UUID, error)
 // submit creates the task id of s (Submit).
 func (d *dbBackend) submit(ctx context.Context, s submission, id uuid.UUID) (uuid.UUID, error) {
 	p := s.task.Payload(id)
+	p.Project = cmp.Or(s.project, tenant.Default)
 	env, err := wire.New(wire.StepExtractAudio, id, "", p)
 	if err != nil {
 		return uuid.Nil, usageError(err)
 	}
 	pool, err := d.db(ctx)
 	if err != nil {
+		return uuid.Nil, err
+	}
+	if ok, err := tenant.Exists(ctx, pool, p.Project); err != nil || !ok {
+		if err == nil { // the console's words
+			err = usageError(fmt.Errorf("project %q: no such project", p.Project))
+		}
 		return uuid.Nil, err
 	}
 	objects, err := d.blob(ctx)

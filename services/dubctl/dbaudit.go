@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
@@ -90,8 +91,10 @@ func statusOf(err error) (int, string) {
 		setting.ErrUnknown):
 		return http.StatusNotFound, "not_found"
 	case anyIs(err, task.ErrRefused, dlq.ErrReplayed, dlq.ErrTaskDone, dlq.ErrNotReplayable, retry.ErrRefused,
-		dub.ErrParent, dub.ErrNotInReview, dub.ErrNoLines):
+		dub.ErrParent, dub.ErrNotInReview, dub.ErrNoLines, tenant.ErrExists):
 		return http.StatusConflict, "conflict"
+	case errors.Is(err, tenant.ErrNotFound):
+		return http.StatusNotFound, "not_found"
 	}
 	return http.StatusInternalServerError, "internal"
 }

@@ -114,7 +114,7 @@ func TestSubmitCreatesTaskUploadsAndPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := wire.ExtractAudio{SourceVideoKey: keys.SourceVideo, OutputAudioKey: keys.SourceAudio,
-		SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es+f3"}
+		SourceLanguage: "en", TargetLanguage: "es", SpeakerID: "es+f3", Project: "default"}
 	if env.TaskID != v.TaskID || env.Attempt != 1 || env.TraceID != v.TraceID || !reflect.DeepEqual(p, want) {
 		t.Errorf("message %+v payload %+v, want task %s attempt 1 trace %s payload %+v", env, p, v.TaskID, v.TraceID, want)
 	}

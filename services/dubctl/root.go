@@ -44,7 +44,7 @@ person's edits: dubctl review).`,
 	root.AddCommand(submitCmd(), waitCmd(), statusCmd(), listCmd(), dlqCmd(), sampleCmd())
 	root.AddCommand(segmentsCmd(), redubCmd(), versionsCmd(), reviewCmd())
 	root.AddCommand(searchCmd(), cancelCmd(), retryCmd(), timelineCmd(), queuesCmd(), compensationsCmd(), auditCmd())
-	root.AddCommand(workersCmd(), configCmd())
+	root.AddCommand(workersCmd(), configCmd(), projectCmd(), tokenCmd())
 	root.PersistentFlags().String("as", "", "database mode: who acts, as the audit log names them (default: the operating-system user)")
 	return root
 }

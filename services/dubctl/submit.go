@@ -32,6 +32,8 @@ type submitOptions struct {
 	// idempotencyKey makes the submission safe to send again
 	// (--idempotency-key; pkg/idempotency).
 	idempotencyKey string
+	// project is --project.
+	project string
 }
 
 // submission is a checked submit: what either mode sends.
@@ -50,6 +52,9 @@ type submission struct {
 	// idempotencyKey: the same submission with this key within 24 hours
 	// answers its first task and creates nothing ("" for none).
 	idempotencyKey string
+	// project owns the task ("": the default project, or through the
+	// console the token's own).
+	project string
 }
 
 // admitter gives the rules a submission is judged by before anything is
@@ -120,6 +125,7 @@ func submitCmd() *cobra.Command {
 	f.StringVar(&o.burn, "burn-subtitles", "", "also write the dub with subtitles drawn in (final.burned.mp4): target or bilingual")
 	f.BoolVar(&o.noValidate, "no-validate", false, "skip the local ffprobe check: only the file's size and container are checked here (the workers still check)")
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends")
+	f.StringVar(&o.project, "project", "", "the project the task belongs to (default: the default project; a project's token: its own)")
 	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "a key of your choosing (1..255 visible ASCII characters) that makes the submit safe to run again: within 24 hours the same submission with it prints its first task and creates nothing; a different submission with it is refused")
 	o.waitOpts.register(cmd)
 	_ = cmd.MarkFlagRequired("input")
@@ -131,7 +137,7 @@ func submitCmd() *cobra.Command {
 // extract_audio's checks, with the same text): the languages, the speaker,
 // the glossary and the video itself; then the output path.
 func (o *submitOptions) check(ctx context.Context, a admitter) (submission, error) {
-	s := submission{input: o.input, idempotencyKey: o.idempotencyKey}
+	s := submission{input: o.input, idempotencyKey: o.idempotencyKey, project: o.project}
 	if o.idempotencyKey != "" {
 		if err := idempotency.CheckKey(o.idempotencyKey); err != nil {
 			return s, usageError(err)

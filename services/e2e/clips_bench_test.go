@@ -170,10 +170,11 @@ func (s *stack) clipsSubmit(tb testing.TB, ctx context.Context, video string, n 
 }
 
 // clipsSubmitOne submits video without waiting (stack.dubctl fails the
-// test, which only the test's goroutine may do).
-func (s *stack) clipsSubmitOne(ctx context.Context, video string) (uuid.UUID, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "dubctl"), "submit", "--input", video,
-		"--source", "en", "--target", "es", "--json")
+// test, which only the test's goroutine may do), with dubctl's extra
+// flags.
+func (s *stack) clipsSubmitOne(ctx context.Context, video string, extra ...string) (uuid.UUID, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "dubctl"), append([]string{"submit", "--input", video,
+		"--source", "en", "--target", "es", "--json"}, extra...)...)
 	cmd.Dir = os.TempDir()
 	for k, v := range s.env {
 		cmd.Env = append(cmd.Env, k+"="+v)

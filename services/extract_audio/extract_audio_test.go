@@ -67,6 +67,7 @@ func TestExtractAudio(t *testing.T) {
 	t.Run("subtitles in the target skip asr and translate", func(t *testing.T) { subtitlesInTheTarget(t, s) })
 	t.Run("bad subtitles fail the task with the doors' text", func(t *testing.T) { badSubtitlesRefused(t, s) })
 	t.Run("a rebuilt message keeps the plan's subtitles", func(t *testing.T) { rebuiltMessageKeepsThePlan(t, s) })
+	t.Run("an unknown project is dead-lettered", func(t *testing.T) { unknownProjectRefused(t, s) })
 	// Last: it announces engines, which the cases above do not expect.
 	t.Run("impossible languages are refused at once", func(t *testing.T) { impossibleLanguagesRefused(t, s) })
 }
@@ -148,6 +149,48 @@ func impossibleLanguagesRefused(t *testing.T, s *testenv.Stack) {
 		t.Fatal(err)
 	}
 	s.Expect(t, env, wire.StepExtractAudio, "succeeded", "")
+}
+
+// unknownProjectRefused: an outside publisher's message naming a project
+// that is not one of the projects' records is dead-lettered on its first
+// attempt with that reason, before any audio is extracted; one naming an
+// existing project makes a task of that project, and one naming none a
+// task of the default project.
+func unknownProjectRefused(t *testing.T, s *testenv.Stack) {
+	ctx := context.Background()
+	video := sample(t, "Hello there.", media.SampleSpeech)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO projects (id) VALUES ('studio')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ project, want string }{{"nowhere", ""}, {"studio", "studio"}, {"", "default"}} {
+		id := uuid.New()
+		keys := wire.DefaultKeys(id)
+		upload(s, keys.SourceVideo, video)
+		env, err := wire.New(wire.StepExtractAudio, id, "", wire.ExtractAudio{SourceVideoKey: keys.SourceVideo,
+			OutputAudioKey: keys.SourceAudio, Project: c.project})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.want == "" {
+			s.Publish(env)
+			if got := s.WaitStep(id, wire.StepExtractAudio, "succeeded", "failed"); got != "failed" {
+				t.Fatalf("extract_audio %s, want failed", got)
+			}
+			_, dl := s.Refused(t, id, `project "nowhere": no such project`)
+			if dl.Attempt != 1 {
+				t.Errorf("dead-lettered at attempt %d, want the first", dl.Attempt)
+			}
+			if _, err := s.Blob.Stat(ctx, keys.SourceAudio); err == nil {
+				t.Error("audio extracted for a task of no project")
+			}
+			continue
+		}
+		s.Expect(t, env, wire.StepExtractAudio, "succeeded", "")
+		var project string
+		if err := s.DB.Pool.QueryRow(ctx, `SELECT project FROM tasks WHERE id = $1`, id).Scan(&project); err != nil || project != c.want {
+			t.Errorf("project %q: the task's is %q (%v), want %q", c.project, project, err, c.want)
+		}
+	}
 }
 
 func seedMessageCreatesTask(t *testing.T, s *testenv.Stack) {

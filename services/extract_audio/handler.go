@@ -10,10 +10,12 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/jackc/pgx/v5"
@@ -84,11 +86,17 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if p.SubtitlesKey != "" {
 		return h.fromSubtitles(msg, t, p, x)
 	}
-	return msg.Emit(wire.StepASR, wire.ASR{
-		AudioKey:  p.OutputAudioKey,
-		Language:  t.sourceLanguage,
-		OutputKey: wire.DefaultKeys(env.TaskID).ASR,
-	})
+	return emitASR(msg, wire.ASR{AudioKey: p.OutputAudioKey, Language: t.sourceLanguage,
+		OutputKey: wire.DefaultKeys(env.TaskID).ASR})
+}
+
+// emitASR stages the asr message in its task's window: a project's tasks
+// (its fair_scope) have at most a window of asr messages in the queue at
+// once, so that another project's task takes turns with them instead of
+// waiting behind all of them; the asr message of a task of its own scope
+// goes at once, as before. asr's whole-audio message lets the next in.
+func emitASR(msg *step.Message, p wire.ASR) error {
+	return msg.EmitWindowed(wire.StepASR, cores.Usable(), []any{p})
 }
 
 // extracted is what extract made of a task's video.
@@ -158,7 +166,9 @@ func (h *handler) resolve(ctx context.Context, env *wire.Envelope, p wire.Extrac
 		// the task's row is made now, so that its progress and failure are
 		// recorded from the first step on. Its event.task.queued waits in
 		// the outbox for the runtime's sweep.
-		if _, err := lifecycle.Apply(ctx, h.db, lifecycle.Create(t.details(env, p))); err != nil {
+		d := t.details(env, p)
+		d.Project = first(p.Project, tenant.Default)
+		if _, err := lifecycle.Apply(ctx, h.db, lifecycle.Create(d)); err != nil {
 			return task{}, fmt.Errorf("create task %s: %w", env.TaskID, err)
 		}
 	}
@@ -187,10 +197,29 @@ func (h *handler) planned(ctx context.Context, env *wire.Envelope, p *wire.Extra
 	return nil
 }
 
-// admit refuses, as a permanent error, a task whose languages the
-// engines cannot handle (a step its subtitles skip is not judged), whose
-// subtitles are in neither its source nor its target language, or whose
-// speaker no tts engine has as a voice —
+// checkProject refuses, as a permanent error (the message is
+// dead-lettered with this reason and the task failed), a project that is
+// not one of the projects' records: an outside publisher's message names
+// its project, and only an existing one may own a task.
+func (h *handler) checkProject(ctx context.Context, project string) error {
+	if project == "" {
+		return nil
+	}
+	ok, err := tenant.Exists(ctx, h.db, project)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fault.Permanent(fmt.Errorf("project %q: no such project (an operator creates it: dubctl project create)", project))
+	}
+	return nil
+}
+
+// admit refuses, as a permanent error, a task of a project that does not
+// exist (checkProject), a task whose languages the engines cannot handle
+// (a step its subtitles skip is not judged), whose subtitles are in
+// neither its source nor its target language, or whose speaker no tts
+// engine has as a voice —
 // pkg/admit's check, the one every door runs, by what the asr, translate
 // and tts workers announced — or whose glossary breaks the glossary's
 // rules (admit.Glossary: the text rule, each source term once), or that
@@ -198,6 +227,9 @@ func (h *handler) planned(ctx context.Context, env *wire.Envelope, p *wire.Extra
 // anything is downloaded or transcribed. An outside publisher's message
 // reaches no other door.
 func (h *handler) admit(ctx context.Context, t task, p *wire.ExtractAudio) error {
+	if err := h.checkProject(ctx, p.Project); err != nil {
+		return err
+	}
 	if err := admit.Glossary(p.Glossary); err != nil {
 		return fault.Permanent(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,6 +39,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
+	// The task's project's own engines first, the shared ones when it may.
+	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
+	if err != nil {
+		return err
+	}
 	want, err := wire.SegmentIndexes(p.SegmentIDs)
 	if err != nil {
 		return fault.Permanent(err)

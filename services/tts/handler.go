@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -133,6 +134,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
+	// The task's project's own engines first, the shared ones when it may.
+	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
+	if err != nil {
+		return err
+	}
 	set := h.defaults.override(p)
 	t, err := h.task(ctx, env.TaskID)
 	if err != nil {

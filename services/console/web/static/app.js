@@ -43,6 +43,7 @@
     bulkReplay: '/api/dead-letters/replay',
     bulkPurge: '/api/dead-letters/purge',
     audit: '/api/audit',
+    projects: '/api/projects',
   };
   const CSRF_HEADER = 'X-CSRF-Token';
   const STEPS = ['extract_audio', 'asr', 'translate', 'tts', 'mux_video'];
@@ -253,15 +254,46 @@
   function session() {
     if (!sessionP) {
       sessionP = api(API.session).then((s) => {
-        const ro = pick(s, 'role') !== 'admin';
+        const role = pick(s, 'role');
+        const ro = role !== 'admin' && role !== 'operator';
+        const project = pick(s, 'project') || '';
         document.body.classList.toggle('readonly', ro);
-        $('#who').textContent = (pick(s, 'name') || '') + (ro ? ' · read-only' : '');
+        // A project's token sees its project only: no switcher, none of
+        // the installation's pages (they answer it 403).
+        document.body.classList.toggle('project-token', !!project);
+        $('#who').textContent = (pick(s, 'name') || '') + (project ? ' · project ' + project : '') + (ro ? ' · read-only' : '');
+        showProjectSwitch(project).catch(report);
         return s;
       }).catch((e) => { sessionP = null; throw e; });
     }
     return sessionP;
   }
-  function forgetSession() { sessionP = null; document.body.classList.remove('readonly'); $('#who').textContent = ''; }
+  function forgetSession() {
+    sessionP = null;
+    document.body.classList.remove('readonly', 'project-token');
+    $('#who').textContent = '';
+    $('#project-switch').hidden = true;
+  }
+
+  // ---- the project switcher (admins across every project) ----
+  // The project chosen narrows the task list (?project=) and is the
+  // project of the videos uploaded; "" is every project (uploads: the
+  // default project). A project's token has no switcher.
+  function chosenProject() {
+    if (document.body.classList.contains('project-token')) return '';
+    return localStorage.getItem('dubflow.project') || '';
+  }
+  async function showProjectSwitch(own) {
+    const sel = $('#project-switch');
+    sel.hidden = !!own;
+    if (own) return;
+    const projects = listOf(await api(API.projects), 'projects');
+    const chosen = chosenProject();
+    fill(sel, h('option', {value: ''}, 'All projects'),
+      projects.map((p) => h('option', {value: pick(p, 'id'), selected: pick(p, 'id') === chosen}, pick(p, 'name') || pick(p, 'id'))));
+    sel.value = projects.some((p) => pick(p, 'id') === chosen) ? chosen : '';
+    sel.onchange = () => { localStorage.setItem('dubflow.project', sel.value); render(); };
+  }
 
   // ---- the router ----
   const routes = [];
@@ -411,6 +443,7 @@
     const load = async () => {
       const params = new URLSearchParams({limit: PAGE_SIZE});
       for (const k of ['status', ...SEARCH_FIELDS, 'cursor']) if (q.get(k)) params.set(k, q.get(k));
+      if (chosenProject()) params.set('project', chosenProject());
       const data = await api(API.tasks + '?' + params, {signal: ctx.signal});
       const tasks = listOf(data, 'tasks');
       fill(tbody, tasks.length ? tasks.map(taskRow)
@@ -672,6 +705,7 @@
   function showInfo(dl, t) {
     const rows = [
       ['Task ID', copyable(pick(t, 'id', 'taskId', 'task_id'), 'mono')],
+      ['Project', h('span', {id: 'task-project'}, pick(t, 'project') || '—')],
       ['File', fileName(t) ? h('span', {class: 'wrap', id: 'task-file-name'}, fileName(t)) : '—'],
       ['Languages', `${pick(t, 'sourceLanguage', 'source_language') || '?'} → ${targetsOf(t)}`],
       ['Speaker', pick(t, 'speaker', 'speakerId', 'speaker_id') || '—'],
@@ -681,8 +715,15 @@
       ['Source key', h('span', {class: 'mono'}, pick(t, 'sourceVideoKey', 'source_video_key') || '—')],
       ['Output key', h('span', {class: 'mono'}, pick(t, 'outputVideoKey', 'output_video_key') || '—')],
     ];
+    const w = pick(t, 'waiting');
+    if (w) {
+      const why = {project_quota: "the project used its minutes on the shared engines today", no_quota: 'every engine spent its quota',
+        rate_limit: 'every engine is rate limited', no_engine: 'no engine can serve'}[pick(w, 'reason')] || pick(w, 'reason');
+      rows.push(['Waiting', h('span', {id: 'task-waiting', class: 'wrap'}, `${pick(w, 'step')}: ${pick(w, 'reason')} (${why}) until `,
+        timeCell(pick(w, 'until'))), 'wrap']);
+    }
     const err = pick(t, 'error');
-    fill(dl, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
+    fill(dl, rows.map(([k, v, cls]) => [h('dt', {}, k), h('dd', cls ? {class: cls} : {}, v)]),
       h('dt', {}, 'Error'), h('dd', {class: err ? 'wrap bad' : 'muted', id: 'task-error'}, err ? copyable(err) : '—'));
   }
   // stepsOf returns [{step, status, parts: [{part, attempts: [...]}]}] from
@@ -1097,7 +1138,7 @@
   async function presignedUpload(video, fields, bar, status) {
     status.textContent = 'Reserving the upload…';
     const type = (video.type || '').startsWith('video/') ? video.type : 'video/mp4';
-    const up = await api(API.uploads, {method: 'POST', body: {contentType: type}});
+    const up = await api(API.uploads, {method: 'POST', body: chosenProject() ? {contentType: type, project: chosenProject()} : {contentType: type}});
     const max = pick(up, 'maxBytes');
     if (max && video.size > max) throw new Error(`The video is ${bytes(video.size)}, larger than the limit of ${bytes(max)} (MAX_VIDEO_BYTES).`);
     const form = new FormData();

@@ -1,0 +1,149 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/pkg/store"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Usage is what a project took of the shared engines on a day.
+type Usage struct {
+	Project string `json:"project"`
+	// Day is the UTC day, YYYY-MM-DD.
+	Day           string  `json:"day"`
+	SharedMinutes float64 `json:"sharedMinutes"`
+	// LimitMinutes is the project's daily limit (null: none).
+	LimitMinutes *int `json:"limitMinutes"`
+}
+
+// nextDay is the start of the UTC day after now's: when the daily
+// minutes start again.
+func nextDay(now time.Time) time.Time {
+	y, m, d := now.UTC().Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+}
+
+// ChargeShared charges task id's seconds of video to its project's use of
+// the shared engines today (UTC, as of now), once per task: a task charged
+// already (a redelivered or replayed step) goes on. Past the project's
+// daily limit it charges nothing and answers fault.Wait with reason
+// fault.WaitProjectQuota until the next day: the step runtime parks the
+// step (it is not failed, and such waits are not bounded) and offers it
+// again then. A task without a project row (an old task, a test's), or of
+// a project that uses its own engines only, is not charged. The project's row is locked for the charge, so that two tasks
+// never both take the last minutes.
+func ChargeShared(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, id uuid.UUID, seconds float64, now time.Time) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := charge(ctx, tx, id, seconds, now); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
+	}
+	return nil
+}
+
+func charge(ctx context.Context, tx pgx.Tx, id uuid.UUID, seconds float64, now time.Time) error {
+	var project string
+	var limit *int32
+	var charged, shared bool
+	err := tx.QueryRow(ctx, `SELECT p.id, p.daily_shared_minutes, p.shared_engines,
+		EXISTS (SELECT 1 FROM project_charges c WHERE c.task_id = t.id)
+		FROM tasks t JOIN projects p ON p.id = t.project WHERE t.id = $1 FOR UPDATE OF p`, id).Scan(&project, &limit, &shared, &charged)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (charged || !shared)) {
+		return nil // no project, charged already, or on its own engines only
+	}
+	if err != nil {
+		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
+	}
+	day := now.UTC().Format(time.DateOnly)
+	var used float64
+	if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT shared_seconds FROM project_usage WHERE project = $1 AND day = $2), 0)`,
+		project, day).Scan(&used); err != nil {
+		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
+	}
+	if limit != nil && used+seconds > float64(*limit)*60 {
+		return fault.Wait(fmt.Errorf("project %s: %.1f of its %d minutes a day on the shared engines used, this task needs %.1f more",
+			project, used/60, *limit, seconds/60), fault.WaitProjectQuota, nextDay(now))
+	}
+	if _, err := tx.Exec(ctx, `WITH c AS (INSERT INTO project_charges (task_id, project, day, seconds) VALUES ($1, $2, $3, $4))
+		INSERT INTO project_usage (project, day, shared_seconds) VALUES ($2, $3, $4)
+		ON CONFLICT (project, day) DO UPDATE SET shared_seconds = project_usage.shared_seconds + EXCLUDED.shared_seconds`,
+		id, project, day, seconds); err != nil {
+		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
+	}
+	return nil
+}
+
+// UsageOf returns what project used of the shared engines on now's UTC day.
+func UsageOf(ctx context.Context, q store.Querier, project string, now time.Time) (Usage, error) {
+	u := Usage{Project: project, Day: now.UTC().Format(time.DateOnly)}
+	var limit *int32
+	err := q.QueryRow(ctx, `SELECT p.daily_shared_minutes,
+		coalesce((SELECT shared_seconds FROM project_usage WHERE project = p.id AND day = $2), 0) / 60
+		FROM projects p WHERE p.id = $1`, project, u.Day).Scan(&limit, &u.SharedMinutes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return u, fmt.Errorf("%w: project %s", ErrNotFound, cut(project))
+	}
+	if err != nil {
+		return u, fmt.Errorf("usage of project %s: %w", cut(project), err)
+	}
+	if limit != nil {
+		l := int(*limit)
+		u.LimitMinutes = &l
+	}
+	return u, nil
+}
+
+// EngineScope returns the project of task id and whether its tasks may
+// use the shared engines (pool.ForProject): a task without a project row
+// uses the shared engines, as before projects.
+func EngineScope(ctx context.Context, q store.Querier, id uuid.UUID) (project string, shared bool, err error) {
+	err = q.QueryRow(ctx, `SELECT t.project, coalesce(p.shared_engines, true)
+		FROM tasks t LEFT JOIN projects p ON p.id = t.project WHERE t.id = $1`, id).Scan(&project, &shared)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", true, nil
+	}
+	if err != nil {
+		return "", true, fmt.Errorf("read the project of task %s: %w", id, err)
+	}
+	return project, shared, nil
+}
+
+// EngineContext is ctx for the engine calls of task id: its project's own
+// engines first, the shared ones when the project allows (EngineScope).
+func EngineContext(ctx context.Context, q store.Querier, id uuid.UUID) (context.Context, error) {
+	project, shared, err := EngineScope(ctx, q, id)
+	if err != nil {
+		return ctx, err
+	}
+	return pool.ForProject(ctx, project, shared), nil
+}
+
+// Crowded reports whether task id belongs to a project that takes its
+// turns as a project (fair_scope project) and has more than over tasks
+// queued or running: its bulk work may yield the CPU to other projects'
+// (speech.Yielding), as a long recording's chunks yield to short tasks.
+func Crowded(ctx context.Context, q store.Querier, id uuid.UUID, over int) (bool, error) {
+	var n int
+	err := q.QueryRow(ctx, `WITH s AS (SELECT window_scope($1) AS project)
+		SELECT count(*) FROM tasks t, s WHERE s.project <> '' AND t.project = s.project
+		AND t.status IN ('queued', 'running')`, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("count the tasks of the project of %s: %w", id, err)
+	}
+	return n > over, nil
+}
