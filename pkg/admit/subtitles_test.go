@@ -10,6 +10,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/admit/admittest"
+	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -56,7 +57,7 @@ func TestSubtitlesInTheSourceSkipAsr(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no translation from de to es") {
 		t.Fatalf("German subtitles into es: %v, want the translation still judged", err)
 	}
-	rules.Capabilities = append(rules.Capabilities, admit.Capability{Step: "translate", Worker: "t2", Languages: []string{"de|es"}, SeenAt: time.Now()})
+	rules.Capabilities = append(rules.Capabilities, engine.Capability{Step: "translate", Worker: "t2", Languages: []string{"de|es"}, SeenAt: time.Now()})
 	task, err := admit.Check(admit.Request{Source: "de", Targets: []string{"es"}, Subtitles: file, BurnSubtitles: "bilingual"}, rules)
 	if err != nil {
 		t.Fatal(err)

@@ -26,3 +26,9 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	}
 	return c
 }
+
+// ProjectLabels is how many projects get a Prometheus project label of
+// their own in one process (the rest share "other"): it bounds the series
+// of every per-project metric, the step runtime's queue wait and the
+// console's project gauges alike.
+const ProjectLabels = 20

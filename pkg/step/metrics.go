@@ -32,7 +32,7 @@ var WaitBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20
 // go backwards), so the set is fixed by arrival, not re-ranked: with the
 // five steps and the buckets, a process exports at most
 // (WaitProjectLabels+2) × 22 series of it.
-const WaitProjectLabels = 20
+const WaitProjectLabels = ops.ProjectLabels
 
 // NewMetrics creates the runtime's metrics, its outbox's among them, and
 // registers them on reg (nil: not registered).

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +12,7 @@ import (
 
 // Per-project metrics (issue 51), read from Postgres when scraped, over
 // the tasks created in the last projectWindow: the project label is bounded
-// as dubflow_step_wait_seconds's is — the step.WaitProjectLabels projects
+// as dubflow_step_wait_seconds's is — the ops.ProjectLabels projects
 // with the most tasks keep their name, the others are summed as "other" —
 // so that a service with thousands of projects exports a bounded number of
 // series.
@@ -89,7 +89,7 @@ func (c *projectCollector) read(ctx context.Context) error {
 		if p.AvgFirstOutputDelay != nil {
 			c.first.WithLabelValues(p.Project).Set(*p.AvgFirstOutputDelay)
 		}
-		if i < step.WaitProjectLabels {
+		if i < ops.ProjectLabels {
 			named[p.Project] = true
 		}
 	}
@@ -102,18 +102,18 @@ func (c *projectCollector) read(ctx context.Context) error {
 	return nil
 }
 
-// boundProjects keeps the first step.WaitProjectLabels projects (the list
+// boundProjects keeps the first ops.ProjectLabels projects (the list
 // is by task count, most first) and sums the others as "other": counts
 // added, means weighted by the tasks.
 func boundProjects(list []view.ProjectMetrics) []view.ProjectMetrics {
-	if len(list) <= step.WaitProjectLabels {
+	if len(list) <= ops.ProjectLabels {
 		return list
 	}
-	out := append([]view.ProjectMetrics{}, list[:step.WaitProjectLabels]...)
+	out := append([]view.ProjectMetrics{}, list[:ops.ProjectLabels]...)
 	other := view.ProjectMetrics{Project: otherProjects}
 	var wait, first float64
 	var nWait, nFirst int
-	for _, p := range list[step.WaitProjectLabels:] {
+	for _, p := range list[ops.ProjectLabels:] {
 		other.Tasks, other.Completed, other.Ended = other.Tasks+p.Tasks, other.Completed+p.Completed, other.Ended+p.Ended
 		if p.AvgWait != nil {
 			wait, nWait = wait+*p.AvgWait*float64(p.Tasks), nWait+p.Tasks
