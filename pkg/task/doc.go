@@ -32,7 +32,7 @@
 //	            the asr worker spawns)
 //
 // The state machine, and the way out of every status (Ways, which the
-// README's operator section shows as a table):
+// docs/operations.md shows as a table):
 //
 //	queued        → running (extract_audio's success); an operator's Cancel;
 //	                failed by the reconciler after RECONCILE_TASK_MAX_IDLE_SECONDS

@@ -74,20 +74,21 @@ func TestEveryStatusHasAWayOut(t *testing.T) {
 	}
 }
 
-// TestTheREADMEShowsTheStateMachine: the README's operator section holds
-// the table of task.Ways as WaysMarkdown writes it.
+// TestTheREADMEShowsTheStateMachine: the operators' documentation holds
+// the table of task.Ways as WaysMarkdown writes it (docs/operations.md, the
+// operators' page the README links).
 func TestTheREADMEShowsTheStateMachine(t *testing.T) {
 	t.Parallel()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), task.WaysMarkdown()) {
-		t.Errorf("README.md lacks the task states table; put this in its operator section:\n%s", task.WaysMarkdown())
+		t.Errorf("docs/operations.md lacks the task states table; put this in it:\n%s", task.WaysMarkdown())
 	}
 }
 
