@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -118,16 +117,6 @@ func httpStatus(url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// accepting reports whether something accepts TCP connections at addr.
-func accepting(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 // killPID sends SIGKILL to pid and waits until it is gone (a process that

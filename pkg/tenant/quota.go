@@ -38,54 +38,25 @@ func nextDay(now time.Time) time.Time {
 // step (it is not failed, and such waits are not bounded) and offers it
 // again then. A task without a project row (an old task, a test's), or of
 // a project that uses its own engines only, is not charged. The project's row is locked for the charge, so that two tasks
-// never both take the last minutes.
-func ChargeShared(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, id uuid.UUID, seconds float64, now time.Time) error {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := charge(ctx, tx, id, seconds, now); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
-	}
-	return nil
-}
-
-func charge(ctx context.Context, tx pgx.Tx, id uuid.UUID, seconds float64, now time.Time) error {
-	var project string
+// never both take the last minutes (SQL charge_shared: one round trip).
+func ChargeShared(ctx context.Context, q store.Querier, id uuid.UUID, seconds float64, now time.Time) error {
+	var verdict string
+	var project *string
 	var limit *int32
-	var charged, shared bool
-	err := tx.QueryRow(ctx, `SELECT p.id, p.daily_shared_minutes, p.shared_engines,
-		EXISTS (SELECT 1 FROM project_charges c WHERE c.task_id = t.id)
-		FROM tasks t JOIN projects p ON p.id = t.project WHERE t.id = $1 FOR UPDATE OF p`, id).Scan(&project, &limit, &shared, &charged)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (charged || !shared)) {
-		return nil // no project, charged already, or on its own engines only
-	}
-	if err != nil {
-		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
-	}
+	var used *float64
 	day := now.UTC().Format(time.DateOnly)
-	var used float64
-	if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT shared_seconds FROM project_usage WHERE project = $1 AND day = $2), 0)`,
-		project, day).Scan(&used); err != nil {
+	if err := q.QueryRow(ctx, `SELECT verdict, project, limit_minutes, used_seconds FROM charge_shared($1, $2, $3)`,
+		id, seconds, day).Scan(&verdict, &project, &limit, &used); err != nil {
 		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
 	}
-	if limit != nil && used+seconds > float64(*limit)*60 {
-		return fault.Wait(fmt.Errorf("project %s: %.1f of its %d minutes a day on the shared engines used, this task needs %.1f more",
-			project, used/60, *limit, seconds/60), fault.WaitProjectQuota, nextDay(now))
+	if verdict != "over" {
+		return nil
 	}
-	if _, err := tx.Exec(ctx, `WITH c AS (INSERT INTO project_charges (task_id, project, day, seconds) VALUES ($1, $2, $3, $4))
-		INSERT INTO project_usage (project, day, shared_seconds) VALUES ($2, $3, $4)
-		ON CONFLICT (project, day) DO UPDATE SET shared_seconds = project_usage.shared_seconds + EXCLUDED.shared_seconds`,
-		id, project, day, seconds); err != nil {
-		return fmt.Errorf("charge shared minutes of %s: %w", id, err)
+	if project == nil || limit == nil || used == nil {
+		return fmt.Errorf("charge shared minutes of %s: verdict over without project, limit and use", id)
 	}
-	return nil
+	return fault.Wait(fmt.Errorf("project %s: %.1f of its %d minutes a day on the shared engines used, this task needs %.1f more",
+		*project, *used/60, *limit, seconds/60), fault.WaitProjectQuota, nextDay(now))
 }
 
 // UsageOf returns what project used of the shared engines on now's UTC day.

@@ -123,6 +123,43 @@ func TestChargeShared(t *testing.T) {
 	}
 }
 
+// TestChargeSharedRace: tasks charging at once never both take the last
+// minutes (the project's row is locked for the charge): of eight tasks of
+// 100 s against a 10-minute limit, six are charged and two wait.
+func TestChargeSharedRace(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	ten := 10
+	if _, err := tenant.CreateProject(ctx, db.Pool, tenant.NewProject{ID: "race", DailySharedMinutes: &ten}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	errs := make(chan error, 8)
+	for range 8 {
+		id := uuid.New()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO tasks (id, status, project) VALUES ($1, 'running', 'race')`, id); err != nil {
+			t.Fatal(err)
+		}
+		go func() { errs <- tenant.ChargeShared(ctx, db.Pool, id, 100, now) }()
+	}
+	charged, waiting := 0, 0
+	for range 8 {
+		err := <-errs
+		if reason, _, ok := fault.WaitOf(err); ok && reason == fault.WaitProjectQuota {
+			waiting++
+		} else if err == nil {
+			charged++
+		} else {
+			t.Errorf("charge: %v", err)
+		}
+	}
+	u, err := tenant.UsageOf(ctx, db.Pool, "race", now)
+	if charged != 6 || waiting != 2 || err != nil || u.SharedMinutes != 10 {
+		t.Fatalf("%d charged, %d waiting, %.2f minutes used (%v); want 6, 2 and 10", charged, waiting, u.SharedMinutes, err)
+	}
+}
+
 // TestCrowded: a project that takes its turns as a project is crowded past
 // the bound of queued or running tasks; the default project (each task its
 // own turn) never is.

@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
@@ -83,11 +84,6 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	env := msg.Envelope
-	// The task's project's own engines first, the shared ones when it may.
-	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
-	if err != nil {
-		return err
-	}
 	if err := wire.CheckKey(p.AudioKey, wire.KindAudio, env.TaskID); err != nil {
 		return fault.Permanent(fmt.Errorf("audio_key: %w", err))
 	}
@@ -95,9 +91,14 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fault.Permanent(fmt.Errorf("output_key: %w", err))
 	}
 	var t taskInfo
-	err = h.db.QueryRow(ctx, `SELECT target_language, speaker_id, source_video_key, output_video_key, targets, review
-		FROM tasks WHERE id = $1`,
-		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets, &t.review)
+	var project string
+	var shared bool
+	// The task, and its project's engine scope (tenant.EngineScope's, read
+	// with it: one statement).
+	err := h.db.QueryRow(ctx, `SELECT t.target_language, t.speaker_id, t.source_video_key, t.output_video_key, t.targets, t.review,
+		t.project, coalesce(p.shared_engines, true)
+		FROM tasks t LEFT JOIN projects p ON p.id = t.project WHERE t.id = $1`,
+		env.TaskID).Scan(&t.target, &t.speaker, &t.sourceVideoKey, &t.outputVideoKey, &t.targets, &t.review, &project, &shared)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fault.Permanent(fmt.Errorf("task %s not found", env.TaskID))
@@ -106,6 +107,8 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	case t.target == "":
 		return fault.Permanent(fmt.Errorf("task %s has no target language", env.TaskID))
 	}
+	// The task's project's own engines first, the shared ones when it may.
+	ctx = pool.ForProject(ctx, project, shared)
 	switch {
 	case p.Merge:
 		return h.merge(ctx, msg, p, t)

@@ -10,9 +10,6 @@ import (
 // links are presigned GET URLs of a task's objects.
 type links = view.Links
 
-// subtitleLink is one subtitle file.
-type subtitleLink = view.SubtitleLink
-
 // linksOf presigns the task's source and, once dubbed, its outputs, and
 // those of each of its children that is done (view.SignLinks, which
 // dubctl's database mode calls with the same settings).

@@ -9,15 +9,21 @@ import (
 // budget is what one task of the 11 s jfk clip may cost each step: the
 // Postgres statements run for it (lease extensions apart) and the broker
 // messages (published + settled), each 25 % over what it cost when the
-// budget was set (2026-11-28, the same in three runs: the figures below). A change
+// budget was set. Set 2026-11-28 (extract_audio 9, asr 9, translate 10,
+// tts 19, mux_video 7 statements); re-set 2026-12-02 to what issues 47–51
+// added on purpose (cancel, task plans, review, projects): translate and
+// tts read the task's engine scope, extract_audio checks the project and
+// admits asr into the project's window, asr charges the project's shared
+// minutes (one SQL call, charge_shared), counts its crowding and releases
+// the window, mux_video reads the task's plan. A change
 // that costs a step more than that fails TestTaskBudget; a change that
 // costs less should lower the budget with it.
 var budget = map[string]struct{ statements, broker float64 }{
-	"extract_audio": {statements: 9 * headroom, broker: 3 * headroom},
-	"asr":           {statements: 9 * headroom, broker: 2 * headroom},
-	"translate":     {statements: 10 * headroom, broker: 2 * headroom},
-	"tts":           {statements: 19 * headroom, broker: 2 * headroom},
-	"mux_video":     {statements: 7 * headroom, broker: 2 * headroom},
+	"extract_audio": {statements: 11 * headroom, broker: 3 * headroom},
+	"asr":           {statements: 12 * headroom, broker: 2 * headroom},
+	"translate":     {statements: 11 * headroom, broker: 2 * headroom},
+	"tts":           {statements: 20 * headroom, broker: 2 * headroom},
+	"mux_video":     {statements: 8 * headroom, broker: 2 * headroom},
 }
 
 // headroom is the margin of the budget over the measured cost.

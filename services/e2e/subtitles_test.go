@@ -184,6 +184,9 @@ func (s *stack) checkSkipped(t *testing.T, ctx context.Context, id uuid.UUID, ta
 		t.Errorf("%d attempts of %v (%v), want none", n, steps, err)
 	}
 	stdout, stderr, code := s.dubctl(t, ctx, "status", id.String(), "--json")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, stderr)
+	}
 	v := decodeTask(t, stdout, stderr)
 	for _, st := range v.Steps {
 		if (st.Status == view.Skipped) != skipped[st.Step] || skipped[st.Step] && st.Attempts != 0 {
