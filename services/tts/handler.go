@@ -14,7 +14,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
-	segments "github.com/dubflow/dubflow/pkg/segment"
+	seg "github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
@@ -315,7 +315,7 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 	}
 	if *s.text == "" {
 		// Nothing to say: mux_video plays silence in its slot.
-		if err := segments.Skipped(ctx, h.db, t.id, s.idx); err != nil {
+		if err := seg.Skipped(ctx, h.db, t.id, s.idx); err != nil {
 			return nil, fmt.Errorf("record segment %d: %w", s.idx, err)
 		}
 		return nil, nil
@@ -376,7 +376,7 @@ func (h *handler) store(ctx context.Context, t task, s segment, req speech.Synth
 	if err := h.objects.Put(ctx, key, bytes.NewReader(audio.WAV), int64(len(audio.WAV)), "audio/wav"); err != nil {
 		return fmt.Errorf("store %s: %w", key, err)
 	}
-	if err := segments.Synthesised(ctx, h.db, t.id, s.idx, key, pj, usedVoice(req, audio)); err != nil {
+	if err := seg.Synthesised(ctx, h.db, t.id, s.idx, key, pj, usedVoice(req, audio)); err != nil {
 		return fmt.Errorf("record segment %d: %w", s.idx, err)
 	}
 	return nil
@@ -400,7 +400,7 @@ func (h *handler) compensate(ctx context.Context, msg *step.Message, t task, fai
 	}
 	now := time.Now()
 	for _, f := range failed {
-		st := segments.SynthesisFailed(t.id, f.idx, f.err.Error())
+		st := seg.SynthesisFailed(t.id, f.idx, f.err.Error())
 		msg.Exec(st.SQL, st.Args...)
 		body, err := wire.NewCompensation(t.id, f.idx, f.err, msg.Envelope.TraceID, now).Marshal()
 		if err != nil {

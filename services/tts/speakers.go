@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	segments "github.com/dubflow/dubflow/pkg/segment"
+	seg "github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/jackc/pgx/v5"
@@ -101,7 +101,7 @@ func (h *handler) assignSpeakersTx(ctx context.Context, tx pgx.Tx, msg *step.Mes
 		}
 	}
 	msg.Log.Info().Int("segments", newOnes).Int("speakers", len(byName)).Interface("voices", byName).Msg("speakers found")
-	if err := segments.SpeakersFound(ctx, tx, t.id, idx, names, chosen); err != nil {
+	if err := seg.SpeakersFound(ctx, tx, t.id, idx, names, chosen); err != nil {
 		return fmt.Errorf("record speakers of %s: %w", t.id, err)
 	}
 	return nil
@@ -151,7 +151,7 @@ func (h *handler) voiceNamed(ctx context.Context, tx pgx.Tx, msg *step.Message, 
 		}
 	}
 	msg.Log.Info().Int("speakers", len(turns)).Interface("voices", byName).Msg("named speakers voiced")
-	if err := segments.VoicesNamed(ctx, tx, t.id, names, chosen); err != nil {
+	if err := seg.VoicesNamed(ctx, tx, t.id, names, chosen); err != nil {
 		return fmt.Errorf("record voices of %s: %w", t.id, err)
 	}
 	return nil
