@@ -23,6 +23,8 @@ var writers = map[string]string{
 	"tasks":             "pkg/task/",
 	"dead_letters":      "pkg/internal/deadletter/",
 	"tts_compensations": "pkg/compensation/",
+	"task_steps":        "pkg/internal/attempt/",
+	"step_parts":        "pkg/internal/attempt/",
 }
 
 // writeOf matches a statement that writes table (any case, any spacing).
