@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/review"
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/google/uuid"
 )
 
@@ -30,9 +31,7 @@ func EditLine(ctx context.Context, db Beginner, id uuid.UUID, actor string, n in
 			return err
 		}
 		before := s.lines[i].shown(n)
-		if _, err := s.tx.Exec(ctx, `UPDATE segments SET src_text = $3, mt_text = $4, start_ms = $5, end_ms = $6,
-			speaker = $7, voice = $8 WHERE task_id = $1 AND idx = $2`,
-			id, l.idx, l.source, l.text, l.startMS, l.endMS, l.speaker, l.voice); err != nil {
+		if err := segment.Edited(ctx, s.tx, id, l.idx, l.row()); err != nil {
 			return fmt.Errorf("change line %d of %s: %w", n, id, err)
 		}
 		s.lines[i] = l

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"github.com/dubflow/dubflow/pkg/outbox"
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -120,9 +121,7 @@ func redub(ctx context.Context, tx pgx.Tx, taskID uuid.UUID, n int, text string)
 	}
 	keys := wire.VersionKeys(taskID, r.Version)
 	r.OutputVideoKey = keys.OutputVideo
-	if _, err := tx.Exec(ctx, `UPDATE segments SET mt_text = $3, tts_audio_key = NULL, tts_params_json = NULL,
-		tts_error = '', tts_failures = 0, tts_failed_at = NULL WHERE task_id = $1 AND idx = $2`,
-		taskID, r.Idx, text); err != nil {
+	if err := segment.Redubbed(ctx, tx, taskID, r.Idx, text); err != nil {
 		return nil, fmt.Errorf("change segment %d of %s: %w", n, taskID, err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO output_versions (task_id, version, output_video_key, dub_audio_key,

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/review"
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -96,6 +97,12 @@ type line struct {
 	pitchHz, brightness float64
 }
 
+// row is l as its segment holds it.
+func (l line) row() segment.Row {
+	return segment.Row{StartMS: l.startMS, EndMS: l.endMS, Source: l.source, Text: l.text,
+		Speaker: l.speaker, Voice: l.voice, PitchHz: l.pitchHz, BrightnessHz: l.brightness}
+}
+
 // shown is l as a person sees it, numbered n.
 func (l line) shown(n int) review.Line {
 	return review.Line{N: n, StartMS: l.startMS, EndMS: l.endMS, Speaker: l.speaker, Source: l.source, Text: l.text}
@@ -164,23 +171,12 @@ func (s *session) at(n int) (int, error) {
 
 // rewrite replaces the task's segments with s.lines, numbered from 0.
 func (s *session) rewrite(ctx context.Context) error {
-	if _, err := s.tx.Exec(ctx, `DELETE FROM segments WHERE task_id = $1`, s.id); err != nil {
-		return fmt.Errorf("rewrite the lines of %s: %w", s.id, err)
-	}
-	n := len(s.lines)
-	idx, start, end := make([]int32, n), make([]int32, n), make([]int32, n)
-	src, mt, speaker, voice := make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
-	pitch, bright := make([]float64, n), make([]float64, n)
+	rows := make([]segment.Row, len(s.lines))
 	for i, l := range s.lines {
 		s.lines[i].idx = i
-		idx[i], start[i], end[i] = int32(i), int32(l.startMS), int32(l.endMS)
-		src[i], mt[i], speaker[i], voice[i], pitch[i], bright[i] = l.source, l.text, l.speaker, l.voice, l.pitchHz, l.brightness
+		rows[i] = l.row()
 	}
-	if _, err := s.tx.Exec(ctx, `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, speaker, voice,
-		pitch_hz, brightness_hz)
-		SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[],
-		                         $9::float8[], $10::float8[])`,
-		s.id, idx, start, end, src, mt, speaker, voice, pitch, bright); err != nil {
+	if err := segment.Replaced(ctx, s.tx, s.id, rows); err != nil {
 		return fmt.Errorf("rewrite the lines of %s: %w", s.id, err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/internal/replay"
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
@@ -273,8 +274,7 @@ func changeSpeaker(ctx context.Context, tx pgx.Tx, id uuid.UUID, speaker string,
 		return err
 	}
 	// tts gave the task's voice to its first speaker's segments.
-	if _, err := tx.Exec(ctx, `UPDATE segments SET voice = $3
-		WHERE task_id = $1 AND tts_audio_key IS NULL AND voice <> '' AND voice = $2`, id, former, speaker); err != nil {
+	if err := segment.SpeakerChanged(ctx, tx, id, former, speaker); err != nil {
 		return fmt.Errorf("give task %s's segments the speaker %s: %w", id, speaker, err)
 	}
 	return nil

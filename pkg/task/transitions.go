@@ -6,6 +6,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
 	"strings"
 
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -506,10 +507,7 @@ var spawnSQL = `WITH parent AS (
 	  FROM parent p
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, trace_id
-), segs AS (
-	INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text)
-	SELECT c.id, s.idx, s.start_ms, s.end_ms, s.src_text FROM created c JOIN segments s ON s.task_id = @parent
-), glossary AS (
+), ` + segment.InheritCTE + `, glossary AS (
 	INSERT INTO task_glossaries (task_id, terms)
 	SELECT c.id, g.terms FROM created c JOIN task_glossaries g ON g.task_id = @parent
 ), plan AS (

@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/subtitle"
@@ -129,35 +130,22 @@ func measure(wav string, lines []line, log zerolog.Logger) []speaker.Voice {
 	return voices
 }
 
-// insertLinesSQL writes a task's lines as its segments in one statement,
-// replacing any an earlier attempt wrote.
-const insertLinesSQL = `INSERT INTO segments (task_id, idx, start_ms, end_ms, src_text, mt_text, speaker, pitch_hz, brightness_hz)
-	SELECT $1, s.idx, s.start_ms, s.end_ms, s.src_text, s.mt_text, s.speaker, s.pitch_hz, s.brightness_hz
-	  FROM unnest($2::int[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::float8[], $9::float8[])
-	       AS s(idx, start_ms, end_ms, src_text, mt_text, speaker, pitch_hz, brightness_hz)
-	ON CONFLICT (task_id, idx) DO UPDATE SET start_ms = EXCLUDED.start_ms, end_ms = EXCLUDED.end_ms,
-	    src_text = EXCLUDED.src_text, mt_text = EXCLUDED.mt_text, speaker = EXCLUDED.speaker, voice = '',
-	    pitch_hz = EXCLUDED.pitch_hz, brightness_hz = EXCLUDED.brightness_hz, tts_audio_key = NULL, tts_params_json = NULL`
-
 // stageLines stages the task's lines as its segments, numbered from 0, in
-// the success transaction. A target-language line's text is its
-// translation already (mt_text); a source-language one waits for
-// translate (mt_text NULL).
+// the success transaction (segment.Subtitled). A target-language line's
+// text is its translation already (mt_text); a source-language one waits
+// for translate (mt_text NULL).
 func stageLines(msg *step.Message, lines []line, voices []speaker.Voice, target bool) {
-	id := msg.Envelope.TaskID
-	msg.Exec(`DELETE FROM segments WHERE task_id = $1 AND idx >= $2`, id, len(lines))
-	n := len(lines)
-	idx, start, stop := make([]int32, n), make([]int32, n), make([]int32, n)
-	src, mt, who := make([]string, n), make([]*string, n), make([]string, n)
-	pitch, bright := make([]float64, n), make([]float64, n)
+	rows := make([]segment.Row, len(lines))
 	for i, l := range lines {
-		idx[i], start[i], stop[i], src[i], who[i] = int32(i), int32(l.startMS), int32(l.endMS), l.src, l.speaker
+		rows[i] = segment.Row{StartMS: l.startMS, EndMS: l.endMS, Source: l.src, Speaker: l.speaker,
+			PitchHz: voices[i].PitchHz, BrightnessHz: voices[i].BrightnessHz}
 		if target {
-			mt[i] = &lines[i].mt
+			rows[i].Text = &lines[i].mt
 		}
-		pitch[i], bright[i] = voices[i].PitchHz, voices[i].BrightnessHz
 	}
-	msg.Exec(insertLinesSQL, id, idx, start, stop, src, mt, who, pitch, bright)
+	for _, st := range segment.Subtitled(msg.Envelope.TaskID, rows) {
+		msg.Exec(st.SQL, st.Args...)
+	}
 }
 
 // emitLines stages the messages that carry the lines on: the translate

@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/task"
@@ -69,9 +70,8 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		if err != nil {
 			return err
 		}
-		msg.Exec(`UPDATE segments AS s SET mt_text = t.mt
-			FROM unnest($2::int[], $3::text[]) AS t(idx, mt)
-			WHERE s.task_id = $1 AND s.idx = t.idx AND s.mt_text IS NULL`, env.TaskID, idx, out)
+		st := segment.Translated(env.TaskID, idx, out)
+		msg.Exec(st.SQL, st.Args...)
 	}
 	msg.Log.Info().Int("segments", len(want)).Int("translated", len(texts)).Msg("batch translated")
 	if p.Revision == 0 && slices.Contains(review, wire.ReviewTranslation) {

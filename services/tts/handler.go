@@ -14,6 +14,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
+	seg "github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
 	lifecycle "github.com/dubflow/dubflow/pkg/task"
@@ -314,9 +315,7 @@ func (h *handler) segment(ctx context.Context, t task, s segment, set settings, 
 	}
 	if *s.text == "" {
 		// Nothing to say: mux_video plays silence in its slot.
-		_, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = '', tts_params_json = '{"skipped":"empty text"}',
-			tts_error = '' WHERE task_id = $1 AND idx = $2 AND tts_audio_key IS NULL`, t.id, s.idx)
-		if err != nil {
+		if err := seg.Skipped(ctx, h.db, t.id, s.idx); err != nil {
 			return nil, fmt.Errorf("record segment %d: %w", s.idx, err)
 		}
 		return nil, nil
@@ -377,8 +376,7 @@ func (h *handler) store(ctx context.Context, t task, s segment, req speech.Synth
 	if err := h.objects.Put(ctx, key, bytes.NewReader(audio.WAV), int64(len(audio.WAV)), "audio/wav"); err != nil {
 		return fmt.Errorf("store %s: %w", key, err)
 	}
-	if _, err := h.db.Exec(ctx, `UPDATE segments SET tts_audio_key = $3, tts_params_json = $4, tts_error = '',
-		voice = $5 WHERE task_id = $1 AND idx = $2`, t.id, s.idx, key, pj, usedVoice(req, audio)); err != nil {
+	if err := seg.Synthesised(ctx, h.db, t.id, s.idx, key, pj, usedVoice(req, audio)); err != nil {
 		return fmt.Errorf("record segment %d: %w", s.idx, err)
 	}
 	return nil
@@ -402,8 +400,8 @@ func (h *handler) compensate(ctx context.Context, msg *step.Message, t task, fai
 	}
 	now := time.Now()
 	for _, f := range failed {
-		msg.Exec(`UPDATE segments SET tts_error = $3, tts_failures = tts_failures + 1, tts_failed_at = now()
-			WHERE task_id = $1 AND idx = $2`, t.id, f.idx, f.err.Error())
+		st := seg.SynthesisFailed(t.id, f.idx, f.err.Error())
+		msg.Exec(st.SQL, st.Args...)
 		body, err := wire.NewCompensation(t.id, f.idx, f.err, msg.Envelope.TraceID, now).Marshal()
 		if err != nil {
 			return fmt.Errorf("encode compensation of segment %d: %w", f.idx, err)

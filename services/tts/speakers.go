@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	seg "github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speaker"
 	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/jackc/pgx/v5"
@@ -100,9 +101,7 @@ func (h *handler) assignSpeakersTx(ctx context.Context, tx pgx.Tx, msg *step.Mes
 		}
 	}
 	msg.Log.Info().Int("segments", newOnes).Int("speakers", len(byName)).Interface("voices", byName).Msg("speakers found")
-	if _, err := tx.Exec(ctx, `UPDATE segments AS s SET speaker = v.speaker, voice = v.voice
-		FROM unnest($2::int[], $3::text[], $4::text[]) AS v(idx, speaker, voice)
-		WHERE s.task_id = $1 AND s.idx = v.idx AND s.speaker = ''`, t.id, idx, names, chosen); err != nil {
+	if err := seg.SpeakersFound(ctx, tx, t.id, idx, names, chosen); err != nil {
 		return fmt.Errorf("record speakers of %s: %w", t.id, err)
 	}
 	return nil
@@ -152,9 +151,7 @@ func (h *handler) voiceNamed(ctx context.Context, tx pgx.Tx, msg *step.Message, 
 		}
 	}
 	msg.Log.Info().Int("speakers", len(turns)).Interface("voices", byName).Msg("named speakers voiced")
-	if _, err := tx.Exec(ctx, `UPDATE segments AS s SET voice = v.voice
-		FROM unnest($2::text[], $3::text[]) AS v(speaker, voice)
-		WHERE s.task_id = $1 AND s.speaker = v.speaker AND s.voice = ''`, t.id, names, chosen); err != nil {
+	if err := seg.VoicesNamed(ctx, tx, t.id, names, chosen); err != nil {
 		return fmt.Errorf("record voices of %s: %w", t.id, err)
 	}
 	return nil

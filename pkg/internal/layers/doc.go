@@ -2,8 +2,10 @@
 // tests (and by make lint): the import graph of dubflow's own packages is
 // at most MaxDepth packages deep, and the step runtime and what the
 // workers use never stand on the read model (pkg/view) or the admission
-// rules (pkg/admit), and nothing under pkg/ reads the environment. It has
-// no code of its own.
+// rules (pkg/admit), nothing under pkg/ reads the environment, and each
+// table with an owner (segments, tasks, task_steps, step_parts,
+// dead_letters, tts_compensations) is written by that package alone. It
+// has no code of its own.
 package layers
 
 // MaxDepth is the longest chain of imports, in packages, the project's
