@@ -71,7 +71,16 @@ func TestACommitWhoseAnswerIsLostIsResolvedByReading(t *testing.T) {
 				}
 				go loseTheAnswer(t, h, cut, msg.Envelope.TaskID.String(), &released)
 				return nil
-			})), func(c *step.Config) { c.Pool = pool })
+			})), func(c *step.Config) {
+				c.Pool = pool
+				// Nothing else of the runner's may take the one connection
+				// while answers are held: a query of the outbox sweep's, or
+				// a lease extension, whose answer is held, would keep the
+				// batch from ever being sent (the sweep's 200 ms tick found
+				// that window on a loaded machine).
+				c.SweepInterval = time.Hour
+				c.Lease = 10 * time.Minute
+			})
 			t.Cleanup(stop)
 			warm := asrEnvelope(t)
 			h.publish(warm)
