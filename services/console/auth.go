@@ -15,6 +15,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/tenant"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 )
 
@@ -253,7 +254,7 @@ type sessionView struct {
 // rate-limited per client address (CONSOLE_LOGIN_PER_MINUTE, burst
 // CONSOLE_LOGIN_BURST): 429 with Retry-After past the limit.
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := s.logins.allow(clientAddr(r)); !ok {
+	if ok, wait := s.logins.Allow(ratelimit.ClientAddr(r)); !ok {
 		// Counted with the refused requests, not one audit row each.
 		noteOf(r).skip = true
 		s.refused.note(refusalKey{target: r.Method + " " + r.URL.Path, outcome: "rate_limited: too many login attempts",

@@ -22,6 +22,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
@@ -82,7 +83,7 @@ func setup(t *testing.T, edit ...func(*Config)) *fixture {
 	}
 	s := &server{cfg: cfg, log: zerolog.Nop(), pool: db.Pool, objects: objects, signer: signer, pub: pub,
 		queues: amqpInspector{conn: conn}, events: newHub(db.Pool, zerolog.Nop()), auth: newAuth(cfg),
-		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst)}
+		logins: ratelimit.New(cfg.LoginPerMinute, cfg.LoginBurst)}
 	go func() { _ = s.events.run(ctx) }()
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)

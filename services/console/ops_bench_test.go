@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
@@ -81,7 +82,7 @@ func benchConsole(b *testing.B) (*server, uuid.UUID) {
 	}
 	cfg := &Config{APIToken: adminToken, SessionHours: 1}
 	return &server{cfg: cfg, log: zerolog.Nop(), pool: db.Pool, queues: fixedQueues{}, auth: newAuth(cfg),
-		logins: newLoginLimiter(100, 100)}, long
+		logins: ratelimit.New(100, 100)}, long
 }
 
 // serve runs one request through the handler and fails unless it answers

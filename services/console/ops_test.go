@@ -13,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -344,7 +345,7 @@ func consoleOn(t testing.TB, f *fixture) *httptest.Server {
 	}
 	t.Cleanup(pool.Close)
 	s := &server{cfg: f.srv.cfg, log: zerolog.Nop(), pool: pool, queues: f.srv.queues, auth: newAuth(f.srv.cfg),
-		logins: newLoginLimiter(100, 100)}
+		logins: ratelimit.New(100, 100)}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return hs

@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 )
@@ -52,7 +53,7 @@ type server struct {
 	queues queueInspector
 	events *hub
 	auth   *auth
-	logins *loginLimiter
+	logins *ratelimit.Limiter
 	// page serves the web page for every path not under /api/.
 	page http.Handler
 	// extra are routes added by other features.

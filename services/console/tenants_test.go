@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -444,7 +445,7 @@ func (f *fixture) replica(t *testing.T) *httpServer {
 	t.Helper()
 	o := f.srv
 	s := &server{cfg: o.cfg, log: o.log, pool: o.pool, objects: o.objects, signer: o.signer, pub: o.pub, queues: o.queues,
-		events: o.events, auth: newAuth(o.cfg), logins: newLoginLimiter(o.cfg.LoginPerMinute, o.cfg.LoginBurst)}
+		events: o.events, auth: newAuth(o.cfg), logins: ratelimit.New(o.cfg.LoginPerMinute, o.cfg.LoginBurst)}
 	return newHTTPServer(t, s.Handler())
 }
 
