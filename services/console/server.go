@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/events"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -51,7 +52,7 @@ type server struct {
 	signer *blob.Presigner
 	pub    outbox.Publisher
 	queues queueInspector
-	events *hub
+	events *events.Hub
 	auth   *auth
 	logins *ratelimit.Limiter
 	// page serves the web page for every path not under /api/.
