@@ -13,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // auditEntry is one row of console_audit (pkg/audit, which dubctl's
@@ -186,7 +187,7 @@ func timeRange(since, until string) (*time.Time, *time.Time, error) {
 		}
 		t, err := dlq.ParseSince(v, now)
 		if err != nil {
-			return nil, nil, badRequest(strings.Replace(err.Error(), "since", []string{"since", "until"}[i], 1))
+			return nil, nil, apierr.BadRequest(strings.Replace(err.Error(), "since", []string{"since", "until"}[i], 1))
 		}
 		out[i] = &t
 	}
@@ -196,7 +197,7 @@ func timeRange(since, until string) (*time.Time, *time.Time, error) {
 func (s *server) readAudit(ctx context.Context, f audit.Filter) (auditPage, error) {
 	page, err := audit.List(ctx, s.pool, f)
 	if errors.Is(err, audit.ErrBadCursor) {
-		return page, badRequest(err.Error())
+		return page, apierr.BadRequest(err.Error())
 	}
 	return page, err
 }

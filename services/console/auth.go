@@ -15,6 +15,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/tenant"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 )
@@ -154,7 +155,7 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 		tok = strings.TrimSpace(tok)
 		name, role := a.lookup(tok)
 		if !strings.EqualFold(scheme, "Bearer") {
-			return principal{}, unauthorized("invalid bearer token")
+			return principal{}, apierr.Unauthorized("invalid bearer token")
 		}
 		if role == "" {
 			return a.projectToken(r.Context(), tok)
@@ -163,11 +164,11 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return principal{}, unauthorized("log in (POST /api/login) or send Authorization: Bearer <token>")
+		return principal{}, apierr.Unauthorized("log in (POST /api/login) or send Authorization: Bearer <token>")
 	}
 	p, ok := a.verifySession(c.Value)
 	if !ok {
-		return principal{}, unauthorized("session expired or invalid; log in again")
+		return principal{}, apierr.Unauthorized("session expired or invalid; log in again")
 	}
 	if p.role == roleProject {
 		var err error
@@ -180,7 +181,7 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 		if got == "" || !hmac.Equal([]byte(got), []byte(a.csrfToken(c.Value))) {
 			// The principal names who was refused (the audit); the
 			// request is not served.
-			return p, forbidden("csrf", "missing or wrong "+csrfHeader+" header")
+			return p, apierr.Forbidden("csrf", "missing or wrong "+csrfHeader+" header")
 		}
 	}
 	return p, nil
@@ -189,14 +190,14 @@ func (a *auth) authenticate(r *http.Request) (principal, error) {
 // projectToken finds the live project's token whose secret is tok.
 func (a *auth) projectToken(ctx context.Context, tok string) (principal, error) {
 	if a.store == nil || tok == "" {
-		return principal{}, unauthorized("invalid bearer token")
+		return principal{}, apierr.Unauthorized("invalid bearer token")
 	}
 	t, ok, err := tenant.Lookup(ctx, a.store, tok)
 	if err != nil {
-		return principal{}, unavailableBecause("the token cannot be checked now; try again", err)
+		return principal{}, apierr.UnavailableBecause("the token cannot be checked now; try again", err)
 	}
 	if !ok {
-		return principal{}, unauthorized("invalid bearer token")
+		return principal{}, apierr.Unauthorized("invalid bearer token")
 	}
 	return projectPrincipal(t), nil
 }
@@ -206,14 +207,14 @@ func (a *auth) projectToken(ctx context.Context, tok string) (principal, error) 
 func (a *auth) projectSession(ctx context.Context, p principal) (principal, error) {
 	id, err := uuid.Parse(p.name)
 	if err != nil || a.store == nil {
-		return principal{}, unauthorized("session expired or invalid; log in again")
+		return principal{}, apierr.Unauthorized("session expired or invalid; log in again")
 	}
 	t, ok, err := tenant.LookupID(ctx, a.store, id)
 	if err != nil {
-		return principal{}, unavailableBecause("the session cannot be checked now; try again", err)
+		return principal{}, apierr.UnavailableBecause("the session cannot be checked now; try again", err)
 	}
 	if !ok {
-		return principal{}, unauthorized("session ended (its token was revoked or expired); log in again")
+		return principal{}, apierr.Unauthorized("session ended (its token was revoked or expired); log in again")
 	}
 	out := projectPrincipal(t)
 	out.session, out.expires = p.session, p.expires
@@ -273,7 +274,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	noteActor(r, p.name, p.role)
 	if err != nil {
 		if e, ok := err.(*apiError); ok && e.Status == http.StatusUnauthorized {
-			err = unauthorized("unknown token")
+			err = apierr.Unauthorized("unknown token")
 		}
 		s.fail(w, r, err)
 		return
@@ -299,7 +300,7 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 	if p := principalOf(r); p.session != "" {
 		if err := s.revoke(r.Context(), p.session, p.expires); err != nil {
 			s.log.Error().Err(err).Msg("logout")
-			s.fail(w, r, unavailable("the session could not be ended now; try again"))
+			s.fail(w, r, apierr.Unavailable("the session could not be ended now; try again"))
 			return
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // maxJSONBytes bounds a request body other than a multipart video upload
@@ -48,10 +50,10 @@ func unmarshalBody(b []byte, v any) error {
 		return jsonError(err, v)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("request body: more than one JSON value")
+		return apierr.BadRequest("request body: more than one JSON value")
 	}
 	if hasNUL(b) {
-		return badRequest(`request body: a text holds a NUL character (\u0000)`)
+		return apierr.BadRequest(`request body: a text holds a NUL character (\u0000)`)
 	}
 	return nil
 }
@@ -61,9 +63,9 @@ func unmarshalBody(b []byte, v any) error {
 func bodyReadError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge(fmt.Sprintf("request body: more than %d bytes (%d MiB)", mbe.Limit, mbe.Limit>>20))
+		return apierr.TooLarge(fmt.Sprintf("request body: more than %d bytes (%d MiB)", mbe.Limit, mbe.Limit>>20))
 	}
-	return badRequest("request body: could not be read to its end")
+	return apierr.BadRequest("request body: could not be read to its end")
 }
 
 // jsonError says in the API's terms why a body did not decode into v.
@@ -72,18 +74,18 @@ func jsonError(err error, v any) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return badRequest(fmt.Sprintf("request body: not valid JSON (at byte %d)", syn.Offset))
+		return apierr.BadRequest(fmt.Sprintf("request body: not valid JSON (at byte %d)", syn.Offset))
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("request body: not valid JSON (it ends early)")
+		return apierr.BadRequest("request body: not valid JSON (it ends early)")
 	case errors.As(err, &typ) && typ.Field == "":
-		return badRequest(fmt.Sprintf("request body: want a JSON object, not %s", jsonValue(typ.Value)))
+		return apierr.BadRequest(fmt.Sprintf("request body: want a JSON object, not %s", jsonValue(typ.Value)))
 	case errors.As(err, &typ):
-		return badRequest(fmt.Sprintf("request body: field %q: want %s, not %s", typ.Field, jsonType(typ.Type), jsonValue(typ.Value)))
+		return apierr.BadRequest(fmt.Sprintf("request body: field %q: want %s, not %s", typ.Field, jsonType(typ.Type), jsonValue(typ.Value)))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return badRequest(fmt.Sprintf("request body: unknown field %s (want %s)", name, strings.Join(jsonFields(v), ", ")))
+		return apierr.BadRequest(fmt.Sprintf("request body: unknown field %s (want %s)", name, strings.Join(jsonFields(v), ", ")))
 	}
-	return badRequest("request body: a value is not valid for this route")
+	return apierr.BadRequest("request body: a value is not valid for this route")
 }
 
 // jsonType names what a Go type reads in JSON.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -47,7 +48,7 @@ func (s *server) requeueCompensations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Limit < 1 || body.Limit > 1000 {
-		s.fail(w, r, badRequest(fmt.Sprintf("limit %d: want 1..1000", body.Limit)))
+		s.fail(w, r, apierr.BadRequest(fmt.Sprintf("limit %d: want 1..1000", body.Limit)))
 		return
 	}
 	tasks, err := compensation.Requeue(r.Context(), s.pool, s.pub, compensation.Options{Limit: body.Limit, Project: projectOf(r)})

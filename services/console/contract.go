@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -208,7 +209,7 @@ func (op *opSpec) checkRequest(w http.ResponseWriter, r *http.Request, limit int
 		op = &opSpec{}
 	}
 	if r.ContentLength > limit {
-		return tooLarge(fmt.Sprintf("request body: %d bytes, at most %d", r.ContentLength, limit))
+		return apierr.TooLarge(fmt.Sprintf("request body: %d bytes, at most %d", r.ContentLength, limit))
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := op.checkPath(r); err != nil {
@@ -228,11 +229,11 @@ func (op *opSpec) checkBody(r *http.Request) error {
 	switch {
 	case len(op.bodyTypes) > 0:
 		if (present || op.bodyRequired) && !slices.Contains(op.bodyTypes, mt) {
-			return unsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", cutEcho(mt), strings.Join(op.bodyTypes, " or ")))
+			return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", cutEcho(mt), strings.Join(op.bodyTypes, " or ")))
 		}
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || !present:
 	case mt != "application/json":
-		return unsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", cutEcho(mt)))
+		return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", cutEcho(mt)))
 	default:
 		return decodeJSON(r, &noFields{})
 	}
@@ -252,7 +253,7 @@ func (op *opSpec) checkPath(r *http.Request) error {
 			return err
 		}
 		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
-			return notFound(fmt.Sprintf("no such %s %q (want one of %s)", p.Name, shortValue(v), strings.Join(p.Enum, ", ")))
+			return apierr.NotFound(fmt.Sprintf("no such %s %q (want one of %s)", p.Name, apierr.Short(v), strings.Join(p.Enum, ", ")))
 		}
 	}
 	return nil
@@ -264,7 +265,7 @@ func (op *opSpec) checkPath(r *http.Request) error {
 func (op *opSpec) checkQuery(raw string) error {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return badRequest("query: not a valid query string (bad % escape or ;)")
+		return apierr.BadRequest("query: not a valid query string (bad % escape or ;)")
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for k := range q {
@@ -276,10 +277,10 @@ func (op *opSpec) checkQuery(raw string) error {
 	for _, name := range names {
 		p, ok := op.params[name]
 		if !ok || p.In != "query" {
-			return badRequest(fmt.Sprintf("unknown query parameter %q (%s)", shortValue(name), op.queryNames()))
+			return apierr.BadRequest(fmt.Sprintf("unknown query parameter %q (%s)", apierr.Short(name), op.queryNames()))
 		}
 		if len(q[name]) > 1 {
-			return badRequest(fmt.Sprintf("query parameter %q given %d times, want it once", name, len(q[name])))
+			return apierr.BadRequest(fmt.Sprintf("query parameter %q given %d times, want it once", name, len(q[name])))
 		}
 		v := q[name][0]
 		if v == "" {
@@ -289,7 +290,7 @@ func (op *opSpec) checkQuery(raw string) error {
 			return err
 		}
 		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
-			return badRequest(fmt.Sprintf("%s %q: want one of %s", name, shortValue(v), strings.Join(p.Enum, ", ")))
+			return apierr.BadRequest(fmt.Sprintf("%s %q: want one of %s", name, apierr.Short(v), strings.Join(p.Enum, ", ")))
 		}
 	}
 	return nil
@@ -307,10 +308,10 @@ func (op *opSpec) queryNames() string {
 // enum: a path and a query answer that differently).
 func (p paramSpec) check(v string) error {
 	if !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return badRequest(fmt.Sprintf("%s: control characters or invalid UTF-8 are not allowed", p.Name))
+		return apierr.BadRequest(fmt.Sprintf("%s: control characters or invalid UTF-8 are not allowed", p.Name))
 	}
 	if p.MaxLength != nil && utf8.RuneCountInString(v) > *p.MaxLength {
-		return badRequest(fmt.Sprintf("%s: %d characters, at most %d", p.Name, utf8.RuneCountInString(v), *p.MaxLength))
+		return apierr.BadRequest(fmt.Sprintf("%s: %d characters, at most %d", p.Name, utf8.RuneCountInString(v), *p.MaxLength))
 	}
 	switch {
 	case p.Format == "uuid":
@@ -318,7 +319,7 @@ func (p paramSpec) check(v string) error {
 	case p.Type == "integer":
 		return p.checkInteger(v)
 	case p.Type == "boolean" && v != "true" && v != "false":
-		return badRequest(fmt.Sprintf("%s %q: want true or false", p.Name, shortValue(v)))
+		return apierr.BadRequest(fmt.Sprintf("%s %q: want true or false", p.Name, apierr.Short(v)))
 	}
 	return nil
 }
@@ -328,10 +329,10 @@ func (p paramSpec) check(v string) error {
 func checkUUID(name, v string) error {
 	id, err := uuid.Parse(v)
 	if err != nil || len(v) != 36 {
-		return badRequest(fmt.Sprintf("%s %q: want a UUID such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301", name, shortValue(v)))
+		return apierr.BadRequest(fmt.Sprintf("%s %q: want a UUID such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301", name, apierr.Short(v)))
 	}
 	if id == uuid.Nil {
-		return badRequest(fmt.Sprintf("%s %q: the nil UUID names nothing", name, v))
+		return apierr.BadRequest(fmt.Sprintf("%s %q: the nil UUID names nothing", name, v))
 	}
 	return nil
 }
@@ -356,5 +357,5 @@ func (p paramSpec) checkInteger(v string) error {
 	case !math.IsInf(lo, -1) && !math.IsInf(hi, 1):
 		want = fmt.Sprintf("%d..%d", int64(lo), int64(hi))
 	}
-	return badRequest(fmt.Sprintf("%s %q: want %s", p.Name, shortValue(v), want))
+	return apierr.BadRequest(fmt.Sprintf("%s %q: want %s", p.Name, apierr.Short(v), want))
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -173,8 +174,8 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 			}
 		}
 	}
-	for _, err := range []error{badRequest(""), notFound(""), conflict(""), tooLarge(""), unavailable(""), unauthorized(""),
-		forbidden("forbidden", ""), forbidden("csrf", ""), methodNotAllowed(""), unsupportedMediaType(""),
+	for _, err := range []error{apierr.BadRequest(""), apierr.NotFound(""), apierr.Conflict(""), apierr.TooLarge(""), apierr.Unavailable(""), apierr.Unauthorized(""),
+		apierr.Forbidden("forbidden", ""), apierr.Forbidden("csrf", ""), apierr.MethodNotAllowed(""), apierr.UnsupportedMediaType(""),
 		idempotencyConflict(""), classify(nil), &apiError{Code: "rate_limited"}} {
 		if c := classify(err).Code; !slices.Contains(all, c) {
 			t.Errorf("code %q is answered but not documented", c)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // bulkRequest is the body of POST /api/dead-letters/replay and /purge: a
@@ -26,7 +27,7 @@ func readBulk(r *http.Request) (bulkRequest, dlq.Match, error) {
 	m, err := b.Match(time.Now())
 	m.Project = projectOf(r) // a project's token acts on its project's dead letters only
 	if errors.Is(err, dlq.ErrBadFilter) {
-		err = badRequest(err.Error())
+		err = apierr.BadRequest(err.Error())
 	}
 	return b, m, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -51,7 +52,7 @@ const singleWindow = 24 * time.Hour
 func (s *server) listEngines(w http.ResponseWriter, r *http.Request) {
 	step := r.URL.Query().Get("step")
 	if step != "" && pool.Kinds[step] == nil {
-		s.fail(w, r, badRequest(fmt.Sprintf("step %q: want one of %s, %s, %s", step, wire.StepASR, wire.StepTranslate, wire.StepTTS)))
+		s.fail(w, r, apierr.BadRequest(fmt.Sprintf("step %q: want one of %s, %s, %s", step, wire.StepASR, wire.StepTranslate, wire.StepTTS)))
 		return
 	}
 	now := time.Now()

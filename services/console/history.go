@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -205,7 +206,7 @@ func projectHistory(hq *historyQuery, project string) error {
 	}
 	for _, name := range hq.series {
 		if !slices.Contains(projectSeries, name) {
-			return forbidden("forbidden", fmt.Sprintf("series %s is the whole installation's; a project's token reads %s",
+			return apierr.Forbidden("forbidden", fmt.Sprintf("series %s is the whole installation's; a project's token reads %s",
 				name, strings.Join(projectSeries, ", ")))
 		}
 	}
@@ -263,7 +264,7 @@ func readHistoryQuery(r *http.Request, keep time.Duration) (historyQuery, error)
 	now := time.Now()
 	hq := historyQuery{since: now.Add(-time.Hour), until: now, step: q.Get("step")}
 	if hq.step != "" && !slices.Contains(wire.Pipeline, hq.step) {
-		return hq, badRequest(fmt.Sprintf("step %q: want one of %v", shortValue(hq.step), wire.Pipeline))
+		return hq, apierr.BadRequest(fmt.Sprintf("step %q: want one of %v", apierr.Short(hq.step), wire.Pipeline))
 	}
 	since, _, err := timeRange(q.Get("since"), "")
 	if err != nil {
@@ -277,7 +278,7 @@ func readHistoryQuery(r *http.Request, keep time.Duration) (historyQuery, error)
 	}
 	for _, name := range strings.Split(q.Get("series"), ",") {
 		if name = strings.TrimSpace(name); name != "" && unitOf(name) == "" {
-			return hq, badRequest(fmt.Sprintf("series %q: want one of %s", shortValue(name), seriesNames()))
+			return hq, apierr.BadRequest(fmt.Sprintf("series %q: want one of %s", apierr.Short(name), seriesNames()))
 		} else if name != "" {
 			hq.series = append(hq.series, name)
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // promQueries are the PromQL queries of each history series, over the
@@ -66,12 +68,12 @@ func (s *server) promHistory(ctx context.Context, name string, hq historyQuery) 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, unavailableBecause("prometheus (PROMETHEUS_URL) cannot be reached now; try again", err)
+		return nil, apierr.UnavailableBecause("prometheus (PROMETHEUS_URL) cannot be reached now; try again", err)
 	}
 	defer resp.Body.Close()
 	var m promMatrix
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.Status != "success" {
-		return nil, unavailable(fmt.Sprintf("prometheus answered %s: %s", resp.Status, m.Error))
+		return nil, apierr.Unavailable(fmt.Sprintf("prometheus answered %s: %s", resp.Status, m.Error))
 	}
 	return promLines(m, pq.label), nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/idempotency"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -34,7 +35,7 @@ const idempotencySweep = 10 * time.Minute
 
 // idempotencyConflict is the answer to a key used for another request.
 func idempotencyConflict(msg string) error {
-	return &apiError{http.StatusConflict, "idempotency_key_reused", msg}
+	return &apiError{Status: http.StatusConflict, Code: "idempotency_key_reused", Message: msg}
 }
 
 type reservedTaskKey struct{}
@@ -63,11 +64,11 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if len(keys) > 1 {
-			s.fail(w, r, badRequest(idempotencyHeader+": given more than once"))
+			s.fail(w, r, apierr.BadRequest(idempotencyHeader+": given more than once"))
 			return
 		}
 		if err := idempotency.CheckKey(keys[0]); err != nil {
-			s.fail(w, r, badRequest(err.Error()))
+			s.fail(w, r, apierr.BadRequest(err.Error()))
 			return
 		}
 		fp, taskID, done, err := s.spoolForFingerprint(r)
@@ -82,7 +83,7 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		case errors.Is(err, idempotency.ErrReused):
 			s.fail(w, r, idempotencyConflict(idempotencyHeader+" "+keys[0]+": "+err.Error()+"; choose a new key"))
 		case err != nil:
-			s.fail(w, r, unavailableBecause("the Idempotency-Key cannot be checked now; try again", err))
+			s.fail(w, r, apierr.UnavailableBecause("the Idempotency-Key cannot be checked now; try again", err))
 		case !owned:
 			noteAudit(r, "replayed", true)
 			replayAnswer(w, first)

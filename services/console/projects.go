@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/tenant"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -36,11 +37,11 @@ type projectDetail struct {
 func tenantError(err error) error {
 	switch {
 	case errors.Is(err, tenant.ErrInvalid):
-		return badRequest(err.Error())
+		return apierr.BadRequest(err.Error())
 	case errors.Is(err, tenant.ErrExists):
-		return conflict(err.Error())
+		return apierr.Conflict(err.Error())
 	case errors.Is(err, tenant.ErrNotFound):
-		return notFound(err.Error())
+		return apierr.NotFound(err.Error())
 	}
 	return err
 }
@@ -127,7 +128,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, badRequest("token id: want a UUID"))
+		s.fail(w, r, apierr.BadRequest("token id: want a UUID"))
 		return
 	}
 	t, err := tenant.RevokeToken(r.Context(), s.pool, id, projectOf(r), principalOf(r).name)

@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -35,13 +36,13 @@ const (
 // permits checks that p may call rt: the route's scope, then its access.
 func permits(p principal, rt route) error {
 	if op := apiContract[rt.method+" "+rt.path]; op != nil && op.scope != scopeProject && !p.global() {
-		return forbidden("forbidden", "this route is for admins across every project; a project's token cannot call it")
+		return apierr.Forbidden("forbidden", "this route is for admins across every project; a project's token cannot call it")
 	}
 	switch {
 	case rt.access == admin && !p.canAct():
-		return forbidden("forbidden", "this token is read-only")
+		return apierr.Forbidden("forbidden", "this token is read-only")
 	case rt.access == manager && !p.canManage():
-		return forbidden("forbidden", "only an admin manages a project's tokens")
+		return apierr.Forbidden("forbidden", "only an admin manages a project's tokens")
 	}
 	return nil
 }
@@ -66,7 +67,7 @@ func (s *server) owned(r *http.Request, rt route, p principal) error {
 	case strings.HasPrefix(rt.path, "/api/tasks/{id}"):
 		id, perr := uuid.Parse(r.PathValue("id"))
 		if perr != nil {
-			return badRequest(fmt.Sprintf("task id %q: want a UUID", shortValue(r.PathValue("id"))))
+			return apierr.BadRequest(fmt.Sprintf("task id %q: want a UUID", apierr.Short(r.PathValue("id"))))
 		}
 		err = s.pool.QueryRow(ctx, `SELECT project FROM tasks WHERE id = $1`, id).Scan(&owner)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != p.project) {
@@ -75,7 +76,7 @@ func (s *server) owned(r *http.Request, rt route, p principal) error {
 	case strings.HasPrefix(rt.path, "/api/dead-letters/{id}"):
 		id, perr := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if perr != nil {
-			return badRequest(fmt.Sprintf("dead letter id %q: want a positive number", shortValue(r.PathValue("id"))))
+			return apierr.BadRequest(fmt.Sprintf("dead letter id %q: want a positive number", apierr.Short(r.PathValue("id"))))
 		}
 		err = s.pool.QueryRow(ctx, `SELECT t.project FROM dead_letters d JOIN tasks t ON t.id = d.task_id
 			WHERE d.id = $1`, id).Scan(&owner)
@@ -84,22 +85,22 @@ func (s *server) owned(r *http.Request, rt route, p principal) error {
 		}
 	case strings.HasPrefix(rt.path, "/api/projects/{id}"):
 		if r.PathValue("id") != p.project {
-			return notFound(fmt.Sprintf("project %s: no such project", shortValue(r.PathValue("id"))))
+			return apierr.NotFound(fmt.Sprintf("project %s: no such project", apierr.Short(r.PathValue("id"))))
 		}
 	case strings.HasPrefix(rt.path, "/api/tokens/{id}"):
 		id, perr := uuid.Parse(r.PathValue("id"))
 		if perr != nil {
-			return badRequest(fmt.Sprintf("token id %q: want a UUID", shortValue(r.PathValue("id"))))
+			return apierr.BadRequest(fmt.Sprintf("token id %q: want a UUID", apierr.Short(r.PathValue("id"))))
 		}
 		owner, err = tenant.TokenProject(ctx, s.pool, id)
 		if errors.Is(err, tenant.ErrNotFound) || (err == nil && owner != p.project) {
-			return notFound(fmt.Sprintf("token %s: no such token", id))
+			return apierr.NotFound(fmt.Sprintf("token %s: no such token", id))
 		}
 	default:
-		return notFound("no such " + rt.path)
+		return apierr.NotFound("no such " + rt.path)
 	}
 	if err != nil {
-		return unavailableBecause("the database cannot be reached now; try again", err)
+		return apierr.UnavailableBecause("the database cannot be reached now; try again", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/events"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -154,7 +155,7 @@ func (s *server) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if strings.HasPrefix(r.URL.Path, "/api/") && !cleanPath(r.URL) {
 			// Before the mux, which would redirect to the cleaned path.
-			nr.answer(w, r, "", badRequest("path: no \".\", \"..\" or empty segments (also %2e-encoded) in an API path"))
+			nr.answer(w, r, "", apierr.BadRequest("path: no \".\", \"..\" or empty segments (also %2e-encoded) in an API path"))
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -190,7 +191,7 @@ type noRoute struct {
 func (nr noRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := nr.paths.Handler(r)
 	if len(nr.methods[pattern]) == 0 {
-		nr.answer(w, r, "", notFound("no such API route: "+r.Method+" "+r.URL.Path))
+		nr.answer(w, r, "", apierr.NotFound("no such API route: "+r.Method+" "+r.URL.Path))
 		return
 	}
 	allowed := slices.Clone(nr.methods[pattern])
@@ -199,7 +200,7 @@ func (nr noRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	nr.answer(w, r, pattern, methodNotAllowed(fmt.Sprintf("%s %s: this path answers %s", r.Method, pattern, strings.Join(allowed, ", "))))
+	nr.answer(w, r, pattern, apierr.MethodNotAllowed(fmt.Sprintf("%s %s: this path answers %s", r.Method, pattern, strings.Join(allowed, ", "))))
 }
 
 // answer authenticates the request unless pattern is a public route's
@@ -257,11 +258,11 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (pr
 		revoked, err := s.revoked(r.Context(), p.session)
 		if err != nil {
 			s.log.Error().Err(err).Str("path", cutEcho(r.URL.Path)).Msg("session check")
-			s.fail(w, r, unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
+			s.fail(w, r, apierr.Unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
 			return p, false
 		}
 		if revoked {
-			s.refuse(w, r, rt, p, unauthorized("session ended (logged out); log in again"))
+			s.refuse(w, r, rt, p, apierr.Unauthorized("session ended (logged out); log in again"))
 			return p, false
 		}
 	}

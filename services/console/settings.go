@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // settingsList is what GET /api/config answers: every run-time setting
@@ -38,17 +39,17 @@ func (b settingBody) text() (string, error) {
 	raw := strings.TrimSpace(string(b.Value))
 	switch {
 	case raw == "" || raw == "null":
-		return "", badRequest(`request body: want {"value": …}`)
+		return "", apierr.BadRequest(`request body: want {"value": …}`)
 	case strings.HasPrefix(raw, `"`):
 		var v string
 		if err := json.Unmarshal(b.Value, &v); err != nil {
-			return "", badRequest("value: " + err.Error())
+			return "", apierr.BadRequest("value: " + err.Error())
 		}
 		return v, nil
 	case strings.HasPrefix(raw, "-") || (raw[0] >= '0' && raw[0] <= '9'):
 		return raw, nil
 	}
-	return "", badRequest("value: want a string or a number")
+	return "", apierr.BadRequest("value: want a string or a number")
 }
 
 // putSetting answers PUT /api/config/{key}: the setting changed after the
@@ -75,9 +76,9 @@ func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).name)
 	switch {
 	case errors.Is(err, setting.ErrUnknown):
-		s.fail(w, r, notFound(err.Error()))
+		s.fail(w, r, apierr.NotFound(err.Error()))
 	case errors.Is(err, setting.ErrInvalid):
-		s.fail(w, r, badRequest(err.Error()))
+		s.fail(w, r, apierr.BadRequest(err.Error()))
 	case err != nil:
 		s.fail(w, r, err)
 	default:

@@ -19,6 +19,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -79,7 +80,7 @@ func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 	case "application/json":
 		sub, err = s.existingUpload(r)
 	default:
-		err = unsupportedMediaType("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
+		err = apierr.UnsupportedMediaType("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
 	}
 	if err != nil {
 		s.fail(w, r, refusal(err))
@@ -100,18 +101,18 @@ func refusal(err error) error {
 	}
 	switch e.Kind {
 	case admit.TooLarge:
-		return tooLarge(e.Error())
+		return apierr.TooLarge(e.Error())
 	case admit.Unavailable:
-		return unavailable(e.Error())
+		return apierr.Unavailable(e.Error())
 	}
-	return badRequest(e.Error())
+	return apierr.BadRequest(e.Error())
 }
 
 // admit checks a request's fields against the engines' capabilities.
 func (s *server) admit(ctx context.Context, req admit.Request) (admit.Task, error) {
 	caps, err := admit.LoadCapabilities(ctx, s.pool)
 	if err != nil {
-		return admit.Task{}, unavailableBecause("the engines' capabilities cannot be read now; try again", err)
+		return admit.Task{}, apierr.UnavailableBecause("the engines' capabilities cannot be read now; try again", err)
 	}
 	return admit.Check(req, admit.Rules{DefaultSource: s.cfg.DefaultSourceLanguage,
 		DefaultTarget: s.cfg.DefaultTargetLanguage, Capabilities: caps})
@@ -131,7 +132,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return sub, badRequest("multipart form: want Content-Type multipart/form-data with a boundary")
+		return sub, apierr.BadRequest("multipart form: want Content-Type multipart/form-data with a boundary")
 	}
 	dir, err := os.MkdirTemp("", "dubflow-console-")
 	if err != nil {
@@ -144,7 +145,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 		return sub, err
 	}
 	if !gotVideo {
-		return sub, badRequest("multipart form: the file field video is required")
+		return sub, apierr.BadRequest("multipart form: the file field video is required")
 	}
 	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
 		Glossary: fields["glossary"], FileName: fields[videoFileName], Subtitles: fields["subtitles"],
@@ -166,7 +167,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	sub.probe = admit.ProbeRecord(path, info)
 	sub.sourceVideoKey = wire.DefaultKeys(sub.id).SourceVideo
 	if err := s.objects.PutFile(r.Context(), sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailableBecause("the video cannot be stored now; try again", err)
+		return sub, apierr.UnavailableBecause("the video cannot be stored now; try again", err)
 	}
 	return sub, s.submit(r.Context(), sub)
 }
@@ -205,7 +206,7 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 			}
 			fields[name] = v
 		default:
-			return nil, false, badRequest(fmt.Sprintf("multipart form: unknown field %q (want video, %s)", name, formFieldNames))
+			return nil, false, apierr.BadRequest(fmt.Sprintf("multipart form: unknown field %q (want video, %s)", name, formFieldNames))
 		}
 	}
 }
@@ -231,7 +232,7 @@ func (s *server) readField(part io.Reader, name string) (string, error) {
 		return admit.SubtitlesText(formFields[name], b)
 	}
 	if len(b) > maxFieldBytes {
-		return "", tooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
+		return "", apierr.TooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
 	}
 	return string(b), nil
 }
@@ -258,9 +259,9 @@ func (s *server) saveVideo(part io.Reader, path string) error {
 func formError(err error, limit int64) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge(fmt.Sprintf("request body over the limit (MAX_VIDEO_BYTES=%d)", limit))
+		return apierr.TooLarge(fmt.Sprintf("request body over the limit (MAX_VIDEO_BYTES=%d)", limit))
 	}
-	return badRequest("multipart form: the body is not a complete multipart/form-data form")
+	return apierr.BadRequest("multipart form: the body is not a complete multipart/form-data form")
 }
 
 // uploadedTask is the JSON body of POST /api/tasks for a video already
@@ -309,7 +310,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	}
 	if mine := projectOf(r); mine != "" && project != mine {
 		// Another project's upload is, to a project's token, no upload.
-		return submission{}, badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", body.SourceVideoKey))
+		return submission{}, apierr.BadRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", body.SourceVideoKey))
 	}
 	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo, project: project}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
@@ -340,7 +341,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 func (s *server) takeUpload(ctx context.Context, key string, sub submission) (submission, error) {
 	if exists, err := s.taskExists(ctx, sub.id); err != nil || exists {
 		if err == nil {
-			err = conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", sub.id))
+			err = apierr.Conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", sub.id))
 		}
 		return sub, err
 	}
@@ -362,7 +363,7 @@ func (s *server) takeUpload(ctx context.Context, key string, sub submission) (su
 	}
 	sub.probe = admit.ProbeRecord(path, info)
 	if err := s.objects.PutFile(ctx, sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailableBecause("the object store cannot store the video now; try again", err)
+		return sub, apierr.UnavailableBecause("the object store cannot store the video now; try again", err)
 	}
 	if err := s.submit(ctx, sub); err != nil {
 		return sub, err
@@ -378,9 +379,9 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	info, err := s.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
+		return apierr.BadRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
-		return unavailableBecause("the object store cannot be reached now; try again", err)
+		return apierr.UnavailableBecause("the object store cannot be reached now; try again", err)
 	}
 	if err := s.uploadExpired(info.Modified, time.Now()); err != nil {
 		return err
@@ -393,9 +394,9 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	case errors.Is(err, blob.ErrTooLarge):
 		return lim.Size(lim.MaxBytes + 1)
 	case errors.Is(err, blob.ErrNotFound):
-		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
+		return apierr.BadRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
-		return unavailableBecause("the upload cannot be read now; try again", err)
+		return apierr.UnavailableBecause("the upload cannot be read now; try again", err)
 	}
 	return nil
 }
@@ -405,7 +406,7 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, unavailableBecause("the database cannot be reached now; try again", err)
+		return nil, apierr.UnavailableBecause("the database cannot be reached now; try again", err)
 	}
 	const key = `hashtextextended('dubflow upload ' || $1, 0)`
 	var locked bool
@@ -415,7 +416,7 @@ func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), e
 	}
 	if !locked {
 		conn.Release()
-		return nil, conflict(fmt.Sprintf("upload %s is being submitted by another request", id))
+		return nil, apierr.Conflict(fmt.Sprintf("upload %s is being submitted by another request", id))
 	}
 	return func() {
 		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+key+`)`, id.String()); err != nil {
@@ -446,11 +447,11 @@ func taskOfUploadKey(key string) (uuid.UUID, string, error) {
 		project, parts = parts[1], append(parts[:1:1], parts[2:]...)
 	}
 	if len(parts) != 3 || !tenant.ValidID(project) {
-		return uuid.Nil, "", badRequest(want)
+		return uuid.Nil, "", apierr.BadRequest(want)
 	}
 	id, err := uuid.Parse(parts[1])
 	if err != nil || (key != uploadKey(project, id) && key != uploadPrefix+id.String()+"/source.mp4") {
-		return uuid.Nil, "", badRequest(want)
+		return uuid.Nil, "", apierr.BadRequest(want)
 	}
 	return id, project, nil
 }
@@ -470,11 +471,11 @@ func (s *server) submitProject(r *http.Request, asked string) (string, error) {
 	if mine == "" {
 		var err error
 		if ok, err = tenant.Exists(r.Context(), s.pool, asked); err != nil {
-			return "", unavailableBecause("the projects cannot be read now; try again", err)
+			return "", apierr.UnavailableBecause("the projects cannot be read now; try again", err)
 		}
 	}
 	if !ok {
-		return "", badRequest(fmt.Sprintf("project %q: no such project", shortValue(asked)))
+		return "", apierr.BadRequest(fmt.Sprintf("project %q: no such project", apierr.Short(asked)))
 	}
 	return asked, nil
 }
@@ -490,18 +491,18 @@ func (s *server) submit(ctx context.Context, sub submission) error {
 	payload.Project = sub.project
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
 	if err != nil {
-		return badRequest(err.Error())
+		return apierr.BadRequest(err.Error())
 	}
 	for _, f := range sub.task.SubtitleFiles(sub.id) {
 		if err := s.objects.Put(ctx, f.Key, strings.NewReader(f.Text), int64(len(f.Text)), f.ContentType); err != nil {
-			return unavailableBecause("the subtitles cannot be stored now; try again", err)
+			return apierr.UnavailableBecause("the subtitles cannot be stored now; try again", err)
 		}
 	}
 	// Not in outbox.Commit: a submission commits in a transaction of its
 	// own, which rides over a database failover (task.SubmitProbed).
 	ids, err := task.SubmitProbed(ctx, s.pool, env, payload, sub.task.FileName, sub.probe)
 	if errors.Is(err, task.ErrExists) {
-		return conflict(fmt.Sprintf("task %s exists already", sub.id))
+		return apierr.Conflict(fmt.Sprintf("task %s exists already", sub.id))
 	}
 	if err != nil {
 		return err

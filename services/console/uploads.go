@@ -10,6 +10,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -57,7 +58,7 @@ func (s *server) uploadDeadline() time.Duration { return s.uploadExpiry() + uplo
 // deadline at now.
 func (s *server) uploadExpired(modified, now time.Time) error {
 	if age := now.Sub(modified); age > s.uploadDeadline() {
-		return badRequest(fmt.Sprintf("sourceVideoKey: the upload expired (uploaded %s ago, kept %s): POST /api/uploads for a new one",
+		return apierr.BadRequest(fmt.Sprintf("sourceVideoKey: the upload expired (uploaded %s ago, kept %s): POST /api/uploads for a new one",
 			age.Round(time.Second), s.uploadDeadline()))
 	}
 	return nil
@@ -178,7 +179,7 @@ func uploadContentType(ct string) (string, error) {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || len(params) != 0 || !strings.HasPrefix(mt, "video/") {
-		return "", badRequest(fmt.Sprintf("contentType %q: want a video type such as video/mp4", cutEcho(ct)))
+		return "", apierr.BadRequest(fmt.Sprintf("contentType %q: want a video type such as video/mp4", cutEcho(ct)))
 	}
 	return mt, nil
 }

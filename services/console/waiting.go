@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 )
 
@@ -45,7 +46,7 @@ func (s *server) waitingProxy(target string) http.HandlerFunc {
 			return
 		}
 		if s.cfg.DispatcherURL == "" {
-			s.fail(w, r, unavailable("the waiting-queue view needs DISPATCHER_URL and DISPATCHER_API_TOKEN"))
+			s.fail(w, r, apierr.Unavailable("the waiting-queue view needs DISPATCHER_URL and DISPATCHER_API_TOKEN"))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -59,16 +60,16 @@ func (s *server) waitingProxy(target string) http.HandlerFunc {
 		req.Header.Set("Accept", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
-			s.fail(w, r, unavailable("the dispatcher cannot be reached"))
+			s.fail(w, r, apierr.Unavailable("the dispatcher cannot be reached"))
 			return
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxProxyBytes+1))
 		switch {
 		case err != nil:
-			s.fail(w, r, unavailable("the dispatcher's answer was cut off"))
+			s.fail(w, r, apierr.Unavailable("the dispatcher's answer was cut off"))
 		case len(body) > maxProxyBytes:
-			s.fail(w, r, unavailable("the dispatcher's answer is over 4 MiB"))
+			s.fail(w, r, apierr.Unavailable("the dispatcher's answer is over 4 MiB"))
 		case resp.StatusCode != http.StatusOK:
 			s.fail(w, r, dispatcherError(resp.StatusCode, body))
 		default:
@@ -90,25 +91,25 @@ func waitingTarget(target string, r *http.Request) (string, error) {
 		}
 		v := r.PathValue(name)
 		if !canonicalUUID(v) {
-			return "", badRequest(fmt.Sprintf("%s %q: want a UUID like 6f0c7a52-3b1e-4d8e-9a57-1f2b7c0d4e13", name, shortValue(v)))
+			return "", apierr.BadRequest(fmt.Sprintf("%s %q: want a UUID like 6f0c7a52-3b1e-4d8e-9a57-1f2b7c0d4e13", name, apierr.Short(v)))
 		}
 		p = strings.ReplaceAll(p, "{"+name+"}", v)
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return "", badRequest("the query string does not parse")
+		return "", apierr.BadRequest("the query string does not parse")
 	}
 	most := waitingLimits[target]
 	for name, vs := range q {
 		if name != "limit" || most == 0 {
-			return "", badRequest(fmt.Sprintf("unknown query parameter %q", shortValue(name)))
+			return "", apierr.BadRequest(fmt.Sprintf("unknown query parameter %q", apierr.Short(name)))
 		}
 		if len(vs) != 1 {
-			return "", badRequest("limit is given more than once")
+			return "", apierr.BadRequest("limit is given more than once")
 		}
 		n, err := strconv.Atoi(vs[0])
 		if err != nil || n < 0 || n > most {
-			return "", badRequest(fmt.Sprintf("limit must be an integer between 0 and %d", most))
+			return "", apierr.BadRequest(fmt.Sprintf("limit must be an integer between 0 and %d", most))
 		}
 		p += "?limit=" + strconv.Itoa(n)
 	}
@@ -143,17 +144,17 @@ func dispatcherError(status int, body []byte) error {
 	}
 	switch e.Code {
 	case "VALIDATION_ERROR", "BUSINESS_QUEUE_FULL":
-		return badRequest(e.Message)
+		return apierr.BadRequest(e.Message)
 	case "NOT_FOUND":
-		return notFound(e.Message)
+		return apierr.NotFound(e.Message)
 	case "BUSINESS_IDEMPOTENCY_VIOLATION", "BUSINESS_NOT_WAITING", "BUSINESS_NOT_ASSIGNED",
 		"BUSINESS_NOTHING_TO_RELEASE", "BUSINESS_AGENT_BUSY":
-		return conflict(e.Message)
+		return apierr.Conflict(e.Message)
 	case "PAYLOAD_TOO_LARGE":
-		return tooLarge(e.Message)
+		return apierr.TooLarge(e.Message)
 	case "UNAUTHORIZED":
 		// Not the caller's credentials: the console's own token is wrong.
-		return unavailable("the dispatcher refused DISPATCHER_API_TOKEN")
+		return apierr.Unavailable("the dispatcher refused DISPATCHER_API_TOKEN")
 	}
-	return unavailable(fmt.Sprintf("the dispatcher answered %d", status))
+	return apierr.Unavailable(fmt.Sprintf("the dispatcher answered %d", status))
 }
