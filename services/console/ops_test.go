@@ -13,6 +13,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -355,7 +356,7 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(sampleEvery).Add(-sampleEvery) // the later sample is not in the future
+	now := time.Now().Truncate(history.SampleEvery).Add(-history.SampleEvery) // the later sample is not in the future
 	id := f.insertTask(t, "done", now.Add(-time.Hour))
 	f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status, started_at, finished_at) VALUES
 		($1, 'asr', 1, 'failed', $2, $3), ($1, 'asr', 2, 'succeeded', $4, $5)`,
@@ -373,14 +374,14 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 		}
 	}
 	// Two replicas sample the same instants: each instant is sampled once.
-	a, b := sampler{s: f.srv, now: func() time.Time { return now }}, sampler{s: f.srv, now: func() time.Time { return now }}
-	for _, m := range []sampler{a, b} {
-		if err := m.sample(ctx); err != nil {
+	a, b := f.srv.sampler(func() time.Time { return now }), f.srv.sampler(func() time.Time { return now })
+	for _, m := range []history.Sampler{a, b} {
+		if err := m.Sample(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	later := sampler{s: f.srv, now: func() time.Time { return now.Add(sampleEvery) }}
-	if err := later.sample(ctx); err != nil {
+	later := f.srv.sampler(func() time.Time { return now.Add(history.SampleEvery) })
+	if err := later.Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A restart: a new console on the same database answers the samples.
@@ -392,11 +393,11 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var h history
+	var h history.Report
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Source != "postgres" || len(h.Series) != 4 {
 		t.Fatalf("history %+v %v", h, err)
 	}
-	byName := map[string][]historyLine{}
+	byName := map[string][]history.Line{}
 	for _, s := range h.Series {
 		byName[s.Name] = s.Lines
 	}
@@ -413,7 +414,7 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 	if l := byName["queue_depth"]; len(l) != 1 || l[0].Key != "task.asr" || l[0].Points[0][1] != 0 {
 		t.Fatalf("queue depth of asr %+v, want task.asr empty", l)
 	}
-	var tts history
+	var tts history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=queue_depth&step=tts", nil, http.StatusOK, &tts)
 	if l := tts.Series[0].Lines; len(l) != 1 || l[0].Key != "task.tts" || len(l[0].Points) != 2 || l[0].Points[0][1] != 1 {
 		t.Fatalf("queue depth of tts %+v, want the message waiting in task.tts at each sample", l)
@@ -428,10 +429,10 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	// Fine samples of two hours ago, two days ago and ten days ago.
 	for i := range 8 {
 		f.exec(t, `INSERT INTO metric_samples (series, key, at, value) VALUES ('tasks_done', '', $1, $2), ('tasks_done', '', $3, 1),
-			('tasks_done', '', $4, 2)`, now.Add(-2*time.Hour).Add(time.Duration(i)*sampleEvery), float64(i),
-			now.Add(-48*time.Hour).Add(time.Duration(i)*sampleEvery), now.Add(-240*time.Hour).Add(time.Duration(i)*sampleEvery))
+			('tasks_done', '', $4, 2)`, now.Add(-2*time.Hour).Add(time.Duration(i)*history.SampleEvery), float64(i),
+			now.Add(-48*time.Hour).Add(time.Duration(i)*history.SampleEvery), now.Add(-240*time.Hour).Add(time.Duration(i)*history.SampleEvery))
 	}
-	if err := (sampler{s: f.srv, now: func() time.Time { return now }}).sample(ctx); err != nil {
+	if err := f.srv.sampler(func() time.Time { return now }).Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := f.pool.Query(ctx, `SELECT at, step_seconds, value FROM metric_samples
@@ -447,7 +448,7 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	if want := []string{"240h0m0s/3600/2", "48h0m0s/3600/1", "2h0m0s/60/1.5", "1h59m0s/60/5.5"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("old samples %v, want %v (an hour's average beyond a day, a minute's beyond an hour)", got, want)
 	}
-	var h history
+	var h history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=tasks_done&since=3h", nil, http.StatusOK, &h)
 	if len(h.Series) != 1 || len(h.Series[0].Lines) != 1 || len(h.Series[0].Lines[0].Points) != 3 {
 		t.Fatalf("history %+v, want the 2 minutes and the new sample", h)
@@ -455,8 +456,8 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	f.doJSON(t, "GET", "/api/metrics/history?series=nope", nil, http.StatusBadRequest, nil)
 	f.doJSON(t, "GET", "/api/metrics/history?step=nope", nil, http.StatusBadRequest, nil)
 	f.doJSON(t, "GET", "/api/metrics/history", nil, http.StatusOK, &h)
-	if len(h.Series) != len(historySeries) {
-		t.Fatalf("all series: %d, want %d", len(h.Series), len(historySeries))
+	if len(h.Series) != len(history.Names()) {
+		t.Fatalf("all series: %d, want %d", len(h.Series), len(history.Names()))
 	}
 }
 
@@ -471,7 +472,7 @@ func TestHistoryFromPrometheus(t *testing.T) {
 	}))
 	defer prom.Close()
 	f := setup(t, func(c *Config) { c.PrometheusURL = prom.URL + "/" })
-	var h history
+	var h history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=queue_depth&since=6h&step=tts", nil, http.StatusOK, &h)
 	if len(asked) != 1 || asked[0] != "/api/v1/query_range dubflow_queue_messages step=60" {
 		t.Fatalf("asked Prometheus %q", asked)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/rs/zerolog"
 )
 
@@ -119,10 +120,10 @@ func TestRetentionAndStuckThresholdFollowTheSettings(t *testing.T) {
 		return now.Sub(at)
 	}
 	sample := func() {
-		if err := (sampler{s: f.srv, now: func() time.Time { return now }}).sample(ctx); err != nil {
+		if err := f.srv.sampler(func() time.Time { return now }).Sample(ctx); err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(sampleEvery)
+		now = now.Add(history.SampleEvery)
 	}
 	sample()
 	if got := oldest(); got < 10*24*time.Hour {

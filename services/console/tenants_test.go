@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -570,7 +571,7 @@ func TestProjectHistoryIsItsOwn(t *testing.T) {
 	f := setup(t)
 	fx := f.seedTenants(t)
 	status, body := f.send(t, "GET", "/api/metrics/history?since=1h", fx.tokenA, nil)
-	var h history
+	var h history.Report
 	if status != http.StatusOK || json.Unmarshal(body, &h) != nil || len(h.Series) != 2 {
 		t.Fatalf("A's history: %d %s", status, body)
 	}
@@ -580,7 +581,7 @@ func TestProjectHistoryIsItsOwn(t *testing.T) {
 	if status, body := f.send(t, "GET", "/api/metrics/history?series=queue_depth", fx.tokenA, nil); status != http.StatusForbidden {
 		t.Errorf("A asking for queue_depth: %d %s, want 403", status, body)
 	}
-	var all history
+	var all history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=project_tasks_done", nil, http.StatusOK, &all)
 	if len(all.Series) != 1 || len(all.Series[0].Lines) != 2 {
 		t.Errorf("an admin's project_tasks_done: %+v, want both projects' lines", all.Series)
