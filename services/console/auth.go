@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 )
@@ -257,9 +258,9 @@ type sessionView struct {
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := s.logins.Allow(ratelimit.ClientAddr(r)); !ok {
 		// Counted with the refused requests, not one audit row each.
-		noteOf(r).skip = true
-		s.refused.note(refusalKey{target: r.Method + " " + r.URL.Path, outcome: "rate_limited: too many login attempts",
-			status: http.StatusTooManyRequests}, time.Now(), r.URL.Path)
+		auditlog.Skip(r)
+		s.refused.Note(auditlog.Refusal{Target: r.Method + " " + r.URL.Path, Outcome: "rate_limited: too many login attempts",
+			Status: http.StatusTooManyRequests}, time.Now(), cutEcho(r.URL.Path))
 		tooManyLogins(w, wait)
 		return
 	}
@@ -271,7 +272,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	role, name, p, err := s.auth.loginAs(r.Context(), body.Token)
-	noteActor(r, p.name, p.role)
+	auditlog.NoteActor(r, p.name, p.role)
 	if err != nil {
 		if e, ok := err.(*apiError); ok && e.Status == http.StatusUnauthorized {
 			err = apierr.Unauthorized("unknown token")

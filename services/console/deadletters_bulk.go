@@ -7,6 +7,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 )
 
 // bulkRequest is the body of POST /api/dead-letters/replay and /purge: a
@@ -65,7 +66,7 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request, do func(bulkReques
 		return
 	}
 	for k, v := range out.AuditDetail() {
-		noteAudit(r, k, v)
+		auditlog.Note(r, k, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/idempotency"
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/google/uuid"
 )
 
@@ -85,7 +86,7 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 		case err != nil:
 			s.fail(w, r, apierr.UnavailableBecause("the Idempotency-Key cannot be checked now; try again", err))
 		case !owned:
-			noteAudit(r, "replayed", true)
+			auditlog.Note(r, "replayed", true)
 			replayAnswer(w, first)
 		default:
 			s.runOnce(w, r.WithContext(context.WithValue(r.Context(), reservedTaskKey{}, id)), k, next)

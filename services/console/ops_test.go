@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
@@ -276,8 +278,8 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 	decode(t, f.do(t, "POST", "/api/tasks/"+id.String()+"/cancel", aliceToken, "application/json", nil), http.StatusOK, nil)
 	decode(t, f.do(t, "POST", "/api/tasks/"+id.String()+"/cancel", aliceToken, "application/json", nil), http.StatusConflict, nil)
 
-	var page auditPage
-	f.srv.flushRefusals(context.Background()) // bob's refusals, counted
+	var page audit.Page
+	f.srv.auditLog().FlushRefusals(context.Background()) // bob's refusals, counted
 	decode(t, f.do(t, "GET", "/api/audit", bobToken, "", nil), http.StatusOK, &page)
 	var got []string
 	for _, e := range page.Entries {
@@ -299,7 +301,7 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 		t.Fatalf("second login page %+v", page)
 	}
 	decode(t, f.do(t, "GET", "/api/audit?actor=bob", adminToken, "", nil), http.StatusOK, &page)
-	if len(page.Entries) != 2 || page.Entries[0].Action != actionRefused || page.Entries[1].Action != actionRefused {
+	if len(page.Entries) != 2 || page.Entries[0].Action != auditlog.ActionRefused || page.Entries[1].Action != auditlog.ActionRefused {
 		t.Fatalf("bob did nothing but was refused twice, audit says %+v", page.Entries)
 	}
 	// The single tokens still work, named admin and read.
@@ -492,7 +494,7 @@ func TestAuditNamesTheTaskSubmittedAndTheTimelineShowsIt(t *testing.T) {
 	ct, body := multipartBody(t, sampleVideo(t, "1"), map[string]string{"source": "en", "target": "es"})
 	var c created
 	decode(t, f.do(t, "POST", "/api/tasks", aliceToken, ct, body), http.StatusCreated, &c)
-	var page auditPage
+	var page audit.Page
 	f.doJSON(t, "GET", "/api/audit?action=submit", nil, http.StatusOK, &page)
 	if len(page.Entries) != 1 || page.Entries[0].Target != c.TaskID.String() || page.Entries[0].Actor != "alice" {
 		t.Fatalf("submit entries %+v, want alice's on %s", page.Entries, c.TaskID)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/google/uuid"
 )
 
@@ -69,7 +70,7 @@ func (s *server) createProject(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, tenantError(err))
 		return
 	}
-	noteAuditTarget(r, p.ID)
+	auditlog.NoteTarget(r, p.ID)
 	writeJSON(w, http.StatusCreated, p)
 }
 
@@ -118,8 +119,8 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, tenantError(err))
 		return
 	}
-	noteAudit(r, "token", t.Project+"/"+t.Name)
-	noteAudit(r, "role", t.Role)
+	auditlog.Note(r, "token", t.Project+"/"+t.Name)
+	auditlog.Note(r, "role", t.Role)
 	writeJSON(w, http.StatusCreated, t)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -126,11 +127,11 @@ func (s *server) editReview(w http.ResponseWriter, r *http.Request) {
 
 // noteEdit adds a review edit to the request's audit entry.
 func noteEdit(r *http.Request, e view.ReviewEdit) {
-	noteAudit(r, "action", e.Action)
-	noteAudit(r, "stage", e.Stage)
-	noteAudit(r, "line", e.Line)
-	noteAudit(r, "before", e.Before)
-	noteAudit(r, "after", e.After)
+	auditlog.Note(r, "action", e.Action)
+	auditlog.Note(r, "stage", e.Stage)
+	auditlog.Note(r, "line", e.Line)
+	auditlog.Note(r, "before", e.Before)
+	auditlog.Note(r, "after", e.After)
 }
 
 // approveReview answers POST /api/tasks/{id}/review/approve: dub.Approve,
@@ -159,8 +160,8 @@ func (s *server) approveReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, reviewError(err))
 		return
 	}
-	noteAudit(r, "stage", a.Stage)
-	noteAudit(r, "lines", a.Lines)
+	auditlog.Note(r, "stage", a.Stage)
+	auditlog.Note(r, "lines", a.Lines)
 	writeJSON(w, http.StatusAccepted, a)
 }
 

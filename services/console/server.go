@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/events"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,8 +61,8 @@ type server struct {
 	page http.Handler
 	// extra are routes added by other features.
 	extra []route
-	// refused counts the refused requests for the audit (refusals.go).
-	refused refusals
+	// refused counts the refused requests for the audit (internal/auditlog).
+	refused auditlog.Refusals
 	// settings are the run-time settings in force (nil: the defaults).
 	settings *setting.Watch
 }

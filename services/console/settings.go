@@ -8,6 +8,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 )
 
 // settingsList is what GET /api/config answers: every run-time setting
@@ -58,7 +59,7 @@ func (b settingBody) text() (string, error) {
 // before and after. Running services take it within pollSeconds.
 func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	noteOf(r).target = key
+	auditlog.NoteTarget(r, key)
 	var body settingBody
 	if err := decodeJSON(r, &body); err != nil {
 		s.fail(w, r, err)
@@ -69,9 +70,9 @@ func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	noteAudit(r, "value", value)
+	auditlog.Note(r, "value", value)
 	if before, err := setting.Get(r.Context(), s.pool, key); err == nil {
-		noteAudit(r, "from", before.Value)
+		auditlog.Note(r, "from", before.Value)
 	}
 	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).name)
 	switch {

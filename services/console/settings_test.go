@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/rs/zerolog"
@@ -76,7 +77,7 @@ func TestConfigAPI(t *testing.T) {
 		t.Fatalf("after PUT: %+v", got)
 	}
 	var audit struct {
-		Entries []auditEntry `json:"entries"`
+		Entries []audit.Entry `json:"entries"`
 	}
 	f.doJSON(t, "GET", "/api/audit?action=config", nil, http.StatusOK, &audit)
 	var ok, refused int
