@@ -17,7 +17,7 @@ import (
 // auditLog is the server's audit.
 func (s *server) auditLog() auditlog.Log {
 	return auditlog.Log{Pool: s.pool, Log: s.log, Refused: &s.refused,
-		Who: func(r *http.Request) (string, string) { p := principalOf(r); return p.name, p.role }}
+		Who: func(r *http.Request) (string, string) { p := principalOf(r); return p.Name, p.Role }}
 }
 
 // audited records every call of h as action (auditlog.Log.Audited).

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
 )
 
 // login logs in with token and returns the session cookie and its CSRF
@@ -20,11 +21,11 @@ func (f *fixture) login(t *testing.T, token string) (*http.Cookie, string) {
 	var sess sessionView
 	decode(t, resp, http.StatusOK, &sess)
 	for _, c := range cookies {
-		if c.Name == sessionCookie {
+		if c.Name == auth.SessionCookie {
 			return c, sess.CSRFToken
 		}
 	}
-	t.Fatalf("login set no %s cookie: %v", sessionCookie, cookies)
+	t.Fatalf("login set no %s cookie: %v", auth.SessionCookie, cookies)
 	return nil, ""
 }
 
@@ -37,7 +38,7 @@ func (f *fixture) withSession(t *testing.T, method, path string, cookie *http.Co
 	}
 	req.AddCookie(cookie)
 	if csrf != "" {
-		req.Header.Set(csrfHeader, csrf)
+		req.Header.Set(auth.CSRFHeader, csrf)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

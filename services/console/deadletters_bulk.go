@@ -49,7 +49,7 @@ func (s *server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
 // each in dead_letters_archive (dlq.BulkPurge), or with dryRun counts them.
 func (s *server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) {
 	s.bulk(w, r, func(b bulkRequest, m dlq.Match) (bulkResult, error) {
-		return dlq.BulkPurge(r.Context(), s.pool, b, m, principalOf(r).name)
+		return dlq.BulkPurge(r.Context(), s.pool, b, m, principalOf(r).Name)
 	})
 }
 

@@ -78,7 +78,7 @@ func (s *server) idempotent(next http.HandlerFunc) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		k := idempotency.Key{Principal: principalOf(r).name, Key: keys[0]}
+		k := idempotency.Key{Principal: principalOf(r).Name, Key: keys[0]}
 		owned, id, first, err := idempotency.Begin(r.Context(), s.pool, k, fp, taskID, idempotencyPoll)
 		switch {
 		case errors.Is(err, idempotency.ErrReused):

@@ -65,7 +65,7 @@ func (s *server) createProject(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := tenant.CreateProject(r.Context(), s.pool, body, principalOf(r).name)
+	p, err := tenant.CreateProject(r.Context(), s.pool, body, principalOf(r).Name)
 	if err != nil {
 		s.fail(w, r, tenantError(err))
 		return
@@ -114,7 +114,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body.Project = r.PathValue("id")
-	t, err := tenant.CreateToken(r.Context(), s.pool, body, principalOf(r).name, time.Now())
+	t, err := tenant.CreateToken(r.Context(), s.pool, body, principalOf(r).Name, time.Now())
 	if err != nil {
 		s.fail(w, r, tenantError(err))
 		return
@@ -132,7 +132,7 @@ func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apierr.BadRequest("token id: want a UUID"))
 		return
 	}
-	t, err := tenant.RevokeToken(r.Context(), s.pool, id, projectOf(r), principalOf(r).name)
+	t, err := tenant.RevokeToken(r.Context(), s.pool, id, projectOf(r), principalOf(r).Name)
 	if err != nil {
 		s.fail(w, r, tenantError(err))
 		return

@@ -80,7 +80,7 @@ func (s *server) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPause
 func (s *server) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
 
 func (s *server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	p, err := worker.SetPaused(r.Context(), s.pool, r.PathValue("step"), paused, principalOf(r).name)
+	p, err := worker.SetPaused(r.Context(), s.pool, r.PathValue("step"), paused, principalOf(r).Name)
 	if errors.Is(err, worker.ErrUnknownStep) {
 		s.fail(w, r, apierr.NotFound(err.Error()))
 		return

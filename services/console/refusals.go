@@ -13,7 +13,7 @@ import (
 // refuse answers a refused request with err and counts it in the audit.
 func (s *server) refuse(w http.ResponseWriter, r *http.Request, rt route, p principal, err error) {
 	ae := classify(err)
-	s.refused.Note(auditlog.Refusal{Actor: p.name, Role: p.role, Target: rt.method + " " + rt.path,
+	s.refused.Note(auditlog.Refusal{Actor: p.Name, Role: p.Role, Target: rt.method + " " + rt.path,
 		Outcome: ae.Code + ": " + capEchoes(ae.Message), Status: ae.Status}, time.Now(), cutEcho(r.URL.Path))
 	s.fail(w, r, err)
 }

@@ -82,7 +82,7 @@ func (s *server) importReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ed, err := dub.ImportLines(r.Context(), s.pool, id, principalOf(r).name, cmp.Or(body.Text, dub.TextSource),
+	ed, err := dub.ImportLines(r.Context(), s.pool, id, principalOf(r).Name, cmp.Or(body.Text, dub.TextSource),
 		[]byte(body.Subtitles))
 	if err != nil {
 		s.fail(w, r, reviewError(err))
@@ -116,7 +116,7 @@ func (s *server) editReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ed, err := dub.EditReview(r.Context(), s.pool, id, principalOf(r).name, body)
+	ed, err := dub.EditReview(r.Context(), s.pool, id, principalOf(r).Name, body)
 	if err != nil {
 		s.fail(w, r, reviewError(err))
 		return
@@ -151,7 +151,7 @@ func (s *server) approveReview(w http.ResponseWriter, r *http.Request) {
 	var a *dub.Approved
 	err = s.commit(r.Context(), id, func(tx pgx.Tx) ([]int64, error) {
 		var err error
-		if a, err = dub.Approve(r.Context(), tx, id, principalOf(r).name, batch); err != nil {
+		if a, err = dub.Approve(r.Context(), tx, id, principalOf(r).Name, batch); err != nil {
 			return nil, err
 		}
 		return a.Outbox, nil

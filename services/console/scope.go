@@ -35,13 +35,13 @@ const (
 
 // permits checks that p may call rt: the route's scope, then its access.
 func permits(p principal, rt route) error {
-	if op := apiContract[rt.method+" "+rt.path]; op != nil && op.scope != scopeProject && !p.global() {
+	if op := apiContract[rt.method+" "+rt.path]; op != nil && op.scope != scopeProject && !p.Global() {
 		return apierr.Forbidden("forbidden", "this route is for admins across every project; a project's token cannot call it")
 	}
 	switch {
-	case rt.access == admin && !p.canAct():
+	case rt.access == admin && !p.CanAct():
 		return apierr.Forbidden("forbidden", "this token is read-only")
-	case rt.access == manager && !p.canManage():
+	case rt.access == manager && !p.CanManage():
 		return apierr.Forbidden("forbidden", "only an admin manages a project's tokens")
 	}
 	return nil
@@ -49,7 +49,7 @@ func permits(p principal, rt route) error {
 
 // projectOf is the project a request's lists and actions keep to: the
 // project's token's, "" (every project) for the configuration's tokens.
-func projectOf(r *http.Request) string { return principalOf(r).project }
+func projectOf(r *http.Request) string { return principalOf(r).Project }
 
 // owned checks, for a project's token, that the resource the path names
 // belongs to its project; another project's, or none, is 404 with the
@@ -57,7 +57,7 @@ func projectOf(r *http.Request) string { return principalOf(r).project }
 // refused the same way: a route is scoped before a project's token
 // reaches it.
 func (s *server) owned(r *http.Request, rt route, p principal) error {
-	if p.global() || !strings.Contains(rt.path, "{") {
+	if p.Global() || !strings.Contains(rt.path, "{") {
 		return nil
 	}
 	ctx := r.Context()
@@ -70,7 +70,7 @@ func (s *server) owned(r *http.Request, rt route, p principal) error {
 			return apierr.BadRequest(fmt.Sprintf("task id %q: want a UUID", apierr.Short(r.PathValue("id"))))
 		}
 		err = s.pool.QueryRow(ctx, `SELECT project FROM tasks WHERE id = $1`, id).Scan(&owner)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != p.project) {
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != p.Project) {
 			return fmt.Errorf("task %s: %w", id, view.ErrNotFound)
 		}
 	case strings.HasPrefix(rt.path, "/api/dead-letters/{id}"):
@@ -80,11 +80,11 @@ func (s *server) owned(r *http.Request, rt route, p principal) error {
 		}
 		err = s.pool.QueryRow(ctx, `SELECT t.project FROM dead_letters d JOIN tasks t ON t.id = d.task_id
 			WHERE d.id = $1`, id).Scan(&owner)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != p.project) {
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != p.Project) {
 			return fmt.Errorf("dead letter %d: %w", id, dlq.ErrNotFound)
 		}
 	case strings.HasPrefix(rt.path, "/api/projects/{id}"):
-		if r.PathValue("id") != p.project {
+		if r.PathValue("id") != p.Project {
 			return apierr.NotFound(fmt.Sprintf("project %s: no such project", apierr.Short(r.PathValue("id"))))
 		}
 	case strings.HasPrefix(rt.path, "/api/tokens/{id}"):
@@ -93,7 +93,7 @@ func (s *server) owned(r *http.Request, rt route, p principal) error {
 			return apierr.BadRequest(fmt.Sprintf("token id %q: want a UUID", apierr.Short(r.PathValue("id"))))
 		}
 		owner, err = tenant.TokenProject(ctx, s.pool, id)
-		if errors.Is(err, tenant.ErrNotFound) || (err == nil && owner != p.project) {
+		if errors.Is(err, tenant.ErrNotFound) || (err == nil && owner != p.Project) {
 			return apierr.NotFound(fmt.Sprintf("token %s: no such token", id))
 		}
 	default:

@@ -14,6 +14,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
 	"github.com/dubflow/dubflow/services/console/internal/events"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,7 +30,7 @@ const (
 	// reader routes need any token or session.
 	reader
 	// admin routes change things: they need an admin across every
-	// project, or a project's admin or operator (principal.canAct).
+	// project, or a project's admin or operator (principal.CanAct).
 	admin
 	// manager routes manage a project's tokens: an admin across every
 	// project, or the project's own admin.
@@ -55,7 +56,7 @@ type server struct {
 	pub    outbox.Publisher
 	queues queueInspector
 	events *events.Hub
-	auth   *auth
+	auth   *auth.Auth
 	logins *ratelimit.Limiter
 	// page serves the web page for every path not under /api/.
 	page http.Handler
@@ -133,8 +134,8 @@ func (s *server) taskRoutes() []route {
 // or an empty one, and 404 otherwise; only the public routes' paths
 // answer 405 without authentication.
 func (s *server) Handler() http.Handler {
-	if s.auth.store == nil && s.pool != nil {
-		s.auth.store = s.pool // the projects' tokens
+	if s.auth.Store == nil && s.pool != nil {
+		s.auth.Store = s.pool // the projects' tokens
 	}
 	mux := http.NewServeMux()
 	nr := noRoute{s: s, paths: http.NewServeMux(), methods: map[string][]string{}, public: map[string]bool{}}
@@ -250,13 +251,13 @@ func (s *server) guard(rt route) http.Handler {
 // authorize finds the request's principal and checks it may call rt; it
 // answers the refusal itself and returns false.
 func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (principal, bool) {
-	p, err := s.auth.authenticate(r)
+	p, err := s.auth.Authenticate(r)
 	if err != nil {
 		s.refuse(w, r, rt, p, err)
 		return p, false
 	}
-	if p.session != "" {
-		revoked, err := s.revoked(r.Context(), p.session)
+	if p.Session != "" {
+		revoked, err := auth.Revoked(r.Context(), s.pool, p.Session)
 		if err != nil {
 			s.log.Error().Err(err).Str("path", cutEcho(r.URL.Path)).Msg("session check")
 			s.fail(w, r, apierr.Unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))

@@ -74,7 +74,7 @@ func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 	if before, err := setting.Get(r.Context(), s.pool, key); err == nil {
 		auditlog.Note(r, "from", before.Value)
 	}
-	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).name)
+	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).Name)
 	switch {
 	case errors.Is(err, setting.ErrUnknown):
 		s.fail(w, r, apierr.NotFound(err.Error()))
