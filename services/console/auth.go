@@ -7,6 +7,7 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/auth"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 )
 
@@ -43,14 +44,14 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		// Counted with the refused requests, not one audit row each.
 		auditlog.Skip(r)
 		s.refused.Note(auditlog.Refusal{Target: r.Method + " " + r.URL.Path, Outcome: "rate_limited: too many login attempts",
-			Status: http.StatusTooManyRequests}, time.Now(), cutEcho(r.URL.Path))
+			Status: http.StatusTooManyRequests}, time.Now(), apierr.CutEcho(r.URL.Path))
 		tooManyLogins(w, wait)
 		return
 	}
 	var body struct {
 		Token string `json:"token"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

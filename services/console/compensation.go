@@ -7,6 +7,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -43,7 +44,7 @@ func (s *server) requeueCompensations(w http.ResponseWriter, r *http.Request) {
 	body := struct {
 		Limit int `json:"limit"`
 	}{Limit: 100}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -159,7 +161,7 @@ func oversized(method, path string) []byte {
 	if method == http.MethodPost && path == "/api/tasks" {
 		return bytes.Repeat([]byte(" "), maxTaskJSONBytes+1024)
 	}
-	return bytes.Repeat([]byte(" "), maxJSONBytes+1024)
+	return bytes.Repeat([]byte(" "), jsonbody.MaxBytes+1024)
 }
 
 // badValue is a malformed path value and the status it must get.
@@ -248,7 +250,7 @@ func (f *fixture) sweepOne(t *testing.T, op string, req sweepRequest) {
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	}
 	if msg := judge(op, req, resp, body); msg != "" {
-		t.Errorf("%s, %s (%s %s?%s): %s", op, req.kind, req.method, cutEcho(req.path), req.query, msg)
+		t.Errorf("%s, %s (%s %s?%s): %s", op, req.kind, req.method, apierr.CutEcho(req.path), req.query, msg)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -229,13 +230,13 @@ func (op *opSpec) checkBody(r *http.Request) error {
 	switch {
 	case len(op.bodyTypes) > 0:
 		if (present || op.bodyRequired) && !slices.Contains(op.bodyTypes, mt) {
-			return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", cutEcho(mt), strings.Join(op.bodyTypes, " or ")))
+			return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", apierr.CutEcho(mt), strings.Join(op.bodyTypes, " or ")))
 		}
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || !present:
 	case mt != "application/json":
-		return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", cutEcho(mt)))
+		return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", apierr.CutEcho(mt)))
 	default:
-		return decodeJSON(r, &noFields{})
+		return jsonbody.Decode(r, &jsonbody.NoFields{})
 	}
 	return nil
 }

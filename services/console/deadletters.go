@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
 // deadLetterView is a dead letter in the API's field names (the read
@@ -74,7 +75,7 @@ func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Force bool `json:"force"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

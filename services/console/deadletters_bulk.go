@@ -8,6 +8,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
 // bulkRequest is the body of POST /api/dead-letters/replay and /purge: a
@@ -22,7 +23,7 @@ type bulkResult = dlq.BulkResult
 // readBulk reads and checks the filter.
 func readBulk(r *http.Request) (bulkRequest, dlq.Match, error) {
 	var b bulkRequest
-	if err := decodeJSON(r, &b); err != nil {
+	if err := jsonbody.Decode(r, &b); err != nil {
 		return b, dlq.Match{}, err
 	}
 	m, err := b.Match(time.Now())

@@ -20,6 +20,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -160,7 +161,7 @@ func (s *server) spoolForFingerprint(r *http.Request) (fp []byte, taskID uuid.UU
 	if mt != "multipart/form-data" {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
-			return nil, uuid.Nil, done, bodyReadError(err)
+			return nil, uuid.Nil, done, jsonbody.ReadError(err)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		fp, taskID = jsonFingerprint(b)

@@ -8,6 +8,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -61,7 +62,7 @@ func (s *server) listProjects(w http.ResponseWriter, r *http.Request) {
 // createProject creates the project of the body (tenant.NewProject).
 func (s *server) createProject(w http.ResponseWriter, r *http.Request) {
 	var body tenant.NewProject
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -109,7 +110,7 @@ func (s *server) listTokens(w http.ResponseWriter, r *http.Request) {
 // answers its secret, once.
 func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 	var body tenant.NewToken
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

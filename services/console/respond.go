@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
-	"unicode/utf8"
 
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
@@ -45,60 +43,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError answers err, logging internal errors with their detail. The
-// message repeats no value of the client's whole (capEchoes).
+// message repeats no value of the client's whole (apierr.CapEchoes).
 func writeError(w http.ResponseWriter, r *http.Request, log zerolog.Logger, err error) {
 	ae := *classify(err)
 	if ae.Status >= 500 {
-		log.Error().Err(err).Str("method", r.Method).Str("path", cutEcho(r.URL.Path)).Msg("request failed")
+		log.Error().Err(err).Str("method", r.Method).Str("path", apierr.CutEcho(r.URL.Path)).Msg("request failed")
 	}
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="dubflow"`)
 	}
 	// No scratch path of the console's own (an upload's temporary file) or
 	// Go struct name reaches the client, whichever package wrote the text.
-	ae.Message = capEchoes(wire.ErrorText(ae.Message))
+	ae.Message = apierr.CapEchoes(wire.ErrorText(ae.Message))
 	writeJSON(w, ae.Status, &ae)
-}
-
-// Bounds of what an error message repeats of a request: a value quoted in
-// it (an id, a parameter) or any unbroken run of characters (a path) keeps
-// at most maxEcho characters, the message at most maxMessage; what is cut
-// ends with "…".
-const (
-	maxEcho    = 100
-	maxMessage = 1000
-)
-
-// echoed matches a quoted value (as %q writes it) or a run of characters
-// without spaces or quotes.
-var echoed = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|[^\s"]+`)
-
-// capEchoes shortens every value msg repeats to maxEcho characters and msg
-// to maxMessage, so that a 100 kB id is not sent back whole.
-func capEchoes(msg string) string {
-	msg = echoed.ReplaceAllStringFunc(msg, func(v string) string {
-		if utf8.RuneCountInString(v) <= maxEcho+2 {
-			return v
-		}
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			return `"` + cut(v[1:len(v)-1], maxEcho) + `"`
-		}
-		return cut(v, maxEcho)
-	})
-	if utf8.RuneCountInString(msg) > maxMessage {
-		msg = cut(msg, maxMessage)
-	}
-	return msg
-}
-
-// cut returns the first n characters of s followed by "…".
-func cut(s string, n int) string {
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j] + "…"
-		}
-		i++
-	}
-	return s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/auth"
 	"github.com/dubflow/dubflow/services/console/internal/events"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -259,7 +260,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (pr
 	if p.Session != "" {
 		revoked, err := auth.Revoked(r.Context(), s.pool, p.Session)
 		if err != nil {
-			s.log.Error().Err(err).Str("path", cutEcho(r.URL.Path)).Msg("session check")
+			s.log.Error().Err(err).Str("path", apierr.CutEcho(r.URL.Path)).Msg("session check")
 			s.fail(w, r, apierr.Unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
 			return p, false
 		}
@@ -286,7 +287,7 @@ func (s *server) bodyLimit(op *opSpec, r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == "/api/tasks" {
 		return maxTaskJSONBytes
 	}
-	return maxJSONBytes
+	return jsonbody.MaxBytes
 }
 
 // principalOf returns who the request acts as (set by guard).

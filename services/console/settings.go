@@ -9,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
 // settingsList is what GET /api/config answers: every run-time setting
@@ -61,7 +62,7 @@ func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	auditlog.NoteTarget(r, key)
 	var body settingBody
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

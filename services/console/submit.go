@@ -20,6 +20,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -300,7 +301,7 @@ type uploadedTask struct {
 // of the upload itself removes it at once.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
 	var body uploadedTask
-	if err := decodeJSONUpTo(r, &body, maxTaskJSONBytes); err != nil {
+	if err := jsonbody.DecodeUpTo(r, &body, maxTaskJSONBytes); err != nil {
 		return submission{}, err
 	}
 	ctx := r.Context()
@@ -545,7 +546,7 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		// admin's choice; a project's token's own).
 		Project string `json:"project"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -99,5 +100,5 @@ func taskIDAndBody(r *http.Request, v any) (uuid.UUID, error) {
 	if err != nil {
 		return uuid.Nil, err
 	}
-	return id, decodeJSON(r, v)
+	return id, jsonbody.Decode(r, v)
 }

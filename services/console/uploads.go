@@ -179,7 +179,7 @@ func uploadContentType(ct string) (string, error) {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || len(params) != 0 || !strings.HasPrefix(mt, "video/") {
-		return "", apierr.BadRequest(fmt.Sprintf("contentType %q: want a video type such as video/mp4", cutEcho(ct)))
+		return "", apierr.BadRequest(fmt.Sprintf("contentType %q: want a video type such as video/mp4", apierr.CutEcho(ct)))
 	}
 	return mt, nil
 }
