@@ -103,7 +103,7 @@ func TestBodiesAndCancelReasonsAreChecked(t *testing.T) {
 // exactly the actions the console records.
 func TestAuditActionsAreTheDocumentsEnum(t *testing.T) {
 	t.Parallel()
-	p := apiContract["GET /api/audit"].params["action"]
+	p := apiContract["GET /api/audit"].Params["action"]
 	if !slices.Equal(slices.Sorted(slices.Values(p.Enum)), slices.Sorted(slices.Values(auditlog.Actions))) {
 		t.Errorf("openapi.json's actions %v, the console's %v", p.Enum, auditlog.Actions)
 	}
@@ -132,7 +132,7 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 	}
 	all := doc.Components.Schemas.Error.Properties.Code.Enum
 	for op, spec := range apiContract {
-		for status, codes := range spec.errors {
+		for status, codes := range spec.Errors {
 			for _, c := range codes {
 				if !slices.Contains(all, c) {
 					t.Errorf("%s %d: code %q is not in the Error schema's enum", op, status, c)

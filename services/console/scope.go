@@ -11,6 +11,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/contract"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -20,22 +21,18 @@ import (
 // and every route says in openapi.json which kind of caller it serves
 // (x-scope), so that a new route is judged by construction:
 //
-//   - scopeSystem: the routes of the whole installation (queues, workers,
+//   - contract.ScopeSystem: the routes of the whole installation (queues, workers,
 //     engines, the audit log, settings, the waiting queue, creating a
 //     project) answer 403 to a project's token;
-//   - scopeProject: a project's token may call it; the guard answers 404
+//   - contract.ScopeProject: a project's token may call it; the guard answers 404
 //     — as for an id that does not exist, with the same text — for an id
 //     in the path that belongs to another project (owned), and the lists,
 //     the bulk actions and the event stream keep to the caller's project
 //     (projectOf).
-const (
-	scopeProject = "project"
-	scopeSystem  = "system"
-)
 
 // permits checks that p may call rt: the route's scope, then its access.
 func permits(p principal, rt route) error {
-	if op := apiContract[rt.method+" "+rt.path]; op != nil && op.scope != scopeProject && !p.Global() {
+	if op := apiContract[rt.method+" "+rt.path]; op != nil && op.Scope != contract.ScopeProject && !p.Global() {
 		return apierr.Forbidden("forbidden", "this route is for admins across every project; a project's token cannot call it")
 	}
 	switch {

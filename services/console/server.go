@@ -15,6 +15,7 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/auth"
+	"github.com/dubflow/dubflow/services/console/internal/contract"
 	"github.com/dubflow/dubflow/services/console/internal/events"
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
@@ -233,7 +234,7 @@ func (s *server) guard(rt route) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
-		if err := op.checkRequest(w, r, s.bodyLimit(op, r)); err != nil {
+		if err := op.CheckRequest(w, r, s.bodyLimit(op, r)); err != nil {
 			if rt.method != http.MethodGet {
 				s.refuse(w, r, rt, p, err) // counted with the refused requests
 				return
@@ -279,9 +280,9 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (pr
 // bodyLimit bounds the body of a request of op: MAX_VIDEO_BYTES and the
 // form's fields for a multipart upload, the text fields' bounds for a
 // task's JSON (maxTaskJSONBytes), 1 MiB for anything else.
-func (s *server) bodyLimit(op *opSpec, r *http.Request) int64 {
+func (s *server) bodyLimit(op *contract.Op, r *http.Request) int64 {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "multipart/form-data" && op != nil && slices.Contains(op.bodyTypes, mt) {
+	if mt == "multipart/form-data" && op != nil && slices.Contains(op.BodyTypes, mt) {
 		return s.cfg.Limits.MaxVideoBytes + 4*maxFieldBytes
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/api/tasks" {

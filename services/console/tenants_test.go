@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/contract"
 	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
@@ -84,9 +85,9 @@ func (f *fixture) crossOne(t *testing.T, op, method, path string, fx tenantFixtu
 	target := fillTenantPath(path, fx, false)
 	status, body := f.send(t, method, target+crossQuery(op, fx), fx.tokenA, crossBody(op, fx))
 	switch {
-	case spec.scope != scopeProject:
+	case spec.Scope != contract.ScopeProject:
 		if status != http.StatusForbidden {
-			t.Errorf("%s (x-scope %s) with a project's token: %d, want 403: %s", op, spec.scope, status, body)
+			t.Errorf("%s (x-scope %s) with a project's token: %d, want 403: %s", op, spec.Scope, status, body)
 		}
 		return
 	case strings.Contains(path, "{"):
@@ -557,7 +558,7 @@ func TestProjectMetricsAreBounded(t *testing.T) {
 // refused to project tokens (system) until it says so.
 func TestEveryOperationSaysItsScope(t *testing.T) {
 	for op, spec := range apiContract {
-		if spec.scope == "" {
+		if spec.Scope == "" {
 			t.Errorf("%s: no x-scope (project or system) in openapi.json; project tokens get 403 until it has one", op)
 		}
 	}
