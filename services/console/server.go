@@ -222,7 +222,7 @@ func (nr noRoute) answer(w http.ResponseWriter, r *http.Request, pattern string,
 type principalKey struct{}
 
 // guard authenticates and authorizes a request, then checks it against the
-// route's part of the OpenAPI document (contract.go), before rt handles it.
+// route's part of the OpenAPI document (internal/contract), before rt handles it.
 func (s *server) guard(rt route) http.Handler {
 	op := apiContract[rt.method+" "+rt.path]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

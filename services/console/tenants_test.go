@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,6 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The cross-project sweep is generated from openapi.json, as the
@@ -499,59 +497,6 @@ func newHTTPServer(t *testing.T, h http.Handler) *httpServer {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
-
-// TestProjectMetricsAreBounded: the per-project metrics name the 20
-// projects with the most tasks and sum the others as "other", and count a
-// project's minutes on the shared engines today.
-func TestProjectMetricsAreBounded(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	ctx := context.Background()
-	for i := range 25 {
-		p := fmt.Sprintf("p%02d", i)
-		f.doJSON(t, "POST", "/api/projects", map[string]any{"id": p}, http.StatusCreated, nil)
-		for range 25 - i { // p00 has the most tasks
-			f.insertProjectTask(t, p, "done")
-		}
-	}
-	if _, err := f.pool.Exec(ctx, `INSERT INTO project_usage (project, day, shared_seconds)
-		VALUES ('p00', (now() AT TIME ZONE 'UTC')::date, 90), ('p24', (now() AT TIME ZONE 'UTC')::date, 30)`); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newProjectCollector(f.pool))
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	labels := map[string]map[string]float64{}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			key := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "project" {
-					key = l.GetValue()
-				}
-				if l.GetName() == "state" && l.GetValue() != "created" {
-					key = ""
-				}
-			}
-			if key != "" {
-				if labels[mf.GetName()] == nil {
-					labels[mf.GetName()] = map[string]float64{}
-				}
-				labels[mf.GetName()][key] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	tasks := labels["dubflow_project_tasks"]
-	if len(tasks) != 21 || tasks["p00"] != 25 || tasks["other"] != 1+2+3+4+5 || tasks["p20"] != 0 {
-		t.Errorf("dubflow_project_tasks{state=created}: %v, want p00..p19 and other (p20..p24: 15 tasks)", tasks)
-	}
-	if m := labels["dubflow_project_shared_engine_minutes"]; m["p00"] != 1.5 || m["other"] != 0.5 {
-		t.Errorf("dubflow_project_shared_engine_minutes: %v, want p00 1.5, other 0.5", m)
-	}
-}
 
 // TestEveryOperationSaysItsScope: every operation of openapi.json says
 // whether a project's token may call it (x-scope); one that does not is
