@@ -11,6 +11,7 @@ import (
 
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/idempotent"
 	"github.com/google/uuid"
 )
 
@@ -142,7 +143,7 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 	}
 	for _, err := range []error{apierr.BadRequest(""), apierr.NotFound(""), apierr.Conflict(""), apierr.TooLarge(""), apierr.Unavailable(""), apierr.Unauthorized(""),
 		apierr.Forbidden("forbidden", ""), apierr.Forbidden("csrf", ""), apierr.MethodNotAllowed(""), apierr.UnsupportedMediaType(""),
-		idempotencyConflict(""), classify(nil), &apiError{Code: "rate_limited"}} {
+		idempotent.Conflict(""), classify(nil), &apiError{Code: "rate_limited"}} {
 		if c := classify(err).Code; !slices.Contains(all, c) {
 			t.Errorf("code %q is answered but not documented", c)
 		}

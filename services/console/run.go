@@ -43,7 +43,7 @@ func run(ctx context.Context, environ map[string]string) error {
 	p.Registry.MustRegister(newQueueCollector(s.queues), projectmetrics.New(p.Pool))
 	return p.Run(ctx,
 		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },
-		s.events.Run, s.sampler(time.Now).Run, s.auditLog().RefusalLoop, s.sweepUploads, s.sweepIdempotency)
+		s.events.Run, s.sampler(time.Now).Run, s.auditLog().RefusalLoop, s.sweepUploads, s.idempotentGuard().Sweep)
 }
 
 // serveAPI serves the API and page on CONSOLE_HTTP_ADDR until ctx is

@@ -20,6 +20,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/idempotent"
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
@@ -129,7 +130,7 @@ func (s *server) limits() admit.Limits {
 // the video (pkg/admit), stores it at videos/{taskId}/source.mp4 and
 // creates the task.
 func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submission, error) {
-	sub := submission{id: reservedTaskID(r)}
+	sub := submission{id: idempotent.TaskID(r)}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
