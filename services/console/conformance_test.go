@@ -22,6 +22,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/contract"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
@@ -367,7 +368,7 @@ func (f *fixture) snapshot(t *testing.T) []string {
 		out = append(out, "object "+key)
 	}
 	var names []string
-	for _, q := range watchedQueues() {
+	for _, q := range inspect.Watched() {
 		names = append(names, q.Name)
 	}
 	states, err := f.srv.queues.Inspect(ctx, names)

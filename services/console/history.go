@@ -7,6 +7,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/services/console/internal/history"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
 )
 
 // The metric history is the history room's (internal/history): the
@@ -27,7 +28,7 @@ func (s *server) sampler(now func() time.Time) history.Sampler {
 // exists.
 func (s *server) readyMessages(ctx context.Context) (map[string]int, error) {
 	var names []string
-	for _, q := range watchedQueues() {
+	for _, q := range inspect.Watched() {
 		names = append(names, q.Name)
 	}
 	states, err := s.queues.Inspect(ctx, names)

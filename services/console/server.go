@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/auth"
 	"github.com/dubflow/dubflow/services/console/internal/contract"
 	"github.com/dubflow/dubflow/services/console/internal/events"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,7 +57,7 @@ type server struct {
 	// signer presigns what browsers fetch and upload (Config.presigner).
 	signer *blob.Presigner
 	pub    outbox.Publisher
-	queues queueInspector
+	queues inspect.Inspector
 	events *events.Hub
 	auth   *auth.Auth
 	logins *ratelimit.Limiter
