@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/services/console/internal/auth"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -65,8 +66,8 @@ func TestPresignedUploadThenCreate(t *testing.T) {
 	f := setup(t)
 	var up upload
 	f.doJSON(t, "POST", "/api/uploads", map[string]any{}, http.StatusCreated, &up)
-	if up.ContentType != defaultUploadType {
-		t.Fatalf("upload without a content type: %q, want %s", up.ContentType, defaultUploadType)
+	if up.ContentType != uploads.DefaultType {
+		t.Fatalf("upload without a content type: %q, want %s", up.ContentType, uploads.DefaultType)
 	}
 	f.doJSON(t, "POST", "/api/tasks", map[string]any{"sourceVideoKey": up.SourceVideoKey}, http.StatusBadRequest, nil)
 	postTo(t, up, sampleVideo(t, "1"))

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/dubflow/dubflow/services/console/internal/idempotent"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -12,7 +13,7 @@ func (s *server) idempotentGuard() idempotent.Guard {
 	return idempotent.Guard{Pool: s.pool, Log: s.log, Fail: s.fail,
 		Who: func(r *http.Request) string { return principalOf(r).Name },
 		TaskOfUpload: func(key string) uuid.UUID {
-			id, _, _ := taskOfUploadKey(key)
+			id, _, _ := uploads.TaskOf(key)
 			return id
 		},
 		FormError: func(err error) error { return formError(err, s.cfg.Limits.MaxVideoBytes) }}

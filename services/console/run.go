@@ -44,7 +44,7 @@ func run(ctx context.Context, environ map[string]string) error {
 	p.Registry.MustRegister(inspect.NewCollector(s.queues), projectmetrics.New(p.Pool))
 	return p.Run(ctx,
 		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },
-		s.events.Run, s.sampler(time.Now).Run, s.auditLog().RefusalLoop, s.sweepUploads, s.idempotentGuard().Sweep)
+		s.events.Run, s.sampler(time.Now).Run, s.auditLog().RefusalLoop, s.uploadStore().Sweep, s.idempotentGuard().Sweep)
 }
 
 // serveAPI serves the API and page on CONSOLE_HTTP_ADDR until ctx is

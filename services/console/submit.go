@@ -22,6 +22,7 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/idempotent"
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -37,12 +38,6 @@ const maxTaskJSONBytes = 4 * maxFieldBytes
 // CONSOLE_PRESIGN_SECONDS says: the URL is a bearer credential for one
 // upload.
 const maxUploadSeconds = 15 * 60
-
-// uploadPrefix is where presigned uploads go:
-// uploads/{project}/{taskId}/source.mp4 (uploads/{taskId}/source.mp4
-// before projects: the default project's), a key nothing but POST
-// /api/tasks reads, which takes the task's own copy of it and removes it.
-const uploadPrefix = "uploads/"
 
 // submission is a task to create.
 type submission struct {
@@ -298,7 +293,7 @@ type uploadedTask struct {
 // /api/uploads was posted to. It admits the fields, then — holding the
 // upload's lock, so that two requests never race for it — takes the
 // upload (takeUpload). A refusal of the fields leaves the upload for a
-// corrected request (until the sweeper's deadline, uploads.go); a refusal
+// corrected request (until the sweeper's deadline, internal/uploads); a refusal
 // of the upload itself removes it at once.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
 	var body uploadedTask
@@ -306,7 +301,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 		return submission{}, err
 	}
 	ctx := r.Context()
-	id, project, err := taskOfUploadKey(body.SourceVideoKey)
+	id, project, err := uploads.TaskOf(body.SourceVideoKey)
 	if err != nil {
 		return submission{}, err
 	}
@@ -322,14 +317,14 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}
-	unlock, err := s.lockUpload(ctx, id)
+	unlock, err := s.uploadStore().Lock(ctx, id)
 	if err != nil {
 		return sub, err
 	}
 	defer unlock()
 	sub, err = s.takeUpload(ctx, body.SourceVideoKey, sub)
-	if refused(err) {
-		s.dropUpload(ctx, body.SourceVideoKey, dropRefused)
+	if uploads.Refused(err) {
+		s.uploadStore().Drop(ctx, body.SourceVideoKey, uploads.DropRefused)
 	}
 	return sub, err
 }
@@ -370,7 +365,7 @@ func (s *server) takeUpload(ctx context.Context, key string, sub submission) (su
 	if err := s.submit(ctx, sub); err != nil {
 		return sub, err
 	}
-	s.dropUpload(ctx, key, dropTaken)
+	s.uploadStore().Drop(ctx, key, uploads.DropTaken)
 	return sub, nil
 }
 
@@ -385,7 +380,7 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	case err != nil:
 		return apierr.UnavailableBecause("the object store cannot be reached now; try again", err)
 	}
-	if err := s.uploadExpired(info.Modified, time.Now()); err != nil {
+	if err := s.uploadStore().Expired(info.Modified, time.Now()); err != nil {
 		return err
 	}
 	if err := lim.Size(info.Size); err != nil {
@@ -403,59 +398,9 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	return nil
 }
 
-// lockUpload holds a session lock on the upload of task id until unlock
-// is called; a second request for the same upload meanwhile is refused.
-func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, apierr.UnavailableBecause("the database cannot be reached now; try again", err)
-	}
-	const key = `hashtextextended('dubflow upload ' || $1, 0)`
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+key+`)`, id.String()).Scan(&locked); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("lock upload %s: %w", id, err)
-	}
-	if !locked {
-		conn.Release()
-		return nil, apierr.Conflict(fmt.Sprintf("upload %s is being submitted by another request", id))
-	}
-	return func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+key+`)`, id.String()); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx)) // closing the session releases its locks
-		}
-		conn.Release()
-	}, nil
-}
-
 // taskExists reports whether task id exists.
 func (s *server) taskExists(ctx context.Context, id uuid.UUID) (bool, error) {
 	return view.TaskExists(ctx, s.pool, id)
-}
-
-// uploadKey is where the upload of task id of project goes.
-func uploadKey(project string, id uuid.UUID) string {
-	return uploadPrefix + project + "/" + id.String() + "/source.mp4"
-}
-
-// taskOfUploadKey returns the task id and project of a key
-// uploads/{project}/{taskId}/source.mp4 (or uploads/{taskId}/source.mp4,
-// the default project's, from before projects).
-func taskOfUploadKey(key string) (uuid.UUID, string, error) {
-	const want = "sourceVideoKey: want the uploads/{project}/{taskId}/source.mp4 that POST /api/uploads answered"
-	parts := strings.Split(key, "/")
-	project := tenant.Default
-	if len(parts) == 4 {
-		project, parts = parts[1], append(parts[:1:1], parts[2:]...)
-	}
-	if len(parts) != 3 || !tenant.ValidID(project) {
-		return uuid.Nil, "", apierr.BadRequest(want)
-	}
-	id, err := uuid.Parse(parts[1])
-	if err != nil || (key != uploadKey(project, id) && key != uploadPrefix+id.String()+"/source.mp4") {
-		return uuid.Nil, "", apierr.BadRequest(want)
-	}
-	return id, project, nil
 }
 
 // submitProject is the project a task submitted by r belongs to: a
@@ -538,7 +483,7 @@ type upload struct {
 // uploads/{taskId}/source.mp4: the store takes one file of 1 byte to
 // MAX_VIDEO_BYTES of the content type asked for (a video type; video/mp4
 // when none), under that key only. POST /api/tasks {sourceVideoKey}
-// checks the upload and starts the task from its own copy (uploads.go
+// checks the upload and starts the task from its own copy (internal/uploads
 // says what becomes of uploads nobody takes).
 func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 	var body struct {
@@ -551,7 +496,7 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ct, err := uploadContentType(body.ContentType)
+	ct, err := uploads.ContentType(body.ContentType)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -562,7 +507,7 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := uuid.New()
-	key := uploadKey(project, id)
+	key := uploads.Key(project, id)
 	expiry := s.uploadExpiry()
 	pol := blob.UploadPolicy{Key: key, Expiry: expiry, MaxBytes: s.cfg.Limits.MaxVideoBytes, ContentType: ct}
 	up, err := s.signer.PresignPost(r.Context(), pol)
@@ -579,4 +524,9 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 // at most 15 minutes.
 func (s *server) uploadExpiry() time.Duration {
 	return min(s.cfg.Presign(), maxUploadSeconds*time.Second)
+}
+
+// uploadStore is the server's uploads (internal/uploads).
+func (s *server) uploadStore() uploads.Store {
+	return uploads.Store{Pool: s.pool, Objects: s.objects, Log: s.log, Expiry: s.uploadExpiry}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/contract"
 	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -255,7 +256,7 @@ func (f *fixture) seedTenants(t *testing.T) tenantFixture {
 		fx.a, fx.b); err != nil {
 		t.Fatal(err)
 	}
-	fx.uploadB = uploadKey(fx.b, uuid.New())
+	fx.uploadB = uploads.Key(fx.b, uuid.New())
 	if err := f.srv.objects.Put(ctx, fx.uploadB, strings.NewReader("not a video"), 11, "video/mp4"); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func (f *fixture) projectRows(t *testing.T, fx tenantFixture) []string {
 		}
 		rows.Close()
 	}
-	for _, key := range f.objectsUnder(t, uploadPrefix+fx.b+"/") {
+	for _, key := range f.objectsUnder(t, uploads.Prefix+fx.b+"/") {
 		out = append(out, "object "+key)
 	}
 	slices.Sort(out)
