@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
 	"github.com/google/uuid"
 )
 
@@ -207,12 +208,12 @@ func TestReadOnlySessionCannotChangeState(t *testing.T) {
 	var sess sessionView
 	cookies := resp.Cookies()
 	decode(t, resp, http.StatusOK, &sess)
-	if sess.Role != roleRead {
+	if sess.Role != auth.RoleRead {
 		t.Fatalf("role %q", sess.Role)
 	}
 	req, _ := http.NewRequest("POST", f.http.URL+"/api/uploads", strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(csrfHeader, sess.CSRFToken)
+	req.Header.Set(auth.CSRFHeader, sess.CSRFToken)
 	for _, c := range cookies {
 		req.AddCookie(c)
 	}

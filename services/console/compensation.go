@@ -6,6 +6,8 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -42,12 +44,12 @@ func (s *server) requeueCompensations(w http.ResponseWriter, r *http.Request) {
 	body := struct {
 		Limit int `json:"limit"`
 	}{Limit: 100}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if body.Limit < 1 || body.Limit > 1000 {
-		s.fail(w, r, badRequest(fmt.Sprintf("limit %d: want 1..1000", body.Limit)))
+		s.fail(w, r, apierr.BadRequest(fmt.Sprintf("limit %d: want 1..1000", body.Limit)))
 		return
 	}
 	tasks, err := compensation.Requeue(r.Context(), s.pool, s.pub, compensation.Options{Limit: body.Limit, Project: projectOf(r)})

@@ -8,10 +8,8 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/config"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
 )
-
-// minTokenLength is the shortest API token accepted.
-const minTokenLength = 16
 
 // Config is the console's configuration.
 type Config struct {
@@ -64,9 +62,9 @@ type Config struct {
 // Validate checks what parsing cannot.
 func (c *Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Limits.Validate(), c.TranslateBatch.Validate()}
-	errs = append(errs, c.validateTokens(), c.PresignUser.Validate(c.S3))
-	if c.ReadToken != "" && len(c.ReadToken) < minTokenLength {
-		errs = append(errs, fmt.Errorf("DUBFLOW_API_READ_TOKEN: want at least %d characters (or unset)", minTokenLength))
+	errs = append(errs, auth.ValidateTokens(c.APIToken, c.ReadToken, c.APITokens), c.PresignUser.Validate(c.S3))
+	if c.ReadToken != "" && len(c.ReadToken) < auth.MinTokenLength {
+		errs = append(errs, fmt.Errorf("DUBFLOW_API_READ_TOKEN: want at least %d characters (or unset)", auth.MinTokenLength))
 	}
 	if c.ReadToken != "" && c.ReadToken == c.APIToken {
 		errs = append(errs, errors.New("DUBFLOW_API_READ_TOKEN must differ from DUBFLOW_API_TOKEN"))

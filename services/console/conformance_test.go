@@ -20,6 +20,10 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/contract"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -111,7 +115,7 @@ func sweepRequests(method, path string, fx sweepFixture) []sweepRequest {
 		out = append(out, r)
 	}
 	noAuth := 0 // a public route answers as documented
-	if _, guarded := spec.errors[http.StatusUnauthorized]; guarded && path != "/api/login" {
+	if _, guarded := spec.Errors[http.StatusUnauthorized]; guarded && path != "/api/login" {
 		noAuth = http.StatusUnauthorized
 	}
 	add(sweepRequest{kind: "no auth", token: "none", want: noAuth})
@@ -124,7 +128,7 @@ func sweepRequests(method, path string, fx sweepFixture) []sweepRequest {
 	add(sweepRequest{kind: "malformed JSON", contentType: "application/json", body: []byte(`{"reason": "x",`), want: wantIf(post, 400)})
 	add(sweepRequest{kind: "oversized body", contentType: "application/json", body: oversized(method, path), want: http.StatusRequestEntityTooLarge})
 	add(sweepRequest{kind: "wrong content type", contentType: "text/plain", body: []byte(`{}`), want: wantIf(post, 415)})
-	for name, p := range spec.params {
+	for name, p := range spec.Params {
 		if p.In != "path" {
 			continue
 		}
@@ -137,8 +141,8 @@ func sweepRequests(method, path string, fx sweepFixture) []sweepRequest {
 		add(sweepRequest{kind: "unknown id", path: fillPath(path, unknown, nil)})
 	}
 	add(sweepRequest{kind: "unknown query parameter", query: "bogus=1", want: http.StatusBadRequest})
-	for _, name := range spec.query {
-		p := spec.params[name]
+	for _, name := range spec.Query {
+		p := spec.Params[name]
 		add(sweepRequest{kind: "query " + name + " twice", query: name + "=1&" + name + "=2", want: http.StatusBadRequest})
 		add(sweepRequest{kind: "query " + name + " with NUL", query: name + "=%00", want: http.StatusBadRequest})
 		add(sweepRequest{kind: "query " + name + "=bogus", query: name + "=bogus", want: wantIf(p.Type != "string" || len(p.Enum) > 0, 400)})
@@ -159,7 +163,7 @@ func oversized(method, path string) []byte {
 	if method == http.MethodPost && path == "/api/tasks" {
 		return bytes.Repeat([]byte(" "), maxTaskJSONBytes+1024)
 	}
-	return bytes.Repeat([]byte(" "), maxJSONBytes+1024)
+	return bytes.Repeat([]byte(" "), jsonbody.MaxBytes+1024)
 }
 
 // badValue is a malformed path value and the status it must get.
@@ -171,7 +175,7 @@ type badValue struct {
 // badPathValues are the malformed values of a path parameter: traversal
 // ("..", encoded or not: refused before routing), and values outside its
 // schema.
-func badPathValues(p paramSpec) []badValue {
+func badPathValues(p contract.Param) []badValue {
 	out := []badValue{{"..", 400}, {"%2e%2e", 400}, {"%2E.", 400}, {"%00", 400}}
 	switch {
 	case p.Format == "uuid":
@@ -248,7 +252,7 @@ func (f *fixture) sweepOne(t *testing.T, op string, req sweepRequest) {
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	}
 	if msg := judge(op, req, resp, body); msg != "" {
-		t.Errorf("%s, %s (%s %s?%s): %s", op, req.kind, req.method, cutEcho(req.path), req.query, msg)
+		t.Errorf("%s, %s (%s %s?%s): %s", op, req.kind, req.method, apierr.CutEcho(req.path), req.query, msg)
 	}
 }
 
@@ -283,7 +287,7 @@ func judge(op string, req sweepRequest, resp *http.Response, body []byte) string
 		}
 		return ""
 	}
-	codes, ok := spec.errors[status]
+	codes, ok := spec.Errors[status]
 	if !ok {
 		return fmt.Sprintf("status %d is not documented: %s", status, body)
 	}
@@ -364,7 +368,7 @@ func (f *fixture) snapshot(t *testing.T) []string {
 		out = append(out, "object "+key)
 	}
 	var names []string
-	for _, q := range watchedQueues() {
+	for _, q := range inspect.Watched() {
 		names = append(names, q.Name)
 	}
 	states, err := f.srv.queues.Inspect(ctx, names)

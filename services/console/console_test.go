@@ -12,6 +12,8 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -64,8 +66,8 @@ func TestPresignedUploadThenCreate(t *testing.T) {
 	f := setup(t)
 	var up upload
 	f.doJSON(t, "POST", "/api/uploads", map[string]any{}, http.StatusCreated, &up)
-	if up.ContentType != defaultUploadType {
-		t.Fatalf("upload without a content type: %q, want %s", up.ContentType, defaultUploadType)
+	if up.ContentType != uploads.DefaultType {
+		t.Fatalf("upload without a content type: %q, want %s", up.ContentType, uploads.DefaultType)
 	}
 	f.doJSON(t, "POST", "/api/tasks", map[string]any{"sourceVideoKey": up.SourceVideoKey}, http.StatusBadRequest, nil)
 	postTo(t, up, sampleVideo(t, "1"))
@@ -162,11 +164,11 @@ func TestAuthTokensSessionsAndCSRF(t *testing.T) {
 	decode(t, resp, http.StatusOK, &sess)
 	var session *http.Cookie
 	for _, c := range cookies {
-		if c.Name == sessionCookie {
+		if c.Name == auth.SessionCookie {
 			session = c
 		}
 	}
-	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || sess.Role != roleAdmin {
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || sess.Role != auth.RoleAdmin {
 		t.Fatalf("session cookie %+v, answer %+v", session, sess)
 	}
 	withCookie := func(method, path, csrf string) *http.Response {
@@ -174,7 +176,7 @@ func TestAuthTokensSessionsAndCSRF(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.AddCookie(session)
 		if csrf != "" {
-			req.Header.Set(csrfHeader, csrf)
+			req.Header.Set(auth.CSRFHeader, csrf)
 		}
 		r, err := http.DefaultClient.Do(req)
 		if err != nil {

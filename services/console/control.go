@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -20,7 +21,7 @@ import (
 // statement: pkg/task's cascade).
 func (s *server) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) (any, error) {
 	if err := task.CheckCancelReason(body.Reason); err != nil {
-		return nil, badRequest(err.Error())
+		return nil, apierr.BadRequest(err.Error())
 	}
 	if body.Reason == "" {
 		body.Reason = "by an operator in the console"
@@ -96,9 +97,9 @@ func (s *server) retryWith(ctx context.Context, id uuid.UUID, body retryBody) (a
 	var refusal *admit.Error
 	switch {
 	case errors.As(err, &refusal):
-		return nil, badRequest(refusal.Error())
+		return nil, apierr.BadRequest(refusal.Error())
 	case errors.Is(err, retry.ErrRefused):
-		return nil, conflict(err.Error())
+		return nil, apierr.Conflict(err.Error())
 	case err != nil:
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
 // deadLetterView is a dead letter in the API's field names (the read
@@ -20,12 +22,12 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := view.DeadLetterFilter{Step: q.Get("step"), Pending: q.Get("pending") == "true", Project: projectOf(r)}
 	if f.Step != "" && wire.RoutingKey(f.Step) == "" {
-		s.fail(w, r, badRequest(fmt.Sprintf("step %q: want one of %v", f.Step, wire.Pipeline)))
+		s.fail(w, r, apierr.BadRequest(fmt.Sprintf("step %q: want one of %v", f.Step, wire.Pipeline)))
 		return
 	}
 	since, err := dlq.ParseSince(q.Get("since"), time.Now())
 	if err != nil {
-		s.fail(w, r, badRequest(err.Error()))
+		s.fail(w, r, apierr.BadRequest(err.Error()))
 		return
 	}
 	f.Since = since
@@ -44,7 +46,7 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 func deadLetterID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
-		return 0, badRequest(fmt.Sprintf("dead letter id %q: want a positive number", r.PathValue("id")))
+		return 0, apierr.BadRequest(fmt.Sprintf("dead letter id %q: want a positive number", r.PathValue("id")))
 	}
 	return id, nil
 }
@@ -73,7 +75,7 @@ func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Force bool `json:"force"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}

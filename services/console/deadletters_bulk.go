@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
 // bulkRequest is the body of POST /api/dead-letters/replay and /purge: a
@@ -20,13 +23,13 @@ type bulkResult = dlq.BulkResult
 // readBulk reads and checks the filter.
 func readBulk(r *http.Request) (bulkRequest, dlq.Match, error) {
 	var b bulkRequest
-	if err := decodeJSON(r, &b); err != nil {
+	if err := jsonbody.Decode(r, &b); err != nil {
 		return b, dlq.Match{}, err
 	}
 	m, err := b.Match(time.Now())
 	m.Project = projectOf(r) // a project's token acts on its project's dead letters only
 	if errors.Is(err, dlq.ErrBadFilter) {
-		err = badRequest(err.Error())
+		err = apierr.BadRequest(err.Error())
 	}
 	return b, m, err
 }
@@ -47,7 +50,7 @@ func (s *server) replayDeadLetters(w http.ResponseWriter, r *http.Request) {
 // each in dead_letters_archive (dlq.BulkPurge), or with dryRun counts them.
 func (s *server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) {
 	s.bulk(w, r, func(b bulkRequest, m dlq.Match) (bulkResult, error) {
-		return dlq.BulkPurge(r.Context(), s.pool, b, m, principalOf(r).name)
+		return dlq.BulkPurge(r.Context(), s.pool, b, m, principalOf(r).Name)
 	})
 }
 
@@ -64,7 +67,7 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request, do func(bulkReques
 		return
 	}
 	for k, v := range out.AuditDetail() {
-		noteAudit(r, k, v)
+		auditlog.Note(r, k, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/engine"
 	"github.com/dubflow/dubflow/pkg/pool"
+	"github.com/dubflow/dubflow/services/console/internal/engines"
 )
 
 // TestEnginesListsTheSchedule: GET /api/engines shows each engine of the
@@ -79,7 +80,7 @@ func TestEnginesListsSingleEnginesAsPoolsOfOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out struct {
-		Engines []engineView `json:"engines"`
+		Engines []engines.View `json:"engines"`
 	}
 	f.doJSON(t, "GET", "/api/engines", nil, http.StatusOK, &out)
 	if len(out.Engines) != 3 {

@@ -46,7 +46,7 @@ func (f *fixture) waitPolled(t *testing.T) {
 	if err := f.pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
-	testenv.EventuallyWithin(t, 30*time.Second, "the events hub to poll", func() bool { return f.srv.events.polledAt.Load() > now.UnixMicro() })
+	testenv.EventuallyWithin(t, 30*time.Second, "the events hub to poll", func() bool { return f.srv.events.PolledAt() > now.UnixMicro() })
 }
 
 func TestTaskEventsResumeAfterLastEventID(t *testing.T) {

@@ -7,84 +7,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/setting"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
-	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
 )
 
-// queueState is one queue: ready and consumers as a passive declare
-// reports them, unacknowledged derived from the step attempts.
-type queueState struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Ready     int    `json:"ready"`
-	Consumers int    `json:"consumers"`
-	// Unacknowledged is derived, not read from the broker (a passive
-	// declare reports only ready messages and consumers): for a work queue,
-	// the step attempts running now with a live lease — each holds its
-	// delivery unacknowledged until it ends; 0 for a delay queue, which
-	// has no consumers; null where it cannot be derived (dlq,
-	// compensation, waiting).
-	Unacknowledged *int `json:"unacknowledged"`
-	// Missing is set when the queue does not exist.
-	Missing bool `json:"missing,omitempty"`
-}
-
-// queueInspector reads queues' depth and consumers.
-type queueInspector interface {
-	Inspect(ctx context.Context, names []string) (map[string]queueState, error)
-}
-
-// watchedQueues lists every queue the health page shows, with its kind.
-func watchedQueues() []queueState {
-	var qs []queueState
-	for _, q := range wire.WorkQueues {
-		qs = append(qs, queueState{Name: q, Kind: "work"})
-	}
-	for _, d := range broker.DefaultDelayTiers {
-		qs = append(qs, queueState{Name: wire.DelayQueue(d), Kind: "delay"})
-	}
-	return append(qs, queueState{Name: wire.QueueDLQ, Kind: "dlq"},
-		queueState{Name: wire.QueueTTSCompensation, Kind: "compensation"},
-		queueState{Name: wire.QueueWaiting, Kind: "waiting"})
-}
-
-// amqpInspector reads queues by AMQP passive declares (no management
-// plugin needed). A missing queue closes the channel; the next opens anew.
-type amqpInspector struct{ conn *broker.Conn }
-
-func (a amqpInspector) Inspect(ctx context.Context, names []string) (map[string]queueState, error) {
-	out := make(map[string]queueState, len(names))
-	var ch *amqp.Channel
-	defer func() {
-		if ch != nil {
-			_ = ch.Close()
-		}
-	}()
-	for _, name := range names {
-		if ch == nil {
-			var err error
-			if ch, err = a.conn.Channel(ctx); err != nil {
-				return nil, fmt.Errorf("inspect queues: %w", err)
-			}
-		}
-		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
-		if err != nil {
-			if e, ok := err.(*amqp.Error); ok && e.Code == amqp.NotFound {
-				out[name] = queueState{Name: name, Missing: true}
-				ch = nil
-				continue
-			}
-			return nil, fmt.Errorf("inspect queue %s: %w", name, err)
-		}
-		out[name] = queueState{Name: name, Ready: q.Messages, Consumers: q.Consumers}
-	}
-	return out, nil
-}
+// queueState is one queue (internal/inspect).
+type queueState = inspect.State
 
 // stepService is one step's workers.
 type stepService struct {
@@ -165,7 +96,7 @@ func (s *server) checkHealth(ctx context.Context) healthReport {
 	if err := s.objects.Ping(ctx); err != nil {
 		h.Dependencies["objectStore"] = err.Error()
 	}
-	h.Queues = watchedQueues()
+	h.Queues = inspect.Watched()
 	names := make([]string, len(h.Queues))
 	for i, q := range h.Queues {
 		names[i] = q.Name
@@ -295,49 +226,6 @@ func (s *server) stepLoad(ctx context.Context) (map[string]int, performance, err
 		perf.ErrorRate = float64(perf.Failed) / float64(perf.Finished)
 	}
 	return load.Running, perf, nil
-}
-
-// queueCollector exports every watched queue's depth and consumers on each
-// scrape of /metrics.
-type queueCollector struct {
-	inspect  queueInspector
-	messages *prometheus.GaugeVec
-	consumer *prometheus.GaugeVec
-}
-
-func newQueueCollector(in queueInspector) *queueCollector {
-	return &queueCollector{inspect: in,
-		messages: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dubflow_queue_messages",
-			Help: "Messages ready in the queue (AMQP passive declare)."}, []string{"queue"}),
-		consumer: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dubflow_queue_consumers",
-			Help: "Consumers on the queue (AMQP passive declare)."}, []string{"queue"})}
-}
-
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	c.messages.Describe(ch)
-	c.consumer.Describe(ch)
-}
-
-func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var names []string
-	for _, q := range watchedQueues() {
-		names = append(names, q.Name)
-	}
-	states, err := c.inspect.Inspect(ctx, names)
-	if err == nil {
-		c.messages.Reset()
-		c.consumer.Reset()
-		for _, st := range states {
-			if !st.Missing {
-				c.messages.WithLabelValues(st.Name).Set(float64(st.Ready))
-				c.consumer.WithLabelValues(st.Name).Set(float64(st.Consumers))
-			}
-		}
-	}
-	c.messages.Collect(ch)
-	c.consumer.Collect(ch)
 }
 
 // readTaskWaits reads the tasks that wait: stuck ones (no progress for

@@ -22,6 +22,9 @@ import (
 	"github.com/dubflow/dubflow/pkg/broker/brokertest"
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/services/console/internal/events"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
@@ -81,9 +84,9 @@ func setup(t *testing.T, edit ...func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	s := &server{cfg: cfg, log: zerolog.Nop(), pool: db.Pool, objects: objects, signer: signer, pub: pub,
-		queues: amqpInspector{conn: conn}, events: newHub(db.Pool, zerolog.Nop()), auth: newAuth(cfg),
-		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst)}
-	go func() { _ = s.events.run(ctx) }()
+		queues: inspect.AMQP{Conn: conn}, events: events.New(db.Pool, zerolog.Nop()), auth: newAuth(cfg),
+		logins: ratelimit.New(cfg.LoginPerMinute, cfg.LoginBurst)}
+	go func() { _ = s.events.Run(ctx) }()
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return &fixture{srv: s, http: hs, pool: db.Pool, dbURL: db.URL, ch: ch, amqpURL: amqpURL}

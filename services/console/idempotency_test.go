@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/services/console/internal/idempotent"
 )
 
 // submitWithKey posts a multipart submission of the video at path with the
@@ -26,7 +27,7 @@ func (f *fixture) submitWithKey(t *testing.T, path, key string, fields map[strin
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", ct)
 	if key != "" {
-		req.Header.Set(idempotencyHeader, key)
+		req.Header.Set(idempotent.Header, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -140,7 +141,7 @@ func TestIdempotencyKeyOfAPresignedUpload(t *testing.T) {
 		req, _ := http.NewRequest("POST", f.http.URL+"/api/tasks", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idempotencyHeader, "presigned-1")
+		req.Header.Set(idempotent.Header, "presigned-1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +174,7 @@ func TestIdempotencyKeyIsChecked(t *testing.T) {
 		req, _ := http.NewRequest("POST", f.http.URL+"/api/tasks", strings.NewReader(`{}`))
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header[idempotencyHeader] = keys
+		req.Header[idempotent.Header] = keys
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +182,7 @@ func TestIdempotencyKeyIsChecked(t *testing.T) {
 		var e apiError
 		decode(t, resp, http.StatusBadRequest, &e)
 		resp.Body.Close()
-		if !strings.Contains(e.Message, idempotencyHeader) {
+		if !strings.Contains(e.Message, idempotent.Header) {
 			t.Errorf("keys %q: %q, want the header named", keys, e.Message)
 		}
 	}

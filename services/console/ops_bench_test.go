@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/testenv"
+	"github.com/dubflow/dubflow/services/console/internal/history"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
@@ -81,7 +83,7 @@ func benchConsole(b *testing.B) (*server, uuid.UUID) {
 	}
 	cfg := &Config{APIToken: adminToken, SessionHours: 1}
 	return &server{cfg: cfg, log: zerolog.Nop(), pool: db.Pool, queues: fixedQueues{}, auth: newAuth(cfg),
-		logins: newLoginLimiter(100, 100)}, long
+		logins: ratelimit.New(100, 100)}, long
 }
 
 // serve runs one request through the handler and fails unless it answers
@@ -125,11 +127,11 @@ func BenchmarkOpsRoutes(b *testing.B) {
 		})
 	}
 	b.Run("Sample", func(b *testing.B) {
-		at := time.Now().Truncate(sampleEvery)
+		at := time.Now().Truncate(history.SampleEvery)
 		for b.Loop() {
-			at = at.Add(sampleEvery) // a new instant each time: a real sample, not a skip
+			at = at.Add(history.SampleEvery) // a new instant each time: a real sample, not a skip
 			stamp := at
-			if err := (sampler{s: s, now: func() time.Time { return stamp }}).sample(context.Background()); err != nil {
+			if err := s.sampler(func() time.Time { return stamp }).Sample(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 		}

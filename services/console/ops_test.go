@@ -11,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
+	"github.com/dubflow/dubflow/services/console/internal/history"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -261,7 +266,7 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 	var sess sessionView
 	decode(t, f.do(t, "POST", "/api/login", "", "application/json", strings.NewReader(`{"token":"`+aliceToken+`"}`)),
 		http.StatusOK, &sess)
-	if sess.Name != "alice" || sess.Role != roleAdmin {
+	if sess.Name != "alice" || sess.Role != auth.RoleAdmin {
 		t.Fatalf("login as alice: %+v", sess)
 	}
 	decode(t, f.do(t, "POST", "/api/login", "", "application/json", strings.NewReader(`{"token":"not-a-token-at-all"}`)),
@@ -274,8 +279,8 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 	decode(t, f.do(t, "POST", "/api/tasks/"+id.String()+"/cancel", aliceToken, "application/json", nil), http.StatusOK, nil)
 	decode(t, f.do(t, "POST", "/api/tasks/"+id.String()+"/cancel", aliceToken, "application/json", nil), http.StatusConflict, nil)
 
-	var page auditPage
-	f.srv.flushRefusals(context.Background()) // bob's refusals, counted
+	var page audit.Page
+	f.srv.auditLog().FlushRefusals(context.Background()) // bob's refusals, counted
 	decode(t, f.do(t, "GET", "/api/audit", bobToken, "", nil), http.StatusOK, &page)
 	var got []string
 	for _, e := range page.Entries {
@@ -297,7 +302,7 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 		t.Fatalf("second login page %+v", page)
 	}
 	decode(t, f.do(t, "GET", "/api/audit?actor=bob", adminToken, "", nil), http.StatusOK, &page)
-	if len(page.Entries) != 2 || page.Entries[0].Action != actionRefused || page.Entries[1].Action != actionRefused {
+	if len(page.Entries) != 2 || page.Entries[0].Action != auditlog.ActionRefused || page.Entries[1].Action != auditlog.ActionRefused {
 		t.Fatalf("bob did nothing but was refused twice, audit says %+v", page.Entries)
 	}
 	// The single tokens still work, named admin and read.
@@ -305,33 +310,6 @@ func TestAuditListsACancelAndALoginWithTheTokenName(t *testing.T) {
 	decode(t, f.do(t, "GET", "/api/audit?actor=admin", readToken, "", nil), http.StatusOK, &page)
 	if len(page.Entries) != 1 || page.Entries[0].Outcome[:9] != "not_found" {
 		t.Fatalf("admin's entries %+v", page.Entries)
-	}
-}
-
-func TestNamedTokensAreChecked(t *testing.T) {
-	t.Parallel()
-	for list, want := range map[string]string{
-		"alice:" + aliceToken:                                "",
-		"alice:" + aliceToken + ":readonly, bob:" + bobToken: "",
-		"alice":                          "want name:token",
-		"alice:short":                    "at least 16",
-		"al.ice:" + aliceToken:           "name",
-		"alice:" + aliceToken + ":admin": "want name:token",
-		"alice:" + aliceToken + ",alice:" + bobToken: "twice",
-		"admin:" + aliceToken:                        "single admin",
-		"x:" + adminToken:                            "same token",
-	} {
-		c := Config{APIToken: adminToken, APITokens: list}
-		err := c.validateTokens()
-		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
-			t.Errorf("%q: %v, want %q", list, err, want)
-		}
-	}
-	if err := (&Config{}).validateTokens(); err == nil {
-		t.Error("no token at all was accepted")
-	}
-	if err := (&Config{APITokens: "ops:" + aliceToken}).validateTokens(); err != nil {
-		t.Errorf("named tokens alone: %v", err)
 	}
 }
 
@@ -344,7 +322,7 @@ func consoleOn(t testing.TB, f *fixture) *httptest.Server {
 	}
 	t.Cleanup(pool.Close)
 	s := &server{cfg: f.srv.cfg, log: zerolog.Nop(), pool: pool, queues: f.srv.queues, auth: newAuth(f.srv.cfg),
-		logins: newLoginLimiter(100, 100)}
+		logins: ratelimit.New(100, 100)}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return hs
@@ -354,7 +332,7 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(sampleEvery).Add(-sampleEvery) // the later sample is not in the future
+	now := time.Now().Truncate(history.SampleEvery).Add(-history.SampleEvery) // the later sample is not in the future
 	id := f.insertTask(t, "done", now.Add(-time.Hour))
 	f.exec(t, `INSERT INTO task_steps (task_id, step, attempt, status, started_at, finished_at) VALUES
 		($1, 'asr', 1, 'failed', $2, $3), ($1, 'asr', 2, 'succeeded', $4, $5)`,
@@ -372,14 +350,14 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 		}
 	}
 	// Two replicas sample the same instants: each instant is sampled once.
-	a, b := sampler{s: f.srv, now: func() time.Time { return now }}, sampler{s: f.srv, now: func() time.Time { return now }}
-	for _, m := range []sampler{a, b} {
-		if err := m.sample(ctx); err != nil {
+	a, b := f.srv.sampler(func() time.Time { return now }), f.srv.sampler(func() time.Time { return now })
+	for _, m := range []history.Sampler{a, b} {
+		if err := m.Sample(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	later := sampler{s: f.srv, now: func() time.Time { return now.Add(sampleEvery) }}
-	if err := later.sample(ctx); err != nil {
+	later := f.srv.sampler(func() time.Time { return now.Add(history.SampleEvery) })
+	if err := later.Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A restart: a new console on the same database answers the samples.
@@ -391,11 +369,11 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var h history
+	var h history.Report
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Source != "postgres" || len(h.Series) != 4 {
 		t.Fatalf("history %+v %v", h, err)
 	}
-	byName := map[string][]historyLine{}
+	byName := map[string][]history.Line{}
 	for _, s := range h.Series {
 		byName[s.Name] = s.Lines
 	}
@@ -412,7 +390,7 @@ func TestHistorySurvivesARestartAndIsSampledOnce(t *testing.T) {
 	if l := byName["queue_depth"]; len(l) != 1 || l[0].Key != "task.asr" || l[0].Points[0][1] != 0 {
 		t.Fatalf("queue depth of asr %+v, want task.asr empty", l)
 	}
-	var tts history
+	var tts history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=queue_depth&step=tts", nil, http.StatusOK, &tts)
 	if l := tts.Series[0].Lines; len(l) != 1 || l[0].Key != "task.tts" || len(l[0].Points) != 2 || l[0].Points[0][1] != 1 {
 		t.Fatalf("queue depth of tts %+v, want the message waiting in task.tts at each sample", l)
@@ -427,10 +405,10 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	// Fine samples of two hours ago, two days ago and ten days ago.
 	for i := range 8 {
 		f.exec(t, `INSERT INTO metric_samples (series, key, at, value) VALUES ('tasks_done', '', $1, $2), ('tasks_done', '', $3, 1),
-			('tasks_done', '', $4, 2)`, now.Add(-2*time.Hour).Add(time.Duration(i)*sampleEvery), float64(i),
-			now.Add(-48*time.Hour).Add(time.Duration(i)*sampleEvery), now.Add(-240*time.Hour).Add(time.Duration(i)*sampleEvery))
+			('tasks_done', '', $4, 2)`, now.Add(-2*time.Hour).Add(time.Duration(i)*history.SampleEvery), float64(i),
+			now.Add(-48*time.Hour).Add(time.Duration(i)*history.SampleEvery), now.Add(-240*time.Hour).Add(time.Duration(i)*history.SampleEvery))
 	}
-	if err := (sampler{s: f.srv, now: func() time.Time { return now }}).sample(ctx); err != nil {
+	if err := f.srv.sampler(func() time.Time { return now }).Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := f.pool.Query(ctx, `SELECT at, step_seconds, value FROM metric_samples
@@ -446,7 +424,7 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	if want := []string{"240h0m0s/3600/2", "48h0m0s/3600/1", "2h0m0s/60/1.5", "1h59m0s/60/5.5"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("old samples %v, want %v (an hour's average beyond a day, a minute's beyond an hour)", got, want)
 	}
-	var h history
+	var h history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=tasks_done&since=3h", nil, http.StatusOK, &h)
 	if len(h.Series) != 1 || len(h.Series[0].Lines) != 1 || len(h.Series[0].Lines[0].Points) != 3 {
 		t.Fatalf("history %+v, want the 2 minutes and the new sample", h)
@@ -454,8 +432,8 @@ func TestHistoryIsDownsampledAndBounded(t *testing.T) {
 	f.doJSON(t, "GET", "/api/metrics/history?series=nope", nil, http.StatusBadRequest, nil)
 	f.doJSON(t, "GET", "/api/metrics/history?step=nope", nil, http.StatusBadRequest, nil)
 	f.doJSON(t, "GET", "/api/metrics/history", nil, http.StatusOK, &h)
-	if len(h.Series) != len(historySeries) {
-		t.Fatalf("all series: %d, want %d", len(h.Series), len(historySeries))
+	if len(h.Series) != len(history.Names()) {
+		t.Fatalf("all series: %d, want %d", len(h.Series), len(history.Names()))
 	}
 }
 
@@ -470,7 +448,7 @@ func TestHistoryFromPrometheus(t *testing.T) {
 	}))
 	defer prom.Close()
 	f := setup(t, func(c *Config) { c.PrometheusURL = prom.URL + "/" })
-	var h history
+	var h history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=queue_depth&since=6h&step=tts", nil, http.StatusOK, &h)
 	if len(asked) != 1 || asked[0] != "/api/v1/query_range dubflow_queue_messages step=60" {
 		t.Fatalf("asked Prometheus %q", asked)
@@ -490,7 +468,7 @@ func TestAuditNamesTheTaskSubmittedAndTheTimelineShowsIt(t *testing.T) {
 	ct, body := multipartBody(t, sampleVideo(t, "1"), map[string]string{"source": "en", "target": "es"})
 	var c created
 	decode(t, f.do(t, "POST", "/api/tasks", aliceToken, ct, body), http.StatusCreated, &c)
-	var page auditPage
+	var page audit.Page
 	f.doJSON(t, "GET", "/api/audit?action=submit", nil, http.StatusOK, &page)
 	if len(page.Entries) != 1 || page.Entries[0].Target != c.TaskID.String() || page.Entries[0].Actor != "alice" {
 		t.Fatalf("submit entries %+v, want alice's on %s", page.Entries, c.TaskID)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/tenant"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -36,11 +39,11 @@ type projectDetail struct {
 func tenantError(err error) error {
 	switch {
 	case errors.Is(err, tenant.ErrInvalid):
-		return badRequest(err.Error())
+		return apierr.BadRequest(err.Error())
 	case errors.Is(err, tenant.ErrExists):
-		return conflict(err.Error())
+		return apierr.Conflict(err.Error())
 	case errors.Is(err, tenant.ErrNotFound):
-		return notFound(err.Error())
+		return apierr.NotFound(err.Error())
 	}
 	return err
 }
@@ -59,16 +62,16 @@ func (s *server) listProjects(w http.ResponseWriter, r *http.Request) {
 // createProject creates the project of the body (tenant.NewProject).
 func (s *server) createProject(w http.ResponseWriter, r *http.Request) {
 	var body tenant.NewProject
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := tenant.CreateProject(r.Context(), s.pool, body, principalOf(r).name)
+	p, err := tenant.CreateProject(r.Context(), s.pool, body, principalOf(r).Name)
 	if err != nil {
 		s.fail(w, r, tenantError(err))
 		return
 	}
-	noteAuditTarget(r, p.ID)
+	auditlog.NoteTarget(r, p.ID)
 	writeJSON(w, http.StatusCreated, p)
 }
 
@@ -107,18 +110,18 @@ func (s *server) listTokens(w http.ResponseWriter, r *http.Request) {
 // answers its secret, once.
 func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 	var body tenant.NewToken
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	body.Project = r.PathValue("id")
-	t, err := tenant.CreateToken(r.Context(), s.pool, body, principalOf(r).name, time.Now())
+	t, err := tenant.CreateToken(r.Context(), s.pool, body, principalOf(r).Name, time.Now())
 	if err != nil {
 		s.fail(w, r, tenantError(err))
 		return
 	}
-	noteAudit(r, "token", t.Project+"/"+t.Name)
-	noteAudit(r, "role", t.Role)
+	auditlog.Note(r, "token", t.Project+"/"+t.Name)
+	auditlog.Note(r, "role", t.Role)
 	writeJSON(w, http.StatusCreated, t)
 }
 
@@ -127,10 +130,10 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) {
 func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, badRequest("token id: want a UUID"))
+		s.fail(w, r, apierr.BadRequest("token id: want a UUID"))
 		return
 	}
-	t, err := tenant.RevokeToken(r.Context(), s.pool, id, projectOf(r), principalOf(r).name)
+	t, err := tenant.RevokeToken(r.Context(), s.pool, id, projectOf(r), principalOf(r).Name)
 	if err != nil {
 		s.fail(w, r, tenantError(err))
 		return

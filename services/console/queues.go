@@ -8,6 +8,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // queueView is one step's work queue in GET /api/queues: its depth and
@@ -51,7 +52,7 @@ func (s *server) queueViews(r *http.Request) ([]queueView, error) {
 	}
 	depth, err := s.queues.Inspect(ctx, names)
 	if err != nil {
-		return nil, unavailableBecause("the broker cannot be read now; try again", err)
+		return nil, apierr.UnavailableBecause("the broker cannot be read now; try again", err)
 	}
 	out := make([]queueView, len(wire.Pipeline))
 	for i, st := range wire.Pipeline {
@@ -79,9 +80,9 @@ func (s *server) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPause
 func (s *server) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
 
 func (s *server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	p, err := worker.SetPaused(r.Context(), s.pool, r.PathValue("step"), paused, principalOf(r).name)
+	p, err := worker.SetPaused(r.Context(), s.pool, r.PathValue("step"), paused, principalOf(r).Name)
 	if errors.Is(err, worker.ErrUnknownStep) {
-		s.fail(w, r, notFound(err.Error()))
+		s.fail(w, r, apierr.NotFound(err.Error()))
 		return
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -262,7 +263,7 @@ func attempts(t *testing.T, f *fixture, id uuid.UUID) int {
 func checkAudited(t *testing.T, f *fixture, n int, actions ...string) {
 	t.Helper()
 	for _, a := range actions {
-		var page auditPage
+		var page audit.Page
 		f.doJSON(t, "GET", "/api/audit?action="+a, nil, http.StatusOK, &page)
 		if len(page.Entries) != n {
 			t.Fatalf("audit of %s: %d entries, want %d: %+v", a, len(page.Entries), n, page.Entries)

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -26,11 +27,11 @@ func (s *server) redubTask(ctx context.Context, id uuid.UUID, body redubBody) (a
 	})
 	switch {
 	case errors.Is(err, dub.ErrNotFound):
-		err = notFound(err.Error())
+		err = apierr.NotFound(err.Error())
 	case errors.Is(err, dub.ErrNoSegment), errors.Is(err, dub.ErrInvalidText):
-		err = badRequest(err.Error())
+		err = apierr.BadRequest(err.Error())
 	case errors.Is(err, dub.ErrParent):
-		err = conflict(err.Error())
+		err = apierr.Conflict(err.Error())
 	}
 	if err != nil {
 		return nil, err

@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/dubflow/dubflow/pkg/audit"
 )
 
 // TestRefusedRequestsAndLogoutAreAudited: a flood of requests with a bad
@@ -26,9 +27,9 @@ func TestRefusedRequestsAndLogoutAreAudited(t *testing.T) {
 	decode(t, f.withSession(t, "POST", "/api/uploads", cookie, ""), http.StatusForbidden, nil)
 	decode(t, f.withSession(t, "POST", "/api/logout", cookie, csrf), http.StatusNoContent, nil)
 	decode(t, f.withSession(t, "GET", "/api/tasks", cookie, ""), http.StatusUnauthorized, nil)
-	f.srv.flushRefusals(ctx)
+	f.srv.auditLog().FlushRefusals(ctx)
 
-	var page auditPage
+	var page audit.Page
 	f.doJSON(t, "GET", "/api/audit?action=refused", nil, http.StatusOK, &page)
 	got := map[string]float64{}
 	for _, e := range page.Entries {
@@ -48,31 +49,9 @@ func TestRefusedRequestsAndLogoutAreAudited(t *testing.T) {
 		t.Fatalf("logout entries %+v, want alice's", page.Entries)
 	}
 	// Flushed counts are not written twice.
-	f.srv.flushRefusals(ctx)
+	f.srv.auditLog().FlushRefusals(ctx)
 	f.doJSON(t, "GET", "/api/audit?action=refused", nil, http.StatusOK, &page)
 	if len(page.Entries) != len(want) {
 		t.Fatalf("%d refused rows after a second flush, want %d", len(page.Entries), len(want))
-	}
-}
-
-// TestRefusalKeysAreBounded: however many different refusals come within
-// a window, at most maxRefusalKeys+1 rows are written for it.
-func TestRefusalKeysAreBounded(t *testing.T) {
-	t.Parallel()
-	var rs refusals
-	now := time.Now()
-	for i := range 10 * maxRefusalKeys {
-		rs.note(refusalKey{actor: fmt.Sprint("token-", i), target: "GET /api/tasks", outcome: "unauthorized: x", status: 401}, now, "/api/tasks")
-	}
-	counts := rs.take()
-	total := 0
-	for _, c := range counts {
-		total += c.n
-	}
-	if len(counts) != maxRefusalKeys+1 || total != 10*maxRefusalKeys {
-		t.Fatalf("%d keys counting %d refusals, want %d keys counting %d", len(counts), total, maxRefusalKeys+1, 10*maxRefusalKeys)
-	}
-	if len(rs.take()) != 0 {
-		t.Fatal("take did not start a new window")
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -51,7 +53,7 @@ func (s *server) exportReview(w http.ResponseWriter, r *http.Request) {
 	text := r.URL.Query().Get("text")
 	b, err := dub.ExportLines(r.Context(), s.pool, id, f, text)
 	if errors.Is(err, dub.ErrNoTranslation) {
-		err = conflict(err.Error())
+		err = apierr.Conflict(err.Error())
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -80,7 +82,7 @@ func (s *server) importReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ed, err := dub.ImportLines(r.Context(), s.pool, id, principalOf(r).name, cmp.Or(body.Text, dub.TextSource),
+	ed, err := dub.ImportLines(r.Context(), s.pool, id, principalOf(r).Name, cmp.Or(body.Text, dub.TextSource),
 		[]byte(body.Subtitles))
 	if err != nil {
 		s.fail(w, r, reviewError(err))
@@ -114,7 +116,7 @@ func (s *server) editReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ed, err := dub.EditReview(r.Context(), s.pool, id, principalOf(r).name, body)
+	ed, err := dub.EditReview(r.Context(), s.pool, id, principalOf(r).Name, body)
 	if err != nil {
 		s.fail(w, r, reviewError(err))
 		return
@@ -125,11 +127,11 @@ func (s *server) editReview(w http.ResponseWriter, r *http.Request) {
 
 // noteEdit adds a review edit to the request's audit entry.
 func noteEdit(r *http.Request, e view.ReviewEdit) {
-	noteAudit(r, "action", e.Action)
-	noteAudit(r, "stage", e.Stage)
-	noteAudit(r, "line", e.Line)
-	noteAudit(r, "before", e.Before)
-	noteAudit(r, "after", e.After)
+	auditlog.Note(r, "action", e.Action)
+	auditlog.Note(r, "stage", e.Stage)
+	auditlog.Note(r, "line", e.Line)
+	auditlog.Note(r, "before", e.Before)
+	auditlog.Note(r, "after", e.After)
 }
 
 // approveReview answers POST /api/tasks/{id}/review/approve: dub.Approve,
@@ -149,7 +151,7 @@ func (s *server) approveReview(w http.ResponseWriter, r *http.Request) {
 	var a *dub.Approved
 	err = s.commit(r.Context(), id, func(tx pgx.Tx) ([]int64, error) {
 		var err error
-		if a, err = dub.Approve(r.Context(), tx, id, principalOf(r).name, batch); err != nil {
+		if a, err = dub.Approve(r.Context(), tx, id, principalOf(r).Name, batch); err != nil {
 			return nil, err
 		}
 		return a.Outbox, nil
@@ -158,8 +160,8 @@ func (s *server) approveReview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, reviewError(err))
 		return
 	}
-	noteAudit(r, "stage", a.Stage)
-	noteAudit(r, "lines", a.Lines)
+	auditlog.Note(r, "stage", a.Stage)
+	auditlog.Note(r, "lines", a.Lines)
 	writeJSON(w, http.StatusAccepted, a)
 }
 
@@ -167,9 +169,9 @@ func (s *server) approveReview(w http.ResponseWriter, r *http.Request) {
 func reviewError(err error) error {
 	switch {
 	case errors.Is(err, dub.ErrNoSegment), errors.Is(err, dub.ErrInvalidText), errors.Is(err, dub.ErrInvalidLine):
-		return badRequest(err.Error())
+		return apierr.BadRequest(err.Error())
 	case errors.Is(err, dub.ErrNotInReview), errors.Is(err, dub.ErrNoLines):
-		return conflict(err.Error())
+		return apierr.Conflict(err.Error())
 	}
 	return err
 }
@@ -185,7 +187,7 @@ func (s *server) reviewAudio(w http.ResponseWriter, r *http.Request) {
 	}
 	n, _ := strconv.Atoi(r.URL.Query().Get("line")) // the contract checked a value given: an integer ≥ 1
 	if n < 1 {
-		s.fail(w, r, badRequest("line: required, the line numbered from 1 (?line=1)"))
+		s.fail(w, r, apierr.BadRequest("line: required, the line numbered from 1 (?line=1)"))
 		return
 	}
 	lines, err := view.ReviewLines(r.Context(), s.pool, id)
@@ -200,7 +202,7 @@ func (s *server) reviewAudio(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n > len(lines) {
-		s.fail(w, r, badRequest(fmt.Sprintf("line %d: the task has %d lines, numbered from 1", n, len(lines))))
+		s.fail(w, r, apierr.BadRequest(fmt.Sprintf("line %d: the task has %d lines, numbered from 1", n, len(lines))))
 		return
 	}
 	s.serveClip(w, r, wire.DefaultKeys(id).SourceAudio, lines[n-1])
@@ -211,11 +213,11 @@ func (s *server) serveClip(w http.ResponseWriter, r *http.Request, key string, l
 	obj, _, err := s.objects.Open(r.Context(), key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		s.fail(w, r, notFound("this task has no extracted audio (yet)"))
+		s.fail(w, r, apierr.NotFound("this task has no extracted audio (yet)"))
 		return
 	case err != nil:
 		s.log.Warn().Err(err).Str("key", key).Msg("open the extracted audio")
-		s.fail(w, r, unavailable("object store: the audio cannot be read now"))
+		s.fail(w, r, apierr.Unavailable("object store: the audio cannot be read now"))
 		return
 	}
 	defer obj.Close()
@@ -227,7 +229,7 @@ func (s *server) serveClip(w http.ResponseWriter, r *http.Request, key string, l
 		s.log.Warn().Err(err).Str("key", key).Int("line", l.N).Msg("serve a line's audio")
 		if cw.n == 0 {
 			w.Header().Del("Content-Type")
-			s.fail(w, r, unavailable("the line's audio cannot be read now"))
+			s.fail(w, r, apierr.Unavailable("the line's audio cannot be read now"))
 		}
 	}
 }

@@ -9,6 +9,10 @@ import (
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/recovery"
 	"github.com/dubflow/dubflow/pkg/service"
+	"github.com/dubflow/dubflow/services/console/internal/events"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
+	"github.com/dubflow/dubflow/services/console/internal/projectmetrics"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/rs/zerolog"
 )
 
@@ -35,12 +39,12 @@ func run(ctx context.Context, environ map[string]string) error {
 	p.Log.Info().Str("http_addr", cfg.HTTPAddr).Bool("read_token", cfg.ReadToken != "").
 		Bool("dispatcher", cfg.DispatcherURL != "").Str("public_s3", signer.Origin()).Msg("console starting")
 	s := &server{cfg: &cfg, log: p.Log, pool: p.Pool, objects: p.Blob, signer: signer, pub: p.Publisher(),
-		queues: amqpInspector{conn: p.PublishConn()}, events: newHub(p.Pool, p.Log), auth: newAuth(&cfg), page: page(signer.Origin()),
-		logins: newLoginLimiter(cfg.LoginPerMinute, cfg.LoginBurst), settings: p.Settings}
-	p.Registry.MustRegister(newQueueCollector(s.queues), newProjectCollector(p.Pool))
+		queues: inspect.AMQP{Conn: p.PublishConn()}, events: events.New(p.Pool, p.Log), auth: newAuth(&cfg), page: page(signer.Origin()),
+		logins: ratelimit.New(cfg.LoginPerMinute, cfg.LoginBurst), settings: p.Settings}
+	p.Registry.MustRegister(inspect.NewCollector(s.queues), projectmetrics.New(p.Pool))
 	return p.Run(ctx,
 		func(ctx context.Context) error { return serveAPI(ctx, &cfg, s.Handler(), p.Log) },
-		s.events.run, sampler{s: s, now: time.Now}.run, s.refusalLoop, s.sweepUploads, s.sweepIdempotency)
+		s.events.Run, s.sampler(time.Now).Run, s.auditLog().RefusalLoop, s.uploadStore().Sweep, s.idempotentGuard().Sweep)
 }
 
 // serveAPI serves the API and page on CONSOLE_HTTP_ADDR until ctx is

@@ -12,6 +12,14 @@ import (
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/auth"
+	"github.com/dubflow/dubflow/services/console/internal/contract"
+	"github.com/dubflow/dubflow/services/console/internal/events"
+	"github.com/dubflow/dubflow/services/console/internal/inspect"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 )
@@ -25,7 +33,7 @@ const (
 	// reader routes need any token or session.
 	reader
 	// admin routes change things: they need an admin across every
-	// project, or a project's admin or operator (principal.canAct).
+	// project, or a project's admin or operator (principal.CanAct).
 	admin
 	// manager routes manage a project's tokens: an admin across every
 	// project, or the project's own admin.
@@ -49,16 +57,16 @@ type server struct {
 	// signer presigns what browsers fetch and upload (Config.presigner).
 	signer *blob.Presigner
 	pub    outbox.Publisher
-	queues queueInspector
-	events *hub
-	auth   *auth
-	logins *loginLimiter
+	queues inspect.Inspector
+	events *events.Hub
+	auth   *auth.Auth
+	logins *ratelimit.Limiter
 	// page serves the web page for every path not under /api/.
 	page http.Handler
 	// extra are routes added by other features.
 	extra []route
-	// refused counts the refused requests for the audit (refusals.go).
-	refused refusals
+	// refused counts the refused requests for the audit (internal/auditlog).
+	refused auditlog.Refusals
 	// settings are the run-time settings in force (nil: the defaults).
 	settings *setting.Watch
 }
@@ -129,8 +137,8 @@ func (s *server) taskRoutes() []route {
 // or an empty one, and 404 otherwise; only the public routes' paths
 // answer 405 without authentication.
 func (s *server) Handler() http.Handler {
-	if s.auth.store == nil && s.pool != nil {
-		s.auth.store = s.pool // the projects' tokens
+	if s.auth.Store == nil && s.pool != nil {
+		s.auth.Store = s.pool // the projects' tokens
 	}
 	mux := http.NewServeMux()
 	nr := noRoute{s: s, paths: http.NewServeMux(), methods: map[string][]string{}, public: map[string]bool{}}
@@ -152,7 +160,7 @@ func (s *server) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if strings.HasPrefix(r.URL.Path, "/api/") && !cleanPath(r.URL) {
 			// Before the mux, which would redirect to the cleaned path.
-			nr.answer(w, r, "", badRequest("path: no \".\", \"..\" or empty segments (also %2e-encoded) in an API path"))
+			nr.answer(w, r, "", apierr.BadRequest("path: no \".\", \"..\" or empty segments (also %2e-encoded) in an API path"))
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -188,7 +196,7 @@ type noRoute struct {
 func (nr noRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := nr.paths.Handler(r)
 	if len(nr.methods[pattern]) == 0 {
-		nr.answer(w, r, "", notFound("no such API route: "+r.Method+" "+r.URL.Path))
+		nr.answer(w, r, "", apierr.NotFound("no such API route: "+r.Method+" "+r.URL.Path))
 		return
 	}
 	allowed := slices.Clone(nr.methods[pattern])
@@ -197,7 +205,7 @@ func (nr noRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	nr.answer(w, r, pattern, methodNotAllowed(fmt.Sprintf("%s %s: this path answers %s", r.Method, pattern, strings.Join(allowed, ", "))))
+	nr.answer(w, r, pattern, apierr.MethodNotAllowed(fmt.Sprintf("%s %s: this path answers %s", r.Method, pattern, strings.Join(allowed, ", "))))
 }
 
 // answer authenticates the request unless pattern is a public route's
@@ -215,7 +223,7 @@ func (nr noRoute) answer(w http.ResponseWriter, r *http.Request, pattern string,
 type principalKey struct{}
 
 // guard authenticates and authorizes a request, then checks it against the
-// route's part of the OpenAPI document (contract.go), before rt handles it.
+// route's part of the OpenAPI document (internal/contract), before rt handles it.
 func (s *server) guard(rt route) http.Handler {
 	op := apiContract[rt.method+" "+rt.path]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +235,7 @@ func (s *server) guard(rt route) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
-		if err := op.checkRequest(w, r, s.bodyLimit(op, r)); err != nil {
+		if err := op.CheckRequest(w, r, s.bodyLimit(op, r)); err != nil {
 			if rt.method != http.MethodGet {
 				s.refuse(w, r, rt, p, err) // counted with the refused requests
 				return
@@ -246,20 +254,20 @@ func (s *server) guard(rt route) http.Handler {
 // authorize finds the request's principal and checks it may call rt; it
 // answers the refusal itself and returns false.
 func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (principal, bool) {
-	p, err := s.auth.authenticate(r)
+	p, err := s.auth.Authenticate(r)
 	if err != nil {
 		s.refuse(w, r, rt, p, err)
 		return p, false
 	}
-	if p.session != "" {
-		revoked, err := s.revoked(r.Context(), p.session)
+	if p.Session != "" {
+		revoked, err := auth.Revoked(r.Context(), s.pool, p.Session)
 		if err != nil {
-			s.log.Error().Err(err).Str("path", cutEcho(r.URL.Path)).Msg("session check")
-			s.fail(w, r, unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
+			s.log.Error().Err(err).Str("path", apierr.CutEcho(r.URL.Path)).Msg("session check")
+			s.fail(w, r, apierr.Unavailable("the session cannot be checked now; try again, or send Authorization: Bearer <token>"))
 			return p, false
 		}
 		if revoked {
-			s.refuse(w, r, rt, p, unauthorized("session ended (logged out); log in again"))
+			s.refuse(w, r, rt, p, apierr.Unauthorized("session ended (logged out); log in again"))
 			return p, false
 		}
 	}
@@ -273,15 +281,15 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request, rt route) (pr
 // bodyLimit bounds the body of a request of op: MAX_VIDEO_BYTES and the
 // form's fields for a multipart upload, the text fields' bounds for a
 // task's JSON (maxTaskJSONBytes), 1 MiB for anything else.
-func (s *server) bodyLimit(op *opSpec, r *http.Request) int64 {
+func (s *server) bodyLimit(op *contract.Op, r *http.Request) int64 {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "multipart/form-data" && op != nil && slices.Contains(op.bodyTypes, mt) {
+	if mt == "multipart/form-data" && op != nil && slices.Contains(op.BodyTypes, mt) {
 		return s.cfg.Limits.MaxVideoBytes + 4*maxFieldBytes
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/api/tasks" {
 		return maxTaskJSONBytes
 	}
-	return maxJSONBytes
+	return jsonbody.MaxBytes
 }
 
 // principalOf returns who the request acts as (set by guard).

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/auditlog"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
 // settingsList is what GET /api/config answers: every run-time setting
@@ -38,17 +41,17 @@ func (b settingBody) text() (string, error) {
 	raw := strings.TrimSpace(string(b.Value))
 	switch {
 	case raw == "" || raw == "null":
-		return "", badRequest(`request body: want {"value": …}`)
+		return "", apierr.BadRequest(`request body: want {"value": …}`)
 	case strings.HasPrefix(raw, `"`):
 		var v string
 		if err := json.Unmarshal(b.Value, &v); err != nil {
-			return "", badRequest("value: " + err.Error())
+			return "", apierr.BadRequest("value: " + err.Error())
 		}
 		return v, nil
 	case strings.HasPrefix(raw, "-") || (raw[0] >= '0' && raw[0] <= '9'):
 		return raw, nil
 	}
-	return "", badRequest("value: want a string or a number")
+	return "", apierr.BadRequest("value: want a string or a number")
 }
 
 // putSetting answers PUT /api/config/{key}: the setting changed after the
@@ -57,9 +60,9 @@ func (b settingBody) text() (string, error) {
 // before and after. Running services take it within pollSeconds.
 func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	noteOf(r).target = key
+	auditlog.NoteTarget(r, key)
 	var body settingBody
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -68,16 +71,16 @@ func (s *server) putSetting(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	noteAudit(r, "value", value)
+	auditlog.Note(r, "value", value)
 	if before, err := setting.Get(r.Context(), s.pool, key); err == nil {
-		noteAudit(r, "from", before.Value)
+		auditlog.Note(r, "from", before.Value)
 	}
-	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).name)
+	got, err := setting.Set(r.Context(), s.pool, key, value, principalOf(r).Name)
 	switch {
 	case errors.Is(err, setting.ErrUnknown):
-		s.fail(w, r, notFound(err.Error()))
+		s.fail(w, r, apierr.NotFound(err.Error()))
 	case errors.Is(err, setting.ErrInvalid):
-		s.fail(w, r, badRequest(err.Error()))
+		s.fail(w, r, apierr.BadRequest(err.Error()))
 	case err != nil:
 		s.fail(w, r, err)
 	default:

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/setting"
+	"github.com/dubflow/dubflow/services/console/internal/history"
 	"github.com/rs/zerolog"
 )
 
@@ -75,7 +77,7 @@ func TestConfigAPI(t *testing.T) {
 		t.Fatalf("after PUT: %+v", got)
 	}
 	var audit struct {
-		Entries []auditEntry `json:"entries"`
+		Entries []audit.Entry `json:"entries"`
 	}
 	f.doJSON(t, "GET", "/api/audit?action=config", nil, http.StatusOK, &audit)
 	var ok, refused int
@@ -119,10 +121,10 @@ func TestRetentionAndStuckThresholdFollowTheSettings(t *testing.T) {
 		return now.Sub(at)
 	}
 	sample := func() {
-		if err := (sampler{s: f.srv, now: func() time.Time { return now }}).sample(ctx); err != nil {
+		if err := f.srv.sampler(func() time.Time { return now }).Sample(ctx); err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(sampleEvery)
+		now = now.Add(history.SampleEvery)
 	}
 	sample()
 	if got := oldest(); got < 10*24*time.Hour {

@@ -19,6 +19,10 @@ import (
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/idempotent"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -34,12 +38,6 @@ const maxTaskJSONBytes = 4 * maxFieldBytes
 // CONSOLE_PRESIGN_SECONDS says: the URL is a bearer credential for one
 // upload.
 const maxUploadSeconds = 15 * 60
-
-// uploadPrefix is where presigned uploads go:
-// uploads/{project}/{taskId}/source.mp4 (uploads/{taskId}/source.mp4
-// before projects: the default project's), a key nothing but POST
-// /api/tasks reads, which takes the task's own copy of it and removes it.
-const uploadPrefix = "uploads/"
 
 // submission is a task to create.
 type submission struct {
@@ -79,7 +77,7 @@ func (s *server) createTask(w http.ResponseWriter, r *http.Request) {
 	case "application/json":
 		sub, err = s.existingUpload(r)
 	default:
-		err = unsupportedMediaType("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
+		err = apierr.UnsupportedMediaType("want multipart/form-data (field video) or application/json ({sourceVideoKey})")
 	}
 	if err != nil {
 		s.fail(w, r, refusal(err))
@@ -100,18 +98,18 @@ func refusal(err error) error {
 	}
 	switch e.Kind {
 	case admit.TooLarge:
-		return tooLarge(e.Error())
+		return apierr.TooLarge(e.Error())
 	case admit.Unavailable:
-		return unavailable(e.Error())
+		return apierr.Unavailable(e.Error())
 	}
-	return badRequest(e.Error())
+	return apierr.BadRequest(e.Error())
 }
 
 // admit checks a request's fields against the engines' capabilities.
 func (s *server) admit(ctx context.Context, req admit.Request) (admit.Task, error) {
 	caps, err := admit.LoadCapabilities(ctx, s.pool)
 	if err != nil {
-		return admit.Task{}, unavailableBecause("the engines' capabilities cannot be read now; try again", err)
+		return admit.Task{}, apierr.UnavailableBecause("the engines' capabilities cannot be read now; try again", err)
 	}
 	return admit.Check(req, admit.Rules{DefaultSource: s.cfg.DefaultSourceLanguage,
 		DefaultTarget: s.cfg.DefaultTargetLanguage, Capabilities: caps})
@@ -127,11 +125,11 @@ func (s *server) limits() admit.Limits {
 // the video (pkg/admit), stores it at videos/{taskId}/source.mp4 and
 // creates the task.
 func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submission, error) {
-	sub := submission{id: reservedTaskID(r)}
+	sub := submission{id: idempotent.TaskID(r)}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxVideoBytes+4*maxFieldBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return sub, badRequest("multipart form: want Content-Type multipart/form-data with a boundary")
+		return sub, apierr.BadRequest("multipart form: want Content-Type multipart/form-data with a boundary")
 	}
 	dir, err := os.MkdirTemp("", "dubflow-console-")
 	if err != nil {
@@ -144,7 +142,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 		return sub, err
 	}
 	if !gotVideo {
-		return sub, badRequest("multipart form: the file field video is required")
+		return sub, apierr.BadRequest("multipart form: the file field video is required")
 	}
 	req := admit.Request{Source: fields["source"], Targets: []string{fields["target"]}, Speaker: fields["speaker"],
 		Glossary: fields["glossary"], FileName: fields[videoFileName], Subtitles: fields["subtitles"],
@@ -166,7 +164,7 @@ func (s *server) receiveUpload(w http.ResponseWriter, r *http.Request) (submissi
 	sub.probe = admit.ProbeRecord(path, info)
 	sub.sourceVideoKey = wire.DefaultKeys(sub.id).SourceVideo
 	if err := s.objects.PutFile(r.Context(), sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailableBecause("the video cannot be stored now; try again", err)
+		return sub, apierr.UnavailableBecause("the video cannot be stored now; try again", err)
 	}
 	return sub, s.submit(r.Context(), sub)
 }
@@ -205,7 +203,7 @@ func (s *server) readForm(mr *multipart.Reader, path string) (map[string]string,
 			}
 			fields[name] = v
 		default:
-			return nil, false, badRequest(fmt.Sprintf("multipart form: unknown field %q (want video, %s)", name, formFieldNames))
+			return nil, false, apierr.BadRequest(fmt.Sprintf("multipart form: unknown field %q (want video, %s)", name, formFieldNames))
 		}
 	}
 }
@@ -231,7 +229,7 @@ func (s *server) readField(part io.Reader, name string) (string, error) {
 		return admit.SubtitlesText(formFields[name], b)
 	}
 	if len(b) > maxFieldBytes {
-		return "", tooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
+		return "", apierr.TooLarge(fmt.Sprintf("%s: more than %d bytes", name, maxFieldBytes))
 	}
 	return string(b), nil
 }
@@ -258,9 +256,9 @@ func (s *server) saveVideo(part io.Reader, path string) error {
 func formError(err error, limit int64) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge(fmt.Sprintf("request body over the limit (MAX_VIDEO_BYTES=%d)", limit))
+		return apierr.TooLarge(fmt.Sprintf("request body over the limit (MAX_VIDEO_BYTES=%d)", limit))
 	}
-	return badRequest("multipart form: the body is not a complete multipart/form-data form")
+	return apierr.BadRequest("multipart form: the body is not a complete multipart/form-data form")
 }
 
 // uploadedTask is the JSON body of POST /api/tasks for a video already
@@ -295,21 +293,21 @@ type uploadedTask struct {
 // /api/uploads was posted to. It admits the fields, then — holding the
 // upload's lock, so that two requests never race for it — takes the
 // upload (takeUpload). A refusal of the fields leaves the upload for a
-// corrected request (until the sweeper's deadline, uploads.go); a refusal
+// corrected request (until the sweeper's deadline, internal/uploads); a refusal
 // of the upload itself removes it at once.
 func (s *server) existingUpload(r *http.Request) (submission, error) {
 	var body uploadedTask
-	if err := decodeJSONUpTo(r, &body, maxTaskJSONBytes); err != nil {
+	if err := jsonbody.DecodeUpTo(r, &body, maxTaskJSONBytes); err != nil {
 		return submission{}, err
 	}
 	ctx := r.Context()
-	id, project, err := taskOfUploadKey(body.SourceVideoKey)
+	id, project, err := uploads.TaskOf(body.SourceVideoKey)
 	if err != nil {
 		return submission{}, err
 	}
 	if mine := projectOf(r); mine != "" && project != mine {
 		// Another project's upload is, to a project's token, no upload.
-		return submission{}, badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", body.SourceVideoKey))
+		return submission{}, apierr.BadRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", body.SourceVideoKey))
 	}
 	sub := submission{id: id, sourceVideoKey: wire.DefaultKeys(id).SourceVideo, project: project}
 	req := admit.Request{Source: body.Source, Targets: append([]string{body.Target}, body.TargetLanguages...),
@@ -319,14 +317,14 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 	if sub.task, err = s.admit(ctx, req); err != nil {
 		return sub, err
 	}
-	unlock, err := s.lockUpload(ctx, id)
+	unlock, err := s.uploadStore().Lock(ctx, id)
 	if err != nil {
 		return sub, err
 	}
 	defer unlock()
 	sub, err = s.takeUpload(ctx, body.SourceVideoKey, sub)
-	if refused(err) {
-		s.dropUpload(ctx, body.SourceVideoKey, dropRefused)
+	if uploads.Refused(err) {
+		s.uploadStore().Drop(ctx, body.SourceVideoKey, uploads.DropRefused)
 	}
 	return sub, err
 }
@@ -340,7 +338,7 @@ func (s *server) existingUpload(r *http.Request) (submission, error) {
 func (s *server) takeUpload(ctx context.Context, key string, sub submission) (submission, error) {
 	if exists, err := s.taskExists(ctx, sub.id); err != nil || exists {
 		if err == nil {
-			err = conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", sub.id))
+			err = apierr.Conflict(fmt.Sprintf("task %s exists already: an upload starts one task (POST /api/uploads for another)", sub.id))
 		}
 		return sub, err
 	}
@@ -362,12 +360,12 @@ func (s *server) takeUpload(ctx context.Context, key string, sub submission) (su
 	}
 	sub.probe = admit.ProbeRecord(path, info)
 	if err := s.objects.PutFile(ctx, sub.sourceVideoKey, path, "video/mp4"); err != nil {
-		return sub, unavailableBecause("the object store cannot store the video now; try again", err)
+		return sub, apierr.UnavailableBecause("the object store cannot store the video now; try again", err)
 	}
 	if err := s.submit(ctx, sub); err != nil {
 		return sub, err
 	}
-	s.dropUpload(ctx, key, dropTaken)
+	s.uploadStore().Drop(ctx, key, uploads.DropTaken)
 	return sub, nil
 }
 
@@ -378,11 +376,11 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	info, err := s.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
+		return apierr.BadRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
-		return unavailableBecause("the object store cannot be reached now; try again", err)
+		return apierr.UnavailableBecause("the object store cannot be reached now; try again", err)
 	}
-	if err := s.uploadExpired(info.Modified, time.Now()); err != nil {
+	if err := s.uploadStore().Expired(info.Modified, time.Now()); err != nil {
 		return err
 	}
 	if err := lim.Size(info.Size); err != nil {
@@ -393,66 +391,16 @@ func (s *server) fetchUpload(ctx context.Context, key, path string) error {
 	case errors.Is(err, blob.ErrTooLarge):
 		return lim.Size(lim.MaxBytes + 1)
 	case errors.Is(err, blob.ErrNotFound):
-		return badRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
+		return apierr.BadRequest(fmt.Sprintf("sourceVideoKey %s: nothing uploaded there (POST the file to the uploadUrl first)", key))
 	case err != nil:
-		return unavailableBecause("the upload cannot be read now; try again", err)
+		return apierr.UnavailableBecause("the upload cannot be read now; try again", err)
 	}
 	return nil
-}
-
-// lockUpload holds a session lock on the upload of task id until unlock
-// is called; a second request for the same upload meanwhile is refused.
-func (s *server) lockUpload(ctx context.Context, id uuid.UUID) (unlock func(), err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, unavailableBecause("the database cannot be reached now; try again", err)
-	}
-	const key = `hashtextextended('dubflow upload ' || $1, 0)`
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+key+`)`, id.String()).Scan(&locked); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("lock upload %s: %w", id, err)
-	}
-	if !locked {
-		conn.Release()
-		return nil, conflict(fmt.Sprintf("upload %s is being submitted by another request", id))
-	}
-	return func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+key+`)`, id.String()); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx)) // closing the session releases its locks
-		}
-		conn.Release()
-	}, nil
 }
 
 // taskExists reports whether task id exists.
 func (s *server) taskExists(ctx context.Context, id uuid.UUID) (bool, error) {
 	return view.TaskExists(ctx, s.pool, id)
-}
-
-// uploadKey is where the upload of task id of project goes.
-func uploadKey(project string, id uuid.UUID) string {
-	return uploadPrefix + project + "/" + id.String() + "/source.mp4"
-}
-
-// taskOfUploadKey returns the task id and project of a key
-// uploads/{project}/{taskId}/source.mp4 (or uploads/{taskId}/source.mp4,
-// the default project's, from before projects).
-func taskOfUploadKey(key string) (uuid.UUID, string, error) {
-	const want = "sourceVideoKey: want the uploads/{project}/{taskId}/source.mp4 that POST /api/uploads answered"
-	parts := strings.Split(key, "/")
-	project := tenant.Default
-	if len(parts) == 4 {
-		project, parts = parts[1], append(parts[:1:1], parts[2:]...)
-	}
-	if len(parts) != 3 || !tenant.ValidID(project) {
-		return uuid.Nil, "", badRequest(want)
-	}
-	id, err := uuid.Parse(parts[1])
-	if err != nil || (key != uploadKey(project, id) && key != uploadPrefix+id.String()+"/source.mp4") {
-		return uuid.Nil, "", badRequest(want)
-	}
-	return id, project, nil
 }
 
 // submitProject is the project a task submitted by r belongs to: a
@@ -470,11 +418,11 @@ func (s *server) submitProject(r *http.Request, asked string) (string, error) {
 	if mine == "" {
 		var err error
 		if ok, err = tenant.Exists(r.Context(), s.pool, asked); err != nil {
-			return "", unavailableBecause("the projects cannot be read now; try again", err)
+			return "", apierr.UnavailableBecause("the projects cannot be read now; try again", err)
 		}
 	}
 	if !ok {
-		return "", badRequest(fmt.Sprintf("project %q: no such project", shortValue(asked)))
+		return "", apierr.BadRequest(fmt.Sprintf("project %q: no such project", apierr.Short(asked)))
 	}
 	return asked, nil
 }
@@ -490,18 +438,18 @@ func (s *server) submit(ctx context.Context, sub submission) error {
 	payload.Project = sub.project
 	env, err := wire.New(wire.StepExtractAudio, sub.id, "", payload)
 	if err != nil {
-		return badRequest(err.Error())
+		return apierr.BadRequest(err.Error())
 	}
 	for _, f := range sub.task.SubtitleFiles(sub.id) {
 		if err := s.objects.Put(ctx, f.Key, strings.NewReader(f.Text), int64(len(f.Text)), f.ContentType); err != nil {
-			return unavailableBecause("the subtitles cannot be stored now; try again", err)
+			return apierr.UnavailableBecause("the subtitles cannot be stored now; try again", err)
 		}
 	}
 	// Not in outbox.Commit: a submission commits in a transaction of its
 	// own, which rides over a database failover (task.SubmitProbed).
 	ids, err := task.SubmitProbed(ctx, s.pool, env, payload, sub.task.FileName, sub.probe)
 	if errors.Is(err, task.ErrExists) {
-		return conflict(fmt.Sprintf("task %s exists already", sub.id))
+		return apierr.Conflict(fmt.Sprintf("task %s exists already", sub.id))
 	}
 	if err != nil {
 		return err
@@ -535,7 +483,7 @@ type upload struct {
 // uploads/{taskId}/source.mp4: the store takes one file of 1 byte to
 // MAX_VIDEO_BYTES of the content type asked for (a video type; video/mp4
 // when none), under that key only. POST /api/tasks {sourceVideoKey}
-// checks the upload and starts the task from its own copy (uploads.go
+// checks the upload and starts the task from its own copy (internal/uploads
 // says what becomes of uploads nobody takes).
 func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 	var body struct {
@@ -544,11 +492,11 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		// admin's choice; a project's token's own).
 		Project string `json:"project"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
+	if err := jsonbody.Decode(r, &body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	ct, err := uploadContentType(body.ContentType)
+	ct, err := uploads.ContentType(body.ContentType)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -559,7 +507,7 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := uuid.New()
-	key := uploadKey(project, id)
+	key := uploads.Key(project, id)
 	expiry := s.uploadExpiry()
 	pol := blob.UploadPolicy{Key: key, Expiry: expiry, MaxBytes: s.cfg.Limits.MaxVideoBytes, ContentType: ct}
 	up, err := s.signer.PresignPost(r.Context(), pol)
@@ -576,4 +524,9 @@ func (s *server) createUpload(w http.ResponseWriter, r *http.Request) {
 // at most 15 minutes.
 func (s *server) uploadExpiry() time.Duration {
 	return min(s.cfg.Presign(), maxUploadSeconds*time.Second)
+}
+
+// uploadStore is the server's uploads (internal/uploads).
+func (s *server) uploadStore() uploads.Store {
+	return uploads.Store{Pool: s.pool, Objects: s.objects, Log: s.log, Expiry: s.uploadExpiry}
 }

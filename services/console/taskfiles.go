@@ -9,6 +9,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // A task's source video and its dub's audio live where the presign user
@@ -36,17 +37,17 @@ func (s *server) serveTaskFile(keyOf func(*taskDetail) string) http.HandlerFunc 
 		}
 		key := keyOf(d)
 		if key == "" {
-			s.fail(w, r, notFound("this task has no such file (yet)"))
+			s.fail(w, r, apierr.NotFound("this task has no such file (yet)"))
 			return
 		}
 		obj, info, err := s.objects.Open(r.Context(), key)
 		switch {
 		case errors.Is(err, blob.ErrNotFound):
-			s.fail(w, r, notFound("the file is no longer in storage"))
+			s.fail(w, r, apierr.NotFound("the file is no longer in storage"))
 			return
 		case err != nil:
 			s.log.Warn().Err(err).Str("key", key).Msg("open a task file")
-			s.fail(w, r, unavailable("object store: the file cannot be read now"))
+			s.fail(w, r, apierr.Unavailable("object store: the file cannot be read now"))
 			return
 		}
 		defer obj.Close()

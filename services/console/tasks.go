@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -34,7 +36,7 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := view.List(r.Context(), s.pool, f)
 	if errors.Is(err, view.ErrBadFilter) {
-		err = badRequest(err.Error())
+		err = apierr.BadRequest(err.Error())
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -65,17 +67,9 @@ func taskFilter(r *http.Request) (view.Filter, error) {
 	case "true":
 		f.WithChildren = true
 	default:
-		return f, badRequest(fmt.Sprintf("includeChildren %q: want true or false", shortValue(v)))
+		return f, apierr.BadRequest(fmt.Sprintf("includeChildren %q: want true or false", apierr.Short(v)))
 	}
 	return f, nil
-}
-
-// shortValue cuts a value echoed in an error to a readable length.
-func shortValue(v string) string {
-	if r := []rune(v); len(r) > 40 {
-		return string(r[:40]) + "…"
-	}
-	return v
 }
 
 // queryLimit reads the ?limit= parameter: def when absent, else 1..most.
@@ -86,7 +80,7 @@ func queryLimit(r *http.Request, def, most int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > most {
-		return 0, badRequest(fmt.Sprintf("limit %q: want 1..%d", shortValue(v), most))
+		return 0, apierr.BadRequest(fmt.Sprintf("limit %q: want 1..%d", apierr.Short(v), most))
 	}
 	return n, nil
 }
@@ -95,7 +89,7 @@ func queryLimit(r *http.Request, def, most int) (int, error) {
 func taskID(r *http.Request) (uuid.UUID, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		return uuid.Nil, badRequest(fmt.Sprintf("task id %q: want a UUID", shortValue(r.PathValue("id"))))
+		return uuid.Nil, apierr.BadRequest(fmt.Sprintf("task id %q: want a UUID", apierr.Short(r.PathValue("id"))))
 	}
 	return id, nil
 }
@@ -106,5 +100,5 @@ func taskIDAndBody(r *http.Request, v any) (uuid.UUID, error) {
 	if err != nil {
 		return uuid.Nil, err
 	}
-	return id, decodeJSON(r, v)
+	return id, jsonbody.Decode(r, v)
 }

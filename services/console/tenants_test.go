@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,8 +15,11 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/contract"
+	"github.com/dubflow/dubflow/services/console/internal/history"
+	"github.com/dubflow/dubflow/services/console/internal/ratelimit"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The cross-project sweep is generated from openapi.json, as the
@@ -82,9 +84,9 @@ func (f *fixture) crossOne(t *testing.T, op, method, path string, fx tenantFixtu
 	target := fillTenantPath(path, fx, false)
 	status, body := f.send(t, method, target+crossQuery(op, fx), fx.tokenA, crossBody(op, fx))
 	switch {
-	case spec.scope != scopeProject:
+	case spec.Scope != contract.ScopeProject:
 		if status != http.StatusForbidden {
-			t.Errorf("%s (x-scope %s) with a project's token: %d, want 403: %s", op, spec.scope, status, body)
+			t.Errorf("%s (x-scope %s) with a project's token: %d, want 403: %s", op, spec.Scope, status, body)
 		}
 		return
 	case strings.Contains(path, "{"):
@@ -254,7 +256,7 @@ func (f *fixture) seedTenants(t *testing.T) tenantFixture {
 		fx.a, fx.b); err != nil {
 		t.Fatal(err)
 	}
-	fx.uploadB = uploadKey(fx.b, uuid.New())
+	fx.uploadB = uploads.Key(fx.b, uuid.New())
 	if err := f.srv.objects.Put(ctx, fx.uploadB, strings.NewReader("not a video"), 11, "video/mp4"); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +304,7 @@ func (f *fixture) projectRows(t *testing.T, fx tenantFixture) []string {
 		}
 		rows.Close()
 	}
-	for _, key := range f.objectsUnder(t, uploadPrefix+fx.b+"/") {
+	for _, key := range f.objectsUnder(t, uploads.Prefix+fx.b+"/") {
 		out = append(out, "object "+key)
 	}
 	slices.Sort(out)
@@ -444,7 +446,7 @@ func (f *fixture) replica(t *testing.T) *httpServer {
 	t.Helper()
 	o := f.srv
 	s := &server{cfg: o.cfg, log: o.log, pool: o.pool, objects: o.objects, signer: o.signer, pub: o.pub, queues: o.queues,
-		events: o.events, auth: newAuth(o.cfg), logins: newLoginLimiter(o.cfg.LoginPerMinute, o.cfg.LoginBurst)}
+		events: o.events, auth: newAuth(o.cfg), logins: ratelimit.New(o.cfg.LoginPerMinute, o.cfg.LoginBurst)}
 	return newHTTPServer(t, s.Handler())
 }
 
@@ -497,65 +499,12 @@ func newHTTPServer(t *testing.T, h http.Handler) *httpServer {
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
-// TestProjectMetricsAreBounded: the per-project metrics name the 20
-// projects with the most tasks and sum the others as "other", and count a
-// project's minutes on the shared engines today.
-func TestProjectMetricsAreBounded(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	ctx := context.Background()
-	for i := range 25 {
-		p := fmt.Sprintf("p%02d", i)
-		f.doJSON(t, "POST", "/api/projects", map[string]any{"id": p}, http.StatusCreated, nil)
-		for range 25 - i { // p00 has the most tasks
-			f.insertProjectTask(t, p, "done")
-		}
-	}
-	if _, err := f.pool.Exec(ctx, `INSERT INTO project_usage (project, day, shared_seconds)
-		VALUES ('p00', (now() AT TIME ZONE 'UTC')::date, 90), ('p24', (now() AT TIME ZONE 'UTC')::date, 30)`); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newProjectCollector(f.pool))
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	labels := map[string]map[string]float64{}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			key := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "project" {
-					key = l.GetValue()
-				}
-				if l.GetName() == "state" && l.GetValue() != "created" {
-					key = ""
-				}
-			}
-			if key != "" {
-				if labels[mf.GetName()] == nil {
-					labels[mf.GetName()] = map[string]float64{}
-				}
-				labels[mf.GetName()][key] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	tasks := labels["dubflow_project_tasks"]
-	if len(tasks) != 21 || tasks["p00"] != 25 || tasks["other"] != 1+2+3+4+5 || tasks["p20"] != 0 {
-		t.Errorf("dubflow_project_tasks{state=created}: %v, want p00..p19 and other (p20..p24: 15 tasks)", tasks)
-	}
-	if m := labels["dubflow_project_shared_engine_minutes"]; m["p00"] != 1.5 || m["other"] != 0.5 {
-		t.Errorf("dubflow_project_shared_engine_minutes: %v, want p00 1.5, other 0.5", m)
-	}
-}
-
 // TestEveryOperationSaysItsScope: every operation of openapi.json says
 // whether a project's token may call it (x-scope); one that does not is
 // refused to project tokens (system) until it says so.
 func TestEveryOperationSaysItsScope(t *testing.T) {
 	for op, spec := range apiContract {
-		if spec.scope == "" {
+		if spec.Scope == "" {
 			t.Errorf("%s: no x-scope (project or system) in openapi.json; project tokens get 403 until it has one", op)
 		}
 	}
@@ -569,7 +518,7 @@ func TestProjectHistoryIsItsOwn(t *testing.T) {
 	f := setup(t)
 	fx := f.seedTenants(t)
 	status, body := f.send(t, "GET", "/api/metrics/history?since=1h", fx.tokenA, nil)
-	var h history
+	var h history.Report
 	if status != http.StatusOK || json.Unmarshal(body, &h) != nil || len(h.Series) != 2 {
 		t.Fatalf("A's history: %d %s", status, body)
 	}
@@ -579,7 +528,7 @@ func TestProjectHistoryIsItsOwn(t *testing.T) {
 	if status, body := f.send(t, "GET", "/api/metrics/history?series=queue_depth", fx.tokenA, nil); status != http.StatusForbidden {
 		t.Errorf("A asking for queue_depth: %d %s, want 403", status, body)
 	}
-	var all history
+	var all history.Report
 	f.doJSON(t, "GET", "/api/metrics/history?series=project_tasks_done", nil, http.StatusOK, &all)
 	if len(all.Series) != 1 || len(all.Series[0].Lines) != 2 {
 		t.Errorf("an admin's project_tasks_done: %+v, want both projects' lines", all.Series)

@@ -17,6 +17,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/console/internal/uploads"
 	"github.com/google/uuid"
 )
 
@@ -191,8 +192,8 @@ func TestTakenUploadCannotAffectTheTask(t *testing.T) {
 				t.Fatalf("a second task from the upload: %d, want 409", status)
 			}
 		} else {
-			removed, err := f.srv.sweepUploadsOnce(ctx, time.Now())
-			if err != nil || removed[up.SourceVideoKey] != dropTaken {
+			removed, err := f.srv.uploadStore().SweepOnce(ctx, time.Now())
+			if err != nil || removed[up.SourceVideoKey] != uploads.DropTaken {
 				t.Fatalf("sweep: %v, %v; want %s removed as taken", removed, err, up.SourceVideoKey)
 			}
 		}
@@ -206,7 +207,7 @@ func TestTakenUploadCannotAffectTheTask(t *testing.T) {
 }
 
 // TestSweeperRemovesUploadsPastTheirDeadline: an upload no task took is
-// kept until its policy's lifetime plus uploadMargin after it was
+// kept until its policy's lifetime plus uploads.Margin after it was
 // written, then removed — but never while a request holds its lock; and
 // POST /api/tasks refuses it past that deadline.
 func TestSweeperRemovesUploadsPastTheirDeadline(t *testing.T) {
@@ -218,13 +219,13 @@ func TestSweeperRemovesUploadsPastTheirDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.srv.uploadDeadline(); got != 2*time.Minute+uploadMargin {
-		t.Fatalf("deadline %s, want the policy's 2m plus %s", got, uploadMargin)
+	if got := f.srv.uploadStore().Deadline(); got != 2*time.Minute+uploads.Margin {
+		t.Fatalf("deadline %s, want the policy's 2m plus %s", got, uploads.Margin)
 	}
-	due := info.Modified.Add(f.srv.uploadDeadline())
+	due := info.Modified.Add(f.srv.uploadStore().Deadline())
 	sweep := func(now time.Time) map[string]string {
 		t.Helper()
-		removed, err := f.srv.sweepUploadsOnce(ctx, now)
+		removed, err := f.srv.uploadStore().SweepOnce(ctx, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +234,7 @@ func TestSweeperRemovesUploadsPastTheirDeadline(t *testing.T) {
 	if removed := sweep(due.Add(-time.Second)); len(removed) != 0 {
 		t.Fatalf("removed before the deadline: %v", removed)
 	}
-	unlock, err := f.srv.lockUpload(ctx, up.TaskID)
+	unlock, err := f.srv.uploadStore().Lock(ctx, up.TaskID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,19 +242,19 @@ func TestSweeperRemovesUploadsPastTheirDeadline(t *testing.T) {
 		t.Fatalf("removed while a request takes it: %v", removed)
 	}
 	unlock()
-	if removed := sweep(due.Add(time.Second)); removed[up.SourceVideoKey] != dropExpired {
+	if removed := sweep(due.Add(time.Second)); removed[up.SourceVideoKey] != uploads.DropExpired {
 		t.Fatalf("past the deadline: removed %v, want %s as expired", removed, up.SourceVideoKey)
 	}
-	if err := f.srv.uploadExpired(info.Modified, due.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "expired") {
+	if err := f.srv.uploadStore().Expired(info.Modified, due.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("POST /api/tasks past the deadline: %v, want refused as expired", err)
 	}
-	if err := f.srv.uploadExpired(info.Modified, due); err != nil {
+	if err := f.srv.uploadStore().Expired(info.Modified, due); err != nil {
 		t.Fatalf("POST /api/tasks at the deadline: %v", err)
 	}
 	if err := f.srv.objects.Put(ctx, "uploads/stray", strings.NewReader("x"), 1, "video/mp4"); err != nil {
 		t.Fatal(err)
 	}
-	if removed := sweep(time.Now().Add(f.srv.uploadDeadline() + time.Minute)); removed["uploads/stray"] != dropExpired {
+	if removed := sweep(time.Now().Add(f.srv.uploadStore().Deadline() + time.Minute)); removed["uploads/stray"] != uploads.DropExpired {
 		t.Fatalf("a stray key under uploads/: removed %v, want it gone by age", removed)
 	}
 	if _, err := f.srv.objects.Stat(ctx, "uploads/stray"); !errors.Is(err, blob.ErrNotFound) {

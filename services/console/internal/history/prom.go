@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
 // promQueries are the PromQL queries of each history series, over the
@@ -46,9 +48,9 @@ type promMatrix struct {
 // promHistory reads a series from Prometheus (query_range), at 15 s steps
 // up to an hour, 60 s up to a day and an hour beyond, as the console's own
 // history.
-func (s *server) promHistory(ctx context.Context, name string, hq historyQuery) ([]historyLine, error) {
+func (h Reader) promHistory(ctx context.Context, name string, hq historyQuery) ([]Line, error) {
 	pq := promQueries[name]
-	step := sampleEvery
+	step := SampleEvery
 	switch span := hq.until.Sub(hq.since); {
 	case span > minutesFor:
 		step = time.Hour
@@ -60,27 +62,27 @@ func (s *server) promHistory(ctx context.Context, name string, hq historyQuery) 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		strings.TrimRight(s.cfg.PrometheusURL, "/")+"/api/v1/query_range?"+v.Encode(), nil)
+		strings.TrimRight(h.PrometheusURL, "/")+"/api/v1/query_range?"+v.Encode(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus query: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, unavailableBecause("prometheus (PROMETHEUS_URL) cannot be reached now; try again", err)
+		return nil, apierr.UnavailableBecause("prometheus (PROMETHEUS_URL) cannot be reached now; try again", err)
 	}
 	defer resp.Body.Close()
 	var m promMatrix
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.Status != "success" {
-		return nil, unavailable(fmt.Sprintf("prometheus answered %s: %s", resp.Status, m.Error))
+		return nil, apierr.Unavailable(fmt.Sprintf("prometheus answered %s: %s", resp.Status, m.Error))
 	}
 	return promLines(m, pq.label), nil
 }
 
 // promLines turns a matrix into lines sorted by key, dropping NaN values.
-func promLines(m promMatrix, label string) []historyLine {
-	lines := []historyLine{}
+func promLines(m promMatrix, label string) []Line {
+	lines := []Line{}
 	for _, r := range m.Data.Result {
-		l := historyLine{Key: r.Metric[label]}
+		l := Line{Key: r.Metric[label]}
 		for _, p := range r.Values {
 			ts, _ := p[0].(float64)
 			str, _ := p[1].(string)

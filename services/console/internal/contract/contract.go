@@ -1,4 +1,6 @@
-package main
+// Package contract reads the console's OpenAPI document and applies to
+// each request what it says of the request's operation.
+package contract
 
 import (
 	"encoding/json"
@@ -13,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
+	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 	"github.com/google/uuid"
 )
 
@@ -23,25 +27,25 @@ import (
 // refused), the media types of its body, and the bound of a body's size.
 // A route's handler still checks what the document cannot say.
 
-// opSpec is what the document says of one operation.
-type opSpec struct {
-	params map[string]paramSpec // path and query parameters by name
-	query  []string             // the query parameters' names, sorted
-	// bodyTypes are the media types of the request body; none when the
-	// operation reads no body. bodyRequired: a body must come.
-	bodyTypes    []string
-	bodyRequired bool
-	// errors are the documented error answers: status → codes.
-	errors map[int][]string
-	// scope is the operation's x-scope: scopeProject (a project's token
-	// may call it, on its project's resources only) or scopeSystem (admins
+// Op is what the document says of one operation.
+type Op struct {
+	Params map[string]Param // path and query parameters by name
+	Query  []string         // the query parameters' names, sorted
+	// BodyTypes are the media types of the request body; none when the
+	// operation reads no body. BodyRequired: a body must come.
+	BodyTypes    []string
+	BodyRequired bool
+	// Errors are the documented error answers: status → codes.
+	Errors map[int][]string
+	// Scope is the operation's x-scope: ScopeProject (a project's token
+	// may call it, on its project's resources only) or ScopeSystem (admins
 	// across every project only: 403 to a project's token); "" is
-	// scopeSystem.
-	scope string
+	// ScopeSystem.
+	Scope string
 }
 
-// paramSpec is one parameter's schema, as far as the checks read it.
-type paramSpec struct {
+// Param is one parameter's schema, as far as the checks read it.
+type Param struct {
 	In        string   `json:"in"`
 	Name      string   `json:"name"`
 	Required  bool     `json:"required"`
@@ -53,8 +57,14 @@ type paramSpec struct {
 	MaxLength *int     `json:"maxLength"`
 }
 
-// contract is every operation's spec, by "METHOD /path/{pattern}".
-type contract map[string]*opSpec
+// Contract is every operation's spec, by "METHOD /path/{pattern}".
+type Contract map[string]*Op
+
+// The scopes of an operation (x-scope).
+const (
+	ScopeProject = "project"
+	ScopeSystem  = "system"
+)
 
 // openapiDocument is the part of openapi.json the checks read.
 type openapiDocument struct {
@@ -96,14 +106,14 @@ type rawOperation struct {
 	Scope     string                 `json:"x-scope"`
 }
 
-// parseContract reads the operations of an OpenAPI document; a parameter
+// Parse reads the operations of an OpenAPI document; a parameter
 // or response that refers to nothing is an error.
-func parseContract(doc []byte) (contract, error) {
+func Parse(doc []byte) (Contract, error) {
 	var d openapiDocument
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, fmt.Errorf("openapi.json: %w", err)
 	}
-	out := contract{}
+	out := Contract{}
 	for path, ops := range d.Paths {
 		for method, raw := range ops {
 			var op rawOperation
@@ -121,10 +131,10 @@ func parseContract(doc []byte) (contract, error) {
 }
 
 // spec resolves one operation.
-func (d *openapiDocument) spec(op rawOperation) (*opSpec, error) {
-	s := &opSpec{params: map[string]paramSpec{}, errors: map[int][]string{}, scope: op.Scope}
-	if s.scope != "" && s.scope != scopeProject && s.scope != scopeSystem {
-		return nil, fmt.Errorf("x-scope %q: want %s or %s", op.Scope, scopeProject, scopeSystem)
+func (d *openapiDocument) spec(op rawOperation) (*Op, error) {
+	s := &Op{Params: map[string]Param{}, Errors: map[int][]string{}, Scope: op.Scope}
+	if s.Scope != "" && s.Scope != ScopeProject && s.Scope != ScopeSystem {
+		return nil, fmt.Errorf("x-scope %q: want %s or %s", op.Scope, ScopeProject, ScopeSystem)
 	}
 	for _, rp := range op.Parameters {
 		p, err := d.param(rp)
@@ -132,19 +142,19 @@ func (d *openapiDocument) spec(op rawOperation) (*opSpec, error) {
 			return nil, err
 		}
 		if p.In == "path" || p.In == "query" {
-			s.params[p.Name] = p
+			s.Params[p.Name] = p
 		}
 		if p.In == "query" {
-			s.query = append(s.query, p.Name)
+			s.Query = append(s.Query, p.Name)
 		}
 	}
-	slices.Sort(s.query)
+	slices.Sort(s.Query)
 	if op.RequestBody != nil {
 		for mt := range op.RequestBody.Content {
-			s.bodyTypes = append(s.bodyTypes, mt)
+			s.BodyTypes = append(s.BodyTypes, mt)
 		}
-		slices.Sort(s.bodyTypes)
-		s.bodyRequired = op.RequestBody.Required
+		slices.Sort(s.BodyTypes)
+		s.BodyRequired = op.RequestBody.Required
 	}
 	for status, r := range op.Responses {
 		code, err := strconv.Atoi(status)
@@ -166,22 +176,22 @@ func (d *openapiDocument) spec(op rawOperation) (*opSpec, error) {
 		if len(codes) == 0 {
 			return nil, fmt.Errorf("response %s: its schema lists no error code (properties.code.enum)", status)
 		}
-		s.errors[code] = codes
+		s.Errors[code] = codes
 	}
 	return s, nil
 }
 
 // param resolves a parameter and its schema.
-func (d *openapiDocument) param(rp rawParam) (paramSpec, error) {
+func (d *openapiDocument) param(rp rawParam) (Param, error) {
 	if rp.Ref != "" {
 		name := strings.TrimPrefix(rp.Ref, "#/components/parameters/")
 		ref, ok := d.Components.Parameters[name]
 		if !ok {
-			return paramSpec{}, fmt.Errorf("parameter %s: not in components.parameters", rp.Ref)
+			return Param{}, fmt.Errorf("parameter %s: not in components.parameters", rp.Ref)
 		}
 		rp = ref
 	}
-	p := paramSpec{}
+	p := Param{}
 	if len(rp.Schema) > 0 {
 		if err := json.Unmarshal(rp.Schema, &p); err != nil {
 			return p, fmt.Errorf("parameter %s: %w", rp.Name, err)
@@ -191,24 +201,15 @@ func (d *openapiDocument) param(rp rawParam) (paramSpec, error) {
 	return p, nil
 }
 
-// apiContract is openapi.json's, read once.
-var apiContract = func() contract {
-	c, err := parseContract(openapiDoc)
-	if err != nil {
-		panic(err) // the embedded document is checked by the tests
-	}
-	return c
-}()
-
-// checkRequest applies the document's checks to a request of op: its
+// CheckRequest applies the document's checks to a request of op: its
 // body's size and media type, its path and query parameters. limit bounds
 // the body.
-func (op *opSpec) checkRequest(w http.ResponseWriter, r *http.Request, limit int64) error {
+func (op *Op) CheckRequest(w http.ResponseWriter, r *http.Request, limit int64) error {
 	if op == nil {
-		op = &opSpec{}
+		op = &Op{}
 	}
 	if r.ContentLength > limit {
-		return tooLarge(fmt.Sprintf("request body: %d bytes, at most %d", r.ContentLength, limit))
+		return apierr.TooLarge(fmt.Sprintf("request body: %d bytes, at most %d", r.ContentLength, limit))
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := op.checkPath(r); err != nil {
@@ -222,19 +223,19 @@ func (op *opSpec) checkRequest(w http.ResponseWriter, r *http.Request, limit int
 
 // checkBody refuses a body of a media type the operation does not take;
 // a POST that takes no body accepts none, or {} as application/json.
-func (op *opSpec) checkBody(r *http.Request) error {
+func (op *Op) checkBody(r *http.Request) error {
 	present := r.ContentLength != 0
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch {
-	case len(op.bodyTypes) > 0:
-		if (present || op.bodyRequired) && !slices.Contains(op.bodyTypes, mt) {
-			return unsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", cutEcho(mt), strings.Join(op.bodyTypes, " or ")))
+	case len(op.BodyTypes) > 0:
+		if (present || op.BodyRequired) && !slices.Contains(op.BodyTypes, mt) {
+			return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: want %s", apierr.CutEcho(mt), strings.Join(op.BodyTypes, " or ")))
 		}
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || !present:
 	case mt != "application/json":
-		return unsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", cutEcho(mt)))
+		return apierr.UnsupportedMediaType(fmt.Sprintf("Content-Type %q: this route reads no body (send none, or {} as application/json)", apierr.CutEcho(mt)))
 	default:
-		return decodeJSON(r, &noFields{})
+		return jsonbody.Decode(r, &jsonbody.NoFields{})
 	}
 	return nil
 }
@@ -242,8 +243,8 @@ func (op *opSpec) checkBody(r *http.Request) error {
 // checkPath checks the path values: a UUID in its canonical form (any
 // case) and not nil; an integer within its bounds; a value outside an enum
 // names nothing (404).
-func (op *opSpec) checkPath(r *http.Request) error {
-	for _, p := range op.params {
+func (op *Op) checkPath(r *http.Request) error {
+	for _, p := range op.Params {
 		if p.In != "path" {
 			continue
 		}
@@ -252,7 +253,7 @@ func (op *opSpec) checkPath(r *http.Request) error {
 			return err
 		}
 		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
-			return notFound(fmt.Sprintf("no such %s %q (want one of %s)", p.Name, shortValue(v), strings.Join(p.Enum, ", ")))
+			return apierr.NotFound(fmt.Sprintf("no such %s %q (want one of %s)", p.Name, apierr.Short(v), strings.Join(p.Enum, ", ")))
 		}
 	}
 	return nil
@@ -261,10 +262,10 @@ func (op *opSpec) checkPath(r *http.Request) error {
 // checkQuery checks the query string: every parameter documented, none
 // repeated, no control characters, each value of its type (an empty value
 // is as good as none).
-func (op *opSpec) checkQuery(raw string) error {
+func (op *Op) checkQuery(raw string) error {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return badRequest("query: not a valid query string (bad % escape or ;)")
+		return apierr.BadRequest("query: not a valid query string (bad % escape or ;)")
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for k := range q {
@@ -274,12 +275,12 @@ func (op *opSpec) checkQuery(raw string) error {
 		}
 	})
 	for _, name := range names {
-		p, ok := op.params[name]
+		p, ok := op.Params[name]
 		if !ok || p.In != "query" {
-			return badRequest(fmt.Sprintf("unknown query parameter %q (%s)", shortValue(name), op.queryNames()))
+			return apierr.BadRequest(fmt.Sprintf("unknown query parameter %q (%s)", apierr.Short(name), op.queryNames()))
 		}
 		if len(q[name]) > 1 {
-			return badRequest(fmt.Sprintf("query parameter %q given %d times, want it once", name, len(q[name])))
+			return apierr.BadRequest(fmt.Sprintf("query parameter %q given %d times, want it once", name, len(q[name])))
 		}
 		v := q[name][0]
 		if v == "" {
@@ -289,28 +290,28 @@ func (op *opSpec) checkQuery(raw string) error {
 			return err
 		}
 		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
-			return badRequest(fmt.Sprintf("%s %q: want one of %s", name, shortValue(v), strings.Join(p.Enum, ", ")))
+			return apierr.BadRequest(fmt.Sprintf("%s %q: want one of %s", name, apierr.Short(v), strings.Join(p.Enum, ", ")))
 		}
 	}
 	return nil
 }
 
 // queryNames says which query parameters the operation takes.
-func (op *opSpec) queryNames() string {
-	if len(op.query) == 0 {
+func (op *Op) queryNames() string {
+	if len(op.Query) == 0 {
 		return "this route takes none"
 	}
-	return "want " + strings.Join(op.query, ", ")
+	return "want " + strings.Join(op.Query, ", ")
 }
 
 // check checks v against the parameter's type, format and bounds (not its
 // enum: a path and a query answer that differently).
-func (p paramSpec) check(v string) error {
+func (p Param) check(v string) error {
 	if !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return badRequest(fmt.Sprintf("%s: control characters or invalid UTF-8 are not allowed", p.Name))
+		return apierr.BadRequest(fmt.Sprintf("%s: control characters or invalid UTF-8 are not allowed", p.Name))
 	}
 	if p.MaxLength != nil && utf8.RuneCountInString(v) > *p.MaxLength {
-		return badRequest(fmt.Sprintf("%s: %d characters, at most %d", p.Name, utf8.RuneCountInString(v), *p.MaxLength))
+		return apierr.BadRequest(fmt.Sprintf("%s: %d characters, at most %d", p.Name, utf8.RuneCountInString(v), *p.MaxLength))
 	}
 	switch {
 	case p.Format == "uuid":
@@ -318,7 +319,7 @@ func (p paramSpec) check(v string) error {
 	case p.Type == "integer":
 		return p.checkInteger(v)
 	case p.Type == "boolean" && v != "true" && v != "false":
-		return badRequest(fmt.Sprintf("%s %q: want true or false", p.Name, shortValue(v)))
+		return apierr.BadRequest(fmt.Sprintf("%s %q: want true or false", p.Name, apierr.Short(v)))
 	}
 	return nil
 }
@@ -328,16 +329,16 @@ func (p paramSpec) check(v string) error {
 func checkUUID(name, v string) error {
 	id, err := uuid.Parse(v)
 	if err != nil || len(v) != 36 {
-		return badRequest(fmt.Sprintf("%s %q: want a UUID such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301", name, shortValue(v)))
+		return apierr.BadRequest(fmt.Sprintf("%s %q: want a UUID such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301", name, apierr.Short(v)))
 	}
 	if id == uuid.Nil {
-		return badRequest(fmt.Sprintf("%s %q: the nil UUID names nothing", name, v))
+		return apierr.BadRequest(fmt.Sprintf("%s %q: the nil UUID names nothing", name, v))
 	}
 	return nil
 }
 
 // checkInteger accepts a decimal integer within the parameter's bounds.
-func (p paramSpec) checkInteger(v string) error {
+func (p Param) checkInteger(v string) error {
 	lo, hi := math.Inf(-1), math.Inf(1)
 	if p.Minimum != nil {
 		lo = *p.Minimum
@@ -356,5 +357,5 @@ func (p paramSpec) checkInteger(v string) error {
 	case !math.IsInf(lo, -1) && !math.IsInf(hi, 1):
 		want = fmt.Sprintf("%d..%d", int64(lo), int64(hi))
 	}
-	return badRequest(fmt.Sprintf("%s %q: want %s", p.Name, shortValue(v), want))
+	return apierr.BadRequest(fmt.Sprintf("%s %q: want %s", p.Name, apierr.Short(v), want))
 }

@@ -1,4 +1,6 @@
-package main
+// Package projectmetrics exports the per-project metrics (issue 51), read
+// from Postgres when scraped, with a bounded project label.
+package projectmetrics
 
 import (
 	"context"
@@ -21,19 +23,20 @@ const projectWindow = 24 * time.Hour
 // otherProjects labels the projects past the bound.
 const otherProjects = "other"
 
-// projectCollector exports the per-project metrics.
-type projectCollector struct {
+// Collector exports the per-project metrics.
+type Collector struct {
 	pool        *pgxpool.Pool
 	tasks       *prometheus.GaugeVec
 	wait, first *prometheus.GaugeVec
 	minutes     *prometheus.GaugeVec
 }
 
-func newProjectCollector(pool *pgxpool.Pool) *projectCollector {
+// New returns the collector of the projects of pool's tasks.
+func New(pool *pgxpool.Pool) *Collector {
 	g := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	}
-	return &projectCollector{pool: pool,
+	return &Collector{pool: pool,
 		tasks: g("dubflow_project_tasks", "Tasks created in the last 24 h by project (the 20 with the most; then other) and state: "+
 			"created, done, ended (done, failed or cancelled).", "project", "state"),
 		wait: g("dubflow_project_queue_wait_seconds", "Mean queue wait of a part of the project's tasks created in the last 24 h "+
@@ -44,19 +47,19 @@ func newProjectCollector(pool *pgxpool.Pool) *projectCollector {
 			"engines today (UTC), against its daily limit (project_quota).", "project")}
 }
 
-func (c *projectCollector) vecs() []*prometheus.GaugeVec {
+func (c *Collector) vecs() []*prometheus.GaugeVec {
 	return []*prometheus.GaugeVec{c.tasks, c.wait, c.first, c.minutes}
 }
 
 // Describe sends the metrics' descriptions.
-func (c *projectCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, v := range c.vecs() {
 		v.Describe(ch)
 	}
 }
 
 // Collect reads the projects' metrics; a failed read exports the last.
-func (c *projectCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.read(ctx); err == nil {
@@ -66,7 +69,7 @@ func (c *projectCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *projectCollector) read(ctx context.Context) error {
+func (c *Collector) read(ctx context.Context) error {
 	list, err := view.ProjectAverages(ctx, c.pool, time.Now().Add(-projectWindow), 10000)
 	if err != nil {
 		return err

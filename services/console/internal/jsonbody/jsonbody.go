@@ -1,4 +1,7 @@
-package main
+// Package jsonbody reads the console's JSON request bodies: bounded,
+// unknown fields, trailing values and NUL characters refused, and every
+// refusal in the API's terms (the body's JSON names and types, never Go's).
+package jsonbody
 
 import (
 	"bytes"
@@ -10,60 +13,62 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/dubflow/dubflow/services/console/internal/apierr"
 )
 
-// maxJSONBytes bounds a request body other than a multipart video upload
+// MaxBytes bounds a request body other than a multipart video upload
 // (POST /api/tasks with MAX_VIDEO_BYTES).
-const maxJSONBytes = 1 << 20
+const MaxBytes = 1 << 20
 
-// decodeJSON reads a JSON request body of at most maxJSONBytes into v (a
+// Decode reads a JSON request body of at most MaxBytes into v (a
 // pointer to a struct); an empty body leaves v as it is. Every refusal is
 // in the API's terms: 413 too_large past the bound; 400 naming the body's
 // field by its JSON name and the JSON type it wants — never Go's struct,
 // field or type names.
-func decodeJSON(r *http.Request, v any) error {
-	return decodeJSONUpTo(r, v, maxJSONBytes)
+func Decode(r *http.Request, v any) error {
+	return DecodeUpTo(r, v, MaxBytes)
 }
 
-// decodeJSONUpTo is decodeJSON for a body of at most limit bytes (a
+// DecodeUpTo is Decode for a body of at most limit bytes (a
 // task's, whose text fields hold files).
-func decodeJSONUpTo(r *http.Request, v any, limit int64) error {
+func DecodeUpTo(r *http.Request, v any, limit int64) error {
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {
-		return bodyReadError(err)
+		return ReadError(err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
-	return unmarshalBody(b, v)
+	return Unmarshal(b, v)
 }
 
-// unmarshalBody decodes one JSON value b into v, refusing unknown fields,
+// Unmarshal decodes one JSON value b into v, refusing unknown fields,
 // anything after the value and NUL characters (which Postgres cannot
 // store in a text).
-func unmarshalBody(b []byte, v any) error {
+func Unmarshal(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err, v)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("request body: more than one JSON value")
+		return apierr.BadRequest("request body: more than one JSON value")
 	}
 	if hasNUL(b) {
-		return badRequest(`request body: a text holds a NUL character (\u0000)`)
+		return apierr.BadRequest(`request body: a text holds a NUL character (\u0000)`)
 	}
 	return nil
 }
 
-// bodyReadError answers a body that could not be read: too large, or cut
+// ReadError answers a body that could not be read: too large, or cut
 // off by the client.
-func bodyReadError(err error) error {
+func ReadError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge(fmt.Sprintf("request body: more than %d bytes (%d MiB)", mbe.Limit, mbe.Limit>>20))
+		return apierr.TooLarge(fmt.Sprintf("request body: more than %d bytes (%d MiB)", mbe.Limit, mbe.Limit>>20))
 	}
-	return badRequest("request body: could not be read to its end")
+	return apierr.BadRequest("request body: could not be read to its end")
 }
 
 // jsonError says in the API's terms why a body did not decode into v.
@@ -72,18 +77,18 @@ func jsonError(err error, v any) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return badRequest(fmt.Sprintf("request body: not valid JSON (at byte %d)", syn.Offset))
+		return apierr.BadRequest(fmt.Sprintf("request body: not valid JSON (at byte %d)", syn.Offset))
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("request body: not valid JSON (it ends early)")
+		return apierr.BadRequest("request body: not valid JSON (it ends early)")
 	case errors.As(err, &typ) && typ.Field == "":
-		return badRequest(fmt.Sprintf("request body: want a JSON object, not %s", jsonValue(typ.Value)))
+		return apierr.BadRequest(fmt.Sprintf("request body: want a JSON object, not %s", jsonValue(typ.Value)))
 	case errors.As(err, &typ):
-		return badRequest(fmt.Sprintf("request body: field %q: want %s, not %s", typ.Field, jsonType(typ.Type), jsonValue(typ.Value)))
+		return apierr.BadRequest(fmt.Sprintf("request body: field %q: want %s, not %s", typ.Field, jsonType(typ.Type), jsonValue(typ.Value)))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return badRequest(fmt.Sprintf("request body: unknown field %s (want %s)", name, strings.Join(jsonFields(v), ", ")))
+		return apierr.BadRequest(fmt.Sprintf("request body: unknown field %s (want %s)", name, strings.Join(jsonFields(v), ", ")))
 	}
-	return badRequest("request body: a value is not valid for this route")
+	return apierr.BadRequest("request body: a value is not valid for this route")
 }
 
 // jsonType names what a Go type reads in JSON.
@@ -167,5 +172,5 @@ func hasNUL(b []byte) bool {
 	return false
 }
 
-// noFields is the body of a POST that reads no field: nothing, or {}.
-type noFields struct{}
+// NoFields is the body of a POST that reads no field: nothing, or {}.
+type NoFields struct{}

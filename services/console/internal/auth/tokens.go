@@ -1,4 +1,4 @@
-package main
+package auth
 
 import (
 	"crypto/sha256"
@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 )
+
+// MinTokenLength is the shortest API token accepted.
+const MinTokenLength = 16
 
 // namedToken is one API token with the name the audit log shows for it.
 type namedToken struct {
@@ -36,16 +39,16 @@ func parseTokens(list string) ([]namedToken, error) {
 		if !tokenName.MatchString(f[0]) {
 			return nil, fmt.Errorf("DUBFLOW_API_TOKENS entry %d: name %q: want 1..64 of A-Z a-z 0-9 _ -", i+1, f[0])
 		}
-		if len(f[1]) < minTokenLength {
-			return nil, fmt.Errorf("DUBFLOW_API_TOKENS %s: want a token of at least %d characters", f[0], minTokenLength)
+		if len(f[1]) < MinTokenLength {
+			return nil, fmt.Errorf("DUBFLOW_API_TOKENS %s: want a token of at least %d characters", f[0], MinTokenLength)
 		}
 		if seen[f[0]] || seen["\x00"+f[1]] {
 			return nil, fmt.Errorf("DUBFLOW_API_TOKENS %s: a name or token given twice", f[0])
 		}
 		seen[f[0]], seen["\x00"+f[1]] = true, true
-		role := roleAdmin
+		role := RoleAdmin
 		if len(f) == 3 {
-			role = roleRead
+			role = RoleRead
 		}
 		out = append(out, namedToken{name: f[0], role: role, digest: sha256.Sum256([]byte(f[1]))})
 	}
@@ -53,22 +56,22 @@ func parseTokens(list string) ([]namedToken, error) {
 }
 
 // configuredTokens is every token the configuration grants: the single
-// tokens first (named "admin" and "read"), then DUBFLOW_API_TOKENS.
-func (c *Config) configuredTokens() []namedToken {
+// tokens first (named "admin" and "read"), then DUBFLOW_API_TOKENS (list).
+func configuredTokens(apiToken, readToken, list string) []namedToken {
 	var out []namedToken
-	if c.APIToken != "" {
-		out = append(out, namedToken{name: roleAdmin, role: roleAdmin, digest: sha256.Sum256([]byte(c.APIToken))})
+	if apiToken != "" {
+		out = append(out, namedToken{name: RoleAdmin, role: RoleAdmin, digest: sha256.Sum256([]byte(apiToken))})
 	}
-	if c.ReadToken != "" {
-		out = append(out, namedToken{name: roleRead, role: roleRead, digest: sha256.Sum256([]byte(c.ReadToken))})
+	if readToken != "" {
+		out = append(out, namedToken{name: RoleRead, role: RoleRead, digest: sha256.Sum256([]byte(readToken))})
 	}
-	named, _ := parseTokens(c.APITokens) // Validate refused a bad list
+	named, _ := parseTokens(list) // ValidateTokens refused a bad list
 	return append(out, named...)
 }
 
 // lookup returns the name and role token grants, or "", "". Every
 // configured token is compared, in constant time.
-func (a *auth) lookup(token string) (name, role string) {
+func (a *Auth) lookup(token string) (name, role string) {
 	if token == "" {
 		return "", ""
 	}
@@ -81,19 +84,21 @@ func (a *auth) lookup(token string) (name, role string) {
 	return name, role
 }
 
-// validateTokens checks DUBFLOW_API_TOKEN and DUBFLOW_API_TOKENS: at least
-// one is set, each token is long enough, no token or name is given twice.
-func (c *Config) validateTokens() error {
-	named, err := parseTokens(c.APITokens)
+// ValidateTokens checks DUBFLOW_API_TOKEN (apiToken) and
+// DUBFLOW_API_TOKENS (list) beside DUBFLOW_API_READ_TOKEN (readToken): at
+// least one is set, each token is long enough, no token or name is given
+// twice.
+func ValidateTokens(apiToken, readToken, list string) error {
+	named, err := parseTokens(list)
 	switch {
 	case err != nil:
 		return err
-	case c.APIToken == "" && len(named) == 0:
+	case apiToken == "" && len(named) == 0:
 		return errors.New("DUBFLOW_API_TOKEN or DUBFLOW_API_TOKENS: want at least one token")
-	case c.APIToken != "" && len(c.APIToken) < minTokenLength:
-		return fmt.Errorf("DUBFLOW_API_TOKEN: want at least %d characters", minTokenLength)
+	case apiToken != "" && len(apiToken) < MinTokenLength:
+		return fmt.Errorf("DUBFLOW_API_TOKEN: want at least %d characters", MinTokenLength)
 	}
-	single := map[string]string{roleAdmin: c.APIToken, roleRead: c.ReadToken}
+	single := map[string]string{RoleAdmin: apiToken, RoleRead: readToken}
 	for _, t := range named {
 		if single[t.name] != "" {
 			return fmt.Errorf("DUBFLOW_API_TOKENS %s: the name of the single %s token", t.name, t.name)
