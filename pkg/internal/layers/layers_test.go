@@ -92,21 +92,7 @@ func load(t *testing.T) graph {
 	fset := token.NewFileSet()
 	for _, mod := range mods {
 		path := modulePath(t, mod)
-		err := filepath.WalkDir(mod, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				name := d.Name()
-				if p != mod && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
-					slices.Contains(mods, p)) {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return nil
-			}
+		err := sourceFiles(mod, mods, func(p string) error {
 			f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
 			if err != nil {
 				return err
@@ -256,4 +242,27 @@ func TestWorkersDoNotStandOnTheReadModel(t *testing.T) {
 		}
 	}
 	t.Logf("workers checked: %s", short(workers, ", "))
+}
+
+// sourceFiles calls f with every non-test Go file of module mod, not
+// descending into testdata, hidden or underscored folders or the other
+// modules (mods) nested in it.
+func sourceFiles(mod string, mods []string, f func(p string) error) error {
+	return filepath.WalkDir(mod, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if p != mod && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+				slices.Contains(mods, p)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		return f(p)
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"maps"
 	"path/filepath"
 	"regexp"
@@ -47,21 +46,7 @@ func TestTablesHaveOneWriter(t *testing.T) {
 	fset := token.NewFileSet()
 	found := map[string]bool{} // tables written at least once, by their owner
 	for _, mod := range mods {
-		err := filepath.WalkDir(mod, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				name := d.Name()
-				if p != mod && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
-					slices.Contains(mods, p)) {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return nil
-			}
+		err := sourceFiles(mod, mods, func(p string) error {
 			rel, err := filepath.Rel(top, p)
 			if err != nil {
 				return err

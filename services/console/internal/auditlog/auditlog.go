@@ -5,7 +5,6 @@
 package auditlog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/audit"
+	"github.com/dubflow/dubflow/services/console/internal/answer"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
@@ -102,7 +102,7 @@ func (l Log) Audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		if n.target == "" {
 			n.target = r.PathValue("step")
 		}
-		rec, at := &statusRecorder{ResponseWriter: w}, time.Now()
+		rec, at := &statusRecorder{answer.Recorder{ResponseWriter: w, Limit: 4096}}, time.Now()
 		h(rec, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, n)))
 		if n.skip {
 			return
@@ -111,41 +111,20 @@ func (l Log) Audited(action string, h http.HandlerFunc) http.HandlerFunc {
 			n.target = rec.taskID()
 		}
 		l.Record(context.WithoutCancel(r.Context()), audit.Entry{At: at, Actor: n.actor, Role: n.role, Action: action,
-			Target: n.target, Outcome: rec.outcome(), Status: rec.status, Detail: n.detail})
+			Target: n.target, Outcome: rec.outcome(), Status: rec.Status, Detail: n.detail})
 	}
 }
 
 // statusRecorder keeps the status and the start of the body (the routes
 // audited answer small JSON documents).
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	if r.body.Len() < 4096 {
-		r.body.Write(b)
-	}
-	return r.ResponseWriter.Write(b)
-}
+type statusRecorder struct{ answer.Recorder }
 
 // taskID is the taskId of a successful answer (a task submitted), or "".
 func (r *statusRecorder) taskID() string {
 	var v struct {
 		TaskID string `json:"taskId"`
 	}
-	if r.status >= 400 || json.Unmarshal(r.body.Bytes(), &v) != nil {
+	if r.Status >= 400 || json.Unmarshal(r.Body.Bytes(), &v) != nil {
 		return ""
 	}
 	return v.TaskID
@@ -153,14 +132,14 @@ func (r *statusRecorder) taskID() string {
 
 // outcome is "ok", or "code: message" of the error answered.
 func (r *statusRecorder) outcome() string {
-	if r.status < 400 {
+	if r.Status < 400 {
 		return "ok"
 	}
 	var e apierr.Error
-	if json.Unmarshal(r.body.Bytes(), &e) == nil && e.Code != "" {
+	if json.Unmarshal(r.Body.Bytes(), &e) == nil && e.Code != "" {
 		return e.Code + ": " + e.Message
 	}
-	return strconv.Itoa(r.status) + " " + http.StatusText(r.status)
+	return strconv.Itoa(r.Status) + " " + http.StatusText(r.Status)
 }
 
 // List reads the entries f asks for, newest first (GET /api/audit); a

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/dubflow/dubflow/services/console/internal/answer"
 )
 
 // TestOutcomeIsTheAnswersCode: an audited answer's outcome is "ok", the
@@ -20,7 +22,7 @@ func TestOutcomeIsTheAnswersCode(t *testing.T) {
 		{http.StatusConflict, `{"code":"conflict","message":"done already"}`, "conflict: done already", ""},
 		{http.StatusBadGateway, `<html>`, "502 Bad Gateway", ""},
 	} {
-		rec := &statusRecorder{ResponseWriter: httptest.NewRecorder()}
+		rec := &statusRecorder{answer.Recorder{ResponseWriter: httptest.NewRecorder(), Limit: 4096}}
 		rec.WriteHeader(c.status)
 		_, _ = rec.Write([]byte(c.body))
 		if rec.outcome() != c.outcome || rec.taskID() != c.task {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/idempotency"
 	"github.com/dubflow/dubflow/pkg/ops"
+	"github.com/dubflow/dubflow/services/console/internal/answer"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
 	"github.com/dubflow/dubflow/services/console/internal/auditlog"
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
@@ -118,16 +119,16 @@ func (g Guard) Wrap(next http.HandlerFunc) http.HandlerFunc {
 // runOnce runs next for the request that owns k and records its answer
 // when it created the task, or forgets k when it did not.
 func (g Guard) runOnce(w http.ResponseWriter, r *http.Request, k idempotency.Key, next http.HandlerFunc) {
-	rec := &answerRecorder{ResponseWriter: w}
+	rec := &answer.Recorder{ResponseWriter: w, Limit: 64 << 10}
 	next(rec, r)
 	ctx := context.WithoutCancel(r.Context())
 	var err error
-	if rec.status == http.StatusCreated {
+	if rec.Status == http.StatusCreated {
 		var c struct {
 			TaskID uuid.UUID `json:"taskId"`
 		}
-		_ = json.Unmarshal(rec.body.Bytes(), &c)
-		err = idempotency.Finish(ctx, g.Pool, k, idempotency.Answer{TaskID: c.TaskID, Status: rec.status, Body: rec.body.Bytes()})
+		_ = json.Unmarshal(rec.Body.Bytes(), &c)
+		err = idempotency.Finish(ctx, g.Pool, k, idempotency.Answer{TaskID: c.TaskID, Status: rec.Status, Body: rec.Body.Bytes()})
 	} else {
 		err = idempotency.Abandon(ctx, g.Pool, k)
 	}
@@ -144,31 +145,6 @@ func replayAnswer(w http.ResponseWriter, a idempotency.Answer) {
 	w.Header().Set("Idempotent-Replayed", "true")
 	w.WriteHeader(a.Status)
 	_, _ = w.Write(a.Body)
-}
-
-// answerRecorder keeps the status and the body of an answer (POST
-// /api/tasks answers a small JSON document).
-type answerRecorder struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (a *answerRecorder) WriteHeader(code int) {
-	if a.status == 0 {
-		a.status = code
-	}
-	a.ResponseWriter.WriteHeader(code)
-}
-
-func (a *answerRecorder) Write(b []byte) (int, error) {
-	if a.status == 0 {
-		a.status = http.StatusOK
-	}
-	if a.body.Len() < 64<<10 {
-		a.body.Write(b)
-	}
-	return a.ResponseWriter.Write(b)
 }
 
 // spoolForFingerprint reads the request's body, replacing it with what it
