@@ -1142,6 +1142,23 @@ CREATE TABLE public.step_replays (
 
 
 --
+-- Name: stream_batches; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.stream_batches (
+    task_id uuid NOT NULL,
+    from_ms integer NOT NULL,
+    to_ms integer NOT NULL,
+    map_key text NOT NULL,
+    pieces jsonb NOT NULL,
+    vtt_key text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT stream_batches_check CHECK ((to_ms > from_ms)),
+    CONSTRAINT stream_batches_from_ms_check CHECK ((from_ms >= 0))
+);
+
+
+--
 -- Name: system_config; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1330,6 +1347,26 @@ CREATE SEQUENCE public.task_steps_id_seq
 --
 
 ALTER SEQUENCE public.task_steps_id_seq OWNED BY public.task_steps.id;
+
+
+--
+-- Name: task_streams; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_streams (
+    task_id uuid NOT NULL,
+    made_until_ms integer DEFAULT 0 NOT NULL,
+    total_ms integer,
+    init_key text DEFAULT ''::text NOT NULL,
+    init_sha256 text DEFAULT ''::text NOT NULL,
+    codecs text DEFAULT ''::text NOT NULL,
+    ended_at timestamp with time zone,
+    last_error text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT task_streams_made_until_ms_check CHECK ((made_until_ms >= 0)),
+    CONSTRAINT task_streams_total_ms_check CHECK (((total_ms IS NULL) OR (total_ms >= 0)))
+);
 
 
 --
@@ -1728,6 +1765,14 @@ ALTER TABLE ONLY public.step_replays
 
 
 --
+-- Name: stream_batches stream_batches_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.stream_batches
+    ADD CONSTRAINT stream_batches_pkey PRIMARY KEY (task_id, from_ms);
+
+
+--
 -- Name: system_config system_config_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1765,6 +1810,14 @@ ALTER TABLE ONLY public.task_steps
 
 ALTER TABLE ONLY public.task_steps
     ADD CONSTRAINT task_steps_task_id_step_part_attempt_key UNIQUE (task_id, step, part, attempt);
+
+
+--
+-- Name: task_streams task_streams_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_streams
+    ADD CONSTRAINT task_streams_pkey PRIMARY KEY (task_id);
 
 
 --
@@ -2201,6 +2254,14 @@ ALTER TABLE ONLY public.segments
 
 
 --
+-- Name: stream_batches stream_batches_task_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.stream_batches
+    ADD CONSTRAINT stream_batches_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.task_streams(task_id) ON DELETE CASCADE;
+
+
+--
 -- Name: task_glossaries task_glossaries_task_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2214,6 +2275,14 @@ ALTER TABLE ONLY public.task_glossaries
 
 ALTER TABLE ONLY public.task_plans
     ADD CONSTRAINT task_plans_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
+
+
+--
+-- Name: task_streams task_streams_task_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_streams
+    ADD CONSTRAINT task_streams_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id) ON DELETE CASCADE;
 
 
 --

@@ -162,6 +162,12 @@ type MuxVideo struct {
 	OutputVideoKey string    `json:"output_video_key"`
 	// Version is the output version this run builds (see TTS.Version).
 	Version int `json:"version,omitempty"`
+	// StreamAfter is set on a growing stream's messages only: the part of
+	// asr or tts whose success may have made more of the timeline final.
+	// Such a message makes the stream's next batches (part
+	// stream/{StreamAfter}), waits for nothing and does not finish the
+	// task (see StreamFor).
+	StreamAfter string `json:"stream_after,omitempty"`
 }
 
 // Error classes of a dead letter.

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 
@@ -66,8 +68,40 @@ func MuxFor(taskID uuid.UUID, v int, sourceVideoKey, outputVideoKey string) MuxV
 		OutputVideoKey: output, Version: v}
 }
 
-// Part names the mux_video message's part by its version.
-func (p *MuxVideo) Part() string { return VersionPart(p.Version) }
+// Part names the mux_video message's part by its version, or a stream
+// message's by the part that emitted it.
+func (p *MuxVideo) Part() string {
+	if p.StreamAfter != "" {
+		return StreamPartPrefix + p.StreamAfter
+	}
+	return VersionPart(p.Version)
+}
+
+// StreamPartPrefix begins the part of every growing stream's message.
+const StreamPartPrefix = "stream/"
+
+// After names the step a stream message waits for: none (its emitter's
+// success is its input). A message that builds the output keeps the
+// route's (ok false).
+func (p *MuxVideo) After() (string, bool) {
+	if p.StreamAfter != "" {
+		return "", true
+	}
+	return "", false
+}
+
+// StreamFor is the growing stream's message of a task emitted by the
+// success of part after (of asr or tts): it makes the next batches of the
+// stream of the first version.
+func StreamFor(taskID uuid.UUID, sourceVideoKey, outputVideoKey, after string) MuxVideo {
+	m := MuxFor(taskID, 1, sourceVideoKey, outputVideoKey)
+	m.StreamAfter = after
+	if len(after) > 200 { // PartByIDs keeps names to ~200 bytes; the schema takes 240
+		sum := sha256.Sum256([]byte(after))
+		m.StreamAfter = after[:100] + "#" + hex.EncodeToString(sum[:8])
+	}
+	return m
+}
 
 // VersionKeys returns the object keys the output of version v of a task is
 // written to: DefaultKeys for the first dub, and for v > 1 the dub track

@@ -43,6 +43,9 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if err := msg.Decode(&p); err != nil {
 		return err
 	}
+	if p.StreamAfter != "" {
+		return h.stream(ctx, msg, p)
+	}
 	// The payload's keys were checked when the message was decoded
 	// (wire.Decode): a message naming another task's objects never gets here.
 	id := msg.Envelope.TaskID

@@ -197,6 +197,13 @@ func (h *handler) finishPart(ctx context.Context, msg *step.Message, t task, onl
 		return fmt.Errorf("%d segments of the part of task %s still without audio", missing, t.id)
 	}
 	msg.Log.Info().Int("synthesized", done).Int("segments", len(only)).Msg("every segment of the part has audio")
+	if t.long && t.version <= 1 {
+		// More of a long task's timeline may be final: the growing
+		// stream's next batch (mux_video, part stream/<this part>).
+		if err := msg.Emit(wire.StepMuxVideo, wire.StreamFor(t.id, t.sourceVideoKey, t.outputVideoKey, msg.Part)); err != nil {
+			return err
+		}
+	}
 	return msg.EmitWhenStepsDone(wire.StepMuxVideo, h.muxPayload(t), wire.StepASR, wire.StepTranslate)
 }
 

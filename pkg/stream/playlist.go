@@ -1,0 +1,116 @@
+package stream
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"strings"
+)
+
+// The stream's files under outputs/{task_id}/stream/: the multivariant
+// playlist players open, the media playlist of the video (with the dub as
+// its sound) and the subtitles' playlist.
+const (
+	MasterName    = "index.m3u8"
+	VideoName     = "video.m3u8"
+	SubtitlesName = "subtitles.m3u8"
+)
+
+// Dir is the folder of a task's stream in the object store.
+func Dir(outputVideoKey string) string { return path.Dir(outputVideoKey) + "/stream/" }
+
+// Names says where a playlist's references point: URI returns the address
+// of an object (a piece, an init segment, a subtitles file) and Video and
+// Subtitles those of the media playlists.
+type Names struct {
+	URI       func(key string) string
+	Video     string
+	Subtitles string
+}
+
+// Relative are the names the stored playlists use: every file of the
+// stream sits beside them.
+var Relative = Names{URI: path.Base, Video: VideoName, Subtitles: SubtitlesName}
+
+// Master writes the multivariant playlist: one variant (the video with the
+// dub; codecs as the init segment gives them, "" to leave them out) and
+// its subtitles in language.
+func Master(n Names, codecs, language string) string {
+	var b strings.Builder
+	b.WriteString("#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-INDEPENDENT-SEGMENTS\n")
+	fmt.Fprintf(&b, "#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=%q,LANGUAGE=%q,DEFAULT=YES,AUTOSELECT=YES,URI=%q\n",
+		"Dub ("+language+")", language, n.Subtitles)
+	b.WriteString("#EXT-X-STREAM-INF:BANDWIDTH=1500000")
+	if codecs != "" {
+		fmt.Fprintf(&b, ",CODECS=%q", codecs)
+	}
+	b.WriteString(",SUBTITLES=\"subs\"\n")
+	b.WriteString(n.Video + "\n")
+	return b.String()
+}
+
+// Video writes the media playlist of st: an EVENT playlist that only
+// grows, each batch's pieces in order (an init segment named again where a
+// batch needs another), ended by #EXT-X-ENDLIST when ended (the stream is
+// whole, or the task ended otherwise: cancelled, failed).
+func Video(st *State, n Names, ended bool) string {
+	var b strings.Builder
+	head(&b, targetDuration(st))
+	mapKey := ""
+	for _, bt := range st.Batches {
+		if bt.MapKey != mapKey {
+			fmt.Fprintf(&b, "#EXT-X-MAP:URI=%q\n", n.URI(bt.MapKey))
+			mapKey = bt.MapKey
+		}
+		for _, p := range bt.Pieces {
+			fmt.Fprintf(&b, "#EXTINF:%.3f,\n%s\n", float64(p.DurationMS)/1000, n.URI(p.Key))
+		}
+	}
+	if ended {
+		b.WriteString("#EXT-X-ENDLIST\n")
+	}
+	return b.String()
+}
+
+// Subtitles writes the subtitles' media playlist of st: one WebVTT file a
+// batch, as long as the batch.
+func Subtitles(st *State, n Names, ended bool) string {
+	var b strings.Builder
+	longest := 0
+	for _, bt := range st.Batches {
+		longest = max(longest, bt.ToMS-bt.FromMS)
+	}
+	head(&b, int(math.Ceil(float64(longest)/1000)))
+	for _, bt := range st.Batches {
+		fmt.Fprintf(&b, "#EXTINF:%.3f,\n%s\n", float64(bt.ToMS-bt.FromMS)/1000, n.URI(bt.VTTKey))
+	}
+	if ended {
+		b.WriteString("#EXT-X-ENDLIST\n")
+	}
+	return b.String()
+}
+
+// head writes the lines every media playlist of a stream starts with.
+func head(b *strings.Builder, target int) {
+	fmt.Fprintf(b, "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:%d\n#EXT-X-PLAYLIST-TYPE:EVENT\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-INDEPENDENT-SEGMENTS\n", max(target, 1))
+}
+
+// targetDuration is the longest piece, rounded up to whole seconds, and at
+// least the pieces' target, so that it does not change as the stream grows.
+func targetDuration(st *State) int {
+	longest := 6_000
+	for _, bt := range st.Batches {
+		for _, p := range bt.Pieces {
+			longest = max(longest, p.DurationMS)
+		}
+	}
+	return int(math.Ceil(float64(longest) / 1000))
+}
+
+// Duration is how long the stream's batches play.
+func (st *State) Duration() int {
+	if len(st.Batches) == 0 {
+		return 0
+	}
+	return st.Batches[len(st.Batches)-1].ToMS
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dubflow/dubflow/pkg/blob"
+	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/stream"
+	"github.com/dubflow/dubflow/pkg/subtitle"
+	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/pkg/worker"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// streamJob makes one batch of a task's growing stream (wire.MuxVideo's
+// StreamAfter): the stretch of the timeline from where the stream is made
+// to where every line is final, as HLS pieces under
+// outputs/{task_id}/stream/, then the playlists again.
+type streamJob struct {
+	job
+	id   uuid.UUID
+	plan stream.Plan
+	init stream.Init
+}
+
+// stream runs a stream message. A stream never fails its task: what goes
+// wrong is recorded on the stream (its last_error) and logged, and the next
+// stream message of the task tries again from where the stream is made.
+func (h *handler) stream(ctx context.Context, msg *step.Message, p wire.MuxVideo) error {
+	id := msg.Envelope.TaskID
+	err := h.makeBatches(ctx, msg, p)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	msg.Log.Warn().Err(err).Msg("stream batch not made")
+	return stream.Failed(ctx, h.db, id, err.Error())
+}
+
+// maxBatches bounds the batches one stream message makes.
+const maxBatches = 1000
+
+// makeBatches makes the stream's next batches while one is final: a
+// batch made by another run meanwhile (two messages of one task at once)
+// only moves where the next one starts, so the last message to run always
+// reaches as far as the timeline is final.
+func (h *handler) makeBatches(ctx context.Context, msg *step.Message, p wire.MuxVideo) error {
+	for range maxBatches {
+		plan, init, err := stream.Next(ctx, h.db, msg.Envelope.TaskID)
+		if err != nil {
+			return err
+		}
+		if !plan.Ok {
+			msg.Log.Debug().Int("made_until_ms", plan.FromMS).Msg("no new stretch of the stream is final")
+			return nil
+		}
+		if err := h.makeBatch(ctx, msg, p, plan, init); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeBatch makes the batch plan says.
+func (h *handler) makeBatch(ctx context.Context, msg *step.Message, p wire.MuxVideo, plan stream.Plan, init stream.Init) error {
+	id := msg.Envelope.TaskID
+	j := &streamJob{job: job{h: h, p: p, opts: h.options(p.Options)}, id: id, plan: plan, init: init}
+	var err error
+	if err := h.db.QueryRow(ctx, `SELECT source_language, target_language, source_probe FROM tasks WHERE id = $1`, id).
+		Scan(&j.srcLang, &j.dstLang, &j.probe); err != nil {
+		return fmt.Errorf("read task %s: %w", id, err)
+	}
+	if j.dir, err = os.MkdirTemp("", worker.TempPrefix(service)); err != nil {
+		return fmt.Errorf("make temp dir: %w", err)
+	}
+	defer os.RemoveAll(j.dir)
+	return j.run(ctx, msg)
+}
+
+// run makes the batch and records it.
+func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
+	video := filepath.Join(j.dir, "source.media")
+	cfg := j.h.cfg
+	if err := blob.Download(ctx, j.h.objects, j.p.SourceVideoKey, video, blob.Need{MaxBytes: cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
+		return err
+	}
+	info, err := j.probeVideo(ctx, video, media.Limits{RequireVideo: true, MaxDuration: cfg.MaxDuration()})
+	if err != nil {
+		return fmt.Errorf("check %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+	}
+	totalMS := int(info.Duration.Milliseconds())
+	from, to := j.plan.FromMS, min(j.plan.ToMS, totalMS)
+	if j.plan.Final {
+		to = totalMS
+	}
+	if to <= from {
+		return nil
+	}
+	segs, next, err := j.h.batchSegments(ctx, j.id, from, to)
+	if err != nil {
+		return err
+	}
+	j.segs = segs
+	dubWav := filepath.Join(j.dir, "dub.wav")
+	if err := j.assembleBatch(ctx, video, info, from, to, next, totalMS, dubWav); err != nil {
+		return err
+	}
+	pieces := filepath.Join(j.dir, "pieces")
+	if err := os.Mkdir(pieces, 0o700); err != nil {
+		return fmt.Errorf("make temp dir: %w", err)
+	}
+	made, err := media.StreamSegments(ctx, media.StreamInput{Video: video, Dub: dubWav, FromMS: from, ToMS: to, Dir: pieces, MaxBytes: cfg.MaxVideoBytes})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+	}
+	batch, err := j.store(ctx, made, from, to)
+	if err != nil {
+		return err
+	}
+	ended := to >= totalMS
+	ok, err := stream.Record(ctx, j.h.db, j.id, batch, totalMS, ended, j.init)
+	if err != nil || !ok {
+		if err == nil {
+			msg.Log.Info().Int("from_ms", from).Msg("another run made this stretch of the stream first")
+		}
+		return err
+	}
+	msg.Log.Info().Int("from_ms", from).Int("to_ms", to).Int("pieces", len(batch.Pieces)).Bool("ended", ended).Msg("stream batch made")
+	return j.h.writePlaylists(ctx, j.id, j.p.OutputVideoKey, j.dstLang)
+}
+
+// batchSegments reads the lines that start in [from, to), each with its
+// clip, and where the line after them starts (0: none).
+func (h *handler) batchSegments(ctx context.Context, id uuid.UUID, from, to int) ([]segment, int, error) {
+	type row struct {
+		segment
+		key    *string
+		params []byte
+		next   *int
+	}
+	rows, err := dub.ReadSegments(ctx, h.db, id, func(r pgx.CollectableRow) (row, error) {
+		var s row
+		err := r.Scan(&s.idx, &s.startMS, &s.endMS, &s.src, &s.mt, &s.key, &s.params, &s.next)
+		return s, err
+	}, `SELECT idx, start_ms, end_ms, src_text, mt, tts_audio_key, params, next_start FROM (
+		SELECT idx, start_ms, end_ms, src_text, coalesce(mt_text, '') AS mt, tts_audio_key,
+		       coalesce(tts_params_json, '{}') AS params, lead(start_ms) OVER (ORDER BY idx) AS next_start
+		  FROM segments WHERE task_id = $1) s
+		WHERE start_ms >= $2 AND start_ms < $3 ORDER BY idx`, from, to)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []segment
+	next := 0
+	for _, r := range rows {
+		if r.key == nil {
+			return nil, 0, fmt.Errorf("segment %d of task %s has no synthesized audio yet", r.idx, id)
+		}
+		if *r.key != "" {
+			if err := wire.CheckKey(*r.key, wire.KindTTS, id); err != nil {
+				return nil, 0, fmt.Errorf("segment %d audio key: %w", r.idx, err)
+			}
+		}
+		s := r.segment
+		s.key, s.synthRate = *r.key, synthRate(r.params)
+		out = append(out, s)
+		next = 0
+		if r.next != nil {
+			next = *r.next
+		}
+	}
+	return out, next, nil
+}
+
+// assembleBatch fits the batch's clips as the final run fits them (each
+// knowing where the next line starts) and mixes them over the batch's
+// stretch of the soundtrack into out, exactly to-from long.
+func (j *streamJob) assembleBatch(ctx context.Context, video string, info *media.Info, from, to, next, totalMS int, out string) error {
+	slots, err := j.h.clips(ctx, j.dir, j.segs)
+	if err != nil {
+		return err
+	}
+	if n := len(slots); n > 0 && slots[n-1].Idx == j.segs[len(j.segs)-1].idx {
+		slots[n-1].NextStartMS = next
+	}
+	placements := media.Fit(slots, media.FitOptions{MaxSpeedup: j.h.cfg.MaxSpeedup, RescueSpeedup: j.h.cfg.RescueSpeedup, TotalMS: totalMS})
+	speech := make([]media.Span, 0, len(j.segs))
+	for i := range placements {
+		placements[i].StartMS -= from
+	}
+	for _, s := range j.segs {
+		speech = append(speech, media.Span{StartMS: s.startMS - from, EndMS: min(s.endMS, to) - from})
+	}
+	in := media.DubInput{Placements: placements, Clip: func(idx int) string { return clipPath(j.dir, idx) },
+		TotalMS: to - from, Speech: speech, Mix: j.opts.mix}
+	if audio := info.StreamsOf(media.AudioStream); len(audio) > 0 {
+		soundtrack := filepath.Join(j.dir, "soundtrack.wav")
+		channels := min(max(audio[0].Channels, 1), 2)
+		if err := media.CutSoundtrack(ctx, video, from, to, channels, soundtrack); err != nil {
+			return err
+		}
+		in.Original, in.OriginalChannels = soundtrack, channels
+	}
+	if _, err := media.AssembleDub(ctx, in, out); err != nil {
+		return fmt.Errorf("assemble the stream's dub of %s: %w", j.p.SourceVideoKey, err)
+	}
+	return nil
+}
+
+// store uploads the batch's pieces, its subtitles and, when the stream has
+// none yet or this batch's differs, its init segment.
+func (j *streamJob) store(ctx context.Context, made *media.StreamBatch, from, to int) (stream.Batch, error) {
+	dir := stream.Dir(j.p.OutputVideoKey)
+	b := stream.Batch{FromMS: from, ToMS: to}
+	init, err := os.ReadFile(made.Init)
+	if err != nil {
+		return b, fmt.Errorf("read the stream's init segment: %w", err)
+	}
+	sum := sha256.Sum256(init)
+	hash := hex.EncodeToString(sum[:])
+	switch {
+	case j.init.Key == "":
+		j.init = stream.Init{Key: dir + "init.mp4", SHA256: hash, Codecs: media.StreamCodecs(init)}
+		b.MapKey = j.init.Key
+	case j.init.SHA256 == hash:
+		b.MapKey = j.init.Key
+	default:
+		b.MapKey = fmt.Sprintf("%sinit-%09d.mp4", dir, from)
+	}
+	ups := []output{{b.MapKey, made.Init, "video/mp4"}}
+	for i, p := range made.Pieces {
+		key := fmt.Sprintf("%sb%09d-%03d.m4s", dir, from, i)
+		ups = append(ups, output{key, p.File, "video/iso.segment"})
+		b.Pieces = append(b.Pieces, stream.Piece{Key: key, DurationMS: p.DurationMS})
+	}
+	b.VTTKey = fmt.Sprintf("%sb%09d.vtt", dir, from)
+	vtt := filepath.Join(j.dir, "batch.vtt")
+	if err := writeFile(vtt, j.writeVTT); err != nil {
+		return b, err
+	}
+	ups = append(ups, output{b.VTTKey, vtt, "text/vtt"})
+	for _, up := range ups {
+		if err := j.h.objects.PutFile(ctx, up.key, up.file, up.contentType); err != nil {
+			return b, fmt.Errorf("store %s: %w", up.key, err)
+		}
+	}
+	return b, nil
+}
+
+// writeVTT writes the batch's dubbed lines as WebVTT on the task's
+// timeline (X-TIMESTAMP-MAP: the stream's timestamps are the timeline's).
+func (j *streamJob) writeVTT(w io.Writer) error {
+	cues := make([]subtitle.Cue, 0, len(j.segs))
+	for _, s := range j.segs {
+		cues = append(cues, subtitle.Cue{StartMS: s.startMS, EndMS: s.endMS, Text: s.mt})
+	}
+	var b bytes.Buffer
+	if err := subtitle.WriteVTT(&b, cues); err != nil {
+		return err
+	}
+	body, ok := strings.CutPrefix(b.String(), "WEBVTT\n")
+	if !ok {
+		return errors.New("subtitles: WebVTT without its header")
+	}
+	_, err := io.WriteString(w, "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n"+body)
+	return err
+}
+
+// writePlaylists stores the stream's playlists as recorded now: the
+// multivariant playlist, the video's and the subtitles'.
+func (h *handler) writePlaylists(ctx context.Context, id uuid.UUID, outputVideoKey, language string) error {
+	dir := stream.Dir(outputVideoKey)
+	return stream.Locked(ctx, h.db, id, func(st *stream.State) error {
+		for _, f := range []struct{ name, body string }{
+			{stream.VideoName, stream.Video(st, stream.Relative, st.Ended)},
+			{stream.SubtitlesName, stream.Subtitles(st, stream.Relative, st.Ended)},
+			{stream.MasterName, stream.Master(stream.Relative, st.Init.Codecs, language)},
+		} {
+			if err := h.objects.Put(ctx, dir+f.name, strings.NewReader(f.body), int64(len(f.body)), "application/vnd.apple.mpegurl"); err != nil {
+				return fmt.Errorf("store %s: %w", dir+f.name, err)
+			}
+		}
+		return nil
+	})
+}
