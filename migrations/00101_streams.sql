@@ -11,7 +11,11 @@
 --                  batch whose init differs names its own) with its codecs (RFC 6381, for the
 --                  multivariant playlist), and why the last
 --                  try to make a batch failed (the next message tries again;
---                  the stream never fails the task).
+--                  the stream never fails the task). version is the output
+--                  version the playlists show: a re-dub re-makes the batches
+--                  its lines touch and stores the playlists of its version
+--                  beside the earlier ones (video-v2.m3u8), the multivariant
+--                  playlist naming the newest.
 --   stream_batches the batches in order: [from_ms, to_ms) of the timeline,
 --                  the init segment they need, their pieces (key and length)
 --                  and their subtitles (a WebVTT file).
@@ -24,6 +28,7 @@ CREATE TABLE task_streams (
     codecs         text NOT NULL DEFAULT '',
     ended_at       timestamptz,
     last_error     text NOT NULL DEFAULT '',
+    version        integer NOT NULL DEFAULT 1 CHECK (version >= 1),
     created_at     timestamptz NOT NULL DEFAULT now(),
     updated_at     timestamptz NOT NULL DEFAULT now()
 );

@@ -1362,10 +1362,12 @@ CREATE TABLE public.task_streams (
     codecs text DEFAULT ''::text NOT NULL,
     ended_at timestamp with time zone,
     last_error text DEFAULT ''::text NOT NULL,
+    version integer DEFAULT 1 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT task_streams_made_until_ms_check CHECK ((made_until_ms >= 0)),
-    CONSTRAINT task_streams_total_ms_check CHECK (((total_ms IS NULL) OR (total_ms >= 0)))
+    CONSTRAINT task_streams_total_ms_check CHECK (((total_ms IS NULL) OR (total_ms >= 0))),
+    CONSTRAINT task_streams_version_check CHECK ((version >= 1))
 );
 
 

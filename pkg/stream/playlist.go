@@ -1,10 +1,14 @@
 package stream
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math"
 	"path"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // The stream's files under outputs/{task_id}/stream/: the multivariant
@@ -28,9 +32,23 @@ type Names struct {
 	Subtitles string
 }
 
-// Relative are the names the stored playlists use: every file of the
-// stream sits beside them.
-var Relative = Names{URI: path.Base, Video: VideoName, Subtitles: SubtitlesName}
+// Relative are the names the stored playlists of output version v use:
+// every file of the stream sits beside them (a re-dub's below, in
+// v<n>/), and a re-dub's media playlists are new files (video-v2.m3u8), so
+// that a player that reloads the multivariant playlist sees the new lines
+// while the earlier EVENT playlists never change what they listed.
+func Relative(dir string, v int) Names {
+	return Names{URI: func(key string) string { return strings.TrimPrefix(key, dir) },
+		Video: versioned(VideoName, v), Subtitles: versioned(SubtitlesName, v)}
+}
+
+// versioned names a media playlist of output version v.
+func versioned(name string, v int) string {
+	if v <= 1 {
+		return name
+	}
+	return fmt.Sprintf("%s-v%d.m3u8", strings.TrimSuffix(name, ".m3u8"), v)
+}
 
 // Master writes the multivariant playlist: one variant (the video with the
 // dub; codecs as the init segment gives them, "" to leave them out) and
@@ -113,4 +131,51 @@ func (st *State) Duration() int {
 		return 0
 	}
 	return st.Batches[len(st.Batches)-1].ToMS
+}
+
+// Putter stores an object: the object store.
+type Putter interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+}
+
+// Store writes the task's playlists to the object store as recorded now —
+// the multivariant playlist, the video's and the subtitles' — holding the
+// stream's row meanwhile (Locked), so that an older playlist never lands
+// over a newer one. dir is the stream's folder (Dir); language names the
+// subtitles.
+func Store(ctx context.Context, db Beginner, objects Putter, task uuid.UUID, dir, language string) error {
+	return Locked(ctx, db, task, func(st *State) error {
+		n := Relative(dir, st.Version)
+		for _, f := range []struct{ name, body string }{
+			{n.Video, Video(st, n, st.Ended)},
+			{n.Subtitles, Subtitles(st, n, st.Ended)},
+			{MasterName, Master(n, st.Init.Codecs, language)},
+		} {
+			if err := objects.Put(ctx, dir+f.name, strings.NewReader(f.body), int64(len(f.body)), ContentType); err != nil {
+				return fmt.Errorf("store %s: %w", dir+f.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ContentType is the media type of an HLS playlist.
+const ContentType = "application/vnd.apple.mpegurl"
+
+// End ends a task's stream where it is made — the task was cancelled or
+// failed, nothing more will be made — and stores its playlists ended. A
+// task without a stream, or whose stream has ended, is left alone.
+func End(ctx context.Context, db interface {
+	Beginner
+	Querier
+}, objects Putter, task uuid.UUID, dir, language string) error {
+	tag, err := db.Exec(ctx, `UPDATE task_streams SET ended_at = now(), updated_at = now()
+		WHERE task_id = $1 AND ended_at IS NULL`, task)
+	if err != nil {
+		return fmt.Errorf("end the stream of %s: %w", task, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return Store(ctx, db, objects, task, dir, language)
 }

@@ -46,6 +46,8 @@ type State struct {
 	Init      Init
 	Ended     bool
 	LastError string
+	// Version is the output version the playlists show (1, or a re-dub's).
+	Version   int
 	UpdatedAt time.Time
 	Batches   []Batch
 }
@@ -216,9 +218,9 @@ func Failed(ctx context.Context, q Querier, task uuid.UUID, reason string) error
 func Load(ctx context.Context, q Querier, task uuid.UUID) (*State, error) {
 	st := &State{TaskID: task}
 	var total *int
-	err := q.QueryRow(ctx, `SELECT made_until_ms, total_ms, init_key, init_sha256, codecs, ended_at IS NOT NULL, last_error, updated_at
+	err := q.QueryRow(ctx, `SELECT made_until_ms, total_ms, init_key, init_sha256, codecs, ended_at IS NOT NULL, last_error, version, updated_at
 		FROM task_streams WHERE task_id = $1`, task).
-		Scan(&st.MadeUntilMS, &total, &st.Init.Key, &st.Init.SHA256, &st.Init.Codecs, &st.Ended, &st.LastError, &st.UpdatedAt)
+		Scan(&st.MadeUntilMS, &total, &st.Init.Key, &st.Init.SHA256, &st.Init.Codecs, &st.Ended, &st.LastError, &st.Version, &st.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNone
 	}
@@ -259,4 +261,32 @@ func PlayableMS(ctx context.Context, q Querier, task uuid.UUID) (int, error) {
 		return 0, fmt.Errorf("read the stream of %s: %w", task, err)
 	}
 	return ms, nil
+}
+
+// Replace records batches re-made for output version v (a re-dub's lines
+// touch them): each replaces the batch of the same stretch, and the stream
+// shows version v from now on. A batch whose stretch the stream does not
+// have is refused.
+func Replace(ctx context.Context, db Beginner, task uuid.UUID, v int, batches []Batch) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		for _, b := range batches {
+			pieces, err := json.Marshal(b.Pieces)
+			if err != nil {
+				return fmt.Errorf("encode the pieces of the stream of %s: %w", task, err)
+			}
+			tag, err := tx.Exec(ctx, `UPDATE stream_batches SET map_key = $4, pieces = $5, vtt_key = $6, made_at = now()
+				WHERE task_id = $1 AND from_ms = $2 AND to_ms = $3`, task, b.FromMS, b.ToMS, b.MapKey, pieces, b.VTTKey)
+			if err != nil {
+				return fmt.Errorf("replace a batch of the stream of %s: %w", task, err)
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("the stream of %s has no batch %d..%d ms", task, b.FromMS, b.ToMS)
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE task_streams SET version = greatest(version, $2), updated_at = now() WHERE task_id = $1`, task, v)
+		if err != nil {
+			return fmt.Errorf("record version %d of the stream of %s: %w", v, task, err)
+		}
+		return nil
+	})
 }

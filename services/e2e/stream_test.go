@@ -26,7 +26,8 @@ import (
 // still runs; when the task is done the stored playlist has ended, its
 // batches follow one another from 0 to the video's end without a gap, and
 // what the stream plays is the dub (it sounds like final.mp4's dub track
-// over the same stretch far more than like the original soundtrack).
+// over the same stretch far more than like the original soundtrack). A
+// re-dubbed line re-makes the batch it is in, in a new playlist version.
 func TestStreamGrowsWhileTheTaskRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -74,6 +75,49 @@ func TestStreamGrowsWhileTheTaskRuns(t *testing.T) {
 		t.Errorf("stored multivariant playlist:\n%s", master)
 	}
 	s.checkStreamIsTheDub(t, ctx, st, video, keys.OutputVideo)
+	s.checkRedubRestreams(t, ctx, id, st)
+}
+
+// checkRedubRestreams re-dubs a line of the second batch: that batch
+// alone is made again (its pieces under stream/v2/), the multivariant
+// playlist names the playlists of version 2, which list the new pieces,
+// and the playlist of version 1 still lists the old ones.
+func (s *stack) checkRedubRestreams(t *testing.T, ctx context.Context, id uuid.UUID, before *stream.State) {
+	t.Helper()
+	b := before.Batches[1]
+	var n int
+	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM segments WHERE task_id = $1 AND start_ms < $2`, id, b.FromMS).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := s.dubctl(t, ctx, "redub", id.String(), "--segment", strconv.Itoa(n+1),
+		"--text", "Una línea nueva en medio del flujo.", "--wait", "--json", "--timeout", "5m")
+	if code != 0 {
+		t.Fatalf("redub: exit %d: %s", code, stderr)
+	}
+	after, err := stream.Load(ctx, s.db.Pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != 2 || len(after.Batches) != len(before.Batches) {
+		t.Fatalf("after the re-dub the stream shows version %d with %d batches (before: %d)", after.Version, len(after.Batches), len(before.Batches))
+	}
+	dir := stream.Dir(wire.DefaultKeys(id).OutputVideo)
+	for i, nb := range after.Batches {
+		changed := nb.Pieces[0].Key != before.Batches[i].Pieces[0].Key
+		if changed != (i == 1) {
+			t.Errorf("batch %d..%d ms: re-made %v", nb.FromMS, nb.ToMS, changed)
+		}
+		if i == 1 && !strings.HasPrefix(nb.Pieces[0].Key, dir+"v2/") {
+			t.Errorf("re-made piece %s, want it under %sv2/", nb.Pieces[0].Key, dir)
+		}
+	}
+	master := string(s.object(t, ctx, dir+stream.MasterName))
+	v2 := string(s.object(t, ctx, dir+"video-v2.m3u8"))
+	v1 := string(s.object(t, ctx, dir+stream.VideoName))
+	if !strings.Contains(master, "video-v2.m3u8") || !strings.Contains(v2, "v2/") || strings.Contains(v1, "v2/") ||
+		!strings.HasSuffix(v2, "#EXT-X-ENDLIST\n") {
+		t.Errorf("after the re-dub:\nmaster:\n%s\nversion 2:\n%s\nversion 1:\n%s", master, v2, v1)
+	}
 }
 
 // waitStreamEnded waits until the task's stream has ended and returns it.

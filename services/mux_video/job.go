@@ -58,6 +58,10 @@ type job struct {
 	burnAs string
 	segs   []segment
 	dir    string
+	// video, dubWav and totalMS are the downloaded source, the assembled
+	// dub track and the timeline's length, once run has them.
+	video, dubWav string
+	totalMS       int
 	report *media.TimingReport
 	laps   []lap // how long each part of the run took, for the log
 	last   time.Time
@@ -98,6 +102,7 @@ func (j *job) run(ctx context.Context) (map[string]any, error) {
 	totalMS := int(info.Duration.Milliseconds())
 	j.lap("video")
 	dub := filepath.Join(j.dir, "dub.wav")
+	j.video, j.dubWav, j.totalMS = video, dub, totalMS
 	channels := 0 // no soundtrack
 	if audio := info.StreamsOf(media.AudioStream); len(audio) > 0 {
 		channels = max(audio[0].Channels, 1)

@@ -124,7 +124,7 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
-	batch, err := j.store(ctx, made, from, to)
+	batch, err := j.storeAs(ctx, made, from, to, stream.Dir(j.p.OutputVideoKey))
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	msg.Log.Info().Int("from_ms", from).Int("to_ms", to).Int("pieces", len(batch.Pieces)).Bool("ended", ended).Msg("stream batch made")
-	return j.h.writePlaylists(ctx, j.id, j.p.OutputVideoKey, j.dstLang)
+	return stream.Store(ctx, j.h.db, j.h.objects, j.id, stream.Dir(j.p.OutputVideoKey), j.dstLang)
 }
 
 // batchSegments reads the lines that start in [from, to), each with its
@@ -218,10 +218,9 @@ func (j *streamJob) assembleBatch(ctx context.Context, video string, info *media
 	return nil
 }
 
-// store uploads the batch's pieces, its subtitles and, when the stream has
-// none yet or this batch's differs, its init segment.
-func (j *streamJob) store(ctx context.Context, made *media.StreamBatch, from, to int) (stream.Batch, error) {
-	dir := stream.Dir(j.p.OutputVideoKey)
+// storeAs uploads the batch's pieces and its subtitles under dir and, when
+// the stream has none yet or this batch's differs, its init segment.
+func (j *streamJob) storeAs(ctx context.Context, made *media.StreamBatch, from, to int, dir string) (stream.Batch, error) {
 	b := stream.Batch{FromMS: from, ToMS: to}
 	init, err := os.ReadFile(made.Init)
 	if err != nil {
@@ -275,22 +274,4 @@ func (j *streamJob) writeVTT(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n"+body)
 	return err
-}
-
-// writePlaylists stores the stream's playlists as recorded now: the
-// multivariant playlist, the video's and the subtitles'.
-func (h *handler) writePlaylists(ctx context.Context, id uuid.UUID, outputVideoKey, language string) error {
-	dir := stream.Dir(outputVideoKey)
-	return stream.Locked(ctx, h.db, id, func(st *stream.State) error {
-		for _, f := range []struct{ name, body string }{
-			{stream.VideoName, stream.Video(st, stream.Relative, st.Ended)},
-			{stream.SubtitlesName, stream.Subtitles(st, stream.Relative, st.Ended)},
-			{stream.MasterName, stream.Master(stream.Relative, st.Init.Codecs, language)},
-		} {
-			if err := h.objects.Put(ctx, dir+f.name, strings.NewReader(f.body), int64(len(f.body)), "application/vnd.apple.mpegurl"); err != nil {
-				return fmt.Errorf("store %s: %w", dir+f.name, err)
-			}
-		}
-		return nil
-	})
 }
