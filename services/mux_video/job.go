@@ -62,9 +62,9 @@ type job struct {
 	// dub track and the timeline's length, once run has them.
 	video, dubWav string
 	totalMS       int
-	report *media.TimingReport
-	laps   []lap // how long each part of the run took, for the log
-	last   time.Time
+	report        *media.TimingReport
+	laps          []lap // how long each part of the run took, for the log
+	last          time.Time
 }
 
 // lap is one part of a run and how long it took.
