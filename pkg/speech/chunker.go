@@ -161,6 +161,20 @@ func (c *Chunker) taper(parts, chunk, rate int) (full, half int) {
 	return parts - conc, chunk / 2
 }
 
+// head cuts the first of parts chunks of chunk samples into Concurrency
+// chunks decoded at once, when there are more chunks than that and those
+// are still at least minChunkSeconds long: the start of the recording is
+// then transcribed first (a growing stream's first minute plays as soon as
+// its lines are spoken again, issue 53) for one more lead-in. It returns
+// how many head chunks there are and their length (0, 0: none).
+func (c *Chunker) head(parts, chunk, rate int) (heads, length int) {
+	conc := c.concurrency()
+	if parts <= conc || conc < 2 || chunk/conc < minChunkSeconds*rate {
+		return 0, 0
+	}
+	return conc, chunk / conc
+}
+
 // Split cuts the audio in wavPath into chunks and hands each to fn in
 // order as soon as its file is written; fn owns the file. Split stops at
 // the first error of fn or ctx. A file no longer than one chunk is still
@@ -231,8 +245,11 @@ type splitter struct {
 	// cuts go into a long pause near their targets (quietest).
 	even bool
 	// full chunks come first; with half > 0 the audio after them is cut
-	// into chunks of half as many samples (see taper).
-	full, half int
+	// into chunks of half as many samples (see taper). With heads > 0 the
+	// first of the full chunks is cut into heads chunks of head samples
+	// (see head).
+	full, half  int
+	heads, head int
 	lead       int    // samples of lead-in before each cut
 	buf, tail  []byte // samples not cut yet; the next chunk's lead-in
 	start, n   int    // samples before buf; chunks written
@@ -241,13 +258,14 @@ type splitter struct {
 
 func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 	chunk, even := c.seconds()*h.SampleRate, false
-	full, half := 0, 0
+	full, half, heads, head := 0, 0, 0, 0
 	if total := int(h.DataSize / 2); h.DataSize >= 0 && total > 0 {
 		// Even chunks: 100 s in 60 s chunks is two of 50 s, not 60 + 40,
 		// so that concurrent chunks finish together.
 		parts := c.parts(total, h.SampleRate)
 		chunk, even = (total+parts-1)/parts, parts <= c.concurrency()
 		full, half = c.taper(parts, chunk, h.SampleRate)
+		heads, head = c.head(parts, chunk, h.SampleRate)
 	}
 	var data io.Reader = f
 	if h.DataSize >= 0 {
@@ -261,8 +279,25 @@ func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 	// The buffer reaches the furthest cut: the next target is at most one
 	// window beyond a chunk from the last cut, the cut one more window.
 	return &splitter{c: c, data: bufio.NewReaderSize(data, 64<<10), rate: h.SampleRate,
-		chunk: chunk, window: chunk / 5, even: even, full: full, half: half, lead: lead,
+		chunk: chunk, window: chunk / 5, even: even, full: full, half: half, heads: heads, head: head, lead: lead,
 		buf: make([]byte, 0, 2*(chunk+2*(chunk/5))), tail: make([]byte, 0, 2*lead)}
+}
+
+// target is where the next chunk ends on the whole timeline, in samples,
+// and the window its cut may move within: the n-th of the planned chunks
+// (head chunks, full ones, then the shorter last ones).
+func (s *splitter) target() (int, int) {
+	if s.n < s.heads {
+		return (s.n + 1) * s.head, s.head / 5
+	}
+	m := s.n // the full chunk this is, counting the heads as the first
+	if s.heads > 0 {
+		m = s.n - s.heads + 1
+	}
+	if s.half > 0 && m >= s.full {
+		return s.full*s.chunk + (m-s.full+1)*s.half, s.half / 5
+	}
+	return (m + 1) * s.chunk, s.window
 }
 
 // next writes the next chunk's file; ok is false when the samples ended.
@@ -285,10 +320,7 @@ func (s *splitter) next() (Chunk, bool, error) {
 	// after the last cut: cuts that each land late in their window would
 	// otherwise add up and leave fewer, longer chunks than planned (10
 	// minutes in 60 s chunks: nine of 66 s).
-	target, window := (s.n+1)*s.chunk, s.window
-	if s.half > 0 && s.n >= s.full {
-		target, window = s.full*s.chunk+(s.n-s.full+1)*s.half, s.half/5
-	}
+	target, window := s.target()
 	target -= s.start
 	cut := len(s.buf) / 2
 	if !last || cut > target+window {

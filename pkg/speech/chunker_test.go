@@ -239,11 +239,12 @@ func TestChunkerCutsDoNotDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Eight chunks of a minute, then the last two minutes (the last two
-	// chunks, as many as are decoded at once) in four of 30 s, so that the
-	// last to start end closer together.
-	var want []time.Duration
-	for k := range 8 {
+	// The first minute in two chunks of 30 s (as many as are decoded at
+	// once: the start is transcribed first), seven chunks of a minute, then
+	// the last two minutes (the last two chunks) in four of 30 s, so that
+	// the last to start end closer together.
+	want := []time.Duration{0, 30 * time.Second}
+	for k := 1; k < 8; k++ {
 		want = append(want, time.Duration(k)*time.Minute)
 	}
 	want = append(want, 8*time.Minute, 8*time.Minute+30*time.Second, 9*time.Minute, 9*time.Minute+30*time.Second)
@@ -252,7 +253,7 @@ func TestChunkerCutsDoNotDrift(t *testing.T) {
 	}
 	for k, at := range starts {
 		window := 12 * time.Second // a fifth of the chunk the cut ends
-		if k > 8 {
+		if k <= 2 || k > 9 {
 			window = 6 * time.Second
 		}
 		if d := at - want[k]; d < -window || d > window {
