@@ -250,10 +250,10 @@ type splitter struct {
 	// (see head).
 	full, half  int
 	heads, head int
-	lead       int    // samples of lead-in before each cut
-	buf, tail  []byte // samples not cut yet; the next chunk's lead-in
-	start, n   int    // samples before buf; chunks written
-	done       bool
+	lead        int    // samples of lead-in before each cut
+	buf, tail   []byte // samples not cut yet; the next chunk's lead-in
+	start, n    int    // samples before buf; chunks written
+	done        bool
 }
 
 func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
