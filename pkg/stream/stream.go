@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,12 +30,17 @@ import (
 // batch costs an ffmpeg run and a playlist write, whatever its length.
 const MinBatchMS = 10_000
 
-// Querier is what the package's reads and writes run on: a pool, a
-// connection or a transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// Reader is what the package's reads run on: a pool, a connection or a
+// transaction (a read-only one too).
+type Reader interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Querier is what its writes run on.
+type Querier interface {
+	Reader
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // State is a task's stream as recorded.
@@ -215,7 +221,7 @@ func Failed(ctx context.Context, q Querier, task uuid.UUID, reason string) error
 
 // Load reads a task's stream with its batches in order; ErrNone when the
 // task has none.
-func Load(ctx context.Context, q Querier, task uuid.UUID) (*State, error) {
+func Load(ctx context.Context, q Reader, task uuid.UUID) (*State, error) {
 	st := &State{TaskID: task}
 	var total *int
 	err := q.QueryRow(ctx, `SELECT made_until_ms, total_ms, init_key, init_sha256, codecs, ended_at IS NOT NULL, last_error, version, updated_at
@@ -249,44 +255,34 @@ func Load(ctx context.Context, q Querier, task uuid.UUID) (*State, error) {
 	return st, nil
 }
 
-// PlayableMS is how much of a task's stream plays from its start: what is
-// made (0 without a stream).
-func PlayableMS(ctx context.Context, q Querier, task uuid.UUID) (int, error) {
-	var ms int
-	err := q.QueryRow(ctx, `SELECT made_until_ms FROM task_streams WHERE task_id = $1`, task).Scan(&ms)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read the stream of %s: %w", task, err)
-	}
-	return ms, nil
+// Summary is what a task's page, realtime status and dubctl show of its
+// stream.
+type Summary struct {
+	// PlayableMS is how much plays from the start: what is made.
+	PlayableMS int
+	// Ended says the stream will not grow (whole, or its task ended).
+	Ended bool
+	// Playlist is the stored multivariant playlist's key ("" until the
+	// first batch is made).
+	Playlist string
+	// Version is the output version its playlists show.
+	Version int
 }
 
-// Replace records batches re-made for output version v (a re-dub's lines
-// touch them): each replaces the batch of the same stretch, and the stream
-// shows version v from now on. A batch whose stretch the stream does not
-// have is refused.
-func Replace(ctx context.Context, db Beginner, task uuid.UUID, v int, batches []Batch) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		for _, b := range batches {
-			pieces, err := json.Marshal(b.Pieces)
-			if err != nil {
-				return fmt.Errorf("encode the pieces of the stream of %s: %w", task, err)
-			}
-			tag, err := tx.Exec(ctx, `UPDATE stream_batches SET map_key = $4, pieces = $5, vtt_key = $6, made_at = now()
-				WHERE task_id = $1 AND from_ms = $2 AND to_ms = $3`, task, b.FromMS, b.ToMS, b.MapKey, pieces, b.VTTKey)
-			if err != nil {
-				return fmt.Errorf("replace a batch of the stream of %s: %w", task, err)
-			}
-			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("the stream of %s has no batch %d..%d ms", task, b.FromMS, b.ToMS)
-			}
-		}
-		_, err := tx.Exec(ctx, `UPDATE task_streams SET version = greatest(version, $2), updated_at = now() WHERE task_id = $1`, task, v)
-		if err != nil {
-			return fmt.Errorf("record version %d of the stream of %s: %w", v, task, err)
-		}
-		return nil
-	})
+// Summarize reads the summary of a task's stream; nil when it has none.
+func Summarize(ctx context.Context, q Reader, task uuid.UUID) (*Summary, error) {
+	var s Summary
+	var initKey string
+	err := q.QueryRow(ctx, `SELECT made_until_ms, ended_at IS NOT NULL, init_key, version FROM task_streams WHERE task_id = $1`, task).
+		Scan(&s.PlayableMS, &s.Ended, &initKey, &s.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the stream of %s: %w", task, err)
+	}
+	if initKey != "" {
+		s.Playlist = path.Dir(initKey) + "/" + MasterName
+	}
+	return &s, nil
 }

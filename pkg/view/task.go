@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/stream"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
@@ -98,6 +99,22 @@ type Task struct {
 	// (Step.Status Skipped), the subtitles it starts from, the burned-in
 	// subtitles it wants; null when it asks nothing.
 	Plan *task.Plan `json:"plan"`
+	// Stream is the task's growing stream (a long task's dub, playable
+	// while it is made: pkg/stream); null for a task without one.
+	Stream *Stream `json:"stream"`
+}
+
+// Stream is what a task shows of its growing stream.
+type Stream struct {
+	// PlayableSeconds is how much plays from the start.
+	PlayableSeconds float64 `json:"playableSeconds"`
+	// Ended says it will not grow: whole, or the task ended otherwise.
+	Ended bool `json:"ended"`
+	// PlaylistKey is the stored multivariant playlist ("" until its first
+	// stretch is made); URL is where the console serves it (the console
+	// fills it: GET /api/tasks/{id}/stream.m3u8).
+	PlaylistKey string `json:"playlistKey"`
+	URL         string `json:"url,omitempty"`
 }
 
 // Step is one pipeline step over its parts.
@@ -335,6 +352,9 @@ func Load(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*Task, error) 
 			if t.DeadLetters, err = deadLettersOfTask(ctx, tx, id); err != nil {
 				return err
 			}
+			if t.Stream, err = loadStream(ctx, tx, id, t.Status); err != nil {
+				return err
+			}
 			t.Languages, err = loadLanguages(ctx, tx, id)
 			return err
 		})
@@ -354,4 +374,15 @@ func stepsOf(parent bool) []string {
 		return []string{wire.StepExtractAudio, wire.StepASR}
 	}
 	return wire.Pipeline
+}
+
+// loadStream reads the task's stream (nil without one); a task that ended
+// (done, failed, cancelled) shows its stream ended wherever it stopped.
+func loadStream(ctx context.Context, q Querier, id uuid.UUID, status string) (*Stream, error) {
+	sum, err := stream.Summarize(ctx, q, id)
+	if err != nil || sum == nil {
+		return nil, err
+	}
+	return &Stream{PlayableSeconds: float64(sum.PlayableMS) / 1000, Ended: sum.Ended || Ended(status),
+		PlaylistKey: sum.Playlist}, nil
 }
