@@ -49,9 +49,6 @@ const maxTaskJSONBytes = submit.MaxTaskJSONBytes
 // classify is the API's answer to an error (internal/gate).
 func classify(err error) *apiError { return gate.Classify(err) }
 
-// refusal is the API's answer to an admission's refusal (internal/submit).
-func refusal(err error) error { return submit.Refusal(err) }
-
 // presign returns a download link for key, nil for no key.
 func (s *server) presign(ctx context.Context, key string) *string {
 	return tasks.Room{Signer: s.signer, LinkExpiry: s.cfg.Presign(), Log: s.log}.Link(ctx, key)
