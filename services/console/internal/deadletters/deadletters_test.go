@@ -11,13 +11,6 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/route"
 )
 
-func status(err error) int {
-	if ae, ok := apierr.As(err); ok {
-		return ae.Status
-	}
-	return 0
-}
-
 // TestRequestsAreRead: a dead letter's id is a positive number; a bulk
 // filter keeps a project's token to its project's dead letters, and a bad
 // one is 400.
@@ -26,7 +19,7 @@ func TestRequestsAreRead(t *testing.T) {
 	for id, want := range map[string]int{"7": 0, "0": 400, "x": 400} {
 		r := httptest.NewRequest("GET", "/api/dead-letters/"+id, nil)
 		r.SetPathValue("id", id)
-		if _, err := deadLetterID(r); status(err) != want {
+		if _, err := deadLetterID(r); apierr.StatusOf(err) != want {
 			t.Errorf("id %s: %v, want %d", id, err, want)
 		}
 	}
@@ -36,7 +29,7 @@ func TestRequestsAreRead(t *testing.T) {
 		t.Errorf("bulk filter: %+v %v, want project p1", m, err)
 	}
 	r = httptest.NewRequest("POST", "/api/dead-letters/replay", strings.NewReader(`{"since": "whenever"}`))
-	if _, _, err := readBulk(r); status(err) != http.StatusBadRequest {
+	if _, _, err := readBulk(r); apierr.StatusOf(err) != http.StatusBadRequest {
 		t.Errorf("bad since: %v, want 400", err)
 	}
 }

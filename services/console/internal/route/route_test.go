@@ -13,14 +13,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// status is the HTTP status err answers (0 for none).
-func status(err error) int {
-	if ae, ok := apierr.As(err); ok {
-		return ae.Status
-	}
-	return 0
-}
-
 // TestRequestParts: a task id must be a UUID, a limit 1..most (def when
 // absent), and since or until what parse reads, each refused with 400
 // naming the parameter; the principal set on a request is read back.
@@ -28,7 +20,7 @@ func TestRequestParts(t *testing.T) {
 	t.Parallel()
 	r := httptest.NewRequest("GET", "/api/tasks/x?limit=0", nil)
 	r.SetPathValue("id", "not-a-uuid")
-	if _, err := TaskID(r); status(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "task id") {
+	if _, err := TaskID(r); apierr.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "task id") {
 		t.Errorf("task id: %v", err)
 	}
 	id := uuid.New()
@@ -36,7 +28,7 @@ func TestRequestParts(t *testing.T) {
 	if got, err := TaskID(r); got != id || err != nil {
 		t.Errorf("task id %s: %s %v", id, got, err)
 	}
-	if _, err := Limit(r, 50, 100); status(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "want 1..100") {
+	if _, err := Limit(r, 50, 100); apierr.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "want 1..100") {
 		t.Errorf("limit 0: %v", err)
 	}
 	if n, err := Limit(httptest.NewRequest("GET", "/", nil), 50, 100); n != 50 || err != nil {
@@ -52,7 +44,7 @@ func TestRequestParts(t *testing.T) {
 	if since, until, err := TimeRange("2026-01-02", "", parse); err != nil || !since.Equal(day) || until != nil {
 		t.Errorf("since only: %v %v %v", since, until, err)
 	}
-	if _, _, err := TimeRange("", "bad", parse); status(err) != http.StatusBadRequest || !strings.HasPrefix(err.Error(), "until") {
+	if _, _, err := TimeRange("", "bad", parse); apierr.StatusOf(err) != http.StatusBadRequest || !strings.HasPrefix(err.Error(), "until") {
 		t.Errorf("bad until: %v, want 400 naming until", err)
 	}
 	p := auth.Principal{Name: "ops", Role: auth.RoleAdmin, Project: "p1"}

@@ -15,13 +15,6 @@ import (
 	"github.com/dubflow/dubflow/services/console/internal/jsonbody"
 )
 
-func status(err error) int {
-	if ae, ok := apierr.As(err); ok {
-		return ae.Status
-	}
-	return 0
-}
-
 // TestBodyLimit: a multipart upload may carry MAX_VIDEO_BYTES and its
 // fields, a task's JSON its text fields, any other body 1 MiB.
 func TestBodyLimit(t *testing.T) {
@@ -49,8 +42,8 @@ func TestRefusalAnswersAnAdmissionsKind(t *testing.T) {
 	t.Parallel()
 	for kind, want := range map[admit.Kind]int{admit.TooLarge: 413, admit.Unavailable: 503, admit.Invalid: 400} {
 		e := &admit.Error{Kind: kind, Field: "video", Reason: "no"}
-		if err := Refusal(e); status(err) != want || err.Error() != e.Error() {
-			t.Errorf("kind %v: %v (%d), want %d", kind, err, status(err), want)
+		if err := Refusal(e); apierr.StatusOf(err) != want || err.Error() != e.Error() {
+			t.Errorf("kind %v: %v (%d), want %d", kind, err, apierr.StatusOf(err), want)
 		}
 	}
 	plain := errors.New("x")
@@ -70,7 +63,7 @@ func TestFormRefusesUnknownFieldsAndLongOnes(t *testing.T) {
 		_ = mw.WriteField(field, strings.Repeat("x", maxFieldBytes+1))
 		_ = mw.Close()
 		_, _, err := s.readForm(multipart.NewReader(strings.NewReader(b.String()), mw.Boundary()), t.TempDir()+"/v")
-		if status(err) != want || (want == 400 && !strings.Contains(err.Error(), formFieldNames)) {
+		if apierr.StatusOf(err) != want || (want == 400 && !strings.Contains(err.Error(), formFieldNames)) {
 			t.Errorf("%s: %v, want %d", field, err, want)
 		}
 	}
