@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/fault"
-	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -80,7 +79,7 @@ func UsageOf(ctx context.Context, q store.Querier, project string, now time.Time
 }
 
 // EngineScope returns the project of task id and whether its tasks may
-// use the shared engines (pool.ForProject): a task without a project row
+// use the shared engines (the engines' pool.ForProject): a task without a project row
 // uses the shared engines, as before projects.
 func EngineScope(ctx context.Context, q store.Querier, id uuid.UUID) (project string, shared bool, err error) {
 	err = q.QueryRow(ctx, `SELECT t.project, coalesce(p.shared_engines, true)
@@ -92,16 +91,6 @@ func EngineScope(ctx context.Context, q store.Querier, id uuid.UUID) (project st
 		return "", true, fmt.Errorf("read the project of task %s: %w", id, err)
 	}
 	return project, shared, nil
-}
-
-// EngineContext is ctx for the engine calls of task id: its project's own
-// engines first, the shared ones when the project allows (EngineScope).
-func EngineContext(ctx context.Context, q store.Querier, id uuid.UUID) (context.Context, error) {
-	project, shared, err := EngineScope(ctx, q, id)
-	if err != nil {
-		return ctx, err
-	}
-	return pool.ForProject(ctx, project, shared), nil
 }
 
 // Crowded reports whether task id belongs to a project that takes its

@@ -68,6 +68,7 @@ func TestLogoutRevokesTheSession(t *testing.T) {
 	decode(t, f.withSession(t, "POST", "/api/uploads", cookie, csrf), http.StatusUnauthorized, nil)
 	replica := setup(t)
 	replica.srv.pool = f.pool
+	replica.http = newHTTPServer(t, replica.srv.Handler()) // the gate reads the sessions logged out in f's database
 	decode(t, replica.withSession(t, "GET", "/api/tasks", cookie, ""), http.StatusUnauthorized, nil)
 	decode(t, f.withSession(t, "GET", "/api/tasks", other, ""), http.StatusOK, nil)
 

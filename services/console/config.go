@@ -69,34 +69,23 @@ func (c *Config) Validate() error {
 	if c.ReadToken != "" && c.ReadToken == c.APIToken {
 		errs = append(errs, errors.New("DUBFLOW_API_READ_TOKEN must differ from DUBFLOW_API_TOKEN"))
 	}
-	if c.SessionHours < 1 || c.SessionHours > 24*30 {
-		errs = append(errs, fmt.Errorf("CONSOLE_SESSION_HOURS %d: want 1..720", c.SessionHours))
-	}
-	if c.LoginPerMinute < 1 || c.LoginPerMinute > 6000 {
-		errs = append(errs, fmt.Errorf("CONSOLE_LOGIN_PER_MINUTE %d: want 1..6000", c.LoginPerMinute))
-	}
-	if c.LoginBurst < 1 || c.LoginBurst > 1000 {
-		errs = append(errs, fmt.Errorf("CONSOLE_LOGIN_BURST %d: want 1..1000", c.LoginBurst))
-	}
-	if c.PresignSeconds < 60 || c.PresignSeconds > 7*24*3600 {
-		errs = append(errs, fmt.Errorf("CONSOLE_PRESIGN_SECONDS %d: want 60..604800", c.PresignSeconds))
-	}
+	errs = append(errs, config.Between("CONSOLE_SESSION_HOURS", c.SessionHours, 1, 24*30),
+		config.Between("CONSOLE_LOGIN_PER_MINUTE", c.LoginPerMinute, 1, 6000), config.Between("CONSOLE_LOGIN_BURST", c.LoginBurst, 1, 1000),
+		config.Between("CONSOLE_PRESIGN_SECONDS", c.PresignSeconds, 60, 7*24*3600))
 	if c.PublicS3URL != "" {
 		if _, err := blob.NewPresigner(c.S3, c.PublicS3URL, c.PublicS3Region); err != nil {
 			errs = append(errs, fmt.Errorf("CONSOLE_PUBLIC_S3_URL: %w", err))
 		}
 	}
-	if c.DispatcherURL != "" {
-		if u, err := url.Parse(c.DispatcherURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			errs = append(errs, fmt.Errorf("DISPATCHER_URL %q: want http:// or https://", c.DispatcherURL))
-		}
+	return errors.Join(append(errs, httpURL("DISPATCHER_URL", c.DispatcherURL), httpURL("PROMETHEUS_URL", c.PrometheusURL))...)
+}
+
+// httpURL checks that v, when set, is an http:// or https:// URL.
+func httpURL(name, v string) error {
+	if u, err := url.Parse(v); v != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https")) {
+		return fmt.Errorf("%s %q: want http:// or https://", name, v)
 	}
-	if c.PrometheusURL != "" {
-		if u, err := url.Parse(c.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			errs = append(errs, fmt.Errorf("PROMETHEUS_URL %q: want http:// or https://", c.PrometheusURL))
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Presign is PresignSeconds as a duration.
@@ -109,5 +98,8 @@ func (c *Config) presigner() (*blob.Presigner, error) {
 	return blob.NewPresigner(c.PresignUser.Signing(c.S3), c.PublicS3URL, c.PublicS3Region)
 }
 
-// Session is SessionHours as a duration.
-func (c *Config) Session() time.Duration { return time.Duration(c.SessionHours) * time.Hour }
+// newAuth returns the auth of cfg's tokens and session settings.
+func newAuth(cfg *Config) *auth.Auth {
+	return auth.New(auth.Config{APIToken: cfg.APIToken, ReadToken: cfg.ReadToken, APITokens: cfg.APITokens,
+		SessionKey: cfg.SessionKey, Session: time.Duration(cfg.SessionHours) * time.Hour})
+}

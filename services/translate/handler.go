@@ -10,6 +10,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/cores"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/pool"
 	"github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -41,10 +42,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	env := msg.Envelope
 	// The task's project's own engines first, the shared ones when it may.
-	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
+	project, shared, err := tenant.EngineScope(ctx, h.db, env.TaskID)
 	if err != nil {
 		return err
 	}
+	ctx = pool.ForProject(ctx, project, shared)
 	want, err := wire.SegmentIndexes(p.SegmentIDs)
 	if err != nil {
 		return fault.Permanent(err)

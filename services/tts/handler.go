@@ -14,6 +14,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/fault"
+	"github.com/dubflow/dubflow/pkg/pool"
 	seg "github.com/dubflow/dubflow/pkg/segment"
 	"github.com/dubflow/dubflow/pkg/speech"
 	"github.com/dubflow/dubflow/pkg/step"
@@ -136,10 +137,11 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	}
 	env := msg.Envelope
 	// The task's project's own engines first, the shared ones when it may.
-	ctx, err := tenant.EngineContext(ctx, h.db, env.TaskID)
+	project, shared, err := tenant.EngineScope(ctx, h.db, env.TaskID)
 	if err != nil {
 		return err
 	}
+	ctx = pool.ForProject(ctx, project, shared)
 	set := h.defaults.override(p)
 	t, err := h.task(ctx, env.TaskID)
 	if err != nil {

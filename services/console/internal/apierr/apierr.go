@@ -87,3 +87,12 @@ func Short(v string) string {
 	}
 	return v
 }
+
+// StatusOf is the HTTP status err answers when it carries an answer, 0
+// otherwise.
+func StatusOf(err error) int {
+	if ae, ok := As(err); ok {
+		return ae.Status
+	}
+	return 0
+}

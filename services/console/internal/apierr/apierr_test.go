@@ -46,3 +46,15 @@ func TestShortCutsLongValues(t *testing.T) {
 		t.Errorf("Short(abc): %q", got)
 	}
 }
+
+// TestStatusOf: an answer's status, also behind a wrapping or a cause
+// kept for the log; 0 for an error that carries none.
+func TestStatusOf(t *testing.T) {
+	t.Parallel()
+	for err, want := range map[error]int{NotFound("x"): 404, fmt.Errorf("wrapped: %w", Conflict("x")): 409,
+		UnavailableBecause("x", errors.New("dial")): 503, errors.New("plain"): 0} {
+		if got := StatusOf(err); got != want {
+			t.Errorf("%v: %d, want %d", err, got, want)
+		}
+	}
+}

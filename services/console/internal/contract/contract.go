@@ -359,3 +359,22 @@ func (p Param) checkInteger(v string) error {
 	}
 	return apierr.BadRequest(fmt.Sprintf("%s %q: want %s", p.Name, apierr.Short(v), want))
 }
+
+// MustParse is Parse of a document known to be valid (embedded, and
+// checked by the tests); it panics on an invalid one.
+func MustParse(doc []byte) Contract {
+	c, err := Parse(doc)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Serve answers GET of the document doc itself.
+func Serve(doc []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-cache")
+		_, _ = w.Write(doc)
+	}
+}

@@ -131,3 +131,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.messages.Collect(ch)
 	c.consumer.Collect(ch)
 }
+
+// Ready reads the ready messages of every watched queue that exists, by
+// name.
+func Ready(ctx context.Context, in Inspector) (map[string]int, error) {
+	var names []string
+	for _, q := range Watched() {
+		names = append(names, q.Name)
+	}
+	states, err := in.Inspect(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	ready := make(map[string]int, len(states))
+	for _, st := range states {
+		if !st.Missing {
+			ready[st.Name] = st.Ready
+		}
+	}
+	return ready, nil
+}
