@@ -286,3 +286,31 @@ func Summarize(ctx context.Context, q Reader, task uuid.UUID) (*Summary, error) 
 	}
 	return &s, nil
 }
+
+// Replace records batches re-made for output version v (a re-dub's lines
+// touch them): each replaces the batch of the same stretch, and the stream
+// shows version v from now on. A batch whose stretch the stream does not
+// have is refused.
+func Replace(ctx context.Context, db Beginner, task uuid.UUID, v int, batches []Batch) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		for _, b := range batches {
+			pieces, err := json.Marshal(b.Pieces)
+			if err != nil {
+				return fmt.Errorf("encode the pieces of the stream of %s: %w", task, err)
+			}
+			tag, err := tx.Exec(ctx, `UPDATE stream_batches SET map_key = $4, pieces = $5, vtt_key = $6, made_at = now()
+				WHERE task_id = $1 AND from_ms = $2 AND to_ms = $3`, task, b.FromMS, b.ToMS, b.MapKey, pieces, b.VTTKey)
+			if err != nil {
+				return fmt.Errorf("replace a batch of the stream of %s: %w", task, err)
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("the stream of %s has no batch %d..%d ms", task, b.FromMS, b.ToMS)
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE task_streams SET version = greatest(version, $2), updated_at = now() WHERE task_id = $1`, task, v)
+		if err != nil {
+			return fmt.Errorf("record version %d of the stream of %s: %w", v, task, err)
+		}
+		return nil
+	})
+}
