@@ -33,8 +33,8 @@ type Names struct {
 }
 
 // Relative are the names the stored playlists of output version v use:
-// every file of the stream sits beside them (a re-dub's below, in
-// v<n>/), and a re-dub's media playlists are new files (video-v2.m3u8), so
+// every file of the stream sits beside them (a re-dub's named after
+// v<n>-), and a re-dub's media playlists are new files (video-v2.m3u8), so
 // that a player that reloads the multivariant playlist sees the new lines
 // while the earlier EVENT playlists never change what they listed.
 func Relative(dir string, v int) Names {

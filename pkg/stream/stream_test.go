@@ -113,13 +113,13 @@ func TestPlaylists(t *testing.T) {
 	st := &stream.State{Version: 1, Batches: []stream.Batch{
 		{FromMS: 0, ToMS: 13_000, MapKey: dir + "init.mp4", VTTKey: dir + "b0.vtt",
 			Pieces: []stream.Piece{{Key: dir + "b0-000.m4s", DurationMS: 6000}, {Key: dir + "b0-001.m4s", DurationMS: 7000}}},
-		{FromMS: 13_000, ToMS: 20_000, MapKey: dir + "init-13000.mp4", VTTKey: dir + "v2/b13000.vtt",
-			Pieces: []stream.Piece{{Key: dir + "v2/b13000-000.m4s", DurationMS: 7000}}},
+		{FromMS: 13_000, ToMS: 20_000, MapKey: dir + "init-13000.mp4", VTTKey: dir + "v2-b13000.vtt",
+			Pieces: []stream.Piece{{Key: dir + "v2-b13000-000.m4s", DurationMS: 7000}}},
 	}}
 	n := stream.Relative(dir, 2)
 	video := stream.Video(st, n, false)
 	for _, want := range []string{"#EXT-X-PLAYLIST-TYPE:EVENT\n", "#EXT-X-TARGETDURATION:7\n", "#EXT-X-MAP:URI=\"init.mp4\"\n#EXTINF:6.000,\nb0-000.m4s\n",
-		"#EXT-X-MAP:URI=\"init-13000.mp4\"\n#EXTINF:7.000,\nv2/b13000-000.m4s\n"} {
+		"#EXT-X-MAP:URI=\"init-13000.mp4\"\n#EXTINF:7.000,\nv2-b13000-000.m4s\n"} {
 		if !strings.Contains(video, want) {
 			t.Errorf("video playlist lacks %q:\n%s", want, video)
 		}
@@ -128,7 +128,7 @@ func TestPlaylists(t *testing.T) {
 		t.Errorf("ENDLIST only when ended:\n%s", video)
 	}
 	subs := stream.Subtitles(st, n, true)
-	if !strings.Contains(subs, "#EXTINF:13.000,\nb0.vtt\n#EXTINF:7.000,\nv2/b13000.vtt\n#EXT-X-ENDLIST") {
+	if !strings.Contains(subs, "#EXTINF:13.000,\nb0.vtt\n#EXTINF:7.000,\nv2-b13000.vtt\n#EXT-X-ENDLIST") {
 		t.Errorf("subtitles playlist:\n%s", subs)
 	}
 	master := stream.Master(n, "avc1.64000d,mp4a.40.2", "es")

@@ -79,7 +79,7 @@ func TestStreamGrowsWhileTheTaskRuns(t *testing.T) {
 }
 
 // checkRedubRestreams re-dubs a line of the second batch: that batch
-// alone is made again (its pieces under stream/v2/), the multivariant
+// alone is made again (its pieces named v2-…), the multivariant
 // playlist names the playlists of version 2, which list the new pieces,
 // and the playlist of version 1 still lists the old ones.
 func (s *stack) checkRedubRestreams(t *testing.T, ctx context.Context, id uuid.UUID, before *stream.State) {
@@ -107,14 +107,14 @@ func (s *stack) checkRedubRestreams(t *testing.T, ctx context.Context, id uuid.U
 		if changed != (i == 1) {
 			t.Errorf("batch %d..%d ms: re-made %v", nb.FromMS, nb.ToMS, changed)
 		}
-		if i == 1 && !strings.HasPrefix(nb.Pieces[0].Key, dir+"v2/") {
-			t.Errorf("re-made piece %s, want it under %sv2/", nb.Pieces[0].Key, dir)
+		if i == 1 && !strings.HasPrefix(nb.Pieces[0].Key, dir+"v2-") {
+			t.Errorf("re-made piece %s, want it named %sv2-…", nb.Pieces[0].Key, dir)
 		}
 	}
 	master := string(s.object(t, ctx, dir+stream.MasterName))
 	v2 := string(s.object(t, ctx, dir+"video-v2.m3u8"))
 	v1 := string(s.object(t, ctx, dir+stream.VideoName))
-	if !strings.Contains(master, "video-v2.m3u8") || !strings.Contains(v2, "v2/") || strings.Contains(v1, "v2/") ||
+	if !strings.Contains(master, "video-v2.m3u8") || !strings.Contains(v2, "\nv2-b") || strings.Contains(v1, "\nv2-b") ||
 		!strings.HasSuffix(v2, "#EXT-X-ENDLIST\n") {
 		t.Errorf("after the re-dub:\nmaster:\n%s\nversion 2:\n%s\nversion 1:\n%s", master, v2, v1)
 	}

@@ -65,7 +65,7 @@ func (j *job) restream(ctx context.Context) error {
 func streamDir(st *stream.State) string { return path.Dir(st.Init.Key) + "/" }
 
 // remake makes batch b again from the version's dub track and stores it
-// under stream/v<n>/.
+// in the stream's folder, its names after v<n>-.
 func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch) (stream.Batch, error) {
 	dir, err := os.MkdirTemp(j.dir, "stream-*")
 	if err != nil {
@@ -88,5 +88,5 @@ func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch) (str
 			sj.segs = append(sj.segs, s)
 		}
 	}
-	return sj.storeAs(ctx, made, b.FromMS, b.ToMS, fmt.Sprintf("%sv%d/", streamDir(st), j.p.Version))
+	return sj.storeAs(ctx, made, b.FromMS, b.ToMS, streamDir(st), fmt.Sprintf("v%d-", j.p.Version))
 }

@@ -124,7 +124,7 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
-	batch, err := j.storeAs(ctx, made, from, to, stream.Dir(j.p.OutputVideoKey))
+	batch, err := j.storeAs(ctx, made, from, to, stream.Dir(j.p.OutputVideoKey), "")
 	if err != nil {
 		return err
 	}
@@ -218,9 +218,10 @@ func (j *streamJob) assembleBatch(ctx context.Context, video string, info *media
 	return nil
 }
 
-// storeAs uploads the batch's pieces and its subtitles under dir and, when
-// the stream has none yet or this batch's differs, its init segment.
-func (j *streamJob) storeAs(ctx context.Context, made *media.StreamBatch, from, to int, dir string) (stream.Batch, error) {
+// storeAs uploads the batch's pieces and its subtitles into dir, their
+// names after prefix ("" for the first version, "v2-" for a re-dub's), and,
+// when the stream has none yet or this batch's differs, its init segment.
+func (j *streamJob) storeAs(ctx context.Context, made *media.StreamBatch, from, to int, dir, prefix string) (stream.Batch, error) {
 	b := stream.Batch{FromMS: from, ToMS: to}
 	init, err := os.ReadFile(made.Init)
 	if err != nil {
@@ -235,15 +236,15 @@ func (j *streamJob) storeAs(ctx context.Context, made *media.StreamBatch, from, 
 	case j.init.SHA256 == hash:
 		b.MapKey = j.init.Key
 	default:
-		b.MapKey = fmt.Sprintf("%sinit-%09d.mp4", dir, from)
+		b.MapKey = fmt.Sprintf("%s%sinit-%09d.mp4", dir, prefix, from)
 	}
 	ups := []output{{b.MapKey, made.Init, "video/mp4"}}
 	for i, p := range made.Pieces {
-		key := fmt.Sprintf("%sb%09d-%03d.m4s", dir, from, i)
+		key := fmt.Sprintf("%s%sb%09d-%03d.m4s", dir, prefix, from, i)
 		ups = append(ups, output{key, p.File, "video/iso.segment"})
 		b.Pieces = append(b.Pieces, stream.Piece{Key: key, DurationMS: p.DurationMS})
 	}
-	b.VTTKey = fmt.Sprintf("%sb%09d.vtt", dir, from)
+	b.VTTKey = fmt.Sprintf("%s%sb%09d.vtt", dir, prefix, from)
 	vtt := filepath.Join(j.dir, "batch.vtt")
 	if err := writeFile(vtt, j.writeVTT); err != nil {
 		return b, err

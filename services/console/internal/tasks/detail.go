@@ -37,6 +37,9 @@ func (s Room) getTask(w http.ResponseWriter, r *http.Request) {
 	}
 	s.linksOf(r.Context(), d)
 	view.ReadTimingReport(r.Context(), s.Objects, d)
+	if d.Stream != nil && d.Stream.PlaylistKey != "" {
+		d.Stream.URL = "/api/tasks/" + d.TaskID.String() + StreamPath
+	}
 	route.JSON(w, http.StatusOK, d)
 }
 

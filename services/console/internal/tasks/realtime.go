@@ -46,6 +46,9 @@ type Realtime struct {
 	// submitted, first output, completed, and the parts done of the total
 	// (as progress counts them).
 	TaskMetrics TaskMetrics `json:"taskMetrics"`
+	// PlayableSeconds is how much of the task's growing stream plays from
+	// its start (0 without one: a short task, or none made yet).
+	PlayableSeconds float64 `json:"playableSeconds"`
 }
 
 // TaskMetrics is the task's row of task_metrics with its parts.
@@ -67,6 +70,9 @@ func (s Room) realtimeStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	rs := computeRealtime(d, time.Now())
 	rs.TaskMetrics = TaskMetrics{TaskMetrics: tm, PartsDone: rs.Progress.Done, PartsTotal: rs.Progress.Total}
+	if d.Stream != nil {
+		rs.PlayableSeconds = d.Stream.PlayableSeconds
+	}
 	route.JSON(w, http.StatusOK, rs)
 }
 

@@ -58,6 +58,8 @@ func (s Room) Routes() []route.Route {
 		read("/timeline", s.taskTimeline()),
 		read(view.SourceVideoPath, s.serveTaskFile(sourceVideoKey)),
 		read(view.DubAudioPath, s.serveTaskFile(dubAudioKey)),
+		read(StreamPath, s.streamMaster),
+		read("/stream/{file}", s.streamFile),
 		command("cancel", taskCommand(s, http.StatusOK, s.cancelTask)),
 		command("retry", taskCommand(s, http.StatusOK, s.retryWith)),
 		command("redub", taskCommand(s, http.StatusAccepted, s.redubTask)),
