@@ -2,40 +2,72 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
-	"github.com/dubflow/dubflow/pkg/audit"
-	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/pkg/admit"
+	"github.com/dubflow/dubflow/pkg/retry"
 	"github.com/dubflow/dubflow/pkg/worker"
+	"github.com/dubflow/dubflow/services/dubctl/internal/api"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
+	"github.com/dubflow/dubflow/services/dubctl/internal/database"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 )
 
-// timelineCmd builds `dubctl timeline`.
-func timelineCmd() *cobra.Command {
-	return showCmd(&cobra.Command{
-		Use:   "timeline TASK_ID [--json]",
-		Short: "Show every event of a task in order: attempts, retries, dead letters, operators' actions, its end",
-	}, "print one JSON object (the console's GET /api/tasks/{id}/timeline)", parseTaskID,
-		func(ctx context.Context, b backend, id uuid.UUID) (taskTimeline, error) { return b.Timeline(ctx, id) },
-		printTimeline)
+// The commands whose shared packages stand too deep in the import graph
+// for a room (pkg/retry, pkg/worker): retry, queues pause|resume, workers;
+// and their two modes.
+
+// retryCmd builds `dubctl retry`.
+func retryCmd() *cobra.Command {
+	var speaker string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "retry TASK_ID [--speaker VOICE] [--json]",
+		Short: "Run a failed or cancelled task again from its failed step",
+		Long: `retry runs a failed (or cancelled) task again: the first step of the pipeline
+that has not succeeded publishes each of its unfinished parts again with a
+fresh retry budget (earlier attempts stay as history), its dead letters are
+marked replayed and the task runs again. A parent is retried through its
+failed or cancelled children. A task that did not fail is refused (exit 1).
+--speaker retries with another voice (through the console).`,
+		Args: cli.ExactArgs(1),
+		RunE: cli.TaskRun(open[backend], func() error { return nil }, func(ctx context.Context, cmd *cobra.Command, b backend, id uuid.UUID) error {
+			r, err := b.Retry(ctx, id, strings.TrimSpace(speaker))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cli.WriteJSON(cmd.OutOrStdout(), r)
+			}
+			printRetried(cmd.OutOrStdout(), r)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&speaker, "speaker", "", "the voice to retry with (a compensating task's way out)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was republished as JSON (the console's answer)")
+	return cmd
 }
 
-// printTimeline writes the events as a table.
-func printTimeline(w io.Writer, tl taskTimeline) error {
-	t := newTable(w, "AT", "EVENT", "STEP", "PART", "ATTEMPT", "WORKER", "STATUS", "ACTOR", "REF", "DETAIL")
-	for _, e := range tl.Events {
-		attempt := "-"
-		if e.Attempt != nil {
-			attempt = fmt.Sprint(*e.Attempt)
+// printRetried writes what a retry republished.
+func printRetried(w io.Writer, r retry.Retried) {
+	fmt.Fprintf(w, "task %s %s\n", r.TaskID, r.Status)
+	t := cli.NewTable(w, "  TASK", "STEP", "PART", "ATTEMPT")
+	for _, p := range r.Replayed {
+		task := r.TaskID
+		if p.TaskID != nil {
+			task = *p.TaskID
 		}
-		t.row(e.At.Local().Format("2006-01-02 15:04:05.000"), e.Kind, orDash(e.Step), orDash(e.Part), attempt,
-			orDash(e.Worker), orDash(e.Status), orDash(e.Actor), orDash(e.Ref), shorten(e.Detail, 100))
+		t.Row("  "+task.String(), p.Step, cli.OrDash(p.Part), p.Attempt)
 	}
-	return t.flush()
+	_ = t.Flush()
 }
 
 // queuesCmd builds `dubctl queues pause|resume`.
@@ -61,7 +93,7 @@ func pauseCmd(paused bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   verb + " STEP [--json]",
 		Short: short,
-		Args:  exactArgs(1),
+		Args:  cli.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withBackend(cmd, func(ctx context.Context, b backend) error {
 				p, err := b.SetPaused(ctx, args[0], paused)
@@ -69,7 +101,7 @@ func pauseCmd(paused bool) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), p)
+					return cli.WriteJSON(cmd.OutOrStdout(), p)
 				}
 				printPause(cmd.OutOrStdout(), p)
 				return nil
@@ -86,124 +118,7 @@ func printPause(w io.Writer, p worker.Pause) {
 	if p.Paused {
 		state = "paused"
 	}
-	fmt.Fprintf(w, "%s %s by %s at %s\n", p.Step, state, cell(p.ChangedBy), p.ChangedAt.Local().Format(time.DateTime))
-}
-
-// compensationsCmd builds `dubctl compensations [requeue]`.
-func compensationsCmd() *cobra.Command {
-	var limit int
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "compensations [--limit N] [--json]",
-		Short: "List compensating tasks (speech synthesis of some segments failed), oldest first",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkLimit(limit); err != nil {
-				return err
-			}
-			return show(cmd, asJSON, func(ctx context.Context, b backend) ([]view.Compensation, error) {
-				return b.Compensations(ctx, limit)
-			}, printCompensations)
-		},
-	}
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (1..1000)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	cmd.AddCommand(requeueCmd())
-	return cmd
-}
-
-// checkLimit refuses a limit the console refuses.
-func checkLimit(limit int) error {
-	if limit < 1 || limit > 1000 {
-		return usageError(fmt.Errorf("--limit %d: want 1..1000", limit))
-	}
-	return nil
-}
-
-// printCompensations writes the compensating tasks as a table.
-func printCompensations(w io.Writer, list []view.Compensation) error {
-	t := newTable(w, "TASK", "SINCE", "MISSING SEGMENTS", "LAST ERROR")
-	for _, c := range list {
-		t.row(c.TaskID, c.UpdatedAt.Local().Format(time.DateTime), fmt.Sprint(c.MissingSegments), shorten(c.LastError, 100))
-	}
-	return t.flush()
-}
-
-// requeueCmd builds `dubctl compensations requeue`.
-func requeueCmd() *cobra.Command {
-	var limit int
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "requeue [--limit N] [--json]",
-		Short: "Re-drive compensating tasks: one tts_requeue pass",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkLimit(limit); err != nil {
-				return err
-			}
-			return withBackend(cmd, func(ctx context.Context, b backend) error {
-				r, err := b.Requeue(ctx, limit)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), r)
-				}
-				for _, t := range r.Requeued {
-					fmt.Fprintf(cmd.OutOrStdout(), "task %s: segments %v re-driven as tts attempt %d\n", t.TaskID,
-						t.MissingSegments, t.Attempt)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d task(s) re-driven\n", len(r.Requeued))
-				return nil
-			})
-		},
-	}
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many tasks (1..1000)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks re-driven as JSON (the console's answer)")
-	return cmd
-}
-
-// auditCmd builds `dubctl audit`.
-func auditCmd() *cobra.Command {
-	var o auditFilter
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "audit [--action A] [--actor NAME] [--target T] [--since T] [--until T] [--limit N] [--json]",
-		Short: "List the operators' audit log, newest first: who did what to what, and how it ended",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Limit < 1 || o.Limit > view.MaxPage {
-				return usageError(fmt.Errorf("--limit %d: want 1..%d", o.Limit, view.MaxPage))
-			}
-			var err error
-			if o.Since, o.Until, err = timeRange(o.since, o.until); err != nil {
-				return err
-			}
-			return show(cmd, asJSON, func(ctx context.Context, b backend) (audit.Page, error) {
-				return b.Audit(ctx, o)
-			}, printAudit)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&o.Action, "action", "", "only this action (submit, cancel, retry, redub, replay, purge, pause, resume, requeue, login, ...)")
-	f.StringVar(&o.Actor, "actor", "", "only what this token or person did")
-	f.StringVar(&o.Target, "target", "", "only what was done to this task id, dead letter id or step")
-	f.StringVar(&o.since, "since", "", "only since: an RFC 3339 time, a date, or a duration back (2h, 7d)")
-	f.StringVar(&o.until, "until", "", "only before (as --since)")
-	f.StringVar(&o.Cursor, "cursor", "", "the page after this one (nextCursor of --json)")
-	f.IntVar(&o.Limit, "limit", 50, fmt.Sprintf("at most this many (1..%d)", view.MaxPage))
-	f.BoolVar(&asJSON, "json", false, "print the page as JSON (the console's answer)")
-	return cmd
-}
-
-// printAudit writes the entries as a table.
-func printAudit(w io.Writer, p audit.Page) error {
-	t := newTable(w, "AT", "ACTOR", "ROLE", "ACTION", "TARGET", "STATUS", "OUTCOME")
-	for _, e := range p.Entries {
-		t.row(e.At.Local().Format(time.DateTime), e.Actor, e.Role, e.Action, orDash(e.Target), e.Status,
-			shorten(strings.TrimSpace(e.Outcome), 100))
-	}
-	return t.flush()
+	fmt.Fprintf(w, "%s %s by %s at %s\n", p.Step, state, cli.Cell(p.ChangedBy), p.ChangedAt.Local().Format(time.DateTime))
 }
 
 // workersCmd builds `dubctl workers`.
@@ -212,9 +127,9 @@ func workersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workers [--json]",
 		Short: "List the worker processes heard from in the last hour, with what they run now",
-		Args:  exactArgs(0),
+		Args:  cli.ExactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return show(cmd, asJSON, func(ctx context.Context, b backend) (workerList, error) {
+			return cli.Show(cmd, open[backend], asJSON, func(ctx context.Context, b backend) (workerList, error) {
 				return b.Workers(ctx)
 			}, printWorkers)
 		},
@@ -225,10 +140,113 @@ func workersCmd() *cobra.Command {
 
 // printWorkers writes the processes as a table.
 func printWorkers(w io.Writer, l workerList) error {
-	t := newTable(w, "SERVICE", "HOST", "PID", "STATUS", "STEPS", "RUNNING", "DONE", "FAILED", "HEARTBEAT")
+	t := cli.NewTable(w, "SERVICE", "HOST", "PID", "STATUS", "STEPS", "RUNNING", "DONE", "FAILED", "HEARTBEAT")
 	for _, p := range l.Workers {
-		t.row(p.Service, p.Host, p.PID, p.Status, strings.Join(p.Steps, ","), len(p.Running), p.Done, p.Failed,
+		t.Row(p.Service, p.Host, p.PID, p.Status, strings.Join(p.Steps, ","), len(p.Running), p.Done, p.Failed,
 			p.HeartbeatAt.Local().Format(time.DateTime))
 	}
-	return t.flush()
+	return t.Flush()
+}
+
+// dbMode is database mode (internal/database) with main's actions.
+type dbMode struct{ *database.Backend }
+
+// Retry runs a failed or cancelled task again from its failed step, or a
+// compensating task's speech synthesis, optionally with another speaker
+// (retry.Task, what POST /api/tasks/{id}/retry runs).
+func (d dbMode) Retry(ctx context.Context, id uuid.UUID, speaker string) (retry.Retried, error) {
+	if _, err := d.Pool(ctx); err != nil {
+		return retry.Retried{}, err
+	}
+	if _, err := d.Publisher(ctx); err != nil {
+		return retry.Retried{}, err
+	}
+	var out retry.Retried
+	err := d.Commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+		var err error
+		out, err = retry.Task(ctx, tx, id, retry.Options{Speaker: strings.TrimSpace(speaker), By: "dubctl"})
+		return out.Outbox, err
+	})
+	var refusal *admit.Error
+	if errors.As(err, &refusal) {
+		err = cli.UsageError(refusal)
+	}
+	d.Record(ctx, "retry", id.String(), err)
+	if err != nil {
+		return retry.Retried{}, err
+	}
+	return out, nil
+}
+
+// SetPaused pauses or resumes a step's workers (worker.SetPaused), as
+// POST /api/queues/{step}/pause and /resume do.
+func (d dbMode) SetPaused(ctx context.Context, step string, paused bool) (worker.Pause, error) {
+	pool, err := d.Pool(ctx)
+	if err != nil {
+		return worker.Pause{}, err
+	}
+	p, err := worker.SetPaused(ctx, pool, step, paused, d.Actor())
+	name := "resume"
+	if paused {
+		name = "pause"
+	}
+	d.Record(ctx, name, step, err)
+	return p, err
+}
+
+// Workers reads the worker processes (worker.Processes).
+func (d dbMode) Workers(ctx context.Context) (workerList, error) {
+	pool, err := d.Pool(ctx)
+	if err != nil {
+		return workerList{}, err
+	}
+	procs, err := worker.Processes(ctx, pool)
+	return workersOf(procs), err
+}
+
+// consoleMode is console mode (internal/api) with main's actions.
+type consoleMode struct{ *api.Client }
+
+// Retry sends POST /api/tasks/{id}/retry, with the voice to retry with
+// when one is given.
+func (c consoleMode) Retry(ctx context.Context, id uuid.UUID, speaker string) (retry.Retried, error) {
+	var r retry.Retried
+	if speaker == "" {
+		return r, c.Do(ctx, http.MethodPost, api.TaskPath(id, "/retry"), "", nil, &r)
+	}
+	return r, c.Post(ctx, api.TaskPath(id, "/retry"), map[string]string{"speaker": speaker}, &r)
+}
+
+// SetPaused sends POST /api/queues/{step}/pause or /resume.
+func (c consoleMode) SetPaused(ctx context.Context, step string, paused bool) (worker.Pause, error) {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	var p worker.Pause
+	return p, c.Do(ctx, http.MethodPost, "/api/queues/"+url.PathEscape(step)+"/"+verb, "", nil, &p)
+}
+
+// Workers reads GET /api/workers.
+func (c consoleMode) Workers(ctx context.Context) (workerList, error) {
+	var w workerList
+	err := c.Get(ctx, "/api/workers", &w)
+	return workersOf(w.Workers), err
+}
+
+// workerList is GET /api/workers: every worker process heard from in the
+// last hour (pkg/worker's heartbeats), with what it runs now.
+type workerList struct {
+	Workers          []worker.Process `json:"workers"`
+	HeartbeatSeconds float64          `json:"heartbeatSeconds"`
+	LostAfterSeconds float64          `json:"lostAfterSeconds"`
+}
+
+// workersOf is the list of procs.
+func workersOf(procs []worker.Process) workerList {
+	if procs == nil {
+		procs = []worker.Process{}
+	}
+	return workerList{Workers: procs, HeartbeatSeconds: worker.HeartbeatInterval.Seconds(),
+		LostAfterSeconds: worker.LostAfter.Seconds()}
 }
