@@ -29,7 +29,7 @@ func NewEscaper(w io.Writer) *escaper { return &escaper{w: w} }
 // Write writes p with the unsafe characters escaped; it reports len(p)
 // when all of it was written.
 func (e *escaper) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(e.w, EscapeText(string(p), "\n\t")); err != nil {
+	if _, err := io.WriteString(e.w, escapeText(string(p), "\n\t")); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -47,10 +47,10 @@ func RawWriter(w io.Writer) io.Writer {
 	return w
 }
 
-// EscapeText returns s with every character textrule.Unsafe names, except
+// escapeText returns s with every character textrule.Unsafe names, except
 // those in keep, written as \uXXXX, and every byte that is not UTF-8 as
 // \xHH.
-func EscapeText(s string, keep string) string {
+func escapeText(s string, keep string) string {
 	if clean(s, keep) {
 		return s
 	}
@@ -84,4 +84,4 @@ func clean(s, keep string) bool {
 
 // Cell is a value as a table cell prints it: on one line, every unsafe
 // character escaped (tabs and line feeds too).
-func Cell(v any) string { return EscapeText(fmt.Sprint(v), "") }
+func Cell(v any) string { return escapeText(fmt.Sprint(v), "") }

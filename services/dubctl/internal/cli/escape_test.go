@@ -17,7 +17,7 @@ func TestEscapeText(t *testing.T) {
 			t.Errorf("cell(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := EscapeText("a\tb\nc\x1b", "\n\t"); got != "a\tb\nc\\u001b" {
+	if got := escapeText("a\tb\nc\x1b", "\n\t"); got != "a\tb\nc\\u001b" {
 		t.Errorf("escapeText keeping tabs and line feeds = %q", got)
 	}
 }

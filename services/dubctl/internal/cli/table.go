@@ -14,7 +14,7 @@ type Table struct{ tw *tabwriter.Writer }
 func NewTable(w io.Writer, header ...string) *Table {
 	t := &Table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
 	if len(header) > 0 {
-		t.Row(ToAny(header)...)
+		t.Row(toAny(header)...)
 	}
 	return t
 }
@@ -32,7 +32,7 @@ func (t *Table) Row(cells ...any) {
 // Flush writes the table out.
 func (t *Table) Flush() error { return t.tw.Flush() }
 
-func ToAny(s []string) []any {
+func toAny(s []string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {
 		out[i] = v

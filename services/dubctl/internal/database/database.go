@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// dbBackend is database mode: the read model over Postgres, the object
+// Backend is database mode: the read model over Postgres, the object
 // store and the broker, with the workers' credentials.
 type Backend struct {
 	*clients

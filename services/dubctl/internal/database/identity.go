@@ -11,17 +11,17 @@ import (
 )
 
 // maxActorLength bounds --as.
-const MaxActorLength = 64
+const maxActorLength = 64
 
-// actorName is who acts in database mode, as the audit log (and a pause's
+// ActorName is who acts in database mode, as the audit log (and a pause's
 // changed_by, a purge's purged_by) names them: --as when given, else the
 // operating-system user (USER, LOGNAME when the user database has none,
 // else "uid N": a container's user may have no name). The console names
 // its token's instead.
 func ActorName(as string, getenv func(string) string) (string, error) {
 	if as != "" {
-		if utf8.RuneCountInString(as) > MaxActorLength {
-			return "", cli.UsageError(fmt.Errorf("--as: at most %d characters", MaxActorLength))
+		if utf8.RuneCountInString(as) > maxActorLength {
+			return "", cli.UsageError(fmt.Errorf("--as: at most %d characters", maxActorLength))
 		}
 		if err := dub.CheckText(as); err != nil {
 			return "", cli.UsageError(fmt.Errorf("--as: %w", err))

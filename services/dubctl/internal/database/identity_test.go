@@ -13,7 +13,7 @@ func TestActorName(t *testing.T) {
 	if got, err := ActorName("ana", none); err != nil || got != "ana" {
 		t.Errorf("--as ana: %q, %v", got, err)
 	}
-	for _, bad := range []string{"ana\x1b[2J", "a\u202eb", strings.Repeat("x", MaxActorLength+1)} {
+	for _, bad := range []string{"ana\x1b[2J", "a\u202eb", strings.Repeat("x", maxActorLength+1)} {
 		if _, err := ActorName(bad, none); err == nil {
 			t.Errorf("--as %q admitted", bad)
 		}

@@ -1,4 +1,4 @@
-package main
+package faults
 
 import (
 	"context"
@@ -7,68 +7,71 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/dubflow/dubflow/services/chaos/internal/procs"
+	"github.com/dubflow/dubflow/services/chaos/internal/stack"
 )
 
-// backends are the proxied services; the faults on their connections
+// Backends are the proxied services; the faults on their connections
 // name them.
-var backends = []string{"rabbitmq", "postgres", "minio"}
+var Backends = []string{"rabbitmq", "postgres", "minio"}
 
-// injector injects faults: the services' processes are killed, the
+// Injector injects faults: the services' processes are killed, the
 // backing services restarted or crashed, their connections cut, stalled
 // and slowed.
-type injector struct {
-	rabbit *rabbit
-	pg     *postgres
-	minio  *minioServer
-	px     *proxies
-	procs  *procs
-	kills  map[string]chan time.Duration
-	logf   func(string, ...any)
-	// ha, when set, is the -ha stack: its faults replace the others.
-	ha *haStack
+type Injector struct {
+	Rabbit *stack.Rabbit
+	Pg     *stack.Postgres
+	Minio  *stack.MinioServer
+	Px     *stack.Proxies
+	Procs  *procs.Procs
+	Kills  map[string]chan time.Duration
+	Logf   func(string, ...any)
+	// Ha, when set, is the -ha stack: its faults replace the others.
+	Ha *stack.HAStack
 
 	mu     sync.Mutex
-	counts map[string]int
+	Counts map[string]int
 	// events are the faults injected, in order, with when each began.
-	events []faultEvent
+	events []FaultEvent
 }
 
-// faultEvent is one fault injected: its kind and when it began.
-type faultEvent struct {
+// FaultEvent is one fault injected: its kind and when it began.
+type FaultEvent struct {
 	Kind string
 	At   time.Time
 }
 
 // began records that a fault of kind begins now.
-func (in *injector) began(kind string) {
+func (in *Injector) began(kind string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.events = append(in.events, faultEvent{Kind: kind, At: time.Now()})
+	in.events = append(in.events, FaultEvent{Kind: kind, At: time.Now()})
 }
 
-// faultLog returns the faults injected so far.
-func (in *injector) faultLog() []faultEvent {
+// FaultLog returns the faults injected so far.
+func (in *Injector) FaultLog() []FaultEvent {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return append([]faultEvent(nil), in.events...)
+	return append([]FaultEvent(nil), in.events...)
 }
 
 // faultAt logs what a fault of kind acts on.
-func (in *injector) faultAt(kind, what string) {
-	in.logf("fault: %s: %s", kind, what)
+func (in *Injector) faultAt(kind, what string) {
+	in.Logf("fault: %s: %s", kind, what)
 }
 
-func (in *injector) count(kind string) {
+func (in *Injector) count(kind string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.counts[kind]++
+	in.Counts[kind]++
 }
 
-func (in *injector) snapshot() map[string]int {
+func (in *Injector) Snapshot() map[string]int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make(map[string]int, len(in.counts))
-	for k, v := range in.counts {
+	out := make(map[string]int, len(in.Counts))
+	for k, v := range in.Counts {
 		out[k] = v
 	}
 	return out
@@ -90,32 +93,32 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // services, and for each of their connections a cut (every connection
 // reset, new ones refused), a stall (data held, connections open) and a
 // slowdown (latency with jitter); on the -ha stack, its own (haFaults).
-func (in *injector) faults() []fault {
-	if in.ha != nil {
+func (in *Injector) faults() []fault {
+	if in.Ha != nil {
 		return in.haFaults()
 	}
 	fs := []fault{
 		{"rabbitmq_restart", func(ctx context.Context, rng *rand.Rand) error { return in.restartNode(rng, false) }},
 		{"rabbitmq_kill", func(ctx context.Context, rng *rand.Rand) error { return in.restartNode(rng, true) }},
 		{"postgres_crash", func(ctx context.Context, rng *rand.Rand) error {
-			return in.pg.crash(ctx, uniform(rng, time.Second, 5*time.Second))
+			return in.Pg.Crash(ctx, uniform(rng, time.Second, 5*time.Second))
 		}},
 		{"minio_restart", func(ctx context.Context, rng *rand.Rand) error {
-			return in.minio.restart(ctx, false, uniform(rng, time.Second, 5*time.Second))
+			return in.Minio.Restart(ctx, false, uniform(rng, time.Second, 5*time.Second))
 		}},
 		{"minio_kill", func(ctx context.Context, rng *rand.Rand) error {
-			return in.minio.restart(ctx, true, uniform(rng, time.Second, 5*time.Second))
+			return in.Minio.Restart(ctx, true, uniform(rng, time.Second, 5*time.Second))
 		}},
 	}
-	if len(in.rabbit.nodes) > 1 {
+	if len(in.Rabbit.Nodes) > 1 {
 		fs = append(fs, fault{"rabbitmq_partition", in.partition})
 	}
-	for _, b := range backends {
+	for _, b := range Backends {
 		fs = append(fs,
 			fault{"cut_" + b, func(ctx context.Context, rng *rand.Rand) error {
-				in.px.cut(b)
-				sleepCtx(ctx, uniform(rng, 2*time.Second, 10*time.Second))
-				return in.px.restore(b)
+				in.Px.Cut(b)
+				stack.SleepCtx(ctx, uniform(rng, 2*time.Second, 10*time.Second))
+				return in.Px.Restore(b)
 			}},
 			fault{"stall_" + b, func(ctx context.Context, rng *rand.Rand) error {
 				return in.toxic(ctx, b, `{"type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
@@ -132,24 +135,24 @@ func (in *injector) faults() []fault {
 }
 
 // toxic holds a toxic on b's proxies for d.
-func (in *injector) toxic(ctx context.Context, b, spec string, d time.Duration) error {
-	undo, err := in.px.addToxic(b, spec)
+func (in *Injector) toxic(ctx context.Context, b, spec string, d time.Duration) error {
+	undo, err := in.Px.AddToxic(b, spec)
 	if err != nil {
 		return err
 	}
-	sleepCtx(ctx, d)
+	stack.SleepCtx(ctx, d)
 	return undo()
 }
 
 // restartNode stops (kills, when crash is set) a RabbitMQ node drawn at
 // random and starts it again; on a cluster the others serve meanwhile and
 // it rejoins them.
-func (in *injector) restartNode(rng *rand.Rand, crash bool) error {
-	i := rng.IntN(len(in.rabbit.nodes))
-	if len(in.rabbit.nodes) > 1 {
-		in.logf("fault: node %d (%s)", i+1, in.rabbit.addr(i))
+func (in *Injector) restartNode(rng *rand.Rand, crash bool) error {
+	i := rng.IntN(len(in.Rabbit.Nodes))
+	if len(in.Rabbit.Nodes) > 1 {
+		in.Logf("fault: node %d (%s)", i+1, in.Rabbit.Addr(i))
 	}
-	return in.rabbit.restart(i, crash)
+	return in.Rabbit.Restart(i, crash)
 }
 
 // partitionFor is how long a partitioned node stays out of the services'
@@ -160,13 +163,13 @@ const partitionFor = 30 * time.Second
 // for partitionFor: its proxy drops everything both ways and leaves the
 // connections open, as a network partition does; new connections hang
 // until the client gives up. The services fail over to the other nodes.
-func (in *injector) partition(ctx context.Context, rng *rand.Rand) error {
-	i := rng.IntN(len(in.rabbit.nodes))
-	name := rabbitProxy(i)
-	in.logf("fault: node %d (%s) partitioned away for %s", i+1, in.rabbit.addr(i), partitionFor)
+func (in *Injector) partition(ctx context.Context, rng *rand.Rand) error {
+	i := rng.IntN(len(in.Rabbit.Nodes))
+	name := RabbitProxy(i)
+	in.Logf("fault: node %d (%s) partitioned away for %s", i+1, in.Rabbit.Addr(i), partitionFor)
 	var undo []func() error
 	for _, stream := range []string{"downstream", "upstream"} {
-		u, err := in.px.addToxic(name, `{"type":"timeout","stream":"`+stream+`","attributes":{"timeout":0}}`)
+		u, err := in.Px.AddToxic(name, `{"type":"timeout","stream":"`+stream+`","attributes":{"timeout":0}}`)
 		if err != nil {
 			for _, f := range undo {
 				_ = f()
@@ -175,7 +178,7 @@ func (in *injector) partition(ctx context.Context, rng *rand.Rand) error {
 		}
 		undo = append(undo, u)
 	}
-	sleepCtx(ctx, partitionFor)
+	stack.SleepCtx(ctx, partitionFor)
 	var errs []error
 	for _, f := range undo {
 		errs = append(errs, f())
@@ -183,18 +186,18 @@ func (in *injector) partition(ctx context.Context, rng *rand.Rand) error {
 	return errors.Join(errs...)
 }
 
-// rabbitProxy names the proxy of RabbitMQ node i.
-func rabbitProxy(i int) string { return fmt.Sprintf("rabbitmq-%d", i+1) }
+// RabbitProxy names the proxy of RabbitMQ node i.
+func RabbitProxy(i int) string { return fmt.Sprintf("rabbitmq-%d", i+1) }
 
-// runFaults injects faults one after another, with pauses of 3 to 15 s,
+// RunFaults injects faults one after another, with pauses of 3 to 15 s,
 // until ctx ends: first every kind once in a random order, then kinds
 // drawn at random. Each fault is undone before the next starts and before
 // runFaults returns.
-func (in *injector) runFaults(ctx context.Context, rng *rand.Rand) {
+func (in *Injector) RunFaults(ctx context.Context, rng *rand.Rand) {
 	all := in.faults()
 	order := rng.Perm(len(all))
 	for i := 0; ctx.Err() == nil; i++ {
-		sleepCtx(ctx, uniform(rng, 3*time.Second, 15*time.Second))
+		stack.SleepCtx(ctx, uniform(rng, 3*time.Second, 15*time.Second))
 		if ctx.Err() != nil {
 			return
 		}
@@ -202,11 +205,11 @@ func (in *injector) runFaults(ctx context.Context, rng *rand.Rand) {
 		if i < len(order) {
 			f = all[order[i]]
 		}
-		in.logf("fault: %s", f.name)
+		in.Logf("fault: %s", f.name)
 		in.began(f.name)
 		// A fault cut short by the end of ctx is undone all the same.
 		if err := f.do(ctx, rng); err != nil {
-			in.logf("fault %s: %v", f.name, err)
+			in.Logf("fault %s: %v", f.name, err)
 			in.count(f.name + "_error")
 			continue
 		}
@@ -214,19 +217,19 @@ func (in *injector) runFaults(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// runKills SIGKILLs a random service every 2 to 10 s until ctx ends; its
+// RunKills SIGKILLs a random service every 2 to 10 s until ctx ends; its
 // supervisor starts it again after 0.5 to 4 s.
-func (in *injector) runKills(ctx context.Context, rng *rand.Rand) {
+func (in *Injector) RunKills(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil {
-		sleepCtx(ctx, uniform(rng, 2*time.Second, 10*time.Second))
+		stack.SleepCtx(ctx, uniform(rng, 2*time.Second, 10*time.Second))
 		if ctx.Err() != nil {
 			return
 		}
-		name := services[rng.IntN(len(services))]
+		name := procs.Services[rng.IntN(len(procs.Services))]
 		down := uniform(rng, 500*time.Millisecond, 4*time.Second)
 		select {
-		case in.kills[name] <- down:
-			in.logf("fault: SIGKILL %s (down %s)", name, down.Round(time.Millisecond))
+		case in.Kills[name] <- down:
+			in.Logf("fault: SIGKILL %s (down %s)", name, down.Round(time.Millisecond))
 			in.count("kill_" + name)
 		default:
 			// Its supervisor is still restarting it from the last kill.

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// finding is one task (or part) that breaks a promise, with the evidence.
-type finding struct {
+// Finding is one task (or part) that breaks a promise, with the evidence.
+type Finding struct {
 	Task   string
 	Detail string
 }
 
-// summary is what a run found; verdict judges it.
-type summary struct {
+// Summary is what a run found; verdict judges it.
+type Summary struct {
 	Seed      uint64
 	Requested int
 	// Submitted is how many submissions dubctl confirmed; Tasks how many
@@ -27,27 +27,27 @@ type summary struct {
 	// their child tasks (in Tasks too).
 	Parents, Children int
 	Done              int
-	Failed            []finding
-	Stuck             []finding
+	Failed            []Finding
+	Stuck             []Finding
 	// InvalidOutputs are done tasks whose output video is missing or lacks
 	// a video or an audio stream.
-	InvalidOutputs []finding
+	InvalidOutputs []Finding
 	ValidOutputs   int
 	// MultiSuccess are tasks whose event.task.succeeded reached the
 	// integrator more than once; MultiSuccessDistinct those among them
 	// with more than one distinct message id (not deduplicable).
-	MultiSuccess         []finding
-	MultiSuccessDistinct []finding
+	MultiSuccess         []Finding
+	MultiSuccessDistinct []Finding
 	// MissingSuccess are done tasks whose success event never arrived.
-	MissingSuccess []finding
+	MissingSuccess []Finding
 	// DuplicateParts are (task, step, part) with more than one succeeded
 	// row.
-	DuplicateParts []finding
+	DuplicateParts []Finding
 	// Redrives are the reconciler's replays; WaitingRedrives those of a
 	// step whose earlier message was still on its way (an earlier attempt
 	// started after the re-drive).
 	Redrives        int
-	WaitingRedrives []finding
+	WaitingRedrives []Finding
 	// RedriveMetric is dubflow_reconciler_actions_total summed over the
 	// run (restarts of the reconciler included), by action.
 	RedriveMetric map[string]float64
@@ -63,14 +63,14 @@ type summary struct {
 	// MaxPause when not 0) and its HealChecks; Start is the run's start.
 	HA         bool
 	Start      time.Time
-	Pauses     []pause
+	Pauses     []Pause
 	MaxPause   time.Duration
-	HealChecks []healCheck
+	HealChecks []HealCheck
 }
 
 // verdict lists why the run failed; empty means it passed: every task
 // submitted and done with a valid output, and no effect twice.
-func (s *summary) verdict() []string {
+func (s *Summary) verdict() []string {
 	var why []string
 	if s.Submitted < s.Requested {
 		why = append(why, fmt.Sprintf("only %d of %d tasks were submitted", s.Submitted, s.Requested))
@@ -102,12 +102,12 @@ func (s *summary) verdict() []string {
 // maxListed bounds the findings printed per kind.
 const maxListed = 15
 
-// print writes the summary and the verdict; it returns whether the run
+// Print writes the summary and the verdict; it returns whether the run
 // passed.
-func (s *summary) print(w io.Writer) bool {
+func (s *Summary) Print(w io.Writer) bool {
 	fmt.Fprintf(w, "\n=== chaos summary (seed %d)\n", s.Seed)
-	fmt.Fprintf(w, "faults injected:            %s\n", counts(s.Faults))
-	fmt.Fprintf(w, "services exited by themselves: %s\n", counts(s.SelfExits))
+	fmt.Fprintf(w, "faults injected:            %s\n", Counts(s.Faults))
+	fmt.Fprintf(w, "services exited by themselves: %s\n", Counts(s.SelfExits))
 	fmt.Fprintf(w, "tasks:                      %d requested, %d submitted, %d in the database (%d of several languages and their %d children)\n",
 		s.Requested, s.Submitted, s.Tasks, s.Parents, s.Children)
 	fmt.Fprintf(w, "done / failed / stuck:      %d / %d / %d\n", s.Done, len(s.Failed), len(s.Stuck))
@@ -142,7 +142,7 @@ func (s *summary) print(w io.Writer) bool {
 	return false
 }
 
-func list(w io.Writer, what string, fs []finding) {
+func list(w io.Writer, what string, fs []Finding) {
 	if len(fs) == 0 {
 		return
 	}
@@ -156,7 +156,7 @@ func list(w io.Writer, what string, fs []finding) {
 	}
 }
 
-func counts(m map[string]int) string {
+func Counts(m map[string]int) string {
 	f := make(map[string]float64, len(m))
 	for k, v := range m {
 		f[k] = float64(v)
@@ -184,7 +184,7 @@ func countsF(m map[string]float64) string {
 // (tasks done of those in the database, > 99 %) and availability (the
 // submissions the system confirmed of those requested, under the faults,
 // 99.9 %).
-func (s *summary) seed003() string {
+func (s *Summary) seed003() string {
 	completion, availability := ratio(s.Done, s.Tasks), ratio(s.Submitted, s.Requested)
 	return fmt.Sprintf("seed 003:                   completion %.2f %% (done %d / tasks %d; target > 99 %%), availability %.2f %% (submissions confirmed %d / requested %d; target 99.9 %%)",
 		100*completion, s.Done, s.Tasks, 100*availability, s.Submitted, s.Requested)

@@ -1,4 +1,4 @@
-package main
+package observe
 
 import (
 	"bufio"
@@ -14,13 +14,14 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/services/chaos/internal/report"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// maxOutputBytes bounds the download of one output video.
-const maxOutputBytes = 512 << 20
+// MaxOutputBytes bounds the download of one output video.
+const MaxOutputBytes = 512 << 20
 
 // taskRow is what the checks read of a task.
 type taskRow struct {
@@ -36,8 +37,8 @@ type taskRow struct {
 	child             bool
 }
 
-// collect fills s from the database, the object store and the observer.
-func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *observer, tmp string, s *summary) error {
+// Collect fills s from the database, the object store and the observer.
+func Collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *Observer, tmp string, s *report.Summary) error {
 	tasks, err := readTasks(ctx, pool)
 	if err != nil {
 		return err
@@ -57,19 +58,19 @@ func collect(ctx context.Context, pool *pgxpool.Pool, objects *blob.Store, obs *
 		case "done":
 			s.Done++
 		case "failed", "cancelled": // ended, but not done
-			s.Failed = append(s.Failed, finding{id, t.status + ", error: " + oneLine(t.errMsg, 200) + history(ctx, pool, t.id)})
+			s.Failed = append(s.Failed, report.Finding{Task: id, Detail: t.status + ", error: " + OneLine(t.errMsg, 200) + history(ctx, pool, t.id)})
 		default:
-			s.Stuck = append(s.Stuck, finding{id, "status " + t.status + history(ctx, pool, t.id)})
+			s.Stuck = append(s.Stuck, report.Finding{Task: id, Detail: "status " + t.status + history(ctx, pool, t.id)})
 		}
 		ev := events[t.id]
 		if ev.succeeded > 1 {
-			s.MultiSuccess = append(s.MultiSuccess, finding{id, fmt.Sprintf("%d deliveries of event.task.succeeded, %d distinct message ids", ev.succeeded, len(ev.ids))})
+			s.MultiSuccess = append(s.MultiSuccess, report.Finding{Task: id, Detail: fmt.Sprintf("%d deliveries of event.task.succeeded, %d distinct message ids", ev.succeeded, len(ev.ids))})
 		}
 		if len(ev.ids) > 1 {
-			s.MultiSuccessDistinct = append(s.MultiSuccessDistinct, finding{id, fmt.Sprintf("%d distinct success events", len(ev.ids))})
+			s.MultiSuccessDistinct = append(s.MultiSuccessDistinct, report.Finding{Task: id, Detail: fmt.Sprintf("%d distinct success events", len(ev.ids))})
 		}
 		if t.status == "done" && ev.succeeded == 0 {
-			s.MissingSuccess = append(s.MissingSuccess, finding{id, "done, but no event.task.succeeded reached the integrator queue"})
+			s.MissingSuccess = append(s.MissingSuccess, report.Finding{Task: id, Detail: "done, but no event.task.succeeded reached the integrator queue"})
 		}
 	}
 	if err := checkOutputs(ctx, objects, tasks, tmp, s); err != nil {
@@ -128,10 +129,10 @@ func history(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) string {
 		}
 		p := fmt.Sprintf("%s#%d %s", step, attempt, status)
 		if part != "" {
-			p = fmt.Sprintf("%s[%s]#%d %s", step, oneLine(part, 20), attempt, status)
+			p = fmt.Sprintf("%s[%s]#%d %s", step, OneLine(part, 20), attempt, status)
 		}
 		if e != "" {
-			p += " (" + oneLine(e, 120) + ")"
+			p += " (" + OneLine(e, 120) + ")"
 		}
 		parts = append(parts, p)
 	}
@@ -143,7 +144,7 @@ func history(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) string {
 
 // checkOutputs downloads each done task's output and probes it: it must
 // hold a video and an audio stream.
-func checkOutputs(ctx context.Context, objects *blob.Store, tasks []taskRow, tmp string, s *summary) error {
+func checkOutputs(ctx context.Context, objects *blob.Store, tasks []taskRow, tmp string, s *report.Summary) error {
 	for _, t := range tasks {
 		if t.status != "done" {
 			continue
@@ -152,23 +153,23 @@ func checkOutputs(ctx context.Context, objects *blob.Store, tasks []taskRow, tmp
 		if t.targets > 0 {
 			// A parent has no video of its own: its children have one each.
 			if t.children != t.targets {
-				s.InvalidOutputs = append(s.InvalidOutputs, finding{id, fmt.Sprintf("parent of %d languages done with %d child tasks", t.targets, t.children)})
+				s.InvalidOutputs = append(s.InvalidOutputs, report.Finding{Task: id, Detail: fmt.Sprintf("parent of %d languages done with %d child tasks", t.targets, t.children)})
 				continue
 			}
 			s.ValidOutputs++
 			continue
 		}
 		if strings.Contains(string(t.result), "no_speech") {
-			s.InvalidOutputs = append(s.InvalidOutputs, finding{id, "done without output: no speech recognized in a real-speech clip"})
+			s.InvalidOutputs = append(s.InvalidOutputs, report.Finding{Task: id, Detail: "done without output: no speech recognized in a real-speech clip"})
 			continue
 		}
 		if t.output == "" {
-			s.InvalidOutputs = append(s.InvalidOutputs, finding{id, "done, but the task names no output_video_key"})
+			s.InvalidOutputs = append(s.InvalidOutputs, report.Finding{Task: id, Detail: "done, but the task names no output_video_key"})
 			continue
 		}
 		path := filepath.Join(tmp, id+".mp4")
-		if err := objects.GetFile(ctx, t.output, path, maxOutputBytes); err != nil {
-			s.InvalidOutputs = append(s.InvalidOutputs, finding{id, "output " + t.output + ": " + oneLine(err.Error(), 160)})
+		if err := objects.GetFile(ctx, t.output, path, MaxOutputBytes); err != nil {
+			s.InvalidOutputs = append(s.InvalidOutputs, report.Finding{Task: id, Detail: "output " + t.output + ": " + OneLine(err.Error(), 160)})
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -176,7 +177,7 @@ func checkOutputs(ctx context.Context, objects *blob.Store, tasks []taskRow, tmp
 		cancel()
 		_ = os.Remove(path)
 		if err != nil {
-			s.InvalidOutputs = append(s.InvalidOutputs, finding{id, "output " + t.output + ": " + oneLine(err.Error(), 160)})
+			s.InvalidOutputs = append(s.InvalidOutputs, report.Finding{Task: id, Detail: "output " + t.output + ": " + OneLine(err.Error(), 160)})
 			continue
 		}
 		s.ValidOutputs++
@@ -184,7 +185,7 @@ func checkOutputs(ctx context.Context, objects *blob.Store, tasks []taskRow, tmp
 	return nil
 }
 
-func duplicateParts(ctx context.Context, pool *pgxpool.Pool, s *summary) error {
+func duplicateParts(ctx context.Context, pool *pgxpool.Pool, s *report.Summary) error {
 	rows, err := pool.Query(ctx, `SELECT task_id, step, part, count(*) FROM task_steps WHERE status = 'succeeded'
 		GROUP BY task_id, step, part HAVING count(*) > 1 ORDER BY task_id`)
 	if err != nil {
@@ -198,7 +199,7 @@ func duplicateParts(ctx context.Context, pool *pgxpool.Pool, s *summary) error {
 		if err := rows.Scan(&id, &step, &part, &n); err != nil {
 			return err
 		}
-		s.DuplicateParts = append(s.DuplicateParts, finding{id.String(), fmt.Sprintf("%s part %q succeeded %d times", step, part, n)})
+		s.DuplicateParts = append(s.DuplicateParts, report.Finding{Task: id.String(), Detail: fmt.Sprintf("%s part %q succeeded %d times", step, part, n)})
 	}
 	return rows.Err()
 }
@@ -206,7 +207,7 @@ func duplicateParts(ctx context.Context, pool *pgxpool.Pool, s *summary) error {
 // redrives counts the reconciler's replays (step_replays rows it wrote)
 // and those of a step that was only waiting: an earlier attempt of the same
 // part started after the re-drive, so its message had not been lost.
-func redrives(ctx context.Context, pool *pgxpool.Pool, s *summary) error {
+func redrives(ctx context.Context, pool *pgxpool.Pool, s *report.Summary) error {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM step_replays WHERE reason LIKE 'reconciler:%'`).Scan(&s.Redrives); err != nil {
 		return fmt.Errorf("count re-drives: %w", err)
 	}
@@ -231,15 +232,15 @@ func redrives(ctx context.Context, pool *pgxpool.Pool, s *summary) error {
 		if err := rows.Scan(&id, &step, &part, &base, &reason, &at, &attempt, &started, &status); err != nil {
 			return err
 		}
-		s.WaitingRedrives = append(s.WaitingRedrives, finding{id.String(), fmt.Sprintf(
+		s.WaitingRedrives = append(s.WaitingRedrives, report.Finding{Task: id.String(), Detail: fmt.Sprintf(
 			"%s re-driven as attempt %d at %s (%q); attempt %d was still on its way and started %s later (%s)",
 			step, base, at.UTC().Format("15:04:05.000"), reason, attempt, started.Sub(at).Round(time.Millisecond), status)})
 	}
 	return rows.Err()
 }
 
-// oneLine shortens text to n runes on one line.
-func oneLine(text string, n int) string {
+// OneLine shortens text to n runes on one line.
+func OneLine(text string, n int) string {
 	text = strings.Join(strings.Fields(text), " ")
 	r := []rune(text)
 	if len(r) > n {
@@ -248,23 +249,23 @@ func oneLine(text string, n int) string {
 	return text
 }
 
-// metricSum follows counters on a /metrics page across restarts of the
+// MetricSum follows counters on a /metrics page across restarts of the
 // process serving it: it adds each increase, and after a reset (a value
 // below the last one) the whole new value.
-type metricSum struct {
+type MetricSum struct {
 	mu     sync.Mutex
 	prefix string
 	last   map[string]float64
 	total  map[string]float64
 }
 
-func newMetricSum(prefix string) *metricSum {
-	return &metricSum{prefix: prefix, last: map[string]float64{}, total: map[string]float64{}}
+func NewMetricSum(prefix string) *MetricSum {
+	return &MetricSum{prefix: prefix, last: map[string]float64{}, total: map[string]float64{}}
 }
 
-// scrape reads url once; unreachable pages (the process is down) are
+// Scrape reads url once; unreachable pages (the process is down) are
 // skipped.
-func (m *metricSum) scrape(ctx context.Context, url string) {
+func (m *MetricSum) Scrape(ctx context.Context, url string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return
@@ -281,7 +282,7 @@ func (m *metricSum) scrape(ctx context.Context, url string) {
 	m.add(bufio.NewScanner(resp.Body))
 }
 
-func (m *metricSum) add(sc *bufio.Scanner) {
+func (m *MetricSum) add(sc *bufio.Scanner) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for sc.Scan() {
@@ -307,16 +308,16 @@ func (m *metricSum) add(sc *bufio.Scanner) {
 	}
 }
 
-// restarted forgets the last values: the process serving the page
+// Restarted forgets the last values: the process serving the page
 // started again, so its counters start from zero.
-func (m *metricSum) restarted() {
+func (m *MetricSum) Restarted() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.last = map[string]float64{}
 }
 
-// byLabel sums the totals by the value of label.
-func (m *metricSum) byLabel(label string) map[string]float64 {
+// ByLabel sums the totals by the value of label.
+func (m *MetricSum) ByLabel(label string) map[string]float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]float64{}

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -18,19 +18,19 @@ import (
 	"github.com/dubflow/dubflow/pkg/localstack"
 )
 
-// cleanups runs what the run started, last first, once.
-type cleanups struct {
+// Cleanups runs what the run started, last first, once.
+type Cleanups struct {
 	mu  sync.Mutex
 	fns []func()
 }
 
-func (c *cleanups) add(f func()) {
+func (c *Cleanups) Add(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fns = append(c.fns, f)
 }
 
-func (c *cleanups) run() {
+func (c *Cleanups) Run() {
 	c.mu.Lock()
 	fns := c.fns
 	c.fns = nil
@@ -42,16 +42,16 @@ func (c *cleanups) run() {
 
 // ---------------------------------------------------------------- RabbitMQ
 
-// rabbit is the private RabbitMQ: one node, or the nodes of a private
+// Rabbit is the private RabbitMQ: one node, or the nodes of a private
 // cluster (-cluster).
-type rabbit struct {
+type Rabbit struct {
 	mu    sync.Mutex
-	nodes []*localstack.Rabbit
+	Nodes []*localstack.Rabbit
 }
 
-// startRabbit starts one private node, or a cluster of nodes when nodes
+// StartRabbit starts one private node, or a cluster of nodes when nodes
 // is more than one; the run's cleanups stop them.
-func startRabbit(cl *cleanups, logf func(string, ...any), nodes int) (*rabbit, error) {
+func StartRabbit(cl *Cleanups, logf func(string, ...any), nodes int) (*Rabbit, error) {
 	closer := func(close func() error) func() {
 		return func() {
 			if err := close(); err != nil {
@@ -64,45 +64,45 @@ func startRabbit(cl *cleanups, logf func(string, ...any), nodes int) (*rabbit, e
 		if err != nil {
 			return nil, fmt.Errorf("private rabbitmq: %w", err)
 		}
-		cl.add(closer(r.Close))
-		return &rabbit{nodes: []*localstack.Rabbit{r}}, nil
+		cl.Add(closer(r.Close))
+		return &Rabbit{Nodes: []*localstack.Rabbit{r}}, nil
 	}
 	c, err := localstack.StartCluster(nodes)
 	if err != nil {
 		return nil, fmt.Errorf("private rabbitmq cluster: %w", err)
 	}
-	cl.add(closer(c.Close))
-	return &rabbit{nodes: c.Nodes()}, nil
+	cl.Add(closer(c.Close))
+	return &Rabbit{Nodes: c.Nodes()}, nil
 }
 
-// url is the AMQP_URL of every node, separated by commas.
-func (b *rabbit) url() string {
-	urls := make([]string, len(b.nodes))
-	for i, r := range b.nodes {
+// Url is the AMQP_URL of every node, separated by commas.
+func (b *Rabbit) URL() string {
+	urls := make([]string, len(b.Nodes))
+	for i, r := range b.Nodes {
 		urls[i] = r.URL()
 	}
 	return strings.Join(urls, ",")
 }
 
-// addr is the host:port of node i.
-func (b *rabbit) addr(i int) string {
-	return b.nodes[i].Addr()
+// Addr is the host:port of node i.
+func (b *Rabbit) Addr(i int) string {
+	return b.Nodes[i].Addr()
 }
 
-// bootWait bounds the wait for a backing server (RabbitMQ, Postgres,
+// BootWait bounds the wait for a backing server (RabbitMQ, Postgres,
 // MinIO) to accept connections after a start: on a loaded machine (a load
 // of 60 on two cores) a boot took more than 90 s.
-const bootWait = 5 * time.Minute
+const BootWait = 5 * time.Minute
 
-// restart stops node i cleanly, or kills it when crash is set, and starts
+// Restart stops node i cleanly, or kills it when crash is set, and starts
 // it again on the same data (a cluster node rejoins its cluster). A node
 // still booting when rabbitmqctl gives up was started (detached) all the
 // same: it is waited for, so that a slow boot is not counted as a fault
 // that could not be injected.
-func (b *rabbit) restart(i int, crash bool) error {
+func (b *Rabbit) Restart(i int, crash bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r := b.nodes[i]
+	r := b.Nodes[i]
 	stop := r.Stop
 	if crash {
 		stop = r.Kill
@@ -114,30 +114,30 @@ func (b *rabbit) restart(i int, crash bool) error {
 	if err == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), bootWait)
+	ctx, cancel := context.WithTimeout(context.Background(), BootWait)
 	defer cancel()
 	for ctx.Err() == nil {
-		if conn, derr := net.DialTimeout("tcp", b.addr(i), time.Second); derr == nil {
+		if conn, derr := net.DialTimeout("tcp", b.Addr(i), time.Second); derr == nil {
 			conn.Close()
 			return nil
 		}
-		sleepCtx(ctx, time.Second)
+		SleepCtx(ctx, time.Second)
 	}
-	return fmt.Errorf("%w; not accepting connections %s later", err, bootWait)
+	return fmt.Errorf("%w; not accepting connections %s later", err, BootWait)
 }
 
 // ---------------------------------------------------------------- Postgres
 
-// postgres is a private server on a folder the postgres user owns.
-type postgres struct {
+// Postgres is a private server on a folder the postgres user owns.
+type Postgres struct {
 	mu   sync.Mutex
 	bin  string
 	dir  string
 	data string
-	port int
+	Port int
 }
 
-func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, error) {
+func StartPostgres(ctx context.Context, work string, cl *Cleanups) (*Postgres, error) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
 	if len(bins) == 0 {
 		return nil, errors.New("postgres: no /usr/lib/postgresql/*/bin/pg_ctl (install the Debian package postgresql)")
@@ -146,7 +146,7 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 	if err != nil {
 		return nil, err
 	}
-	p := &postgres{bin: filepath.Dir(bins[len(bins)-1]), dir: filepath.Join(work, "postgres"), port: port}
+	p := &Postgres{bin: filepath.Dir(bins[len(bins)-1]), dir: filepath.Join(work, "postgres"), Port: port}
 	p.data = filepath.Join(p.dir, "data")
 	if err := os.Mkdir(p.dir, 0o755); err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 	if err != nil {
 		return nil, err
 	}
-	cl.add(func() {
+	cl.Add(func() {
 		_, _ = p.ctl(context.Background(), "pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "60", "stop")
 	})
 	if err := p.start(ctx); err != nil {
@@ -180,33 +180,33 @@ func startPostgres(ctx context.Context, work string, cl *cleanups) (*postgres, e
 	return p, nil
 }
 
-func (p *postgres) url(port int) string {
+func (p *Postgres) URL(port int) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/dubflow?sslmode=disable", port)
 }
 
-func (p *postgres) start(ctx context.Context) error {
-	out, err := p.ctl(ctx, "pg_ctl", "-D", p.data, "-l", filepath.Join(p.dir, "postgres.log"), "-w", "-t", strconv.Itoa(int(bootWait/time.Second)), "start")
+func (p *Postgres) start(ctx context.Context) error {
+	out, err := p.ctl(ctx, "pg_ctl", "-D", p.data, "-l", filepath.Join(p.dir, "postgres.log"), "-w", "-t", strconv.Itoa(int(BootWait/time.Second)), "start")
 	if err != nil {
 		return fmt.Errorf("postgres: start: %w\n%s", err, out)
 	}
 	return nil
 }
 
-// crash stops the server the way a power cut would (immediate: no
+// Crash stops the server the way a power cut would (immediate: no
 // checkpoint, crash recovery at the next start) and starts it again after
 // down.
-func (p *postgres) crash(ctx context.Context, down time.Duration) error {
+func (p *Postgres) Crash(ctx context.Context, down time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if out, err := p.ctl(context.WithoutCancel(ctx), "pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "60", "stop"); err != nil {
 		return fmt.Errorf("postgres: immediate stop: %w\n%s", err, out)
 	}
-	sleepCtx(ctx, down)
+	SleepCtx(ctx, down)
 	return p.start(context.WithoutCancel(ctx))
 }
 
 // ctl runs one of the server's programs as the postgres user.
-func (p *postgres) ctl(ctx context.Context, prog string, args ...string) ([]byte, error) {
+func (p *Postgres) ctl(ctx context.Context, prog string, args ...string) ([]byte, error) {
 	path := filepath.Join(p.bin, prog)
 	var cmd *exec.Cmd
 	if os.Getuid() == 0 {
@@ -223,46 +223,46 @@ func (p *postgres) ctl(ctx context.Context, prog string, args ...string) ([]byte
 
 // ---------------------------------------------------------------- MinIO
 
-// minioServer is a private MinIO.
-type minioServer struct {
+// MinioServer is a private MinIO.
+type MinioServer struct {
 	mu   sync.Mutex
 	bin  string
 	dir  string
 	log  string
-	port int
+	Port int
 	proc *exec.Cmd
 	done chan struct{}
 }
 
 const (
-	s3AccessKey = "minioadmin"
-	s3SecretKey = "minioadmin"
-	s3Bucket    = "dubflow"
+	S3AccessKey = "minioadmin"
+	S3SecretKey = "minioadmin"
+	S3Bucket    = "dubflow"
 )
 
-func startMinio(ctx context.Context, bin, work string, cl *cleanups) (*minioServer, error) {
+func StartMinio(ctx context.Context, bin, work string, cl *Cleanups) (*MinioServer, error) {
 	port, err := localstack.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	m := &minioServer{bin: bin, dir: filepath.Join(work, "minio"), log: filepath.Join(work, "logs", "minio.log"), port: port}
+	m := &MinioServer{bin: bin, dir: filepath.Join(work, "minio"), log: filepath.Join(work, "logs", "minio.log"), Port: port}
 	if err := os.MkdirAll(m.dir, 0o755); err != nil {
 		return nil, err
 	}
-	cl.add(func() { m.stop(syscall.SIGTERM) })
+	cl.Add(func() { m.stop(syscall.SIGTERM) })
 	return m, m.start(ctx)
 }
 
-func (m *minioServer) start(ctx context.Context) error {
-	cmd := exec.Command(m.bin, "server", "--quiet", "--address", fmt.Sprintf("127.0.0.1:%d", m.port), m.dir)
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s3AccessKey, "MINIO_ROOT_PASSWORD="+s3SecretKey, "MINIO_BROWSER=off")
-	done, err := startLogged(cmd, m.log, "")
+func (m *MinioServer) start(ctx context.Context) error {
+	cmd := exec.Command(m.bin, "server", "--quiet", "--address", fmt.Sprintf("127.0.0.1:%d", m.Port), m.dir)
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+S3AccessKey, "MINIO_ROOT_PASSWORD="+S3SecretKey, "MINIO_BROWSER=off")
+	done, err := StartLogged(cmd, m.log, "")
 	if err != nil {
 		return fmt.Errorf("minio: %w", err)
 	}
 	m.proc, m.done = cmd, done
-	url := fmt.Sprintf("http://127.0.0.1:%d/minio/health/live", m.port)
-	return waitUntil(ctx, bootWait, "minio live", func() bool {
+	url := fmt.Sprintf("http://127.0.0.1:%d/minio/health/live", m.Port)
+	return WaitUntil(ctx, BootWait, "minio live", func() bool {
 		select {
 		case <-done:
 			return false
@@ -278,7 +278,7 @@ func (m *minioServer) start(ctx context.Context) error {
 }
 
 // stop ends the server with sig and waits until it has exited.
-func (m *minioServer) stop(sig syscall.Signal) {
+func (m *MinioServer) stop(sig syscall.Signal) {
 	if m.proc == nil {
 		return
 	}
@@ -291,9 +291,9 @@ func (m *minioServer) stop(sig syscall.Signal) {
 	}
 }
 
-// restart stops the server (SIGKILL when crash is set) and starts it
+// Restart stops the server (SIGKILL when crash is set) and starts it
 // again after down.
-func (m *minioServer) restart(ctx context.Context, crash bool, down time.Duration) error {
+func (m *MinioServer) Restart(ctx context.Context, crash bool, down time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sig := syscall.SIGTERM
@@ -301,16 +301,16 @@ func (m *minioServer) restart(ctx context.Context, crash bool, down time.Duratio
 		sig = syscall.SIGKILL
 	}
 	m.stop(sig)
-	sleepCtx(ctx, down)
+	SleepCtx(ctx, down)
 	return m.start(context.WithoutCancel(ctx))
 }
 
 // ---------------------------------------------------------------- helpers
 
-// startLogged starts cmd in its own process group, its output appended to
+// StartLogged starts cmd in its own process group, its output appended to
 // the file at log after the line header (when not empty); done is closed
 // when the process has exited.
-func startLogged(cmd *exec.Cmd, log, header string) (done chan struct{}, err error) {
+func StartLogged(cmd *exec.Cmd, log, header string) (done chan struct{}, err error) {
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
@@ -333,9 +333,9 @@ func startLogged(cmd *exec.Cmd, log, header string) (done chan struct{}, err err
 	return done, nil
 }
 
-// waitUntil polls cond every 200 ms until it holds, ctx ends or within
+// WaitUntil polls cond every 200 ms until it holds, ctx ends or within
 // passes.
-func waitUntil(ctx context.Context, within time.Duration, what string, cond func() bool) error {
+func WaitUntil(ctx context.Context, within time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -350,8 +350,8 @@ func waitUntil(ctx context.Context, within time.Duration, what string, cond func
 	return nil
 }
 
-// sleepCtx pauses for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
+// SleepCtx pauses for d or until ctx ends.
+func SleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -360,10 +360,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// hostPort is "127.0.0.1:port".
-func hostPort(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+// HostPort is "127.0.0.1:port".
+func HostPort(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-// portOf returns the port of a "host:port" address.
+// PortOf returns the port of a "host:port" address.
 func portOf(addr string) int {
 	i := strings.LastIndexByte(addr, ':')
 	p, _ := strconv.Atoi(addr[i+1:])

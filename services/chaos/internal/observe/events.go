@@ -1,4 +1,4 @@
-package main
+package observe
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/chaos/internal/stack"
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -29,9 +30,9 @@ type taskEvents struct {
 	failed    int
 }
 
-// observer counts the integrator events per task, as an integrator bound
+// Observer counts the integrator events per task, as an integrator bound
 // to event.# would receive them.
-type observer struct {
+type Observer struct {
 	urls []string // the broker's nodes, tried in turn
 	next int      // the node the next connection tries first
 
@@ -44,14 +45,14 @@ type observer struct {
 	emptyAt time.Time
 }
 
-// newObserver reads the events from the broker at url: one node, or the
+// NewObserver reads the events from the broker at url: one node, or the
 // nodes of a cluster separated by commas.
-func newObserver(url string) *observer {
-	return &observer{urls: strings.Split(url, ","), tasks: map[uuid.UUID]*taskEvents{}, seen: map[[32]byte]bool{}}
+func NewObserver(url string) *Observer {
+	return &Observer{urls: strings.Split(url, ","), tasks: map[uuid.UUID]*taskEvents{}, seen: map[[32]byte]bool{}}
 }
 
-// declare creates the queue and its binding (before any task exists).
-func (o *observer) declare() error {
+// Declare creates the queue and its binding (before any task exists).
+func (o *Observer) Declare() error {
 	conn, err := o.dial()
 	if err != nil {
 		return fmt.Errorf("events: connect: %w", err)
@@ -72,7 +73,7 @@ func (o *observer) declare() error {
 
 // dial connects to the first node that answers, starting after the one
 // connected to last, so that a dead or cut node costs one failed dial.
-func (o *observer) dial() (*amqp.Connection, error) {
+func (o *Observer) dial() (*amqp.Connection, error) {
 	var errs []error
 	for range o.urls {
 		url := o.urls[o.next%len(o.urls)]
@@ -86,8 +87,8 @@ func (o *observer) dial() (*amqp.Connection, error) {
 	return nil, errors.Join(errs...)
 }
 
-// run consumes until ctx ends, reconnecting after every broker restart.
-func (o *observer) run(ctx context.Context, logf func(string, ...any)) {
+// Run consumes until ctx ends, reconnecting after every broker restart.
+func (o *Observer) Run(ctx context.Context, logf func(string, ...any)) {
 	failing := false
 	for ctx.Err() == nil {
 		err := o.consume(ctx)
@@ -96,14 +97,14 @@ func (o *observer) run(ctx context.Context, logf func(string, ...any)) {
 			logf("events: %v; reconnecting", err)
 		}
 		failing = err != nil
-		sleepCtx(ctx, time.Second)
+		stack.SleepCtx(ctx, time.Second)
 	}
 }
 
 // consume reads the queue with basic.get, one message at a time, each
 // recorded and acked before the next: when a get finds the queue empty,
 // every event published before it has been counted.
-func (o *observer) consume(ctx context.Context) error {
+func (o *Observer) consume(ctx context.Context) error {
 	conn, err := o.dial()
 	if err != nil {
 		return err
@@ -123,7 +124,7 @@ func (o *observer) consume(ctx context.Context) error {
 			o.mu.Lock()
 			o.emptyAt = started
 			o.mu.Unlock()
-			sleepCtx(ctx, 200*time.Millisecond)
+			stack.SleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
 		o.record(d)
@@ -139,7 +140,7 @@ func (o *observer) consume(ctx context.Context) error {
 // the connection), not the pipeline's; every first delivery counts, so a
 // republished event (a new AMQP message) is counted even when its body is
 // identical.
-func (o *observer) record(d amqp.Delivery) {
+func (o *Observer) record(d amqp.Delivery) {
 	sum := sha256.Sum256(d.Body)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -177,19 +178,19 @@ func (o *observer) record(d amqp.Delivery) {
 	}
 }
 
-// drained waits (bounded) until the observer found the queue empty after
+// Drained waits (bounded) until the observer found the queue empty after
 // the call began: every event published before then has been counted.
-func (o *observer) drained(ctx context.Context, within time.Duration) error {
+func (o *Observer) Drained(ctx context.Context, within time.Duration) error {
 	since := time.Now()
-	return waitUntil(ctx, within, "event queue drained", func() bool {
+	return stack.WaitUntil(ctx, within, "event queue drained", func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		return o.emptyAt.After(since)
 	})
 }
 
-// snapshot returns a copy of the per-task counts.
-func (o *observer) snapshot() (map[uuid.UUID]taskEvents, int) {
+// Snapshot returns a copy of the per-task counts.
+func (o *Observer) snapshot() (map[uuid.UUID]taskEvents, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make(map[uuid.UUID]taskEvents, len(o.tasks))

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -7,32 +7,32 @@ import (
 	"strings"
 	"sync"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 )
 
-// proxies are toxiproxy proxies, in this process, between the services
+// Proxies are toxiproxy proxies, in this process, between the services
 // and RabbitMQ, Postgres and MinIO: faults cut and slow them. A backend has
 // one proxy per server (a RabbitMQ cluster one per node); a fault on the
 // backend acts on all of them, a fault on one proxy names it.
-type proxies struct {
+type Proxies struct {
 	mu      sync.Mutex
 	server  *toxiproxy.ApiServer
 	byName  map[string]*toxiproxy.Proxy
 	backend map[string][]string // backend → its proxies' names
 }
 
-func newProxies() *proxies {
-	return &proxies{
+func NewProxies() *Proxies {
+	return &Proxies{
 		server:  toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()),
 		byName:  map[string]*toxiproxy.Proxy{},
 		backend: map[string][]string{},
 	}
 }
 
-// add starts a proxy of backend, named name, to upstream on a free
+// Add starts a proxy of backend, named name, to upstream on a free
 // loopback port and returns the port.
-func (p *proxies) add(backend, name, upstream string) (int, error) {
+func (p *Proxies) Add(backend, name, upstream string) (int, error) {
 	px := toxiproxy.NewProxy(p.server, name, "127.0.0.1:0", upstream)
 	if err := p.server.Collection.Add(px, true); err != nil {
 		return 0, fmt.Errorf("proxy %s: %w", name, err)
@@ -45,7 +45,7 @@ func (p *proxies) add(backend, name, upstream string) (int, error) {
 }
 
 // of returns the proxies of a backend, or the one proxy so named.
-func (p *proxies) of(name string) []*toxiproxy.Proxy {
+func (p *Proxies) of(name string) []*toxiproxy.Proxy {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	names, ok := p.backend[name]
@@ -59,16 +59,16 @@ func (p *proxies) of(name string) []*toxiproxy.Proxy {
 	return out
 }
 
-// cut closes every connection through the proxies and refuses new ones
+// Cut closes every connection through the proxies and refuses new ones
 // until restore.
-func (p *proxies) cut(name string) {
+func (p *Proxies) Cut(name string) {
 	for _, px := range p.of(name) {
 		px.Stop()
 	}
 }
 
-// restore accepts connections again (on the same ports).
-func (p *proxies) restore(name string) error {
+// Restore accepts connections again (on the same ports).
+func (p *Proxies) Restore(name string) error {
 	for _, px := range p.of(name) {
 		if err := px.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
 			return fmt.Errorf("proxy %s: restart: %w", px.Name, err)
@@ -77,9 +77,9 @@ func (p *proxies) restore(name string) error {
 	return nil
 }
 
-// addToxic adds a toxic given as toxiproxy's JSON (type, stream,
+// AddToxic adds a toxic given as toxiproxy's JSON (type, stream,
 // attributes) to the proxies; undo removes it again.
-func (p *proxies) addToxic(name, toxicJSON string) (undo func() error, err error) {
+func (p *Proxies) AddToxic(name, toxicJSON string) (undo func() error, err error) {
 	var added []func() error
 	undo = func() error {
 		var errs []error
@@ -98,7 +98,7 @@ func (p *proxies) addToxic(name, toxicJSON string) (undo func() error, err error
 	return undo, nil
 }
 
-// close stops every proxy.
-func (p *proxies) close() {
+// Close stops every proxy.
+func (p *Proxies) Close() {
 	_ = p.server.Collection.Clear()
 }
