@@ -46,11 +46,11 @@ type consoleError struct {
 	Message string `json:"message"`
 }
 
-// Do sends a request and decodes a JSON answer into out. An answer other
+// do sends a request and decodes a JSON answer into out. An answer other
 // than 2xx is an error whose text is the console's message as it is — the
 // text the same error has in database mode — a usage error (exit 2) for
 // 400 and 413. headers are added to the request.
-func (c *Client) Do(ctx context.Context, method, path, contentType string, body io.Reader, out any, headers ...[2]string) error {
+func (c *Client) do(ctx context.Context, method, path, contentType string, body io.Reader, out any, headers ...[2]string) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("console %s %s: %w", method, path, err)
@@ -100,16 +100,16 @@ func answerError(resp *http.Response) error {
 
 // Get reads path into out.
 func (c *Client) Get(ctx context.Context, path string, out any) error {
-	return c.Do(ctx, http.MethodGet, path, "", nil, out)
+	return c.do(ctx, http.MethodGet, path, "", nil, out)
 }
 
-// Post sends body as JSON to path and reads the answer into out.
-func (c *Client) Post(ctx context.Context, path string, body, out any) error {
+// post sends body as JSON to path and reads the answer into out.
+func (c *Client) post(ctx context.Context, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("console POST %s: %w", path, err)
 	}
-	return c.Do(ctx, http.MethodPost, path, "application/json", bytes.NewReader(b), out)
+	return c.do(ctx, http.MethodPost, path, "application/json", bytes.NewReader(b), out)
 }
 
 func TaskPath(id uuid.UUID, tail string) string { return "/api/tasks/" + id.String() + tail }

@@ -26,13 +26,13 @@ func (c *Client) Review(ctx context.Context, id uuid.UUID) (*view.TaskReview, er
 // EditReview sends POST /api/tasks/{id}/review/edit.
 func (c *Client) EditReview(ctx context.Context, id uuid.UUID, e dub.LineEdit) (*dub.Edited, error) {
 	var ed dub.Edited
-	return &ed, c.Post(ctx, TaskPath(id, "/review/edit"), e, &ed)
+	return &ed, c.post(ctx, TaskPath(id, "/review/edit"), e, &ed)
 }
 
 // Approve sends POST /api/tasks/{id}/review/approve.
 func (c *Client) Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, error) {
 	var a dub.Approved
-	return &a, c.Post(ctx, TaskPath(id, "/review/approve"), struct{}{}, &a)
+	return &a, c.post(ctx, TaskPath(id, "/review/approve"), struct{}{}, &a)
 }
 
 // ExportLines reads GET /api/tasks/{id}/review/export.
@@ -63,5 +63,5 @@ func (c *Client) ExportLines(ctx context.Context, id uuid.UUID, f subtitle.Forma
 func (c *Client) ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error) {
 	var ed dub.Edited
 	body := map[string]string{"text": text, "subtitles": string(file)}
-	return &ed, c.Post(ctx, TaskPath(id, "/review/import"), body, &ed)
+	return &ed, c.post(ctx, TaskPath(id, "/review/import"), body, &ed)
 }

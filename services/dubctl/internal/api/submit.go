@@ -74,7 +74,7 @@ func (c *Client) Submit(ctx context.Context, s shape.Submission) (uuid.UUID, err
 	if s.IdempotencyKey != "" {
 		headers = append(headers, [2]string{"Idempotency-Key", s.IdempotencyKey})
 	}
-	if err := c.Do(ctx, http.MethodPost, "/api/tasks", mw.FormDataContentType(), pr, &created, headers...); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/api/tasks", mw.FormDataContentType(), pr, &created, headers...); err != nil {
 		return uuid.Nil, err
 	}
 	return created.TaskID, nil

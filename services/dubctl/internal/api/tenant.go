@@ -16,7 +16,7 @@ import (
 // CreateProject sends POST /api/projects.
 func (c *Client) CreateProject(ctx context.Context, n tenant.NewProject) (tenant.Project, error) {
 	var p tenant.Project
-	return p, c.Post(ctx, "/api/projects", n, &p)
+	return p, c.post(ctx, "/api/projects", n, &p)
 }
 
 // Projects reads GET /api/projects.
@@ -30,7 +30,7 @@ func (c *Client) Projects(ctx context.Context) ([]tenant.Project, error) {
 // CreateToken sends POST /api/projects/{id}/tokens.
 func (c *Client) CreateToken(ctx context.Context, n tenant.NewToken) (tenant.Created, error) {
 	var out tenant.Created
-	return out, c.Post(ctx, "/api/projects/"+url.PathEscape(n.Project)+"/tokens", n, &out)
+	return out, c.post(ctx, "/api/projects/"+url.PathEscape(n.Project)+"/tokens", n, &out)
 }
 
 // Tokens reads GET /api/projects/{id}/tokens.
@@ -44,7 +44,7 @@ func (c *Client) Tokens(ctx context.Context, project string) ([]tenant.Token, er
 // RevokeToken sends DELETE /api/tokens/{id}.
 func (c *Client) RevokeToken(ctx context.Context, id uuid.UUID) (tenant.Token, error) {
 	var t tenant.Token
-	return t, c.Do(ctx, http.MethodDelete, "/api/tokens/"+id.String(), "", nil, &t)
+	return t, c.do(ctx, http.MethodDelete, "/api/tokens/"+id.String(), "", nil, &t)
 }
 
 // Settings reads GET /api/config.
@@ -62,5 +62,5 @@ func (c *Client) SetSetting(ctx context.Context, key, value string) (setting.Set
 	if err != nil {
 		return s, fmt.Errorf("console PUT /api/config: %w", err)
 	}
-	return s, c.Do(ctx, http.MethodPut, "/api/config/"+url.PathEscape(key), "application/json", bytes.NewReader(b), &s)
+	return s, c.do(ctx, http.MethodPut, "/api/config/"+url.PathEscape(key), "application/json", bytes.NewReader(b), &s)
 }

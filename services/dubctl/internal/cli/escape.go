@@ -23,8 +23,8 @@ import (
 // escaper writes to w with what dubctl prints escaped (see above).
 type escaper struct{ w io.Writer }
 
-// NewEscaper wraps w; raw (the progress bar) reaches w itself.
-func NewEscaper(w io.Writer) *escaper { return &escaper{w: w} }
+// newEscaper wraps w; raw (the progress bar) reaches w itself.
+func newEscaper(w io.Writer) *escaper { return &escaper{w: w} }
 
 // Write writes p with the unsafe characters escaped; it reports len(p)
 // when all of it was written.

@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,9 +44,9 @@ func (e *QuietError) Error() string { return e.Err.Error() }
 
 func (e *QuietError) Unwrap() error { return e.Err }
 
-// IsUsage recognizes cobra's own usage errors (an unknown subcommand, a
+// isUsage recognizes cobra's own usage errors (an unknown subcommand, a
 // required flag missing).
-func IsUsage(err error) bool {
+func isUsage(err error) bool {
 	msg := err.Error()
 	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "required flag")
 }
@@ -55,4 +59,30 @@ func ExactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// Execute runs root with args, its output and errors escaped (Escaper),
+// and returns the process exit code: an error is printed once ("dubctl:
+// …", unless a QuietError already reported it) and exits with its code.
+func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	root.SetArgs(args)
+	stdout, stderr = newEscaper(stdout), newEscaper(stderr)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var quiet *QuietError
+	if !errors.As(err, &quiet) {
+		fmt.Fprintln(stderr, "dubctl:", err)
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailed
 }

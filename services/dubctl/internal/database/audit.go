@@ -15,6 +15,8 @@ import (
 	"github.com/dubflow/dubflow/pkg/tenant"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Database mode writes the audit row the console writes for the same
@@ -115,9 +117,34 @@ type Known struct {
 	NotFound, Conflict []error
 }
 
-// Record writes the audit row of the action name on target (the console's
-// 200 on success) with err's outcome: for the actions main runs itself
-// (Pool, Publisher, Commit).
-func (d *Backend) Record(ctx context.Context, name, target string, err error) {
+// Act runs fn, an action of main's (its package stands too deep in the
+// import graph for a room), on the pool as who acts, and writes the
+// action's audit row (name, target) with its outcome.
+func (d *Backend) Act(ctx context.Context, name, target string, fn func(pool *pgxpool.Pool, actor string) error) error {
+	pool, err := d.db(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(pool, d.actor)
 	d.record(ctx, actionOf(name, target, http.StatusOK), err)
+	return err
+}
+
+// Transact is Act in one transaction: fn returns the outbox rows it added,
+// published after the commit. A refusal of pkg/admit is a usage
+// error, as the console's 400 is.
+func (d *Backend) Transact(ctx context.Context, name, target string, fn func(tx pgx.Tx) ([]int64, error)) error {
+	if _, err := d.db(ctx); err != nil {
+		return err
+	}
+	if _, err := d.publisher(ctx); err != nil {
+		return err
+	}
+	err := d.commit(ctx, fn)
+	var refusal *admit.Error
+	if errors.As(err, &refusal) {
+		err = cli.UsageError(refusal)
+	}
+	d.record(ctx, actionOf(name, target, http.StatusOK), err)
+	return err
 }

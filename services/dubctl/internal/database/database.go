@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
-	"github.com/dubflow/dubflow/pkg/broker"
 	"github.com/dubflow/dubflow/pkg/dlq"
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/outbox"
@@ -45,14 +44,8 @@ func Open(warn io.Writer, actor string, known Known) (*Backend, error) {
 	return &Backend{clients: c, warn: warn, actor: actor, known: known}, nil
 }
 
-// Actor is who acts, as the audit log names them.
-func (d *Backend) Actor() string { return d.actor }
-
 // Pool returns the Postgres pool, connecting on first use.
 func (d *Backend) Pool(ctx context.Context) (*pgxpool.Pool, error) { return d.db(ctx) }
-
-// Publisher returns a confirming publisher, dialing the broker on first use.
-func (d *Backend) Publisher(ctx context.Context) (*broker.Publisher, error) { return d.publisher(ctx) }
 
 // Close stops listening and closes the connections.
 func (d *Backend) Close() {
@@ -135,10 +128,10 @@ func (d *Backend) DeadLetter(ctx context.Context, id int64) (*view.DeadLetter, e
 	return view.GetDeadLetter(ctx, pool, id)
 }
 
-// Commit runs fn in one transaction and publishes the outbox rows it
+// commit runs fn in one transaction and publishes the outbox rows it
 // returns after the commit (outbox.Commit); a publish that fails is a
 // warning, left to a worker's outbox sweep: the change is done.
-func (d *Backend) Commit(ctx context.Context, fn func(tx pgx.Tx) ([]int64, error)) error {
+func (d *Backend) commit(ctx context.Context, fn func(tx pgx.Tx) ([]int64, error)) error {
 	pool, err := d.db(ctx)
 	if err != nil {
 		return err
@@ -182,7 +175,7 @@ func (d *Backend) Redub(ctx context.Context, id uuid.UUID, n int, text string) (
 		return nil, err
 	}
 	var r *dub.Redubbed
-	err := d.Commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+	err := d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
 		var err error
 		if r, err = dub.Redub(ctx, tx, id, n, text); err != nil {
 			return nil, err

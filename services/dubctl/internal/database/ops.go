@@ -31,7 +31,7 @@ func (d *Backend) Cancel(ctx context.Context, id uuid.UUID, reason string) (view
 	if _, err := d.publisher(ctx); err != nil {
 		return view.Summary{}, err
 	}
-	err = d.Commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+	err = d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
 		res, err := task.Apply(ctx, tx, task.Cancel(task.Ref{ID: id}, reason))
 		return []int64{res.EventID}, err
 	})

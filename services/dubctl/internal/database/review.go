@@ -71,7 +71,7 @@ func (d *Backend) Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, err
 		return nil, err
 	}
 	var ap *dub.Approved
-	err = d.Commit(ctx, func(tx pgx.Tx) ([]int64, error) {
+	err = d.commit(ctx, func(tx pgx.Tx) ([]int64, error) {
 		var err error
 		if ap, err = dub.Approve(ctx, tx, id, d.actor, batch); err != nil {
 			return nil, err
