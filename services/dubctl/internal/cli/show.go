@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -12,6 +13,19 @@ import (
 // console mode) as a room's B, the part of the mode the room uses, and
 // closes it.
 type Open[B any] func(cmd *cobra.Command, do func(ctx context.Context, b B) error) error
+
+// Follower is what following a task needs of a mode (T: the read model's
+// task, *view.Task): to read the task, to sleep until it may have changed,
+// and to download its outputs.
+type Follower[T any] interface {
+	Task(ctx context.Context, id uuid.UUID) (T, error)
+	// Changed returns when task id may have changed, at the latest after
+	// within.
+	Changed(ctx context.Context, id uuid.UUID, within time.Duration) error
+	// Fetch saves the object key of task t to path (at most limit bytes);
+	// an object that is not there is shape.ErrNoObject.
+	Fetch(ctx context.Context, t T, key, path string, limit int64) error
+}
 
 // Follow follows task id until it ends, as `dubctl wait` does, through b:
 // submit, redub and review approve with --wait.

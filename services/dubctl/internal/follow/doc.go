@@ -7,21 +7,9 @@
 package follow
 
 import (
-	"context"
-	"time"
-
 	"github.com/dubflow/dubflow/pkg/view"
-	"github.com/google/uuid"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 )
 
-// Backend is what following a task needs of a mode: to read the task, to
-// sleep until it may have changed, and to download its outputs.
-type Backend interface {
-	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
-	// Changed returns when task id may have changed, at the latest after
-	// within.
-	Changed(ctx context.Context, id uuid.UUID, within time.Duration) error
-	// Fetch saves the object key of task t to path (at most limit bytes);
-	// an object that is not there is shape.ErrNoObject.
-	Fetch(ctx context.Context, t *view.Task, key, path string, limit int64) error
-}
+// Backend is what following a task needs of a mode.
+type Backend = cli.Follower[*view.Task]

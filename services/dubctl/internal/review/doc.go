@@ -6,7 +6,6 @@ package review
 
 import (
 	"context"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/subtitle"
@@ -24,9 +23,7 @@ type Backend interface {
 	Approve(ctx context.Context, id uuid.UUID) (*dub.Approved, error)
 	ExportLines(ctx context.Context, id uuid.UUID, f subtitle.Format, text string) ([]byte, error)
 	ImportLines(ctx context.Context, id uuid.UUID, text string, file []byte) (*dub.Edited, error)
-	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
-	Changed(ctx context.Context, id uuid.UUID, within time.Duration) error
-	Fetch(ctx context.Context, t *view.Task, key, path string, limit int64) error
+	cli.Follower[*view.Task]
 }
 
 // room builds the commands in the mode open gives; follow follows a task.

@@ -7,7 +7,6 @@ package submitting
 
 import (
 	"context"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
@@ -21,9 +20,7 @@ import (
 type Backend interface {
 	admitter
 	Submit(ctx context.Context, s shape.Submission) (uuid.UUID, error)
-	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
-	Changed(ctx context.Context, id uuid.UUID, within time.Duration) error
-	Fetch(ctx context.Context, t *view.Task, key, path string, limit int64) error
+	cli.Follower[*view.Task]
 }
 
 // room builds the commands in the mode open gives; follow follows a task.

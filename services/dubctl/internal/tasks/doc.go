@@ -6,7 +6,6 @@ package tasks
 
 import (
 	"context"
-	"time"
 
 	"github.com/dubflow/dubflow/pkg/dub"
 	"github.com/dubflow/dubflow/pkg/view"
@@ -20,15 +19,13 @@ import (
 // list, lines, outputs and timeline, a re-dub and a cancel, and what
 // following a task after a re-dub needs (Changed, Fetch).
 type Backend interface {
-	Task(ctx context.Context, id uuid.UUID) (*view.Task, error)
 	List(ctx context.Context, f view.Filter, given shape.Range) (view.Page, error)
 	Segments(ctx context.Context, id uuid.UUID) ([]view.Segment, error)
 	Versions(ctx context.Context, id uuid.UUID) ([]view.Version, error)
 	Timeline(ctx context.Context, id uuid.UUID) ([]view.Event, error)
 	Redub(ctx context.Context, id uuid.UUID, n int, text string) (*dub.Redubbed, error)
 	Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error)
-	Changed(ctx context.Context, id uuid.UUID, within time.Duration) error
-	Fetch(ctx context.Context, t *view.Task, key, path string, limit int64) error
+	cli.Follower[*view.Task]
 }
 
 // room builds the commands in the mode open gives; follow follows a task.
