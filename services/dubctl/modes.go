@@ -34,8 +34,8 @@ import (
 // internal/database); with CONSOLE_URL and DUBFLOW_API_TOKEN and no
 // DATABASE_URL it calls the console's API, which answers the same read
 // model (consoleMode, internal/api). The commands are written once, each
-// room's against the part of a mode it uses (its Backend); a retry, a
-// pause and the workers are main's (ops.go).
+// room's against the part of a mode it uses (its Backend); what a retry,
+// a pause and the workers stand on is main's (below).
 
 // backend is one of dubctl's two modes.
 type backend interface {

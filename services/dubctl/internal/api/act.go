@@ -25,8 +25,8 @@ func (c *Client) Replay(ctx context.Context, id int64, force bool) (dlq.Replayed
 	return r, c.post(ctx, fmt.Sprintf("/api/dead-letters/%d/replay", id), map[string]bool{"force": force}, &r)
 }
 
-// The operators' actions and reads through the console beyond submit,
-// redub and replay (console.go): each is the console's route for it.
+// The operators' other actions through the console: each is the
+// console's route for it.
 
 // Cancel sends POST /api/tasks/{id}/cancel.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID, reason string) (view.Summary, error) {

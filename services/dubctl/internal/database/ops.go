@@ -17,8 +17,8 @@ import (
 )
 
 // The operators' actions and reads in database mode beyond submit, redub
-// and replay (db.go): each calls the package the console's route calls,
-// and writes the same audit row (dbaudit.go).
+// and replay (database.go): each calls the package the console's route
+// calls, and writes the same audit row (audit.go).
 
 // Cancel ends a task that is not finished (task.Cancel, a parent's
 // children with it) and answers its summary, as POST
