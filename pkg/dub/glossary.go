@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
 // SaveGlossarySQL stores a task's glossary (arguments: task id, the terms as
-// JSON); a later save replaces it.
-const SaveGlossarySQL = `INSERT INTO task_glossaries (task_id, terms) VALUES ($1, $2::jsonb)
-	ON CONFLICT (task_id) DO UPDATE SET terms = EXCLUDED.terms`
+// JSON); a later save replaces it. The statement is pkg/task's, the one
+// writer of task_glossaries (task.SaveGlossarySQL).
+const SaveGlossarySQL = task.SaveGlossarySQL
 
 // GlossaryJSON encodes terms for SaveGlossarySQL.
 func GlossaryJSON(terms []wire.Term) ([]byte, error) {

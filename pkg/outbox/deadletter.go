@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dubflow/dubflow/pkg/internal/deadletter"
+	"github.com/dubflow/dubflow/pkg/internal/outboxrow"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -33,7 +34,7 @@ func deadLetter(ctx context.Context, tx pgx.Tx, m *Message, n int, err error) er
 	if _, err := deadletter.Insert(ctx, tx, e); err != nil {
 		return fmt.Errorf("move outbox row %d to dead_letters: %w", m.ID, err)
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, m.ID); err != nil {
+	if err := outboxrow.Delete(ctx, tx, []int64{m.ID}); err != nil {
 		return fmt.Errorf("move outbox row %d to dead_letters: %w", m.ID, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/outboxrow"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -46,7 +47,8 @@ func New(exchange, routingKey string, body []byte) *Message {
 
 // InsertSQL adds a message to the outbox and returns its row id (arguments:
 // Message.Args).
-const InsertSQL = `INSERT INTO outbox (message_id, exchange, routing_key, body) VALUES ($1, $2, $3, $4) RETURNING id`
+// The outbox table's statements are pkg/internal/outboxrow's, its one writer.
+const InsertSQL = outboxrow.Insert
 
 // Args are InsertSQL's arguments for m, for callers that stage the insert
 // in a batch and read the id back themselves.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/outboxrow"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -105,10 +106,8 @@ func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, move bool, que
 			moved = append(moved, m)
 			continue
 		}
-		if _, uerr := tx.Exec(ctx, `UPDATE outbox SET failures = failures + 1, last_error = $2,
-				next_try_at = now() + least(interval '1 second' * power(2, least(failures, 6)), interval '1 minute')
-			WHERE id = $1`, m.ID, wire.Reason(err.Error())); uerr != nil {
-			return nil, nil, errors.Join(failed...), fmt.Errorf("record outbox row %d failure: %w", m.ID, uerr)
+		if uerr := outboxrow.Fail(ctx, tx, m.ID, wire.Reason(err.Error())); uerr != nil {
+			return nil, nil, errors.Join(failed...), uerr
 		}
 		if outage {
 			break
@@ -116,8 +115,8 @@ func publishLocked(ctx context.Context, tx pgx.Tx, pub Publisher, move bool, que
 	}
 	perr = errors.Join(failed...)
 	if len(ids) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
-			return nil, nil, perr, fmt.Errorf("delete published outbox rows: %w", err)
+		if err := outboxrow.Delete(ctx, tx, ids); err != nil {
+			return nil, nil, perr, fmt.Errorf("published: %w", err)
 		}
 	}
 	return sent, moved, perr, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/dubflow/dubflow/pkg/internal/attempt"
+	"github.com/dubflow/dubflow/pkg/internal/outboxrow"
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/segment"
@@ -339,7 +340,7 @@ func (r *rule) statement() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, `, event AS (
-	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	`+outboxrow.InsertFrom+`
 	SELECT @message_id, @exchange, @routing_key, %s
 	  FROM moved WHERE moved.from_status <> moved.to_status
 	RETURNING id
@@ -409,7 +410,7 @@ var createSQL = `WITH created AS (
 // to the outbox and reads the status before, the status after and the
 // outbox row, the three columns Transition.Scan expects.
 var createdEventTail = `, event AS (
-	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	` + outboxrow.InsertFrom + `
 	SELECT @message_id, @exchange, @routing_key, ` + eventBody("created") + `
 	  FROM created
 	RETURNING id
@@ -456,7 +457,7 @@ const cancelChildrenSQL = `, children AS (
 	 WHERE k.id = open.id
 	RETURNING k.id, k.trace_id
 ), children_events AS (
-	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	` + outboxrow.InsertFrom + `
 	SELECT e.event_id, @exchange, @routing_key, convert_to(jsonb_strip_nulls(jsonb_build_object(
 	           'event_id', e.event_id, 'event', '` + wire.EventTaskCancelled + `', 'task_id', e.id, 'status', 'cancelled',
 	           'error', @error::text, 'occurred_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),

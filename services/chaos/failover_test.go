@@ -22,6 +22,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/chaos/internal/observe"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -265,7 +266,7 @@ func (w *failoverWorld) checkOnceEach(ctx context.Context, ids []uuid.UUID) {
 			t.Fatalf("task %s: %v", id, err)
 		}
 		path := filepath.Join(t.TempDir(), id.String()+".mp4")
-		if err := w.objects.GetFile(ctx, key, path, maxOutputBytes); err != nil {
+		if err := w.objects.GetFile(ctx, key, path, observe.MaxOutputBytes); err != nil {
 			t.Errorf("task %s: output %s: %v", id, key, err)
 		} else if _, err := media.ProbeInput(ctx, path, media.Limits{RequireAudio: true, RequireVideo: true}); err != nil {
 			t.Errorf("task %s: output %s: %v", id, key, err)

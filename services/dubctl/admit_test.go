@@ -15,6 +15,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/admit/admittest"
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -148,8 +149,8 @@ func TestSubmitRefusesTheSameBadInputsInBothModes(t *testing.T) {
 			t.Run(mode+"/"+tc.name, func(t *testing.T) {
 				m.use(t, mode)
 				_, stderr, code := run(t, args...)
-				if code != exitUsage || !strings.Contains(stderr, want.Error()) {
-					t.Fatalf("exit %d, stderr %q; want exit %d with %q", code, stderr, exitUsage, want.Error())
+				if code != cli.ExitUsage || !strings.Contains(stderr, want.Error()) {
+					t.Fatalf("exit %d, stderr %q; want exit %d with %q", code, stderr, cli.ExitUsage, want.Error())
 				}
 				e.nothingLeft(t)
 			})
@@ -173,8 +174,8 @@ func TestNoValidateStillRefusesGarbage(t *testing.T) {
 		{"too large", writeFile(t, "big.mp4", big), "video: larger than 1048576 bytes (MAX_VIDEO_BYTES)"},
 	} {
 		for mode, r := range m.both(t, "submit", "--input", tc.path, "--no-validate") {
-			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "dubctl: "+tc.want) {
-				t.Errorf("%s mode: %s: exit %d, %q; want %d %q", mode, tc.name, r.code, r.stderr, exitUsage, tc.want)
+			if r.code != cli.ExitUsage || !strings.HasPrefix(r.stderr, "dubctl: "+tc.want) {
+				t.Errorf("%s mode: %s: exit %d, %q; want %d %q", mode, tc.name, r.code, r.stderr, cli.ExitUsage, tc.want)
 			}
 		}
 		e.nothingLeft(t)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"github.com/dubflow/dubflow/pkg/view"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,11 +21,11 @@ func TestDLQListAndShowNameThePart(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := run(t, "dlq", "list")
-	if code != exitOK || !strings.Contains(stdout, "PART") || !strings.Contains(stdout, "batch-0f3a") {
+	if code != cli.ExitOK || !strings.Contains(stdout, "PART") || !strings.Contains(stdout, "batch-0f3a") {
 		t.Errorf("dlq list: exit %d, stdout %q, stderr %q; want the part", code, stdout, stderr)
 	}
 	stdout, stderr, code = run(t, "dlq", "show", strconv.FormatInt(dlID, 10))
-	if code != exitOK || !strings.Contains(stdout, "part:") || !strings.Contains(stdout, "batch-0f3a") {
+	if code != cli.ExitOK || !strings.Contains(stdout, "part:") || !strings.Contains(stdout, "batch-0f3a") {
 		t.Errorf("dlq show: exit %d, stdout %q, stderr %q; want the part", code, stdout, stderr)
 	}
 	stdout, _, _ = run(t, "dlq", "list", "--json")

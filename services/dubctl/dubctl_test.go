@@ -15,8 +15,17 @@ import (
 	"github.com/dubflow/dubflow/pkg/testenv"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
+)
+
+// The read model's shapes as dubctl names them; `status --json`,
+// `wait --json` and `list --json` print them as the console's API does.
+type (
+	taskView      = view.Task
+	taskSummary   = view.Summary
+	segmentCounts = view.SegmentCounts
 )
 
 // env is a fresh database, virtual host and bucket, exported for dubctl.
@@ -148,7 +157,7 @@ func TestUnreachableServicesNameTheRedactedURL(t *testing.T) {
 	video := sample(t, media.SampleSpeech)
 	t.Setenv("DATABASE_URL", "postgres://dubflow:hunter2@127.0.0.1:1/dubflow?sslmode=disable")
 	_, stderr, code := run(t, "list")
-	if code != exitFailed || !strings.Contains(stderr, "postgres://dubflow:xxxxx@127.0.0.1:1/dubflow") ||
+	if code != cli.ExitFailed || !strings.Contains(stderr, "postgres://dubflow:xxxxx@127.0.0.1:1/dubflow") ||
 		strings.Contains(stderr, "hunter2") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Errorf("list with the database down: exit %d, stderr %q", code, stderr)
 	}
@@ -156,13 +165,13 @@ func TestUnreachableServicesNameTheRedactedURL(t *testing.T) {
 	t.Setenv("DATABASE_URL", e.db.URL)
 	t.Setenv("AMQP_URL", "amqp://guest:hunter2@127.0.0.1:1/")
 	_, stderr, code = run(t, "submit", "--input", video)
-	if code != exitFailed || !strings.Contains(stderr, "amqp://guest:xxxxx@127.0.0.1:1/") || strings.Contains(stderr, "hunter2") {
+	if code != cli.ExitFailed || !strings.Contains(stderr, "amqp://guest:xxxxx@127.0.0.1:1/") || strings.Contains(stderr, "hunter2") {
 		t.Errorf("submit with the broker down: exit %d, stderr %q", code, stderr)
 	}
 	t.Setenv("AMQP_URL", e.amqpURL)
 	t.Setenv("S3_ENDPOINT", "127.0.0.1:1")
 	_, stderr, code = run(t, "submit", "--input", video)
-	if code != exitFailed || !strings.Contains(stderr, "http://127.0.0.1:1/") {
+	if code != cli.ExitFailed || !strings.Contains(stderr, "http://127.0.0.1:1/") {
 		t.Errorf("submit with the object store down: exit %d, stderr %q", code, stderr)
 	}
 }
@@ -178,8 +187,8 @@ func TestUsageErrors(t *testing.T) {
 		{"frobnicate"},
 	} {
 		_, stderr, code := run(t, args...)
-		if code != exitUsage || stderr == "" {
-			t.Errorf("dubctl %v: exit %d, stderr %q; want %d and a message", args, code, stderr, exitUsage)
+		if code != cli.ExitUsage || stderr == "" {
+			t.Errorf("dubctl %v: exit %d, stderr %q; want %d and a message", args, code, stderr, cli.ExitUsage)
 		}
 	}
 }
@@ -204,41 +213,41 @@ func TestWaitOutcomes(t *testing.T) {
 
 	failed := insertTask(t, e, view.Failed, "extract_audio: no audio stream in source.mp4", "{}")
 	_, stderr, code := run(t, "wait", failed.String())
-	if code != exitFailed || !strings.Contains(stderr, "no audio stream") {
+	if code != cli.ExitFailed || !strings.Contains(stderr, "no audio stream") {
 		t.Errorf("wait on a failed task: exit %d, stderr %q", code, stderr)
 	}
 	stdout, _, code := run(t, "wait", failed.String(), "--json")
 	var v taskView
-	if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != exitFailed || v.Status != view.Failed || v.Error == "" {
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || code != cli.ExitFailed || v.Status != view.Failed || v.Error == "" {
 		t.Errorf("wait --json on a failed task: exit %d, %v, %s", code, err, stdout)
 	}
 
 	cancelled := insertTask(t, e, view.Cancelled, "cancelled: not wanted", "{}")
 	_, stderr, code = run(t, "wait", cancelled.String(), "--timeout", "20s")
-	if code != exitFailed || !strings.Contains(stderr, "was cancelled: not wanted") {
+	if code != cli.ExitFailed || !strings.Contains(stderr, "was cancelled: not wanted") {
 		t.Errorf("wait on a cancelled task: exit %d, stderr %q", code, stderr)
 	}
 
 	comp := insertTask(t, e, view.Compensating, "", "{}")
 	_, stderr, code = run(t, "wait", comp.String())
-	if code != exitCompensated || !strings.Contains(stderr, "tts_requeue") {
+	if code != cli.ExitCompensated || !strings.Contains(stderr, "tts_requeue") {
 		t.Errorf("wait on a compensating task: exit %d, stderr %q", code, stderr)
 	}
 
 	running := insertTask(t, e, view.Running, "", "{}")
 	_, stderr, code = run(t, "wait", running.String(), "--timeout", "600ms")
-	if code != exitTimeout || !strings.Contains(stderr, "still running") {
+	if code != cli.ExitTimeout || !strings.Contains(stderr, "still running") {
 		t.Errorf("wait on a running task: exit %d, stderr %q", code, stderr)
 	}
 
 	_, stderr, code = run(t, "wait", uuid.NewString())
-	if code != exitFailed || !strings.Contains(stderr, "no such task") {
+	if code != cli.ExitFailed || !strings.Contains(stderr, "no such task") {
 		t.Errorf("wait on an unknown task: exit %d, stderr %q", code, stderr)
 	}
 
 	quiet := insertTask(t, e, view.Done, "", `{"no_speech": true}`)
 	stdout, stderr, code = run(t, "wait", quiet.String())
-	if code != exitOK || !strings.Contains(stdout, "no speech") {
+	if code != cli.ExitOK || !strings.Contains(stdout, "no speech") {
 		t.Errorf("wait on a no-speech task: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
@@ -255,7 +264,7 @@ func TestWaitOutcomes(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "sub", "dubbed.mp4")
 	stdout, stderr, code = run(t, "wait", done.String(), "--output", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("wait on a done task: exit %d: %s", code, stderr)
 	}
 	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); lines[len(lines)-1] != out {
@@ -288,7 +297,7 @@ func TestWaitRefusesAnOutputOverTheLimits(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "dubbed.mp4")
 	_, stderr, code := run(t, "wait", done.String(), "--output", out)
-	if code == exitOK || !strings.Contains(stderr, "MAX_VIDEO_BYTES+MAX_AUDIO_BYTES") || !strings.Contains(stderr, "limit 1000 bytes") {
+	if code == cli.ExitOK || !strings.Contains(stderr, "MAX_VIDEO_BYTES+MAX_AUDIO_BYTES") || !strings.Contains(stderr, "limit 1000 bytes") {
 		t.Fatalf("wait on a done task with a 1001-byte output: exit %d, stderr %q; want a refusal naming the limit", code, stderr)
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {

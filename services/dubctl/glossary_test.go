@@ -10,6 +10,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 )
 
 // TestSubmitGlossary: --glossary FILE.csv puts the terms in the published
@@ -48,7 +49,7 @@ func TestSubmitGlossary(t *testing.T) {
 	if err := e.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM tasks`).Scan(&tasks); err != nil {
 		t.Fatal(err)
 	}
-	if code != exitUsage || !strings.Contains(stderr, "line 1") || tasks != 1 {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "line 1") || tasks != 1 {
 		t.Errorf("bad glossary: exit %d, %d tasks: %s", code, tasks, stderr)
 	}
 }

@@ -11,22 +11,9 @@ import (
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/google/uuid"
+	"github.com/dubflow/dubflow/services/dubctl/internal/tasks"
 	"github.com/minio/minio-go/v7"
 )
-
-// TestLanguageOutput: the file of each language beside --output (the
-// targets themselves are pkg/admit's, tested there).
-func TestLanguageOutput(t *testing.T) {
-	t.Parallel()
-	id := uuid.MustParse("550e8400-e29b-41d4-a716-446655440000")
-	if got := languageOutput("out/talk.mp4", id, "ca"); got != "out/talk.ca.mp4" {
-		t.Errorf("languageOutput = %s", got)
-	}
-	if got := languageOutput("", id, "ca"); got != id.String()+".ca.mp4" {
-		t.Errorf("languageOutput = %s", got)
-	}
-}
 
 // TestSubmitSeveralLanguages: --target es,ca submits one parent task that
 // names both languages, and uploads the video once, under the parent's key.
@@ -69,7 +56,7 @@ func TestSubmitSeveralLanguages(t *testing.T) {
 	v.Languages = &view.Languages{TargetLanguages: []string{"es", "ca"}, Children: []view.Child{
 		{TaskID: wire.ChildTaskID(v.TaskID, "es"), TargetLanguage: "es", Status: view.Done, OutputVideoKey: "outputs/x/final.mp4"},
 		{TaskID: wire.ChildTaskID(v.TaskID, "ca"), TargetLanguage: "ca", Status: view.Failed, Error: "tts: gone"}}}
-	printLanguages(&out, &v)
+	tasks.PrintLanguages(&out, &v)
 	for _, want := range []string{"targets   es, ca", "LANGUAGE", "outputs/x/final.mp4", "tts: gone"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, out.String())

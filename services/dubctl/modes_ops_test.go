@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"github.com/google/uuid"
 )
 
@@ -95,7 +96,7 @@ func TestEveryActionInBothModes(t *testing.T) {
 		if !strings.Contains(out, `"status": "cancelled"`) || !strings.Contains(out, `"error": "cancelled: by an operator with dubctl"`) {
 			t.Errorf("cancel printed\n%s", out)
 		}
-		_, stderr := m.alike(t, exitFailed, func(mode string) ([]string, map[string]string) {
+		_, stderr := m.alike(t, cli.ExitFailed, func(mode string) ([]string, map[string]string) {
 			return asAdmin(mode, "cancel", queued[mode].String()), map[string]string{queued[mode].String(): "ID"}
 		})
 		if !strings.Contains(stderr, "cancelled") {
@@ -116,7 +117,7 @@ func TestEveryActionInBothModes(t *testing.T) {
 			!strings.Contains(out, `"attempt": 2`) {
 			t.Errorf("retry printed\n%s", out)
 		}
-		_, stderr := m.alike(t, exitFailed, func(mode string) ([]string, map[string]string) {
+		_, stderr := m.alike(t, cli.ExitFailed, func(mode string) ([]string, map[string]string) {
 			return asAdmin(mode, "retry", failed[mode].String()), map[string]string{failed[mode].String(): "ID"}
 		})
 		if !strings.Contains(stderr, "task ID is running; only a failed, cancelled or compensating task is retried") {
@@ -247,23 +248,23 @@ func refusalsInBothModes(t *testing.T, e *env, m *modes, cancelled uuid.UUID, as
 		code int
 		args []string
 	}{
-		{exitFailed, []string{"status", missing}},
-		{exitFailed, []string{"segments", missing}},
-		{exitFailed, []string{"timeline", missing, "--json"}},
-		{exitFailed, []string{"cancel", missing}},
-		{exitFailed, []string{"retry", done.String()}},
-		{exitFailed, []string{"retry", missing}},
-		{exitFailed, []string{"cancel", cancelled.String()}},
-		{exitFailed, []string{"dlq", "show", "987654"}},
-		{exitFailed, []string{"dlq", "replay", "987654"}},
-		{exitFailed, []string{"queues", "pause", "transcode"}},
-		{exitUsage, []string{"redub", done.String(), "--segment", "1", "--text", "hola \u202eadiós"}},
-		{exitUsage, []string{"redub", done.String(), "--segment", "9", "--text", "hola"}},
-		{exitUsage, []string{"audit", "--cursor", "bogus"}},
-		{exitUsage, []string{"list", "--status", "finished"}},
-		{exitUsage, []string{"list", "--since", "yesterday"}},
-		{exitUsage, []string{"dlq", "purge"}},
-		{exitUsage, []string{"dlq", "replay", "--all", "--until", "soon"}},
+		{cli.ExitFailed, []string{"status", missing}},
+		{cli.ExitFailed, []string{"segments", missing}},
+		{cli.ExitFailed, []string{"timeline", missing, "--json"}},
+		{cli.ExitFailed, []string{"cancel", missing}},
+		{cli.ExitFailed, []string{"retry", done.String()}},
+		{cli.ExitFailed, []string{"retry", missing}},
+		{cli.ExitFailed, []string{"cancel", cancelled.String()}},
+		{cli.ExitFailed, []string{"dlq", "show", "987654"}},
+		{cli.ExitFailed, []string{"dlq", "replay", "987654"}},
+		{cli.ExitFailed, []string{"queues", "pause", "transcode"}},
+		{cli.ExitUsage, []string{"redub", done.String(), "--segment", "1", "--text", "hola \u202eadiós"}},
+		{cli.ExitUsage, []string{"redub", done.String(), "--segment", "9", "--text", "hola"}},
+		{cli.ExitUsage, []string{"audit", "--cursor", "bogus"}},
+		{cli.ExitUsage, []string{"list", "--status", "finished"}},
+		{cli.ExitUsage, []string{"list", "--since", "yesterday"}},
+		{cli.ExitUsage, []string{"dlq", "purge"}},
+		{cli.ExitUsage, []string{"dlq", "replay", "--all", "--until", "soon"}},
 	} {
 		_, stderr := m.alike(t, c.code, func(mode string) ([]string, map[string]string) { return asAdmin(mode, c.args...), nil })
 		if !strings.HasPrefix(stderr, "dubctl: ") || strings.Contains(stderr, "console") || strings.Contains(stderr, "HTTP") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
 )
@@ -273,14 +274,14 @@ func TestEveryCommandInBothModes(t *testing.T) {
 	})
 	t.Run("redub", func(t *testing.T) {
 		for mode, r := range m.both(t, "redub", parent.String(), "--segment", "1", "--text", "otra") {
-			if r.code != exitFailed || !strings.Contains(r.stderr, "es "+es.String()) || !strings.Contains(r.stderr, "ca "+ca.String()) {
+			if r.code != cli.ExitFailed || !strings.Contains(r.stderr, "es "+es.String()) || !strings.Contains(r.stderr, "ca "+ca.String()) {
 				t.Errorf("%s mode: redub of a parent: exit %d, stderr %q; want 1 naming both children", mode, r.code, r.stderr)
 			}
 		}
 		for _, args := range [][]string{{"--segment", "1", "--text", " "}, {"--segment", "0", "--text", "x"}, {"--segment", "9", "--text", "x"}} {
 			for mode, r := range m.both(t, append([]string{"redub", single.String()}, args...)...) {
-				if r.code != exitUsage {
-					t.Errorf("%s mode: redub %v: exit %d, want %d: %s", mode, args, r.code, exitUsage, r.stderr)
+				if r.code != cli.ExitUsage {
+					t.Errorf("%s mode: redub %v: exit %d, want %d: %s", mode, args, r.code, cli.ExitUsage, r.stderr)
 				}
 			}
 		}
@@ -318,7 +319,7 @@ func TestEveryCommandInBothModes(t *testing.T) {
 		var before, after int
 		_ = e.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM tasks`).Scan(&before)
 		for mode, r := range m.both(t, "submit", "--input", video, "--wait", "--output", video) {
-			if r.code != exitUsage || !strings.Contains(r.stderr, "is the input") {
+			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "is the input") {
 				t.Errorf("%s mode: submit --output = --input: exit %d, stderr %q", mode, r.code, r.stderr)
 			}
 		}

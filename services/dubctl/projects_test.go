@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"io"
 	"net/http"
 	"strings"
@@ -31,11 +32,11 @@ func TestProjectsAndTokensInBothModes(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"project", "create", "Bad Id"}, exitUsage, `project id "Bad Id": want 1..63 of a-z 0-9 _ -`},
-		{[]string{"project", "create", "studio-db"}, exitFailed, "exists already: project studio-db"},
-		{[]string{"token", "create", "--project", "nope", "--name", "x", "--role", "read"}, exitFailed, "not found: project nope"},
-		{[]string{"token", "create", "--project", "studio-db", "--name", "x", "--role", "owner"}, exitUsage, `role "owner": want admin, operator or read`},
-		{[]string{"token", "create", "--project", "studio-db", "--name", "x", "--role", "read", "--expires", "400d"}, exitUsage, "want at most 366 days from now"},
+		{[]string{"project", "create", "Bad Id"}, cli.ExitUsage, `project id "Bad Id": want 1..63 of a-z 0-9 _ -`},
+		{[]string{"project", "create", "studio-db"}, cli.ExitFailed, "exists already: project studio-db"},
+		{[]string{"token", "create", "--project", "nope", "--name", "x", "--role", "read"}, cli.ExitFailed, "not found: project nope"},
+		{[]string{"token", "create", "--project", "studio-db", "--name", "x", "--role", "owner"}, cli.ExitUsage, `role "owner": want admin, operator or read`},
+		{[]string{"token", "create", "--project", "studio-db", "--name", "x", "--role", "read", "--expires", "400d"}, cli.ExitUsage, "want at most 366 days from now"},
 	} {
 		res := m.both(t, c.args...)
 		for _, mode := range modeNames {

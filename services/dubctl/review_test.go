@@ -13,6 +13,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/task/tasktest"
 	"github.com/dubflow/dubflow/pkg/wire"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"github.com/google/uuid"
 )
 
@@ -95,12 +96,12 @@ func TestReviewInBothModes(t *testing.T) {
 		args []string
 		want string
 	}{
-		{exitUsage, []string{"review", "edit", "ID", "--line", "9", "--source", "x"}, "line 9 of task ID: no such segment (it has 2 lines"},
-		{exitUsage, []string{"review", "edit", "ID", "--line", "1", "--text", "a\u202eb"}, "U+202E"},
-		{exitUsage, []string{"review", "edit", "ID", "--line", "1", "--end-ms", "9000"}, "overlaps line 2"},
-		{exitUsage, []string{"review", "edit", "ID", "--line", "1", "--merge", "--delete"}, "give one change"},
-		{exitFailed, []string{"review", "edit", missing, "--line", "1", "--delete"}, "task " + missing + ": no such task"},
-		{exitFailed, []string{"review", "show", missing}, "task " + missing + ": no such task"},
+		{cli.ExitUsage, []string{"review", "edit", "ID", "--line", "9", "--source", "x"}, "line 9 of task ID: no such segment (it has 2 lines"},
+		{cli.ExitUsage, []string{"review", "edit", "ID", "--line", "1", "--text", "a\u202eb"}, "U+202E"},
+		{cli.ExitUsage, []string{"review", "edit", "ID", "--line", "1", "--end-ms", "9000"}, "overlaps line 2"},
+		{cli.ExitUsage, []string{"review", "edit", "ID", "--line", "1", "--merge", "--delete"}, "give one change"},
+		{cli.ExitFailed, []string{"review", "edit", missing, "--line", "1", "--delete"}, "task " + missing + ": no such task"},
+		{cli.ExitFailed, []string{"review", "show", missing}, "task " + missing + ": no such task"},
 	} {
 		if _, stderr := sameReview(t, m, ids, c.code, c.args...); !strings.Contains(stderr, c.want) {
 			t.Errorf("dubctl %v: %s; want %q", c.args, stderr, c.want)
@@ -110,7 +111,7 @@ func TestReviewInBothModes(t *testing.T) {
 	if out := show("review", "approve", "ID", "--json"); !strings.Contains(out, `"stage": "transcript"`) || !strings.Contains(out, `"lines": 3`) {
 		t.Errorf("review approve printed\n%s", out)
 	}
-	if _, stderr := sameReview(t, m, ids, exitFailed, "review", "approve", "ID"); !strings.Contains(stderr,
+	if _, stderr := sameReview(t, m, ids, cli.ExitFailed, "review", "approve", "ID"); !strings.Contains(stderr,
 		"review task ID: it is running: the task is not in review") {
 		t.Errorf("a second approval: %s", stderr)
 	}
@@ -163,7 +164,7 @@ func importExportInBothModes(t *testing.T, m *modes, ids map[string]uuid.UUID) {
 		{"1\n00:00:01,000 --> 00:00:02,000\nhi\n\n2\n00:00:01,500 --> 00:00:03,000\nho\n", "line 6: "},
 		{"1\n00:00:01,000 --> 00:00:02,000\ncaf\xe9\n", "line 3: "},
 	} {
-		if _, stderr := sameReview(t, m, ids, exitUsage, "review", "import", "ID", "--file", file("bad.srt", c.content)); !strings.Contains(stderr, c.want) {
+		if _, stderr := sameReview(t, m, ids, cli.ExitUsage, "review", "import", "ID", "--file", file("bad.srt", c.content)); !strings.Contains(stderr, c.want) {
 			t.Errorf("import of %q: %s; want %q", c.content, stderr, c.want)
 		}
 	}

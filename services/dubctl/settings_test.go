@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"strings"
 	"testing"
 )
@@ -27,12 +28,12 @@ func TestConfigInBothModes(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"set", "queue.central_batch_size", "5"}, exitUsage, "queue.central_batch_size 5: want 10..200"},
-		{[]string{"set", "monitoring.metrics_retention_days", "91"}, exitUsage, "monitoring.metrics_retention_days 91: want 7..90"},
-		{[]string{"set", "queue.service_reservation_timeout", "ten"}, exitUsage, `queue.service_reservation_timeout "ten": want a number`},
-		{[]string{"set", "queue.nothing", "5"}, exitFailed, `no such setting "queue.nothing" (one of queue.central_batch_size,`},
-		{[]string{"get", "queue.nothing"}, exitFailed, `no such setting "queue.nothing" (one of queue.central_batch_size,`},
-		{[]string{"set", "queue.central_batch_size"}, exitUsage, "accepts 2 arg(s)"},
+		{[]string{"set", "queue.central_batch_size", "5"}, cli.ExitUsage, "queue.central_batch_size 5: want 10..200"},
+		{[]string{"set", "monitoring.metrics_retention_days", "91"}, cli.ExitUsage, "monitoring.metrics_retention_days 91: want 7..90"},
+		{[]string{"set", "queue.service_reservation_timeout", "ten"}, cli.ExitUsage, `queue.service_reservation_timeout "ten": want a number`},
+		{[]string{"set", "queue.nothing", "5"}, cli.ExitFailed, `no such setting "queue.nothing" (one of queue.central_batch_size,`},
+		{[]string{"get", "queue.nothing"}, cli.ExitFailed, `no such setting "queue.nothing" (one of queue.central_batch_size,`},
+		{[]string{"set", "queue.central_batch_size"}, cli.ExitUsage, "accepts 2 arg(s)"},
 	} {
 		res := m.both(t, append([]string{"config"}, c.args...)...)
 		for _, mode := range modeNames {

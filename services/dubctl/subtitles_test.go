@@ -9,6 +9,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/admit/admittest"
 	"github.com/dubflow/dubflow/pkg/task"
+	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
 )
@@ -52,8 +53,8 @@ func TestSubmitRefusesTheSameBadSubtitlesInBothModes(t *testing.T) {
 			t.Run(mode+"/"+tc.Name, func(t *testing.T) {
 				m.use(t, mode)
 				_, stderr, code := run(t, args...)
-				if code != exitUsage || !strings.HasPrefix(stderr, "dubctl: "+want.Error()) {
-					t.Fatalf("exit %d, stderr %q; want exit %d with %q", code, stderr, exitUsage, want.Error())
+				if code != cli.ExitUsage || !strings.HasPrefix(stderr, "dubctl: "+want.Error()) {
+					t.Fatalf("exit %d, stderr %q; want exit %d with %q", code, stderr, cli.ExitUsage, want.Error())
 				}
 				e.nothingLeft(t)
 			})
@@ -61,7 +62,7 @@ func TestSubmitRefusesTheSameBadSubtitlesInBothModes(t *testing.T) {
 	}
 	// An empty file is refused, not taken for none.
 	for mode, r := range m.both(t, "submit", "--input", video, "--subtitles", writeFile(t, "empty.vtt", nil)) {
-		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "dubctl: subtitles: no cues: the file is empty") {
+		if r.code != cli.ExitUsage || !strings.HasPrefix(r.stderr, "dubctl: subtitles: no cues: the file is empty") {
 			t.Errorf("%s mode: empty file: exit %d, %q", mode, r.code, r.stderr)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/outboxrow"
 	"github.com/dubflow/dubflow/pkg/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -204,7 +205,7 @@ func AddNewPart(task uuid.UUID, step, part string, message []byte, messageID uui
 	INSERT INTO step_parts (task_id, step, part, message) VALUES ($1, $2, $3, $4)
 	ON CONFLICT DO NOTHING RETURNING 1
 ), sent AS (
-	INSERT INTO outbox (message_id, exchange, routing_key, body)
+	` + outboxrow.InsertFrom + `
 	SELECT $5, $6, $7, $4 FROM part RETURNING id
 )
 SELECT (SELECT id FROM sent)`, Args: []any{task, step, part, message, messageID, exchange, routingKey}}

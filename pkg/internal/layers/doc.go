@@ -3,8 +3,9 @@
 // at most MaxDepth packages deep, and the step runtime and what the
 // workers use never stand on the read model (pkg/view) or the admission
 // rules (pkg/admit), nothing under pkg/ reads the environment, and each
-// table with an owner (segments, tasks, task_steps, step_parts,
-// dead_letters, tts_compensations) is written by that package alone. It
+// table with an owner (segments, tasks, task_glossaries, task_steps,
+// step_parts, dead_letters, tts_compensations, outbox) is written by that
+// package alone. It
 // has no code of its own.
 package layers
 

@@ -24,6 +24,8 @@ var writers = map[string]string{
 	"tts_compensations": "pkg/compensation/",
 	"task_steps":        "pkg/internal/attempt/",
 	"step_parts":        "pkg/internal/attempt/",
+	"task_glossaries":   "pkg/task/",
+	"outbox":            "pkg/internal/outboxrow/",
 }
 
 // writeOf matches a statement that writes table (any case, any spacing).

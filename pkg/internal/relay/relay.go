@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/internal/outboxrow"
 	"github.com/dubflow/dubflow/pkg/ops"
 	"github.com/dubflow/dubflow/pkg/outbox"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -106,8 +107,7 @@ type confirmPending interface {
 func (r *Relay) awaitLate(ctx context.Context, m *outbox.Message, pending confirmPending) {
 	hold, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := r.pool.Exec(hold, `UPDATE outbox SET next_try_at = now() + $2::interval WHERE id = $1`,
-		m.ID, LateConfirmWait); err != nil {
+	if err := outboxrow.HoldBack(hold, r.pool, m.ID, LateConfirmWait); err != nil {
 		r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("hold an outbox row back from the sweep while its confirm is late")
 	}
 	go r.lateConfirm(ctx, m, pending)
@@ -134,7 +134,7 @@ func (r *Relay) published(ctx context.Context, m *outbox.Message) {
 	case r.done <- m.ID:
 	default:
 		// The deleter is behind; delete inline rather than block.
-		if _, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, m.ID); err != nil {
+		if err := outboxrow.Delete(ctx, r.pool, []int64{m.ID}); err != nil {
 			r.log.Warn().Err(err).Int64("outbox_id", m.ID).Msg("delete published outbox row")
 		}
 	}
@@ -153,7 +153,7 @@ func (r *Relay) DeleteLoop(ctx context.Context) {
 		// The delete waits for the WAL flush: a delete lost in a crash
 		// would publish again a message whose confirm was not lost (a
 		// second event.task.succeeded for integrators).
-		if _, err := r.pool.Exec(c, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+		if err := outboxrow.Delete(c, r.pool, ids); err != nil {
 			// The rows stay; the sweep publishes them again and consumers
 			// skip the duplicates.
 			r.log.Warn().Err(err).Int("rows", len(ids)).Msg("delete published outbox rows")
