@@ -55,6 +55,11 @@ func TestStreamGrowsWhileTheTaskRuns(t *testing.T) {
 	if early == 0 {
 		t.Fatal("the task ended before any of its stream was playable")
 	}
+	// dubctl wait says where the stream is as soon as it has one.
+	_, stderr, code := s.dubctl(t, ctx, "wait", id.String(), "--timeout", "10m", "--output", filepath.Join(t.TempDir(), "out.mp4"))
+	if code != 0 || !strings.Contains(stderr, "stream: http") || !strings.Contains(stderr, "/stream/"+stream.MasterName+" (") {
+		t.Errorf("dubctl wait: exit %d, stderr:\n%s", code, stderr)
+	}
 	v, code := s.waitTask(t, ctx, id, "", 10*time.Minute)
 	if code != 0 || v.Status != "done" {
 		t.Fatalf("task %s: exit %d, %s: %s", id, code, v.Status, v.Error)

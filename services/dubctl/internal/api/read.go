@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/audit"
@@ -15,7 +16,13 @@ import (
 // Task reads GET /api/tasks/{id}.
 func (c *Client) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) {
 	var t view.Task
-	return &t, c.Get(ctx, TaskPath(id, ""), &t)
+	if err := c.Get(ctx, TaskPath(id, ""), &t); err != nil {
+		return &t, err
+	}
+	if t.Stream != nil && strings.HasPrefix(t.Stream.URL, "/") {
+		t.Stream.URL = strings.TrimSuffix(c.base, "/") + t.Stream.URL // the console's address of the stream
+	}
+	return &t, nil
 }
 
 // List reads GET /api/tasks with the search.

@@ -73,6 +73,9 @@ func (d *Backend) Task(ctx context.Context, id uuid.UUID) (*view.Task, error) {
 	if err := view.SignLinks(ctx, signer, t, time.Duration(d.cfg.PresignSeconds)*time.Second); err != nil {
 		d.warnf("%v", err)
 	}
+	if t.Stream != nil && t.Stream.PlaylistKey != "" {
+		t.Stream.URL = s3URL(d.cfg.S3) + "/" + t.Stream.PlaylistKey // the stored playlist: the console serves it to a player
+	}
 	if view.OutputOf(t.Result).TimingReportKey != "" {
 		objects, err := d.blob(ctx)
 		if err != nil {

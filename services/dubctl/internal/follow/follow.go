@@ -24,7 +24,9 @@ func Command(open cli.Open[Backend]) *cobra.Command {
 		Use:   "wait TASK_ID [--output FILE] [--timeout D] [--json]",
 		Short: "Follow a task until it ends and download the result",
 		Long: `wait shows the task's progress (units of work done: the parts of its steps;
-segments translated and synthesized) on stderr until it ends. When the task is
+segments translated and synthesized) on stderr until it ends, and, as soon as a
+long task's dub begins to play while it is made, the address of that stream (an
+HLS playlist: the console's, or the object store's in database mode). When the task is
 done it downloads the dubbed video to --output and the subtitles next to
 it, SRT and WebVTT, and — when the task asked for subtitles burned in — the
 dub with them drawn into the picture as <output>.burned.mp4 (a task of
@@ -66,10 +68,16 @@ func Run(cmd *cobra.Command, b Backend, id uuid.UUID, o cli.WaitOptions) error {
 	}
 	defer shown.end()
 	deadline := time.Now().Add(o.Timeout)
+	streamed := false
 	for {
 		t, err := b.Task(ctx, id)
 		if err != nil {
 			return err
+		}
+		if s := t.Stream; s != nil && s.URL != "" && !streamed {
+			// A long task's dub plays while it is made: say where, once.
+			shown.note(fmt.Sprintf("stream: %s (%.0f s playable so far)", s.URL, s.PlayableSeconds))
+			streamed = true
 		}
 		shown.show(t)
 		switch {

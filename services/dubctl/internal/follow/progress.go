@@ -99,6 +99,19 @@ func (p *progressLine) show(t *view.Task) {
 	_ = p.bar.Set(done)
 }
 
+// note prints a line of its own above the bar (or after the last line).
+func (p *progressLine) note(text string) {
+	if p.w == nil {
+		return
+	}
+	if p.bar != nil {
+		_ = p.bar.Clear()
+		fmt.Fprintf(cli.RawWriter(p.w), "\r%s\n", cli.Cell(text))
+		return
+	}
+	fmt.Fprintf(p.w, "%s %s\n", time.Now().Format(time.TimeOnly), text)
+}
+
 // end ends the bar, once.
 func (p *progressLine) end() {
 	if p.bar != nil && !p.bar.IsFinished() {
