@@ -70,6 +70,13 @@ func newStack(t *testing.T) *stack {
 // consoleEnv added.
 func newStackOf(t *testing.T, names []string, consoleEnv map[string]string) *stack {
 	t.Helper()
+	return newStackWith(t, names, consoleEnv, nil)
+}
+
+// newStackWith is newStackOf with common added to every service's
+// environment.
+func newStackWith(t *testing.T, names []string, consoleEnv, common map[string]string) *stack {
+	t.Helper()
 	b := testenv.NewBackends(t)
 	// One consumer a worker (the default is one a core): the pages' queue
 	// table counts them back after a resume.
@@ -79,6 +86,7 @@ func newStackOf(t *testing.T, names []string, consoleEnv map[string]string) *sta
 			env[k] = v
 		}
 	}
+	maps.Copy(env, common)
 	token := make([]byte, 24)
 	if _, err := rand.Read(token); err != nil {
 		t.Fatal(err)

@@ -630,7 +630,9 @@
     showTimeline(el.timeline, d);
     const links = pick(d, 'links', 'urls') || {};
     setPlayer(el.source, 'source-video', pick(links, 'source'));
-    setPlayer(el.dub, 'dub-video', pick(links, 'output', 'dub'));
+    const output = pick(links, 'output', 'dub');
+    if (!output) setStreamPlayer(el.dub, pick(d, 'stream'));
+    setPlayer(el.dub, 'dub-video', output);
     showLinks(el.links, links);
     showTiming(el.timing, pick(d, 'timingReport', 'timing_report', 'timing'));
     const parent = listOf(pick(d, 'languages'), 'targetLanguages').length > 0;
@@ -767,8 +769,52 @@
   function setPlayer(box, elId, url) {
     if (!url) return;
     const v = box.querySelector('video');
-    if (v && v.dataset.loaded) return;
+    // The growing stream gives way to the finished video unless it is
+    // being watched (it ends by itself, with the same dub).
+    if (v && v.dataset.loaded && !(v.dataset.stream && (v.paused || v.ended))) return;
+    if (v && v._hls) v._hls.destroy();
     fill(box, h('video', {id: elId, controls: true, preload: 'metadata', src: url, 'data-loaded': '1'}));
+  }
+  // setStreamPlayer plays a long task's growing stream (HLS: issue 53)
+  // while the task runs: with hls.js (vendored, loaded on first use) where
+  // the browser has Media Source Extensions, else with the browser's own
+  // HLS (Safari).
+  function setStreamPlayer(box, st) {
+    const url = pick(st || {}, 'url');
+    const secs = Math.floor(pick(st || {}, 'playableSeconds') || 0);
+    const note = box.querySelector('#stream-note');
+    if (note) note.textContent = streamNote(secs, pick(st, 'ended'));
+    if (!url || secs <= 0 || box.querySelector('video')) return;
+    const v = h('video', {id: 'stream-video', controls: true, preload: 'metadata', 'data-loaded': '1', 'data-stream': '1'});
+    fill(box, v, h('p', {class: 'muted', id: 'stream-note'}, streamNote(secs, pick(st, 'ended'))));
+    loadScript('/static/vendor/hls.min.js').catch(() => null).then(() => {
+      if (window.Hls && window.Hls.isSupported()) {
+        const hls = new window.Hls({enableWorker: false});
+        hls.loadSource(url);
+        hls.attachMedia(v);
+        v._hls = hls;
+      } else if (v.canPlayType('application/vnd.apple.mpegurl')) {
+        v.src = url;
+      } else {
+        fill(box, h('span', {class: 'muted'}, 'This browser cannot play the dub while it is made; it appears here when it is done.'));
+      }
+    });
+  }
+  function streamNote(secs, ended) {
+    return ended ? `The dub streams whole (${secs} s).`
+      : `The dub plays while it is made: ${secs} s so far, more as each stretch is dubbed.`;
+  }
+  const scripts = new Map();
+  function loadScript(src) {
+    if (!scripts.has(src)) {
+      scripts.set(src, new Promise((resolve, reject) => {
+        const el = h('script', {src});
+        el.onload = resolve;
+        el.onerror = () => reject(new Error('cannot load ' + src));
+        document.head.appendChild(el);
+      }));
+    }
+    return scripts.get(src);
   }
   function showLinks(box, links) {
     const items = [];
