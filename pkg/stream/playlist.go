@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // The stream's files under outputs/{task_id}/stream/: the multivariant
@@ -163,19 +165,24 @@ func Store(ctx context.Context, db Beginner, objects Putter, task uuid.UUID, dir
 const ContentType = "application/vnd.apple.mpegurl"
 
 // End ends a task's stream where it is made — the task was cancelled or
-// failed, nothing more will be made — and stores its playlists ended. A
-// task without a stream, or whose stream has ended, is left alone.
+// failed, nothing more will be made — and stores its playlists ended.
+// language names the subtitles. A task without a stream, or whose stream
+// has ended, is left alone.
 func End(ctx context.Context, db interface {
 	Beginner
 	Querier
-}, objects Putter, task uuid.UUID, dir, language string) error {
-	tag, err := db.Exec(ctx, `UPDATE task_streams SET ended_at = now(), updated_at = now()
-		WHERE task_id = $1 AND ended_at IS NULL`, task)
+}, objects Putter, task uuid.UUID, language string) error {
+	var initKey string
+	err := db.QueryRow(ctx, `UPDATE task_streams SET ended_at = now(), updated_at = now()
+		WHERE task_id = $1 AND ended_at IS NULL RETURNING init_key`, task).Scan(&initKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("end the stream of %s: %w", task, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return nil
+	if initKey == "" {
+		return nil // nothing stored yet
 	}
-	return Store(ctx, db, objects, task, dir, language)
+	return Store(ctx, db, objects, task, path.Dir(initKey)+"/", language)
 }

@@ -4,7 +4,8 @@
 // workers use never stand on the read model (pkg/view) or the admission
 // rules (pkg/admit), nothing under pkg/ reads the environment, and each
 // table with an owner (segments, tasks, task_glossaries, task_steps,
-// step_parts, dead_letters, tts_compensations, outbox) is written by that
+// step_parts, dead_letters, tts_compensations, outbox, task_streams,
+// stream_batches) is written by that
 // package alone. It
 // has no code of its own.
 package layers

@@ -19,6 +19,8 @@ import (
 // operations, which the others call.
 var writers = map[string]string{
 	"segments":          "pkg/segment/",
+	"task_streams":      "pkg/stream/",
+	"stream_batches":    "pkg/stream/",
 	"tasks":             "pkg/task/",
 	"dead_letters":      "pkg/internal/deadletter/",
 	"tts_compensations": "pkg/compensation/",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dubflow/dubflow/pkg/admit"
 	"github.com/dubflow/dubflow/pkg/dub"
+	"github.com/dubflow/dubflow/pkg/stream"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/console/internal/apierr"
@@ -56,7 +57,15 @@ func (s Room) cancelTask(ctx context.Context, id uuid.UUID, body cancelBody) (an
 	}); err != nil {
 		return nil, err
 	}
-	return view.LoadSummary(ctx, s.Pool, id)
+	sum, err := view.LoadSummary(ctx, s.Pool, id)
+	if err != nil {
+		return nil, err
+	}
+	// Cancel means stop: the growing stream ends where it is.
+	if err := stream.End(ctx, s.Pool, s.Objects, id, sum.TargetLanguage); err != nil {
+		s.Log.Warn().Err(err).Str("task_id", id.String()).Msg("end the stream of a cancelled task")
+	}
+	return sum, nil
 }
 
 // retryBody is what POST /api/tasks/{id}/retry reads: an optional JSON

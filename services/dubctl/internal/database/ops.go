@@ -8,6 +8,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/audit"
 	"github.com/dubflow/dubflow/pkg/compensation"
 	"github.com/dubflow/dubflow/pkg/dlq"
+	"github.com/dubflow/dubflow/pkg/stream"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/view"
 	"github.com/dubflow/dubflow/services/dubctl/internal/cli"
@@ -39,7 +40,19 @@ func (d *Backend) Cancel(ctx context.Context, id uuid.UUID, reason string) (view
 	if err != nil {
 		return view.Summary{}, err
 	}
-	return view.LoadSummary(ctx, pool, id)
+	sum, err := view.LoadSummary(ctx, pool, id)
+	if err != nil {
+		return sum, err
+	}
+	// Cancel means stop: the growing stream ends where it is.
+	objects, err := d.blob(ctx)
+	if err == nil {
+		err = stream.End(ctx, pool, objects, id, sum.TargetLanguage)
+	}
+	if err != nil {
+		d.warnf("end the stream of %s: %v", id, err)
+	}
+	return sum, nil
 }
 
 // Bulk replays or purges the dead letters b selects (dlq.BulkReplay,
