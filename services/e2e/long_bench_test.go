@@ -73,6 +73,7 @@ func BenchmarkLongAndFair(b *testing.B) {
 		}
 		b.Log("\n" + s.timeline(b, ctx, id))
 		b.Log(s.logLine(b, "mux_video", id, "video dubbed"))
+		b.Log(s.logLine(b, "mux_video", id, "stream batch made"))
 	}
 	b.StopTimer()
 	n := float64(b.N)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
 	"github.com/dubflow/dubflow/pkg/dub"
@@ -92,6 +93,7 @@ func (h *handler) makeBatch(ctx context.Context, msg *step.Message, p wire.MuxVi
 func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 	video := filepath.Join(j.dir, "source.media")
 	cfg := j.h.cfg
+	j.last = time.Now()
 	if err := blob.Download(ctx, j.h.objects, j.p.SourceVideoKey, video, blob.Need{MaxBytes: cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
 		return err
 	}
@@ -112,10 +114,12 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 		return err
 	}
 	j.segs = segs
+	j.lap("video")
 	dubWav := filepath.Join(j.dir, "dub.wav")
 	if err := j.assembleBatch(ctx, video, info, from, to, next, totalMS, dubWav); err != nil {
 		return err
 	}
+	j.lap("assemble")
 	pieces := filepath.Join(j.dir, "pieces")
 	if err := os.Mkdir(pieces, 0o700); err != nil {
 		return fmt.Errorf("make temp dir: %w", err)
@@ -124,10 +128,12 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
+	j.lap("segments")
 	batch, err := j.storeAs(ctx, made, from, to, stream.Dir(j.p.OutputVideoKey), "")
 	if err != nil {
 		return err
 	}
+	j.lap("store")
 	ended := to >= totalMS
 	ok, err := stream.Record(ctx, j.h.db, j.id, batch, totalMS, ended, j.init)
 	if err != nil || !ok {
@@ -136,7 +142,11 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 		}
 		return err
 	}
-	msg.Log.Info().Int("from_ms", from).Int("to_ms", to).Int("pieces", len(batch.Pieces)).Bool("ended", ended).Msg("stream batch made")
+	ev := msg.Log.Info().Int("from_ms", from).Int("to_ms", to).Int("pieces", len(batch.Pieces)).Bool("ended", ended)
+	for _, l := range j.laps { // where the time went: video, assemble, segments, store
+		ev = ev.Float64(l.name+"_s", l.took.Seconds())
+	}
+	ev.Msg("stream batch made")
 	return stream.Store(ctx, j.h.db, j.h.objects, j.id, stream.Dir(j.p.OutputVideoKey), j.dstLang)
 }
 
