@@ -95,10 +95,26 @@ func loadCodeConfig(t *testing.T) *codeConfig {
 	root := repoRoot(t)
 	c := &codeConfig{common: parseGoPackage(t, filepath.Join(root, "pkg", "config")), vars: map[string]map[string]codeVar{}}
 	for _, s := range services {
-		pkg := parseGoPackage(t, filepath.Join(root, "services", s.name))
+		dir := filepath.Join(root, "services", s.name)
+		pkg := parseGoPackage(t, dir)
 		vars := map[string]codeVar{}
 		for _, st := range pkg.structs {
 			c.collect(t, st, pkg, vars)
+		}
+		// A service that keeps its settings in a room of its own
+		// (services/dubctl/internal/database).
+		if len(vars) == 0 {
+			rooms, err := filepath.Glob(filepath.Join(dir, "internal", "*"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, room := range rooms {
+				rp := parseGoPackage(t, room)
+				for _, st := range rp.structs {
+					c.collect(t, st, rp, vars)
+				}
+				pkg.source += rp.source
+			}
 		}
 		// A service that loads config.Common without a struct of its own.
 		if strings.Contains(pkg.source, "config.Common") {
