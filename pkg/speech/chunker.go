@@ -161,18 +161,21 @@ func (c *Chunker) taper(parts, chunk, rate int) (full, half int) {
 	return parts - conc, chunk / 2
 }
 
-// head cuts the first of parts chunks of chunk samples into Concurrency
-// chunks decoded at once, when there are more chunks than that and those
-// are still at least minChunkSeconds long: the start of the recording is
-// then transcribed first (a growing stream's first minute plays as soon as
-// its lines are spoken again, issue 53) for one more lead-in. It returns
-// how many head chunks there are and their length (0, 0: none).
+// head cuts the first chunk and a quarter of parts chunks of chunk samples
+// into Concurrency chunks decoded at once, when there are more chunks than
+// that and those are still at least minChunkSeconds long: the start of the
+// recording is then transcribed first, a little past its first chunk (a
+// growing stream's first stretch ends at the last line that starts before
+// what is transcribed, so its first minute plays as soon as those lines are
+// spoken again, issue 53), for one more lead-in. It returns how many head
+// chunks there are and their length (0, 0: none).
 func (c *Chunker) head(parts, chunk, rate int) (heads, length int) {
 	conc := c.concurrency()
-	if parts <= conc || conc < 2 || chunk/conc < minChunkSeconds*rate {
+	length = (chunk + chunk/4) / max(conc, 1)
+	if parts <= conc || conc < 2 || length < minChunkSeconds*rate {
 		return 0, 0
 	}
-	return conc, chunk / conc
+	return conc, length
 }
 
 // Split cuts the audio in wavPath into chunks and hands each to fn in

@@ -239,12 +239,13 @@ func TestChunkerCutsDoNotDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first minute in two chunks of 30 s (as many as are decoded at
-	// once: the start is transcribed first), seven chunks of a minute, then
-	// the last two minutes (the last two chunks) in four of 30 s, so that
-	// the last to start end closer together.
-	want := []time.Duration{0, 30 * time.Second}
-	for k := 1; k < 8; k++ {
+	// The first minute and a quarter in two chunks of 37.5 s (as many as
+	// are decoded at once: the start is transcribed first), then chunks
+	// ending on the whole minutes from the second, then the last two
+	// minutes (the last two chunks) in four of 30 s, so that the last to
+	// start end closer together.
+	want := []time.Duration{0, 37500 * time.Millisecond, 75 * time.Second}
+	for k := 2; k < 8; k++ {
 		want = append(want, time.Duration(k)*time.Minute)
 	}
 	want = append(want, 8*time.Minute, 8*time.Minute+30*time.Second, 9*time.Minute, 9*time.Minute+30*time.Second)
@@ -253,7 +254,10 @@ func TestChunkerCutsDoNotDrift(t *testing.T) {
 	}
 	for k, at := range starts {
 		window := 12 * time.Second // a fifth of the chunk the cut ends
-		if k <= 2 || k > 9 {
+		switch {
+		case k == 1 || k == 2:
+			window = 7500 * time.Millisecond
+		case k > 9:
 			window = 6 * time.Second
 		}
 		if d := at - want[k]; d < -window || d > window {

@@ -27,6 +27,9 @@ type handler struct {
 	db      *pgxpool.Pool
 	objects blob.Objects
 	cfg     Config
+	// streaming are the tasks whose stream this process is making now
+	// (single flight: see stream).
+	streaming flights
 }
 
 // segment is one segment of the task with its texts, clip and the speed

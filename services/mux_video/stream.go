@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dubflow/dubflow/pkg/blob"
@@ -39,14 +40,67 @@ type streamJob struct {
 // stream runs a stream message. A stream never fails its task: what goes
 // wrong is recorded on the stream (its last_error) and logged, and the next
 // stream message of the task tries again from where the stream is made.
+//
+// One process makes one task's stream one run at a time: a message that
+// arrives while a run of its task is going on leaves it to that run, which
+// plans once more before it stops (its stretch may be final only now), so
+// that two consumers never make the same stretch at once.
 func (h *handler) stream(ctx context.Context, msg *step.Message, p wire.MuxVideo) error {
 	id := msg.Envelope.TaskID
-	err := h.makeBatches(ctx, msg, p)
-	if err == nil || ctx.Err() != nil {
-		return err
+	if !h.streaming.start(id) {
+		msg.Log.Debug().Msg("the task's stream is being made here: that run plans again")
+		return nil
 	}
-	msg.Log.Warn().Err(err).Msg("stream batch not made")
-	return stream.Failed(ctx, h.db, id, err.Error())
+	for {
+		err := h.makeBatches(ctx, msg, p)
+		if err != nil && ctx.Err() == nil {
+			msg.Log.Warn().Err(err).Msg("stream batch not made")
+			err = stream.Failed(ctx, h.db, id, err.Error())
+		}
+		if err != nil || !h.streaming.again(id) {
+			h.streaming.stop(id)
+			return err
+		}
+	}
+}
+
+// flights are the tasks whose stream is being made, each with whether
+// another message came meanwhile.
+type flights struct {
+	mu      sync.Mutex
+	running map[uuid.UUID]bool // task → another message came
+}
+
+// start marks task's stream as being made; false when it already is (the
+// run is told to plan again).
+func (f *flights) start(task uuid.UUID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running == nil {
+		f.running = map[uuid.UUID]bool{}
+	}
+	if _, ok := f.running[task]; ok {
+		f.running[task] = true
+		return false
+	}
+	f.running[task] = false
+	return true
+}
+
+// again reports whether a message came during the run, and clears it.
+func (f *flights) again(task uuid.UUID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	came := f.running[task]
+	f.running[task] = false
+	return came
+}
+
+// stop ends the run.
+func (f *flights) stop(task uuid.UUID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.running, task)
 }
 
 // maxBatches bounds the batches one stream message makes.
