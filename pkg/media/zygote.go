@@ -381,6 +381,9 @@ func (c *command) Start() error {
 	if z := zygoteFor(c.name); z != nil {
 		err := c.startJob(z)
 		if !errors.Is(err, errNotStarted) {
+			if err == nil {
+				yield(c.ctx, c.job.pid)
+			}
 			return err
 		}
 	}
@@ -395,7 +398,11 @@ func (c *command) Start() error {
 		c.stdout = out
 	}
 	c.cmd = cmd
-	return cmd.Start()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	yield(c.ctx, cmd.Process.Pid)
+	return nil
 }
 
 // startJob starts the tool in its fork server; errNotStarted when the

@@ -47,6 +47,9 @@ type streamJob struct {
 // that two consumers never make the same stretch at once.
 func (h *handler) stream(ctx context.Context, msg *step.Message, p wire.MuxVideo) error {
 	id := msg.Envelope.TaskID
+	// A stream's tools yield the cores to the work tasks wait for (asr's
+	// decodes, final muxes): the stream runs far ahead of a player anyway.
+	ctx = media.Yielding(ctx, streamNice)
 	if !h.streaming.start(id) {
 		msg.Log.Debug().Msg("the task's stream is being made here: that run plans again")
 		return nil
@@ -63,6 +66,9 @@ func (h *handler) stream(ctx context.Context, msg *step.Message, p wire.MuxVideo
 		}
 	}
 }
+
+// streamNice is the niceness of a stream's ffmpeg runs.
+const streamNice = 10
 
 // flights are the tasks whose stream is being made, each with whether
 // another message came meanwhile.
