@@ -488,12 +488,19 @@ func (h *handler) merge(ctx context.Context, msg *step.Message, p wire.ASR, t ta
 	if err := h.emitTTSParts(ctx, msg, t); err != nil {
 		return err
 	}
-	// Every chunk is transcribed: the stream may now reach the end of the
-	// timeline (its last stretch may hold no line for a tts part to end).
-	if err := msg.Emit(wire.StepMuxVideo, wire.StreamFor(env.TaskID, t.sourceVideoKey, t.outputVideoKey, msg.Part)); err != nil {
+	return emitMux(msg, t)
+}
+
+// emitMux stages, once every chunk is transcribed, the growing stream's
+// message — the stream may now reach the end of the timeline, whose last
+// stretch may hold no line for a tts part to end — and the mux_video
+// fan-in over translate and tts.
+func emitMux(msg *step.Message, t taskInfo) error {
+	id := msg.Envelope.TaskID
+	if err := msg.Emit(wire.StepMuxVideo, wire.StreamFor(id, t.sourceVideoKey, t.outputVideoKey, msg.Part)); err != nil {
 		return err
 	}
-	return msg.EmitWhenStepsDone(wire.StepMuxVideo, wire.MuxFor(env.TaskID, 0, t.sourceVideoKey, t.outputVideoKey),
+	return msg.EmitWhenStepsDone(wire.StepMuxVideo, wire.MuxFor(id, 0, t.sourceVideoKey, t.outputVideoKey),
 		wire.StepTranslate, wire.StepTTS)
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/fault"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
-	"github.com/dubflow/dubflow/pkg/stream"
 	"github.com/dubflow/dubflow/pkg/task"
 	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
@@ -86,13 +85,7 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 		return fmt.Errorf("encode result: %w", err)
 	}
 	if p.Version > 1 {
-		// The re-dub's lines in the growing stream too (a task without a
-		// stream has nothing to re-make). A failure is the stream's, not
-		// the task's: recorded and logged.
-		if err := j.restream(ctx); err != nil && ctx.Err() == nil {
-			msg.Log.Warn().Err(err).Msg("stream not re-made")
-			_ = stream.Failed(ctx, h.db, id, err.Error())
-		}
+		j.restreamLogged(ctx, msg)
 	}
 	msg.Apply(task.Succeed(task.RefOf(msg.Envelope), body, p.OutputVideoKey))
 	sum := j.report.Summary

@@ -10,8 +10,19 @@ import (
 	"strings"
 
 	"github.com/dubflow/dubflow/pkg/media"
+	"github.com/dubflow/dubflow/pkg/step"
 	"github.com/dubflow/dubflow/pkg/stream"
 )
+
+// restreamLogged re-makes the re-dub's lines in the growing stream too (a
+// task without a stream has nothing to re-make). A failure is the
+// stream's, not the task's: recorded and logged.
+func (j *job) restreamLogged(ctx context.Context, msg *step.Message) {
+	if err := j.restream(ctx); err != nil && ctx.Err() == nil {
+		msg.Log.Warn().Err(err).Msg("stream not re-made")
+		_ = stream.Failed(ctx, j.h.db, j.p.TaskID, err.Error())
+	}
+}
 
 // restream re-makes, after a re-dub's run built its output (version
 // j.p.Version), the stream's batches that its new lines touch, from the
