@@ -117,15 +117,19 @@ const maxBatches = 1000
 // only moves where the next one starts, so the last message to run always
 // reaches as far as the timeline is final.
 func (h *handler) makeBatches(ctx context.Context, msg *step.Message, p wire.MuxVideo) error {
+	last := -1
 	for range maxBatches {
 		plan, init, err := stream.Next(ctx, h.db, msg.Envelope.TaskID)
 		if err != nil {
 			return err
 		}
-		if !plan.Ok {
+		if !plan.Ok || plan.FromMS == last {
+			// Nothing final, or nothing this run could make of it (lines
+			// past the end of the video): the stream stays where it is.
 			msg.Log.Debug().Int("made_until_ms", plan.FromMS).Msg("no new stretch of the stream is final")
 			return nil
 		}
+		last = plan.FromMS
 		if err := h.makeBatch(ctx, msg, p, plan, init); err != nil {
 			return err
 		}
