@@ -90,9 +90,9 @@ func (d *daemon) signal(sig syscall.Signal, wait time.Duration) {
 	}
 }
 
-// waitFor polls cond every 100 ms until it holds, ctx ends or within has
+// WaitFor polls cond every 100 ms until it holds, ctx ends or within has
 // passed; what names the condition in the error.
-func waitFor(ctx context.Context, within time.Duration, what string, cond func() bool) error {
+func WaitFor(ctx context.Context, within time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -125,6 +125,6 @@ func killPID(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill %d: %w", pid, err)
 	}
-	return waitFor(context.Background(), 30*time.Second, fmt.Sprintf("process %d gone after SIGKILL", pid),
+	return WaitFor(context.Background(), 30*time.Second, fmt.Sprintf("process %d gone after SIGKILL", pid),
 		func() bool { return !ProcessAlive(pid) })
 }

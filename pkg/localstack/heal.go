@@ -105,7 +105,7 @@ func (s *MinioSet) healPass(ctx context.Context, bucket string) (int, error) {
 // just started, or one whose peers just stopped, takes a moment to be seen
 // again, and a read or a heal started before that skips its drive.
 func (s *MinioSet) WaitOnline(ctx context.Context, live []int, within time.Duration) error {
-	return waitFor(ctx, within, fmt.Sprintf("minio processes %v online to each other", live), func() bool {
+	return WaitFor(ctx, within, fmt.Sprintf("minio processes %v online to each other", live), func() bool {
 		for _, i := range live {
 			if !s.seesOnline(ctx, i, live) {
 				return false

@@ -151,7 +151,7 @@ func (s *MinioSet) Live(i int) bool {
 // quorum (MinIO's cluster health check answers 200), so that whichever the
 // forwarder picks serves.
 func (s *MinioSet) WaitWritable(ctx context.Context, within time.Duration) error {
-	err := waitFor(ctx, within, "minio set writable", func() bool {
+	err := WaitFor(ctx, within, "minio set writable", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, n := range s.nodes {
@@ -169,7 +169,7 @@ func (s *MinioSet) WaitWritable(ctx context.Context, within time.Duration) error
 
 // WaitLive waits until process i answers its liveness check.
 func (s *MinioSet) WaitLive(ctx context.Context, i int, within time.Duration) error {
-	return waitFor(ctx, within, fmt.Sprintf("minio %d live", i+1), func() bool { return s.Live(i) })
+	return WaitFor(ctx, within, fmt.Sprintf("minio %d live", i+1), func() bool { return s.Live(i) })
 }
 
 // Dir is the set's folder (drives and logs).

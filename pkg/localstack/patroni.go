@@ -145,7 +145,7 @@ func (c *PGCluster) startEtcd(ctx context.Context) error {
 	if c.etcd, err = startDaemon(cmd, filepath.Join(c.dir, "etcd.log"), ""); err != nil {
 		return err
 	}
-	return waitFor(ctx, time.Minute, "etcd healthy", func() bool {
+	return WaitFor(ctx, time.Minute, "etcd healthy", func() bool {
 		return c.etcd.alive() && httpStatus("http://"+client+"/health") == 200
 	})
 }
@@ -318,7 +318,7 @@ func (c *PGCluster) Primary() int {
 // and returns it.
 func (c *PGCluster) WaitPrimary(ctx context.Context, not int, within time.Duration) (int, error) {
 	p := -1
-	err := waitFor(ctx, within, "a primary", func() bool {
+	err := WaitFor(ctx, within, "a primary", func() bool {
 		p = c.Primary()
 		return p >= 0 && p != not
 	})
@@ -333,7 +333,7 @@ func (c *PGCluster) WaitPrimary(ctx context.Context, not int, within time.Durati
 // the cluster is synchronous: the state in which losing the primary is a
 // failover, not an outage.
 func (c *PGCluster) WaitReplicated(ctx context.Context, within time.Duration) error {
-	err := waitFor(ctx, within, "every standby streaming", func() bool {
+	err := WaitFor(ctx, within, "every standby streaming", func() bool {
 		p, sync := c.Primary(), false
 		if p < 0 {
 			return false

@@ -127,6 +127,10 @@ func targetDuration(st *State) int {
 	return int(math.Ceil(float64(longest) / 1000))
 }
 
+// Folder is the folder of the stored stream: where its first init
+// segment is ("/" before the first batch).
+func (st *State) Folder() string { return path.Dir(st.Init.Key) + "/" }
+
 // Duration is how long the stream's batches play.
 func (st *State) Duration() int {
 	if len(st.Batches) == 0 {

@@ -217,13 +217,8 @@ func (s *stack) checkSkipped(t *testing.T, ctx context.Context, id uuid.UUID, ta
 // speech in the clip).
 func (s *stack) checkStarts(t *testing.T, ctx context.Context, id uuid.UUID) {
 	t.Helper()
-	obj, err := s.bucket.Client.GetObject(ctx, s.bucket.Name, "outputs/"+id.String()+"/timing.json", minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Close()
 	var report media.TimingReport
-	if err := json.NewDecoder(obj).Decode(&report); err != nil {
+	if err := json.Unmarshal(s.object(t, ctx, "outputs/"+id.String()+"/timing.json"), &report); err != nil {
 		t.Fatal(err)
 	}
 	if len(report.Segments) != len(jfkCues) {

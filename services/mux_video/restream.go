@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -68,12 +67,8 @@ func (j *job) restream(ctx context.Context) error {
 	if err := stream.Replace(ctx, j.h.db, id, j.p.Version, remade); err != nil {
 		return err
 	}
-	return stream.Store(ctx, j.h.db, j.h.objects, id, streamDir(st), j.dstLang)
+	return stream.Store(ctx, j.h.db, j.h.objects, id, st.Folder(), j.dstLang)
 }
-
-// streamDir is the folder of a task's stream: where its first init
-// segment is.
-func streamDir(st *stream.State) string { return path.Dir(st.Init.Key) + "/" }
 
 // remake makes batch b again from the version's dub track and stores it
 // in the stream's folder, its names after v<n>-.
@@ -99,5 +94,5 @@ func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch) (str
 			sj.segs = append(sj.segs, s)
 		}
 	}
-	return sj.storeAs(ctx, made, b.FromMS, b.ToMS, streamDir(st), fmt.Sprintf("v%d-", j.p.Version))
+	return sj.storeAs(ctx, made, b.FromMS, b.ToMS, st.Folder(), fmt.Sprintf("v%d-", j.p.Version))
 }

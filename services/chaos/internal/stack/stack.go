@@ -333,21 +333,10 @@ func StartLogged(cmd *exec.Cmd, log, header string) (done chan struct{}, err err
 	return done, nil
 }
 
-// WaitUntil polls cond every 200 ms until it holds, ctx ends or within
-// passes.
+// WaitUntil polls cond until it holds, ctx ends or within passes
+// (localstack.WaitFor).
 func WaitUntil(ctx context.Context, within time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s", what, within)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return nil
+	return localstack.WaitFor(ctx, within, what, cond)
 }
 
 // SleepCtx pauses for d or until ctx ends.

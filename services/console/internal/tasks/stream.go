@@ -57,7 +57,7 @@ func (s Room) streamMaster(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n := stream.Relative(streamDir(st), st.Version)
+	n := stream.Relative(st.Folder(), st.Version)
 	n.Video, n.Subtitles = "stream/"+n.Video, "stream/"+n.Subtitles
 	playlist(w, stream.Master(n, st.Init.Codecs, d.TargetLanguage))
 }
@@ -74,7 +74,7 @@ func (s Room) streamFile(w http.ResponseWriter, r *http.Request) {
 		s.Fail(w, r, apierr.NotFound("no such file in the task's stream"))
 		return
 	}
-	dir := streamDir(st)
+	dir := st.Folder()
 	n := stream.Relative(dir, st.Version)
 	ended := st.Ended || view.Ended(d.Status)
 	switch {
@@ -127,7 +127,3 @@ func playlist(w http.ResponseWriter, body string) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(body))
 }
-
-// streamDir is the folder of a task's stream: where its first init
-// segment is.
-func streamDir(st *stream.State) string { return path.Dir(st.Init.Key) + "/" }
