@@ -146,6 +146,27 @@ func runFFprobe(ctx context.Context, path string, args ...string) ([]byte, strin
 	return run(ctx, probeTimeout, nil, "ffprobe", args...)
 }
 
+// runFFprobeTo is runFFprobe writing its stdout to w as it comes (a
+// source's packets are too many to keep).
+func runFFprobeTo(ctx context.Context, path string, w io.Writer, args ...string) error {
+	in, err := localInput(path)
+	if err != nil {
+		return err
+	}
+	base := []string{"-hide_banner", "-loglevel", "error", "-protocol_whitelist", "file", "-format_whitelist", inputFormats}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	stderr := &tailBuffer{limit: stderrLimit}
+	cmd := &command{ctx: ctx, name: "ffprobe", args: append(append(base, args...), in), Stdout: w, Stderr: stderr}
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("ffprobe: %w", ctx.Err())
+		}
+		return fmt.Errorf("ffprobe: %w: %s", err, stderr.String())
+	}
+	return nil
+}
+
 // run executes name with args (never through a shell), bounded by limit or
 // the caller's earlier deadline. Stdout is returned whole (ffprobe's JSON is
 // small); stderr keeps only its last stderrLimit bytes.

@@ -18,13 +18,18 @@ import (
 const StreamPieceSeconds = 6
 
 // StreamInput is one batch of a growing stream: the stretch [FromMS, ToMS)
-// of Video, with Dub (a WAV exactly ToMS-FromMS long, AssembleDub's output
-// for that stretch) as its sound.
+// of Video, taken as Plan says, with Dub from DubFromMS on (a WAV at least
+// DubFromMS+ToMS-FromMS long: AssembleDub's output for the batch's
+// stretch, begun where its first line starts) as its sound.
 type StreamInput struct {
-	Video    string
-	Dub      string
-	FromMS   int
-	ToMS     int
+	Video     string
+	Plan      StreamVideo
+	Dub       string
+	DubFromMS int
+	FromMS    int
+	ToMS      int
+	// Last says the batch ends the video: a copied one is read to its end.
+	Last     bool
 	Dir      string // where the pieces are written; it must exist
 	MaxBytes int64  // bounds each written file (0: no bound)
 }
@@ -44,17 +49,18 @@ type StreamBatch struct {
 }
 
 // StreamSegments writes one batch of a growing HLS stream as fragmented
-// MP4: the video of [FromMS, ToMS) encoded once at the source's size
-// (H.264, a key frame at the start of every piece, no B-frames, so that the
-// batch starts exactly where the one before ended) and the dub as AAC (mono), cut
-// into pieces of StreamPieceSeconds. Timestamps are the source's timeline
-// (the first piece of the batch decodes at FromMS), so the batches of one
-// task play as one stream without discontinuities.
+// MP4: the video of [FromMS, ToMS), copied from the key frame at FromMS
+// to the one at ToMS when the plan copies it, else encoded once at the
+// source's size (H.264, a key frame at the start of every piece, no
+// B-frames, so that the batch starts exactly where the one before ended),
+// and the dub as AAC (mono), cut into pieces of about StreamPieceSeconds.
+// Timestamps are the source's timeline (plus the plan's OffsetUS), so the
+// batches of one task play as one stream without discontinuities.
 func StreamSegments(ctx context.Context, in StreamInput) (*StreamBatch, error) {
-	if in.ToMS <= in.FromMS || in.FromMS < 0 {
+	if in.ToMS <= in.FromMS || in.FromMS < 0 || in.DubFromMS < 0 {
 		return nil, fmt.Errorf("stream batch %d..%d ms: empty", in.FromMS, in.ToMS)
 	}
-	video, err := inputArgs(in.Video, "")
+	video, offset, err := streamVideoArgs(in)
 	if err != nil {
 		return nil, err
 	}
@@ -62,19 +68,16 @@ func StreamSegments(ctx context.Context, in StreamInput) (*StreamBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	from, length := msSeconds(in.FromMS), msSeconds(in.ToMS-in.FromMS)
-	// -ss before the video's -i seeks by decoding: the batch starts on the
-	// frame at FromMS, not on the key frame before it.
-	args := append([]string{"-ss", from, "-t", length}, video...)
-	args = append(args, dub...)
-	args = append(args, "-map", "0:v:0", "-map", "1:a:0", "-t", length,
-		"-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-pix_fmt", "yuv420p",
-		"-force_key_frames", "expr:gte(t,n_forced*"+strconv.Itoa(StreamPieceSeconds)+")",
+	length := msSeconds(in.ToMS - in.FromMS)
+	args := append(video, append([]string{"-ss", msSeconds(in.DubFromMS), "-t", length}, dub...)...)
+	args = append(args, "-map", "0:v:0", "-map", "1:a:0", "-output_ts_offset", offset)
+	args = append(args, streamCodecArgs(in.Plan)...)
+	args = append(args,
 		// The dub in mono with the fast coder: a stream's sound costs a
 		// third of what final.mp4's does, on cores asr needs meanwhile.
 		"-c:a", "aac", "-aac_coder", "fast", "-b:a", "96k", "-ac", "1",
-		"-output_ts_offset", from, "-map_metadata", "-1", "-map_chapters", "-1",
-		"-hls_time", strconv.Itoa(StreamPieceSeconds), "-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
+		"-map_metadata", "-1", "-map_chapters", "-1", "-avoid_negative_ts", "disabled",
+		"-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
 		// No edit lists and no shift to zero: each piece's decode time is
 		// its place on the task's timeline, and every batch's init is alike.
 		"-hls_segment_options", "movflags=+frag_discont:use_editlist=0:avoid_negative_ts=disabled",
@@ -93,6 +96,61 @@ func StreamSegments(ctx context.Context, in StreamInput) (*StreamBatch, error) {
 		return nil, err
 	}
 	return &StreamBatch{Init: filepath.Join(in.Dir, "init.mp4"), Pieces: pieces}, nil
+}
+
+// streamVideoArgs opens the batch's stretch of the video. A copied one is
+// sought to its first key frame and read up to the decode time of the key
+// frame that starts the next batch (a copy ends on decode times; half a
+// millisecond less, so that the key frame itself never comes along);
+// timestamps are shifted onto the timeline: the key frame shows at its
+// own time plus the plan's offset.
+func streamVideoArgs(in StreamInput) (args []string, offset string, err error) {
+	from, length := msSeconds(in.FromMS), msSeconds(in.ToMS-in.FromMS)
+	var seek []string
+	offset = from
+	if in.Plan.Copy {
+		first, ok := in.Plan.key(in.FromMS)
+		if !ok {
+			return nil, "", fmt.Errorf("stream batch %d..%d ms: no key frame of the video at %d ms", in.FromMS, in.ToMS, in.FromMS)
+		}
+		seek = []string{"-ss", usSeconds(first.PtsUS)}
+		if !in.Last {
+			next, ok := in.Plan.key(in.ToMS)
+			if !ok {
+				return nil, "", fmt.Errorf("stream batch %d..%d ms: no key frame of the video at %d ms", in.FromMS, in.ToMS, in.ToMS)
+			}
+			seek = append(seek, "-t", usSeconds(next.DtsUS-first.PtsUS-500))
+		}
+		offset = usSeconds(first.PtsUS + in.Plan.OffsetUS)
+	} else {
+		// -ss before the video's -i seeks by decoding: the batch starts on
+		// the frame at FromMS, not on the key frame before it.
+		seek = []string{"-ss", from, "-t", length}
+	}
+	video, err := inputArgs(in.Video, "")
+	if err != nil {
+		return nil, "", err
+	}
+	return append(seek, video...), offset, nil
+}
+
+// streamCodecArgs are the video's codec and piece options of the plan.
+func streamCodecArgs(plan StreamVideo) []string {
+	if plan.Copy {
+		return []string{"-c:v", "copy", "-hls_time", usSeconds(plan.PieceUS)}
+	}
+	return []string{"-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-pix_fmt", "yuv420p",
+		"-force_key_frames", "expr:gte(t,n_forced*" + strconv.Itoa(StreamPieceSeconds) + ")",
+		"-hls_time", strconv.Itoa(StreamPieceSeconds)}
+}
+
+// usSeconds writes us as seconds for ffmpeg's time options.
+func usSeconds(us int64) string {
+	sign := ""
+	if us < 0 {
+		sign, us = "-", -us
+	}
+	return fmt.Sprintf("%s%d.%06d", sign, us/1_000_000, us%1_000_000)
 }
 
 // msSeconds writes ms as seconds for ffmpeg's time options.

@@ -10,7 +10,8 @@
 // A batch ends where a line starts whose predecessor is final — so every
 // line in it was fitted knowing where the next one starts, as mux_video's
 // final run fits it — or at the end of the timeline. A batch is made only
-// when it is at least MinBatchMS long, unless it ends the timeline.
+// when it is at least MinBatchMS long (more once the stream has grown),
+// unless it ends the timeline.
 package stream
 
 import (
@@ -27,8 +28,18 @@ import (
 )
 
 // MinBatchMS is the shortest batch made before the end of the timeline: a
-// batch costs an ffmpeg run and a playlist write, whatever its length.
-const MinBatchMS = 10_000
+// batch costs ffmpeg runs and a playlist write, whatever its length. The
+// shortest batch grows with the stream (half of what is made, up to
+// MaxMinBatchMS): the first minute comes in small steps, to be watched
+// soon; later, fewer and longer batches cost the cores less, and the
+// stream is far ahead of a player anyway.
+const (
+	MinBatchMS    = 10_000
+	MaxMinBatchMS = 60_000
+)
+
+// minBatch is the shortest batch made from made ms on.
+func minBatch(made int) int { return min(max(MinBatchMS, made/2), MaxMinBatchMS) }
 
 // Reader is what the package's reads run on: a pool, a connection or a
 // transaction (a read-only one too).
@@ -150,7 +161,7 @@ func Next(ctx context.Context, q Querier, task uuid.UUID) (Plan, Init, error) {
 		p.Final, p.Ok = true, true
 		return p, init, nil
 	}
-	if cut != nil && *cut-made >= MinBatchMS {
+	if cut != nil && *cut-made >= minBatch(made) {
 		p.ToMS, p.Ok = *cut, true
 	}
 	return p, init, nil

@@ -29,6 +29,8 @@ type handler struct {
 	// streaming are the tasks whose stream this process is making now
 	// (single flight: see stream).
 	streaming flights
+	// kept are the sources of the streams made here (see sources).
+	kept sources
 }
 
 // segment is one segment of the task with its texts, clip and the speed
@@ -38,6 +40,7 @@ type segment struct {
 	src, mt             string
 	key                 string // "" for a segment with nothing to say
 	synthRate           float64
+	nextMS              int // where the next line starts (0: unknown or none; read by streams only)
 }
 
 // Handle builds the dubbed video and finishes the task.

@@ -56,9 +56,13 @@ func (j *job) restream(ctx context.Context) error {
 	if len(touched) == 0 {
 		return nil
 	}
+	video, err := media.PlanStreamVideo(ctx, j.video, j.totalMS)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, err)
+	}
 	remade := make([]stream.Batch, 0, len(touched))
 	for _, b := range touched {
-		nb, err := j.remake(ctx, st, b)
+		nb, err := j.remake(ctx, st, b, video)
 		if err != nil {
 			return err
 		}
@@ -72,7 +76,7 @@ func (j *job) restream(ctx context.Context) error {
 
 // remake makes batch b again from the version's dub track and stores it
 // in the stream's folder, its names after v<n>-.
-func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch) (stream.Batch, error) {
+func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch, video media.StreamVideo) (stream.Batch, error) {
 	dir, err := os.MkdirTemp(j.dir, "stream-*")
 	if err != nil {
 		return b, fmt.Errorf("make temp dir: %w", err)
@@ -82,16 +86,20 @@ func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch) (str
 	if err := media.CutSoundtrack(ctx, j.dubWav, b.FromMS, b.ToMS, channels, cut); err != nil {
 		return b, err
 	}
-	made, err := media.StreamSegments(ctx, media.StreamInput{Video: j.video, Dub: cut, FromMS: b.FromMS, ToMS: b.ToMS, Dir: dir,
-		MaxBytes: j.h.cfg.MaxVideoBytes})
+	made, err := media.StreamSegments(ctx, media.StreamInput{Video: j.video, Plan: video, Dub: cut, FromMS: b.FromMS, ToMS: b.ToMS,
+		Last: b.ToMS >= j.totalMS, Dir: dir, MaxBytes: j.h.cfg.MaxVideoBytes})
 	if err != nil {
 		return b, fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, err)
 	}
-	sj := &streamJob{job: *j, id: j.p.TaskID, init: st.Init}
+	sj := &streamJob{job: *j, id: j.p.TaskID, init: st.Init, video: video}
 	sj.dir = dir
-	for _, s := range j.segs {
-		if s.startMS >= b.FromMS && s.startMS < b.ToMS {
-			sj.segs = append(sj.segs, s)
+	for i, s := range j.segs {
+		end := max(s.endMS, j.totalMS)
+		if i+1 < len(j.segs) {
+			end = max(s.endMS, j.segs[i+1].startMS)
+		}
+		if s.startMS < b.ToMS && end > b.FromMS {
+			sj.segs = append(sj.segs, s) // the lines the batch plays, as a stream batch's
 		}
 	}
 	return sj.storeAs(ctx, made, b.FromMS, b.ToMS, st.Folder(), fmt.Sprintf("v%d-", j.p.Version))

@@ -35,6 +35,9 @@ type streamJob struct {
 	id   uuid.UUID
 	plan stream.Plan
 	init stream.Init
+	// video is how the stream takes the source's video (its offset shifts
+	// the subtitles too).
+	video media.StreamVideo
 }
 
 // stream runs a stream message. A stream never fails its task: what goes
@@ -155,47 +158,89 @@ func (h *handler) makeBatch(ctx context.Context, msg *step.Message, p wire.MuxVi
 
 // run makes the batch and records it.
 func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
-	video := filepath.Join(j.dir, "source.media")
-	cfg := j.h.cfg
 	j.last = time.Now()
-	if err := blob.Download(ctx, j.h.objects, j.p.SourceVideoKey, video, blob.Need{MaxBytes: cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
+	src, release, err := j.h.kept.get(ctx, j.id, j.p.SourceVideoKey, j.scratch, j.fetchSource)
+	if err != nil {
 		return err
 	}
-	info, err := j.probeVideo(ctx, video, media.Limits{RequireVideo: true, MaxDuration: cfg.MaxDuration()})
+	ended, err := j.runOn(ctx, msg, src)
+	release(err == nil && !ended)
+	return err
+}
+
+// scratch makes a scratch folder for a kept source.
+func (j *streamJob) scratch() (string, error) {
+	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
 	if err != nil {
-		return fmt.Errorf("check %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+		return "", fmt.Errorf("make temp dir: %w", err)
 	}
-	totalMS := int(info.Duration.Milliseconds())
+	return dir, nil
+}
+
+// fetchSource downloads and checks the task's source into dir and plans
+// its stream's video.
+func (j *streamJob) fetchSource(ctx context.Context, dir string) (*source, error) {
+	cfg := j.h.cfg
+	s := &source{path: filepath.Join(dir, "source.media")}
+	if err := blob.Download(ctx, j.h.objects, j.p.SourceVideoKey, s.path, blob.Need{MaxBytes: cfg.MaxVideoBytes, Setting: "MAX_VIDEO_BYTES"}); err != nil {
+		return nil, err
+	}
+	info, err := j.probeVideo(ctx, s.path, media.Limits{RequireVideo: true, MaxDuration: cfg.MaxDuration()})
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+	}
+	s.info = info
+	if s.video, err = media.PlanStreamVideo(ctx, s.path, int(info.Duration.Milliseconds())); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, err)
+	}
+	return s, nil
+}
+
+// runOn makes the batch from the kept source; ended says it ended the
+// stream.
+func (j *streamJob) runOn(ctx context.Context, msg *step.Message, src *source) (ended bool, err error) {
+	j.video = src.video
+	totalMS := int(src.info.Duration.Milliseconds())
 	from, to := j.plan.FromMS, min(j.plan.ToMS, totalMS)
 	if j.plan.Final {
 		to = totalMS
+	} else {
+		// A copied video's batch ends on a key frame.
+		to = src.video.Cut(from, to)
 	}
 	if to <= from {
-		return nil
+		return false, nil
 	}
-	segs, next, err := j.h.batchSegments(ctx, j.id, from, to)
-	if err != nil {
-		return err
+	if j.segs, err = j.h.batchSegments(ctx, j.id, from, to); err != nil {
+		return false, err
 	}
-	j.segs = segs
 	j.lap("video")
-	dubWav := filepath.Join(j.dir, "dub.wav")
-	if err := j.assembleBatch(ctx, video, info, from, to, next, totalMS, dubWav); err != nil {
-		return err
+	dub, start := filepath.Join(j.dir, "dub.wav"), from
+	if len(j.segs) > 0 {
+		start = min(from, j.segs[0].startMS) // a line begun in the batch before
+	}
+	if err := j.assembleBatch(ctx, src, start, to, totalMS, dub); err != nil {
+		return false, err
 	}
 	j.lap("assemble")
 	pieces := filepath.Join(j.dir, "pieces")
 	if err := os.Mkdir(pieces, 0o700); err != nil {
-		return fmt.Errorf("make temp dir: %w", err)
+		return false, fmt.Errorf("make temp dir: %w", err)
 	}
-	made, err := media.StreamSegments(ctx, media.StreamInput{Video: video, Dub: dubWav, FromMS: from, ToMS: to, Dir: pieces, MaxBytes: cfg.MaxVideoBytes})
+	made, err := media.StreamSegments(ctx, media.StreamInput{Video: src.path, Plan: src.video, Dub: dub, DubFromMS: from - start,
+		FromMS: from, ToMS: to, Last: to >= totalMS, Dir: pieces, MaxBytes: j.h.cfg.MaxVideoBytes})
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
+		return false, fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
 	j.lap("segments")
+	return j.record(ctx, msg, made, from, to, totalMS)
+}
+
+// record stores the batch's files, records it and stores the playlists.
+func (j *streamJob) record(ctx context.Context, msg *step.Message, made *media.StreamBatch, from, to, totalMS int) (bool, error) {
 	batch, err := j.storeAs(ctx, made, from, to, stream.Dir(j.p.OutputVideoKey), "")
 	if err != nil {
-		return err
+		return false, err
 	}
 	j.lap("store")
 	ended := to >= totalMS
@@ -204,19 +249,23 @@ func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 		if err == nil {
 			msg.Log.Info().Int("from_ms", from).Msg("another run made this stretch of the stream first")
 		}
-		return err
+		return false, err
 	}
-	ev := msg.Log.Info().Int("from_ms", from).Int("to_ms", to).Int("pieces", len(batch.Pieces)).Bool("ended", ended)
+	ev := msg.Log.Info().Int("from_ms", from).Int("to_ms", to).Int("pieces", len(batch.Pieces)).Bool("ended", ended).
+		Bool("video_copied", j.video.Copy)
 	for _, l := range j.laps { // where the time went: video, assemble, segments, store
 		ev = ev.Float64(l.name+"_s", l.took.Seconds())
 	}
 	ev.Msg("stream batch made")
-	return stream.Store(ctx, j.h.db, j.h.objects, j.id, stream.Dir(j.p.OutputVideoKey), j.dstLang)
+	return ended, stream.Store(ctx, j.h.db, j.h.objects, j.id, stream.Dir(j.p.OutputVideoKey), j.dstLang)
 }
 
-// batchSegments reads the lines that start in [from, to), each with its
-// clip, and where the line after them starts (0: none).
-func (h *handler) batchSegments(ctx context.Context, id uuid.UUID, from, to int) ([]segment, int, error) {
+// batchSegments reads the lines the batch [from, to) plays, each with
+// its clip: those that start in it, and the one begun before it whose
+// stretch runs into it (a copied video's batches end on key frames, not
+// where lines start), in order, the last knowing where the next line
+// starts.
+func (h *handler) batchSegments(ctx context.Context, id uuid.UUID, from, to int) ([]segment, error) {
 	type row struct {
 		segment
 		key    *string
@@ -231,57 +280,57 @@ func (h *handler) batchSegments(ctx context.Context, id uuid.UUID, from, to int)
 		SELECT idx, start_ms, end_ms, src_text, coalesce(mt_text, '') AS mt, tts_audio_key,
 		       coalesce(tts_params_json, '{}') AS params, lead(start_ms) OVER (ORDER BY idx) AS next_start
 		  FROM segments WHERE task_id = $1) s
-		WHERE start_ms >= $2 AND start_ms < $3 ORDER BY idx`, from, to)
+		WHERE start_ms < $3 AND (start_ms >= $2 OR next_start IS NULL OR next_start > $2 OR end_ms > $2)
+		ORDER BY idx`, from, to)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var out []segment
-	next := 0
 	for _, r := range rows {
 		if r.key == nil {
-			return nil, 0, fmt.Errorf("segment %d of task %s has no synthesized audio yet", r.idx, id)
+			return nil, fmt.Errorf("segment %d of task %s has no synthesized audio yet", r.idx, id)
 		}
 		if *r.key != "" {
 			if err := wire.CheckKey(*r.key, wire.KindTTS, id); err != nil {
-				return nil, 0, fmt.Errorf("segment %d audio key: %w", r.idx, err)
+				return nil, fmt.Errorf("segment %d audio key: %w", r.idx, err)
 			}
 		}
 		s := r.segment
 		s.key, s.synthRate = *r.key, synthRate(r.params)
-		out = append(out, s)
-		next = 0
 		if r.next != nil {
-			next = *r.next
+			s.nextMS = *r.next
 		}
+		out = append(out, s)
 	}
-	return out, next, nil
+	return out, nil
 }
 
 // assembleBatch fits the batch's clips as the final run fits them (each
-// knowing where the next line starts) and mixes them over the batch's
-// stretch of the soundtrack into out, exactly to-from long.
-func (j *streamJob) assembleBatch(ctx context.Context, video string, info *media.Info, from, to, next, totalMS int, out string) error {
+// knowing where the next line starts) and mixes them over the stretch
+// [start, to) of the soundtrack into out: start is the batch's start, or
+// where the line it begins with started in the batch before.
+func (j *streamJob) assembleBatch(ctx context.Context, src *source, start, to, totalMS int, out string) error {
 	slots, err := j.h.clips(ctx, j.dir, j.segs)
 	if err != nil {
 		return err
 	}
-	if n := len(slots); n > 0 && slots[n-1].Idx == j.segs[len(j.segs)-1].idx {
-		slots[n-1].NextStartMS = next
+	if n, last := len(slots), j.segs[len(j.segs)-1]; n > 0 && slots[n-1].Idx == last.idx {
+		slots[n-1].NextStartMS = last.nextMS
 	}
 	placements := media.Fit(slots, media.FitOptions{MaxSpeedup: j.h.cfg.MaxSpeedup, RescueSpeedup: j.h.cfg.RescueSpeedup, TotalMS: totalMS})
 	speech := make([]media.Span, 0, len(j.segs))
 	for i := range placements {
-		placements[i].StartMS -= from
+		placements[i].StartMS -= start
 	}
 	for _, s := range j.segs {
-		speech = append(speech, media.Span{StartMS: s.startMS - from, EndMS: min(s.endMS, to) - from})
+		speech = append(speech, media.Span{StartMS: s.startMS - start, EndMS: min(s.endMS, to) - start})
 	}
 	in := media.DubInput{Placements: placements, Clip: func(idx int) string { return clipPath(j.dir, idx) },
-		TotalMS: to - from, Speech: speech, Mix: j.opts.mix}
-	if audio := info.StreamsOf(media.AudioStream); len(audio) > 0 {
+		TotalMS: to - start, Speech: speech, Mix: j.opts.mix}
+	if audio := src.info.StreamsOf(media.AudioStream); len(audio) > 0 {
 		soundtrack := filepath.Join(j.dir, "soundtrack.wav")
 		channels := min(max(audio[0].Channels, 1), 2)
-		if err := media.CutSoundtrack(ctx, video, from, to, channels, soundtrack); err != nil {
+		if err := media.CutSoundtrack(ctx, src.path, start, to, channels, soundtrack); err != nil {
 			return err
 		}
 		in.Original, in.OriginalChannels = soundtrack, channels
@@ -347,6 +396,9 @@ func (j *streamJob) writeVTT(w io.Writer) error {
 	if !ok {
 		return errors.New("subtitles: WebVTT without its header")
 	}
-	_, err := io.WriteString(w, "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n"+body)
+	// The video's timestamps run the plan's offset ahead of the timeline
+	// (a copied source's reorder delay), in MPEG-TS's 90 kHz.
+	mpegts := (j.video.OffsetUS*9 + 50) / 100
+	_, err := fmt.Fprintf(w, "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:%d,LOCAL:00:00:00.000\n%s", mpegts, body)
 	return err
 }
