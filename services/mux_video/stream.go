@@ -24,6 +24,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 )
 
 // streamJob makes one batch of a task's growing stream (wire.MuxVideo's
@@ -373,13 +374,23 @@ func (j *streamJob) storeAs(ctx context.Context, made *media.StreamBatch, from, 
 		return b, err
 	}
 	ups = append(ups, output{b.VTTKey, vtt, "text/vtt"})
+	// A batch is a dozen small files: a few at once, not one round trip
+	// after another.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(storeAtOnce)
 	for _, up := range ups {
-		if err := j.h.objects.PutFile(ctx, up.key, up.file, up.contentType); err != nil {
-			return b, fmt.Errorf("store %s: %w", up.key, err)
-		}
+		g.Go(func() error {
+			if err := j.h.objects.PutFile(gctx, up.key, up.file, up.contentType); err != nil {
+				return fmt.Errorf("store %s: %w", up.key, err)
+			}
+			return nil
+		})
 	}
-	return b, nil
+	return b, g.Wait()
 }
+
+// storeAtOnce is how many of a batch's files are stored at once.
+const storeAtOnce = 4
 
 // writeVTT writes the batch's dubbed lines as WebVTT on the task's
 // timeline (X-TIMESTAMP-MAP: the stream's timestamps are the timeline's).
