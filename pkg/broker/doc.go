@@ -1,7 +1,8 @@
 // Package broker is dubflow's RabbitMQ layer, built on amqp091-go.
 //
 // It declares the wire topology — task_exchange, the step queues, the delay
-// tiers, task.dlq and task.tts_compensation — (Topology.Declare),
+// tiers, task.dlq, task.tts_compensation and mux_video's own event queue,
+// mux_video.stream_end — (Topology.Declare),
 // keeps a self-healing connection (Dial returns a *Conn that redials with
 // capped exponential backoff and re-declares the topology after a broker
 // restart or a cut connection), publishes with publisher confirms

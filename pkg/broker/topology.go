@@ -129,6 +129,11 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 	if err := declareQueue(ch, wire.QueueTTSCompensation, quorum, wire.QueueTTSCompensation); err != nil {
 		return err
 	}
+	// mux_video's events (wire.QueueStreamEnd): like the two above, consumed
+	// with hand-backs that wait out an outage, so without a delivery limit.
+	if err := declareQueue(ch, wire.QueueStreamEnd, quorum, wire.StreamEndKeys...); err != nil {
+		return err
+	}
 	for _, q := range wire.WorkQueues {
 		if err := declareQueue(ch, q, t.workArgs(), q); err != nil {
 			return err
@@ -145,12 +150,14 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 	return nil
 }
 
-func declareQueue(ch *amqp.Channel, name string, args amqp.Table, key string) error {
+func declareQueue(ch *amqp.Channel, name string, args amqp.Table, keys ...string) error {
 	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		return fmt.Errorf("declare queue %s: %w", name, err)
 	}
-	if err := ch.QueueBind(name, key, wire.Exchange, false, nil); err != nil {
-		return fmt.Errorf("bind queue %s to %s with %s: %w", name, wire.Exchange, key, err)
+	for _, key := range keys {
+		if err := ch.QueueBind(name, key, wire.Exchange, false, nil); err != nil {
+			return fmt.Errorf("bind queue %s to %s with %s: %w", name, wire.Exchange, key, err)
+		}
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func TestTopology(t *testing.T) {
 	if err := Declare(ch); err != nil {
 		t.Fatalf("second Declare: %v", err)
 	}
-	for _, q := range append([]string{wire.QueueWaiting, wire.QueueDLQ, wire.QueueTTSCompensation, "task.delay.1s", "task.delay.60s"}, wire.WorkQueues...) {
+	for _, q := range append([]string{wire.QueueWaiting, wire.QueueDLQ, wire.QueueTTSCompensation, wire.QueueStreamEnd, "task.delay.1s", "task.delay.60s"}, wire.WorkQueues...) {
 		if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
 			t.Fatalf("queue %s not declared: %v", q, err)
 		}
@@ -165,8 +165,25 @@ func TestTopology(t *testing.T) {
 		}
 	})
 
-	t.Run("EventsRouteNowhereByDefault", func(t *testing.T) {
-		// Nothing is declared for events; an integrator binds its own queue.
+	t.Run("EventsRouteToTheQueuesBoundForThem", func(t *testing.T) {
+		// An integrator binds its own queue; the topology's one event
+		// queue, mux_video's, takes the ends of tasks only.
+		if _, err := ch.QueuePurge(wire.QueueStreamEnd, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"event.task.succeeded", "event.task.failed", "event.task.started", "event.task.cancelled"} {
+			if err := pub.Publish(ctx, wire.Exchange, key, amqp.Publishing{Body: []byte(key)}); err != nil {
+				t.Fatalf("publish %s: %v", key, err)
+			}
+		}
+		for _, want := range []string{"event.task.failed", "event.task.cancelled"} {
+			if d := getOne(t, ch, wire.QueueStreamEnd, 10*time.Second); d.RoutingKey != want {
+				t.Errorf("%s got %s, want %s", wire.QueueStreamEnd, d.RoutingKey, want)
+			}
+		}
+		if d, ok, _ := ch.Get(wire.QueueStreamEnd, true); ok {
+			t.Errorf("%s got %s too", wire.QueueStreamEnd, d.RoutingKey)
+		}
 		q, err := ch.QueueDeclare("", false, true, true, false, nil)
 		if err != nil {
 			t.Fatalf("declare event queue: %v", err)

@@ -150,19 +150,22 @@ type Putter interface {
 // over a newer one. dir is the stream's folder (Dir); language names the
 // subtitles.
 func Store(ctx context.Context, db Beginner, objects Putter, task uuid.UUID, dir, language string) error {
-	return Locked(ctx, db, task, func(st *State) error {
-		n := Relative(dir, st.Version)
-		for _, f := range []struct{ name, body string }{
-			{n.Video, Video(st, n, st.Ended)},
-			{n.Subtitles, Subtitles(st, n, st.Ended)},
-			{MasterName, Master(n, st.Init.Codecs, language)},
-		} {
-			if err := objects.Put(ctx, dir+f.name, strings.NewReader(f.body), int64(len(f.body)), ContentType); err != nil {
-				return fmt.Errorf("store %s: %w", dir+f.name, err)
-			}
+	return Locked(ctx, db, task, func(st *State) error { return put(ctx, objects, st, dir, language) })
+}
+
+// put writes the playlists of st to the object store under dir.
+func put(ctx context.Context, objects Putter, st *State, dir, language string) error {
+	n := Relative(dir, st.Version)
+	for _, f := range []struct{ name, body string }{
+		{n.Video, Video(st, n, st.Ended)},
+		{n.Subtitles, Subtitles(st, n, st.Ended)},
+		{MasterName, Master(n, st.Init.Codecs, language)},
+	} {
+		if err := objects.Put(ctx, dir+f.name, strings.NewReader(f.body), int64(len(f.body)), ContentType); err != nil {
+			return fmt.Errorf("store %s: %w", dir+f.name, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // ContentType is the media type of an HLS playlist.
@@ -171,22 +174,28 @@ const ContentType = "application/vnd.apple.mpegurl"
 // End ends a task's stream where it is made — the task was cancelled or
 // failed, nothing more will be made — and stores its playlists ended.
 // language names the subtitles. A task without a stream, or whose stream
-// has ended, is left alone.
-func End(ctx context.Context, db interface {
-	Beginner
-	Querier
-}, objects Putter, task uuid.UUID, language string) error {
-	var initKey string
-	err := db.QueryRow(ctx, `UPDATE task_streams SET ended_at = now(), updated_at = now()
-		WHERE task_id = $1 AND ended_at IS NULL RETURNING init_key`, task).Scan(&initKey)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("end the stream of %s: %w", task, err)
-	}
-	if initKey == "" {
-		return nil // nothing stored yet
-	}
-	return Store(ctx, db, objects, task, path.Dir(initKey)+"/", language)
+// has ended, is left alone. The stream is marked ended in the transaction
+// that stores the playlists, under the stream's row lock: when a playlist
+// cannot be stored (the object store is down) nothing is marked, and a
+// later End tries again.
+func End(ctx context.Context, db Beginner, objects Putter, task uuid.UUID, language string) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var initKey string
+		err := tx.QueryRow(ctx, `UPDATE task_streams SET ended_at = now(), updated_at = now()
+			WHERE task_id = $1 AND ended_at IS NULL RETURNING init_key`, task).Scan(&initKey)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("end the stream of %s: %w", task, err)
+		}
+		if initKey == "" {
+			return nil // nothing stored yet
+		}
+		st, err := Load(ctx, tx, task)
+		if err != nil {
+			return err
+		}
+		return put(ctx, objects, st, path.Dir(initKey)+"/", language)
+	})
 }

@@ -60,9 +60,16 @@ const (
 	RoutingKeyTTSCompensation = QueueTTSCompensation
 
 	// EventPrefix starts the routing key of every integrator event
-	// ("event.task.succeeded"). Nothing is declared for events: integrators
-	// bind their own queues.
+	// ("event.task.succeeded"). Integrators bind their own queues; the one
+	// declared here is dubflow's own, QueueStreamEnd.
 	EventPrefix = "event."
+
+	// QueueStreamEnd is mux_video's own queue of integrator events, bound
+	// to Exchange under StreamEndKeys: mux_video ends the stored stream of
+	// each task that failed or was cancelled (pkg/stream's End). Named
+	// after its consumer, not "task.…": it is no work queue, and policies
+	// for the work queues ("^task\.") leave it alone.
+	QueueStreamEnd = "mux_video.stream_end"
 
 	// DelayPrefix starts the name of every delay tier's exchange and queue
 	// (DelayQueue).
@@ -88,6 +95,10 @@ func StepOfQueue(queue string) string {
 	}
 	return ""
 }
+
+// StreamEndKeys are the routing keys QueueStreamEnd is bound with: the
+// events of a task that failed or was cancelled.
+var StreamEndKeys = []string{EventPrefix + EventTaskFailed, EventPrefix + EventTaskCancelled}
 
 // WorkQueues lists the five work queues of the dubbing chain in order.
 var WorkQueues = []string{QueueExtractAudio, QueueASR, QueueTranslate, QueueTTS, QueueMuxVideo}

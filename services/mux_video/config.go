@@ -8,6 +8,7 @@ import (
 	"github.com/dubflow/dubflow/pkg/config"
 	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/dubflow/dubflow/pkg/step"
+	"github.com/dubflow/dubflow/pkg/wire"
 	"github.com/dubflow/dubflow/pkg/worker"
 )
 
@@ -62,5 +63,8 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	}
 	d.Log.Info().Float64("max_speedup", c.MaxSpeedup).Int("max_video_seconds", c.MaxVideoSeconds).
 		Int64("max_video_bytes", c.MaxVideoBytes).Int64("max_clip_bytes", c.MaxClipBytes).Msg("mux_video starting")
+	// Beside the step: the stored stream of a task that failed or was
+	// cancelled ends (stream_end.go).
+	d.Consume(wire.QueueStreamEnd, (&streamEnd{db: d.Pool, objects: d.Blob, log: d.Log}).handle)
 	return &handler{db: d.Pool, objects: d.Blob, cfg: *c}, nil
 })

@@ -27,7 +27,7 @@ type State struct {
 	// the step attempts running now with a live lease — each holds its
 	// delivery unacknowledged until it ends; 0 for a delay queue, which
 	// has no consumers; null where it cannot be derived (dlq,
-	// compensation, waiting).
+	// compensation, waiting, events).
 	Unacknowledged *int `json:"unacknowledged"`
 	// Missing is set when the queue does not exist.
 	Missing bool `json:"missing,omitempty"`
@@ -49,7 +49,8 @@ func Watched() []State {
 	}
 	return append(qs, State{Name: wire.QueueDLQ, Kind: "dlq"},
 		State{Name: wire.QueueTTSCompensation, Kind: "compensation"},
-		State{Name: wire.QueueWaiting, Kind: "waiting"})
+		State{Name: wire.QueueWaiting, Kind: "waiting"},
+		State{Name: wire.QueueStreamEnd, Kind: "events"})
 }
 
 // AMQP reads queues by AMQP passive declares (no management
