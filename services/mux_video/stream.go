@@ -51,9 +51,6 @@ type streamJob struct {
 // that two consumers never make the same stretch at once.
 func (h *handler) stream(ctx context.Context, msg *step.Message, p wire.MuxVideo) error {
 	id := msg.Envelope.TaskID
-	// A stream's tools yield the cores to the work tasks wait for (asr's
-	// decodes, final muxes): the stream runs far ahead of a player anyway.
-	ctx = media.Yielding(ctx, streamNice)
 	if !h.streaming.start(id) {
 		msg.Log.Debug().Msg("the task's stream is being made here: that run plans again")
 		return nil
@@ -71,8 +68,22 @@ func (h *handler) stream(ctx context.Context, msg *step.Message, p wire.MuxVideo
 	}
 }
 
-// streamNice is the niceness of a stream's ffmpeg runs.
-const streamNice = 10
+// A stream's tools yield the cores to the work tasks wait for (asr's
+// decodes, final muxes): the first minute a little (headNice), for someone
+// waits to watch it; the rest fully (tailNice), for the stream runs far
+// ahead of a player by then.
+const (
+	headNice, tailNice = 10, 19
+	headMS             = 60_000
+)
+
+// streamNice is the niceness of the ffmpeg runs of a batch from fromMS.
+func streamNice(fromMS int) int {
+	if fromMS < headMS {
+		return headNice
+	}
+	return tailNice
+}
 
 // flights are the tasks whose stream is being made, each with whether
 // another message came meanwhile.
@@ -143,6 +154,7 @@ func (h *handler) makeBatches(ctx context.Context, msg *step.Message, p wire.Mux
 
 // makeBatch makes the batch plan says.
 func (h *handler) makeBatch(ctx context.Context, msg *step.Message, p wire.MuxVideo, plan stream.Plan, init stream.Init) error {
+	ctx = media.Yielding(ctx, streamNice(plan.FromMS))
 	id := msg.Envelope.TaskID
 	j := &streamJob{job: job{h: h, p: p, opts: h.options(p.Options)}, id: id, plan: plan, init: init}
 	var err error
