@@ -178,25 +178,6 @@ func (c *Chunker) head(parts, chunk, rate int) (heads, length int) {
 	return conc, length
 }
 
-// fewerForHeads is parts less one for each head chunk beyond the first
-// when the first chunk is cut into head chunks (see head): the count of
-// chunks stays what parts planned — a multiple of Concurrency, so that
-// the last round keeps every core busy, with no more lead-ins to decode —
-// and the others are a little longer (10 minutes in 60 s chunks on two
-// cores: two heads of 42 s, then 67 s chunks, twelve in all, not
-// thirteen).
-func (c *Chunker) fewerForHeads(parts, total, rate int) int {
-	heads, _ := c.head(parts, (total+parts-1)/parts, rate)
-	fewer := parts - (heads - 1)
-	if heads < 2 || fewer <= c.concurrency() {
-		return parts
-	}
-	if h, _ := c.head(fewer, (total+fewer-1)/fewer, rate); h != heads {
-		return parts
-	}
-	return fewer
-}
-
 // Split cuts the audio in wavPath into chunks and hands each to fn in
 // order as soon as its file is written; fn owns the file. Split stops at
 // the first error of fn or ctx. A file no longer than one chunk is still
@@ -284,7 +265,7 @@ func (c *Chunker) newSplitter(f *os.File, h wavFormat) *splitter {
 	if total := int(h.DataSize / 2); h.DataSize >= 0 && total > 0 {
 		// Even chunks: 100 s in 60 s chunks is two of 50 s, not 60 + 40,
 		// so that concurrent chunks finish together.
-		parts := c.fewerForHeads(c.parts(total, h.SampleRate), total, h.SampleRate)
+		parts := c.parts(total, h.SampleRate)
 		chunk, even = (total+parts-1)/parts, parts <= c.concurrency()
 		full, half = c.taper(parts, chunk, h.SampleRate)
 		heads, head = c.head(parts, chunk, h.SampleRate)

@@ -216,18 +216,17 @@ func TestChunkerStreams(t *testing.T) {
 }
 
 // TestChunkerCutsDoNotDrift: each cut aims at its place on the whole
-// timeline (k parts), not a part after the previous cut. Pauses every 70 s
-// (from 65 s) lie inside the window after each previous cut, so cuts aimed
-// from the previous one would follow them, and 10 minutes would end in
-// fewer, longer chunks (one alone on a core while the other idles) than
-// planned.
+// timeline (k × 60 s), not 60 s after the previous cut. Pauses every 70 s
+// lie inside the window after each previous cut, so cuts aimed from the
+// previous one would follow them, and 10 minutes would end in 9 chunks of
+// up to 70 s (one alone on a core while the other idles) instead of 10.
 func TestChunkerCutsDoNotDrift(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes a 10-minute WAV; skipped with -short (make test runs it)")
 	}
 	var pauses [][2]time.Duration
-	for at := 65 * time.Second; at < 10*time.Minute; at += 70 * time.Second {
+	for at := 70 * time.Second; at < 10*time.Minute; at += 70 * time.Second {
 		pauses = append(pauses, [2]time.Duration{at, at + 300*time.Millisecond})
 	}
 	p := writeToneWAV(t, 10*time.Minute, pauses...)
@@ -240,27 +239,26 @@ func TestChunkerCutsDoNotDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two head chunks cover the first chunk and a quarter (as many as are
-	// decoded at once: the start is transcribed first), and the count stays
-	// ten parts' twelve: nine parts of 66.7 s, so heads of 41.7 s, then
-	// chunks ending on whole parts from the second, then the last two parts
-	// in four of 33.3 s, so that the last to start end closer together.
-	part := 600 * time.Second / 9
-	want := []time.Duration{0, part * 5 / 8, part * 5 / 4}
-	for k := 2; k <= 7; k++ {
-		want = append(want, time.Duration(k)*part)
+	// The first minute and a quarter in two chunks of 37.5 s (as many as
+	// are decoded at once: the start is transcribed first), then chunks
+	// ending on the whole minutes from the second, then the last two
+	// minutes (the last two chunks) in four of 30 s, so that the last to
+	// start end closer together.
+	want := []time.Duration{0, 37500 * time.Millisecond, 75 * time.Second}
+	for k := 2; k < 8; k++ {
+		want = append(want, time.Duration(k)*time.Minute)
 	}
-	want = append(want, 7*part+part/2, 8*part, 8*part+part/2)
+	want = append(want, 8*time.Minute, 8*time.Minute+30*time.Second, 9*time.Minute, 9*time.Minute+30*time.Second)
 	if len(starts) != len(want) {
 		t.Fatalf("chunks start at %v: %d chunks, want %d starting near %v", starts, len(starts), len(want), want)
 	}
 	for k, at := range starts {
-		window := part / 5 // a fifth of the chunk the cut ends
+		window := 12 * time.Second // a fifth of the chunk the cut ends
 		switch {
 		case k == 1 || k == 2:
-			window = part / 8 // a fifth of a head (a part and a quarter in two)
-		case k > 8:
-			window = part / 2 / 5
+			window = 7500 * time.Millisecond
+		case k > 9:
+			window = 6 * time.Second
 		}
 		if d := at - want[k]; d < -window || d > window {
 			t.Errorf("chunk %d starts at %v, more than a window (%v) from %v", k, at, window, want[k])
