@@ -66,5 +66,5 @@ var run = worker.Step(service, func(c *Config, d *worker.Deps) (step.Handler, er
 	// Beside the step: the stored stream of a task that failed or was
 	// cancelled ends (stream_end.go).
 	d.Consume(wire.QueueStreamEnd, (&streamEnd{db: d.Pool, objects: d.Blob, log: d.Log}).handle)
-	return &handler{db: d.Pool, objects: d.Blob, cfg: *c}, nil
+	return &handler{db: d.Pool, objects: d.Blob, cfg: *c, kept: sources{maxBytes: c.MaxVideoBytes}}, nil
 })

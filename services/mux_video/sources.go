@@ -18,11 +18,15 @@ import (
 // One run makes a task's stream at a time in a process (flights), so a
 // kept source has one user at a time. A source is dropped when its stream
 // ends, when a batch fails (the next run fetches it again), after
-// sourceIdle unused, and, beyond maxSources kept, the longest unused
-// first.
+// sourceIdle unused, and, beyond maxSources kept or maxBytes on the
+// scratch disk, the longest unused first.
 type sources struct {
-	mu     sync.Mutex
-	byTask map[uuid.UUID]*source
+	// maxBytes bounds the bytes kept (0: no bound); mux_video keeps at
+	// most one video of MAX_VIDEO_BYTES more on its scratch disk than
+	// its runs need.
+	maxBytes int64
+	mu       sync.Mutex
+	byTask   map[uuid.UUID]*source
 }
 
 // source is one task's kept source video.
@@ -32,6 +36,7 @@ type source struct {
 	path  string
 	info  *media.Info
 	video media.StreamVideo
+	size  int64
 	used  time.Time
 	busy  bool
 }
@@ -78,6 +83,9 @@ func (c *sources) get(ctx context.Context, task uuid.UUID, key string, mkdir fun
 		return nil, nil, err
 	}
 	s.key, s.dir, s.busy = key, dir, true
+	if s.info != nil {
+		s.size = s.info.Size
+	}
 	c.mu.Lock()
 	if c.byTask == nil {
 		c.byTask = map[uuid.UUID]*source{}
@@ -108,15 +116,18 @@ func (c *sources) releaser(task uuid.UUID, s *source) func(keep bool) {
 }
 
 // sweepLocked drops the sources unused for sourceIdle, then the longest
-// unused ones beyond maxSources. c.mu is held.
+// unused ones beyond maxSources or maxBytes. c.mu is held.
 func (c *sources) sweepLocked(now time.Time) {
+	var bytes int64
 	for task, s := range c.byTask {
 		if !s.busy && now.Sub(s.used) > sourceIdle {
 			delete(c.byTask, task)
 			os.RemoveAll(s.dir)
+			continue
 		}
+		bytes += s.size
 	}
-	for len(c.byTask) > maxSources {
+	for len(c.byTask) > maxSources || (c.maxBytes > 0 && bytes > c.maxBytes) {
 		var oldest uuid.UUID
 		var at time.Time
 		for task, s := range c.byTask {
@@ -127,6 +138,7 @@ func (c *sources) sweepLocked(now time.Time) {
 		if at.IsZero() {
 			return // every one is in use
 		}
+		bytes -= c.byTask[oldest].size
 		os.RemoveAll(c.byTask[oldest].dir)
 		delete(c.byTask, oldest)
 	}

@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dubflow/dubflow/pkg/media"
 	"github.com/google/uuid"
 )
 
 // TestSourcesKeepOneDownloadPerTask: a task's source is fetched once and
 // kept between runs; another key fetches anew; a run that does not keep it
 // (its stream ended, a batch failed) removes it; a failed fetch keeps
-// nothing; unused sources go after sourceIdle and beyond maxSources.
+// nothing; unused sources go after sourceIdle and beyond maxSources or
+// maxBytes, the longest unused first.
 func TestSourcesKeepOneDownloadPerTask(t *testing.T) {
 	ctx := context.Background()
 	var c sources
@@ -61,5 +63,18 @@ func TestSourcesKeepOneDownloadPerTask(t *testing.T) {
 	c.mu.Unlock()
 	if len(c.byTask) != 0 {
 		t.Fatalf("%d kept after %v unused, want none", len(c.byTask), sourceIdle)
+	}
+	c.maxBytes = 10
+	sized := func(context.Context, string) (*source, error) { return &source{info: &media.Info{Size: 6}}, nil }
+	a, b := uuid.New(), uuid.New()
+	for _, id := range []uuid.UUID{a, b} {
+		_, release, err := c.get(ctx, id, "inputs/s.mp4", mkdir, sized)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(true)
+	}
+	if _, ok := c.byTask[a]; ok || len(c.byTask) != 1 {
+		t.Fatalf("two sources of 6 bytes under a bound of 10: %d kept (the first: %v), want the second alone", len(c.byTask), ok)
 	}
 }
