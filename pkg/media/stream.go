@@ -28,6 +28,8 @@ type StreamInput struct {
 	DubFromMS int
 	FromMS    int
 	ToMS      int
+	// Channels is the dub's: 2 or more stream it in stereo, else mono.
+	Channels int
 	// Last says the batch ends the video: a copied one is read to its end.
 	Last     bool
 	Dir      string // where the pieces are written; it must exist
@@ -53,7 +55,8 @@ type StreamBatch struct {
 // to the one at ToMS when the plan copies it, else encoded once at the
 // source's size (H.264, a key frame at the start of every piece, no
 // B-frames, so that the batch starts exactly where the one before ended),
-// and the dub as AAC (mono), cut into pieces of about StreamPieceSeconds.
+// and the dub as AAC (mono, or stereo for a stereo dub), cut into pieces of
+// about StreamPieceSeconds.
 // Timestamps are the source's timeline (plus the plan's OffsetUS), so the
 // batches of one task play as one stream without discontinuities.
 func StreamSegments(ctx context.Context, in StreamInput) (*StreamBatch, error) {
@@ -69,13 +72,17 @@ func StreamSegments(ctx context.Context, in StreamInput) (*StreamBatch, error) {
 		return nil, err
 	}
 	length := msSeconds(in.ToMS - in.FromMS)
+	channels, audioRate := 1, "96k"
+	if in.Channels >= 2 {
+		channels, audioRate = 2, "128k"
+	}
 	args := append(video, append([]string{"-ss", msSeconds(in.DubFromMS), "-t", length}, dub...)...)
 	args = append(args, "-map", "0:v:0", "-map", "1:a:0", "-output_ts_offset", offset)
 	args = append(args, streamCodecArgs(in.Plan)...)
 	args = append(args,
-		// The dub in mono with the fast coder: a stream's sound costs a
-		// third of what final.mp4's does, on cores asr needs meanwhile.
-		"-c:a", "aac", "-aac_coder", "fast", "-b:a", "96k", "-ac", "1",
+		// The fast coder at a modest rate: a stream's sound costs a third
+		// of what final.mp4's does, on cores asr needs meanwhile.
+		"-c:a", "aac", "-aac_coder", "fast", "-b:a", audioRate, "-ac", strconv.Itoa(channels),
 		"-map_metadata", "-1", "-map_chapters", "-1", "-avoid_negative_ts", "disabled",
 		"-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
 		// No edit lists and no shift to zero: each piece's decode time is

@@ -115,8 +115,8 @@ func timeScale(t *testing.T, init string) int {
 // batches end on key frames (Cut), and the three batches' pieces played
 // one after another show every frame of the source exactly once, in order,
 // each at its own time plus the plan's offset (its reorder delay), with
-// the sound beside them to the end. A source with key frames ten seconds
-// apart is re-encoded, and says why.
+// the stereo sound beside them to the end. A source with key frames ten
+// seconds apart is re-encoded, and says why.
 func TestStreamCopiesAVideoItCanCutOnKeyFrames(t *testing.T) {
 	t.Parallel()
 	requireTools(t)
@@ -157,7 +157,7 @@ func TestStreamCopiesAVideoItCanCutOnKeyFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, err := StreamSegments(ctx, StreamInput{Video: video, Plan: plan, Dub: dub, DubFromMS: cuts[i], FromMS: cuts[i],
-			ToMS: cuts[i+1], Last: i == 2, Dir: d})
+			ToMS: cuts[i+1], Channels: 2, Last: i == 2, Dir: d})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,6 +188,10 @@ func TestStreamCopiesAVideoItCanCutOnKeyFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFrames(t, played, 21*25, plan.OffsetUS)
+	if out, err := exec.Command("ffprobe", "-v", "error", "-select_streams", "a:0", "-show_entries", "stream=channels",
+		"-of", "csv=p=0", played).Output(); err != nil || strings.TrimSpace(string(out)) != "2" {
+		t.Errorf("the stream's sound has %q channels (%v), want the stereo dub's 2", out, err)
+	}
 }
 
 // checkFrames reads the video frames' times of a played stream: n frames

@@ -87,7 +87,7 @@ func (j *job) remake(ctx context.Context, st *stream.State, b stream.Batch, vide
 		return b, err
 	}
 	made, err := media.StreamSegments(ctx, media.StreamInput{Video: j.video, Plan: video, Dub: cut, FromMS: b.FromMS, ToMS: b.ToMS,
-		Last: b.ToMS >= j.totalMS, Dir: dir, MaxBytes: j.h.cfg.MaxVideoBytes})
+		Channels: channels, Last: b.ToMS >= j.totalMS, Dir: dir, MaxBytes: j.h.cfg.MaxVideoBytes})
 	if err != nil {
 		return b, fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, err)
 	}

@@ -241,7 +241,7 @@ func (j *streamJob) runOn(ctx context.Context, msg *step.Message, src *source) (
 		return false, fmt.Errorf("make temp dir: %w", err)
 	}
 	made, err := media.StreamSegments(ctx, media.StreamInput{Video: src.path, Plan: src.video, Dub: dub, DubFromMS: from - start,
-		FromMS: from, ToMS: to, Last: to >= totalMS, Dir: pieces, MaxBytes: j.h.cfg.MaxVideoBytes})
+		FromMS: from, ToMS: to, Channels: soundChannels(src.info), Last: to >= totalMS, Dir: pieces, MaxBytes: j.h.cfg.MaxVideoBytes})
 	if err != nil {
 		return false, fmt.Errorf("stream %s: %w", j.p.SourceVideoKey, j.h.explain(err))
 	}
@@ -340,9 +340,8 @@ func (j *streamJob) assembleBatch(ctx context.Context, src *source, start, to, t
 	}
 	in := media.DubInput{Placements: placements, Clip: func(idx int) string { return clipPath(j.dir, idx) },
 		TotalMS: to - start, Speech: speech, Mix: j.opts.mix}
-	if audio := src.info.StreamsOf(media.AudioStream); len(audio) > 0 {
+	if channels := soundChannels(src.info); channels > 0 {
 		soundtrack := filepath.Join(j.dir, "soundtrack.wav")
-		channels := min(max(audio[0].Channels, 1), 2)
 		if err := media.CutSoundtrack(ctx, src.path, start, to, channels, soundtrack); err != nil {
 			return err
 		}
@@ -352,6 +351,16 @@ func (j *streamJob) assembleBatch(ctx context.Context, src *source, start, to, t
 		return fmt.Errorf("assemble the stream's dub of %s: %w", j.p.SourceVideoKey, err)
 	}
 	return nil
+}
+
+// soundChannels is how many channels the dub mixes the source's sound in
+// (1 or 2; 0: the source has no sound).
+func soundChannels(info *media.Info) int {
+	audio := info.StreamsOf(media.AudioStream)
+	if len(audio) == 0 {
+		return 0
+	}
+	return min(max(audio[0].Channels, 1), 2)
 }
 
 // storeAs uploads the batch's pieces and its subtitles into dir, their
