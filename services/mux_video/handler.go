@@ -75,8 +75,8 @@ func (h *handler) Handle(ctx context.Context, msg *step.Message) error {
 	if j.segs, err = h.segments(ctx, id); err != nil {
 		return err
 	}
-	if j.dir, err = os.MkdirTemp("", worker.TempPrefix(service)); err != nil {
-		return fmt.Errorf("make temp dir: %w", err)
+	if j.dir, err = scratch(); err != nil {
+		return err
 	}
 	defer os.RemoveAll(j.dir)
 	result, err := j.run(ctx)
@@ -162,6 +162,16 @@ func (h *handler) clips(ctx context.Context, dir string, segs []segment) ([]medi
 		slots = append(slots, slot)
 	}
 	return slots, nil
+}
+
+// scratch makes a scratch folder of the service's (worker.TempPrefix: its
+// leftovers are swept at start); the caller removes it.
+func scratch() (string, error) {
+	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
+	if err != nil {
+		return "", fmt.Errorf("make temp dir: %w", err)
+	}
+	return dir, nil
 }
 
 func clipPath(dir string, idx int) string {

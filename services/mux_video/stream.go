@@ -21,7 +21,6 @@ import (
 	"github.com/dubflow/dubflow/pkg/stream"
 	"github.com/dubflow/dubflow/pkg/subtitle"
 	"github.com/dubflow/dubflow/pkg/wire"
-	"github.com/dubflow/dubflow/pkg/worker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
@@ -162,8 +161,8 @@ func (h *handler) makeBatch(ctx context.Context, msg *step.Message, p wire.MuxVi
 		Scan(&j.srcLang, &j.dstLang, &j.probe); err != nil {
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
-	if j.dir, err = os.MkdirTemp("", worker.TempPrefix(service)); err != nil {
-		return fmt.Errorf("make temp dir: %w", err)
+	if j.dir, err = scratch(); err != nil {
+		return err
 	}
 	defer os.RemoveAll(j.dir)
 	return j.run(ctx, msg)
@@ -172,22 +171,13 @@ func (h *handler) makeBatch(ctx context.Context, msg *step.Message, p wire.MuxVi
 // run makes the batch and records it.
 func (j *streamJob) run(ctx context.Context, msg *step.Message) error {
 	j.last = time.Now()
-	src, release, err := j.h.kept.get(ctx, j.id, j.p.SourceVideoKey, j.scratch, j.fetchSource)
+	src, release, err := j.h.kept.get(ctx, j.id, j.p.SourceVideoKey, scratch, j.fetchSource)
 	if err != nil {
 		return err
 	}
 	ended, err := j.runOn(ctx, msg, src)
 	release(err == nil && !ended)
 	return err
-}
-
-// scratch makes a scratch folder for a kept source.
-func (j *streamJob) scratch() (string, error) {
-	dir, err := os.MkdirTemp("", worker.TempPrefix(service))
-	if err != nil {
-		return "", fmt.Errorf("make temp dir: %w", err)
-	}
-	return dir, nil
 }
 
 // fetchSource downloads and checks the task's source into dir and plans
